@@ -1,0 +1,45 @@
+# VTA co-design kit: every target bootstraps its own environment.
+#   make demo   - set up .venv and run the main demo on the embedded default config
+#   make test   - set up .venv and run the whole test suite
+#   make bench  - run the benchmarks in bench/ (prints ratios against in-run references)
+#   make lint   - ruff over the sources
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: demo test test-fast bench lint tools venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"' \
+		|| { echo "error: $(PYTHON) is older than 3.11; set PYTHON=python3.11" >&2; exit 2; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# iverilog (cocotb tests) and verilator (lint, tsim) come from Debian's packages.
+tools:
+	@bash scripts/ensure-tools.sh
+
+demo: venv tools
+	$(PY) examples/demo.py
+
+test: venv tools
+	$(PY) -m pytest -n $(JOBS) -W error::DeprecationWarning:amaranth
+
+test-fast: venv
+	$(PY) -m pytest -n $(JOBS) -m "not slow and not cocotb and not tsim and not synth"
+
+bench: venv tools
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,77 @@
+"""The ``vta`` command: one entry point, one module per subcommand.
+
+Each subcommand lives in ``vta.cli.cmd_<name>`` and defines ``register(subparsers)`` (which adds
+its parser and sets ``func``) and keeps heavy imports inside its run function so that ``vta
+--help`` stays fast. Every :class:`vta.isa.VTAError` becomes a one-line message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from vta.isa import VTAError
+
+#: Subcommand modules, in the order ``vta --help`` lists them.
+COMMANDS = [
+    "config", "asm", "disasm", "sim",
+    "verilog", "boards", "synth", "build",
+    "compile", "run", "zoo",
+    "tune", "explore",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vta",
+        description="VTA co-design kit: describe, generate, simulate, compile for and tune the "
+                    "VTA deep-learning accelerator.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"vta.cli.cmd_{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"vta.cli.cmd_{name}":
+                continue  # not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("vta-kit")
+    except Exception:  # noqa: BLE001 - running from a source tree without metadata
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except VTAError as e:
+        print(f"vta {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"vta {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""vta.isa: the configuration, the 128-bit VTA instruction set, its encoding and text form.
+
+This package imports nothing else of the kit; every other layer builds on it.
+"""
+
+from .config import DEFAULT, PARAMS, Config, preset_names
+from .errors import (
+    AsmError,
+    ConfigError,
+    DeadlockError,
+    DecodeError,
+    EncodeError,
+    FileError,
+    ProgramError,
+    RaceError,
+    VTAError,
+)
+from .insn import (
+    COMPUTE_MODULE,
+    LOAD_MODULE,
+    MODULES,
+    STORE_MODULE,
+    AluInsn,
+    FinishInsn,
+    GemmInsn,
+    Insn,
+    MemInsn,
+    Uop,
+    decode,
+    decode_program,
+    decode_uop,
+    decode_word,
+    encode,
+    encode_program,
+    encode_uop,
+    encode_uops,
+    encode_word,
+    insn_class,
+    uop_fields,
+)
+from .layout import (
+    INSN_BITS,
+    INSN_BYTES,
+    UOP_BITS,
+    UOP_BYTES,
+    AluOp,
+    Field,
+    Layout,
+    Layouts,
+    MemType,
+    Opcode,
+    build_layouts,
+)
+
+__all__ = [
+    "Config", "DEFAULT", "PARAMS", "preset_names",
+    "VTAError", "ConfigError", "EncodeError", "DecodeError", "AsmError", "ProgramError",
+    "DeadlockError", "RaceError", "FileError",
+    "Insn", "MemInsn", "GemmInsn", "AluInsn", "FinishInsn", "Uop",
+    "MODULES", "LOAD_MODULE", "COMPUTE_MODULE", "STORE_MODULE",
+    "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
+    "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class",
+    "Opcode", "MemType", "AluOp", "Field", "Layout", "Layouts", "build_layouts",
+    "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES",
+]

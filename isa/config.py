@@ -1,0 +1,293 @@
+"""The one configuration object: TVM's ``vta_config.json`` parameters and everything derived.
+
+A :class:`Config` is immutable and passed explicitly to every layer of the kit. Derived sizes follow
+TVM's ``hw_spec_const.h``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+#: The nine parameters of vta_config.json, in TVM's order.
+PARAMS = (
+    "LOG_INP_WIDTH",
+    "LOG_WGT_WIDTH",
+    "LOG_ACC_WIDTH",
+    "LOG_BATCH",
+    "LOG_BLOCK",
+    "LOG_UOP_BUFF_SIZE",
+    "LOG_INP_BUFF_SIZE",
+    "LOG_WGT_BUFF_SIZE",
+    "LOG_ACC_BUFF_SIZE",
+)
+
+# (min, max) accepted for each parameter, with the reason shown when rejected.
+_RANGES: dict[str, tuple[int, int, str]] = {
+    "LOG_INP_WIDTH": (3, 4, "inputs are 8- or 16-bit integers"),
+    "LOG_WGT_WIDTH": (3, 4, "weights are 8- or 16-bit integers"),
+    "LOG_ACC_WIDTH": (4, 5, "accumulators are 16- or 32-bit integers"),
+    "LOG_BATCH": (0, 4, "batch is 1 to 16"),
+    "LOG_BLOCK": (1, 6, "block is 2 to 64"),
+    "LOG_UOP_BUFF_SIZE": (2, 20, "buffer sizes are 2^2 B to 1 MiB"),
+    "LOG_INP_BUFF_SIZE": (2, 24, "buffer sizes are 2^2 B to 16 MiB"),
+    "LOG_WGT_BUFF_SIZE": (2, 24, "buffer sizes are 2^2 B to 16 MiB"),
+    "LOG_ACC_BUFF_SIZE": (2, 24, "buffer sizes are 2^2 B to 16 MiB"),
+}
+
+#: Width of the SRAM address fields of LOAD/STORE (sram_base); no buffer may be deeper.
+SRAM_ADDR_BITS = 16
+
+
+@dataclass(frozen=True)
+class Config:
+    """VTA hardware parameters (TVM's vta_config.json) and derived quantities."""
+
+    LOG_INP_WIDTH: int = 3
+    LOG_WGT_WIDTH: int = 3
+    LOG_ACC_WIDTH: int = 5
+    LOG_BATCH: int = 0
+    LOG_BLOCK: int = 4
+    LOG_UOP_BUFF_SIZE: int = 15
+    LOG_INP_BUFF_SIZE: int = 15
+    LOG_WGT_BUFF_SIZE: int = 18
+    LOG_ACC_BUFF_SIZE: int = 17
+    #: Keys of the JSON file that are not hardware parameters (TARGET, HW_VER, ...), kept as-is.
+    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in PARAMS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, not {value!r}")
+            lo, hi, why = _RANGES[name]
+            if not lo <= value <= hi:
+                raise ConfigError(f"{name}={value} is out of range [{lo}, {hi}] ({why})")
+        if self.LOG_ACC_WIDTH < max(self.LOG_INP_WIDTH, self.LOG_WGT_WIDTH):
+            raise ConfigError(
+                f"LOG_ACC_WIDTH={self.LOG_ACC_WIDTH} must be at least LOG_INP_WIDTH and "
+                f"LOG_WGT_WIDTH ({self.LOG_INP_WIDTH}, {self.LOG_WGT_WIDTH})")
+        for buf in ("uop", "inp", "wgt", "acc"):
+            log_depth = getattr(self, f"log_{buf}_depth")
+            size_key = f"LOG_{buf.upper()}_BUFF_SIZE"
+            if log_depth < 0:
+                raise ConfigError(
+                    f"{size_key}={getattr(self, size_key)} is smaller than one {buf} element "
+                    f"({getattr(self, f'{buf}_elem_bytes')} bytes); raise it to at least "
+                    f"{getattr(self, size_key) - log_depth}")
+            if log_depth > SRAM_ADDR_BITS:
+                raise ConfigError(
+                    f"{size_key}={getattr(self, size_key)} gives a {buf} buffer of 2^{log_depth} "
+                    f"entries, beyond the {SRAM_ADDR_BITS}-bit sram_base field; lower it to at most "
+                    f"{getattr(self, size_key) - log_depth + SRAM_ADDR_BITS}")
+        # The instruction and micro-op layouts must fit 128 and 32 bits.
+        from .layout import build_layouts  # local import: layout depends on Config
+
+        build_layouts(self)
+
+    # ----------------------------------------------------------------- file format
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> Config:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        missing = [p for p in PARAMS if p not in data]
+        if missing:
+            raise ConfigError(f"{source}: missing key(s) {', '.join(missing)}")
+        extra = tuple((k, v) for k, v in data.items() if k not in PARAMS)
+        try:
+            return cls(**{p: data[p] for p in PARAMS}, extra=extra)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Config:
+        """Read TVM's vta_config.json format (extra keys such as TARGET are kept)."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read config file {path}: {e}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def preset(cls, name: str) -> Config:
+        """A named preset shipped with the kit (see :func:`preset_names`)."""
+        names = preset_names()
+        if name not in names:
+            raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(names)}")
+        text = resources.files("vta.isa.presets").joinpath(f"{name}.json").read_text()
+        return cls.from_dict(json.loads(text), source=f"preset {name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = dict(self.extra)
+        d.update({p: getattr(self, p) for p in PARAMS})
+        return d
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    def replace(self, **changes: Any) -> Config:
+        return replace(self, **changes)
+
+    @property
+    def params(self) -> dict[str, int]:
+        return {p: getattr(self, p) for p in PARAMS}
+
+    # ------------------------------------------------------------------- derived
+    @property
+    def inp_width(self) -> int:
+        return 1 << self.LOG_INP_WIDTH
+
+    @property
+    def wgt_width(self) -> int:
+        return 1 << self.LOG_WGT_WIDTH
+
+    @property
+    def acc_width(self) -> int:
+        return 1 << self.LOG_ACC_WIDTH
+
+    @property
+    def out_width(self) -> int:
+        return self.inp_width
+
+    @property
+    def batch(self) -> int:
+        return 1 << self.LOG_BATCH
+
+    @property
+    def block_in(self) -> int:
+        return 1 << self.LOG_BLOCK
+
+    @property
+    def block_out(self) -> int:
+        return 1 << self.LOG_BLOCK
+
+    @property
+    def block(self) -> int:
+        return 1 << self.LOG_BLOCK
+
+    # log2 of the number of entries of each on-chip buffer
+    @property
+    def log_uop_depth(self) -> int:
+        return self.LOG_UOP_BUFF_SIZE - 2
+
+    @property
+    def log_inp_depth(self) -> int:
+        return self.LOG_INP_BUFF_SIZE - self.LOG_BATCH - self.LOG_BLOCK - self.LOG_INP_WIDTH + 3
+
+    @property
+    def log_wgt_depth(self) -> int:
+        return self.LOG_WGT_BUFF_SIZE - 2 * self.LOG_BLOCK - self.LOG_WGT_WIDTH + 3
+
+    @property
+    def log_acc_depth(self) -> int:
+        return self.LOG_ACC_BUFF_SIZE - self.LOG_BATCH - self.LOG_BLOCK - self.LOG_ACC_WIDTH + 3
+
+    @property
+    def log_out_depth(self) -> int:
+        return self.log_acc_depth
+
+    @property
+    def uop_depth(self) -> int:
+        return 1 << self.log_uop_depth
+
+    @property
+    def inp_depth(self) -> int:
+        return 1 << self.log_inp_depth
+
+    @property
+    def wgt_depth(self) -> int:
+        return 1 << self.log_wgt_depth
+
+    @property
+    def acc_depth(self) -> int:
+        return 1 << self.log_acc_depth
+
+    @property
+    def out_depth(self) -> int:
+        return self.acc_depth
+
+    # element sizes in bytes
+    @property
+    def uop_elem_bytes(self) -> int:
+        return 4
+
+    @property
+    def inp_elem_bytes(self) -> int:
+        return self.batch * self.block_in * self.inp_width // 8
+
+    @property
+    def wgt_elem_bytes(self) -> int:
+        return self.block_out * self.block_in * self.wgt_width // 8
+
+    @property
+    def acc_elem_bytes(self) -> int:
+        return self.batch * self.block_out * self.acc_width // 8
+
+    @property
+    def out_elem_bytes(self) -> int:
+        return self.batch * self.block_out * self.out_width // 8
+
+    @property
+    def macs_per_cycle(self) -> int:
+        """Peak multiply-accumulates per cycle of the GEMM core."""
+        return self.batch * self.block_in * self.block_out
+
+    def elem_bytes(self, memory_type: int) -> int:
+        """Bytes of one element of the given memory type (a ``MemType`` or its value)."""
+        return (self.uop_elem_bytes, self.wgt_elem_bytes, self.inp_elem_bytes,
+                self.acc_elem_bytes, self.out_elem_bytes)[int(memory_type)]
+
+    def depth(self, memory_type: int) -> int:
+        """Entries of the SRAM buffer for the given memory type."""
+        return (self.uop_depth, self.wgt_depth, self.inp_depth,
+                self.acc_depth, self.out_depth)[int(memory_type)]
+
+    @cached_property
+    def layouts(self):  # -> Layouts (typed lazily to avoid an import cycle)
+        """The instruction and micro-op field layouts for this configuration."""
+        from .layout import build_layouts
+
+        return build_layouts(self)
+
+    def describe(self) -> dict[str, Any]:
+        """Parameters plus derived quantities, as shown by ``vta config show``."""
+        return {
+            "params": self.params,
+            "derived": {
+                "batch": self.batch, "block_in": self.block_in, "block_out": self.block_out,
+                "inp_width": self.inp_width, "wgt_width": self.wgt_width,
+                "acc_width": self.acc_width, "out_width": self.out_width,
+                "uop_depth": self.uop_depth, "inp_depth": self.inp_depth,
+                "wgt_depth": self.wgt_depth, "acc_depth": self.acc_depth,
+                "uop_elem_bytes": self.uop_elem_bytes, "inp_elem_bytes": self.inp_elem_bytes,
+                "wgt_elem_bytes": self.wgt_elem_bytes, "acc_elem_bytes": self.acc_elem_bytes,
+                "out_elem_bytes": self.out_elem_bytes, "macs_per_cycle": self.macs_per_cycle,
+            },
+        }
+
+
+def preset_names() -> list[str]:
+    return sorted(
+        p.name[:-5] for p in resources.files("vta.isa.presets").iterdir()
+        if p.name.endswith(".json"))
+
+
+DEFAULT = Config()
+
+__all__ = ["Config", "DEFAULT", "PARAMS", "preset_names", "SRAM_ADDR_BITS"]

@@ -1,0 +1,56 @@
+"""File helpers shared by every layer: clear errors on read, atomic writes (no half-written output)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import FileError
+
+
+def read_bytes(path: str | Path, what: str = "file") -> bytes:
+    """Read a whole file; a missing or unreadable file is a FileError naming it."""
+    p = Path(path)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise FileError(f"{what} {p} does not exist") from None
+    except IsADirectoryError:
+        raise FileError(f"{what} {p} is a directory, not a file") from None
+    except OSError as e:
+        raise FileError(f"cannot read {what} {p}: {e.strerror or e}") from None
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    data = read_bytes(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FileError(f"{what} {path} is not UTF-8 text (byte {e.start})") from None
+
+
+def write_atomic(path: str | Path, data: bytes | str, what: str = "output file") -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename: all or nothing."""
+    p = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise FileError(f"cannot write {what} {p}: directory {parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=parent)
+    except OSError as e:
+        raise FileError(f"cannot write {what} {p}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise FileError(f"cannot write {what} {p}: {e.strerror or e}") from None
+        raise

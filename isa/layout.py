@@ -1,0 +1,211 @@
+"""Bit layouts of the 128-bit instructions and the 32-bit micro-op, computed from a Config.
+
+This is the ISA's single source of truth: the encoder, the decoder, the functional simulator and
+the RTL decoder (``vta.hw``) all take field positions from these tables.
+
+Fields are placed LSB first in TVM's order. As with C ``uint64_t`` bit-fields, a field never
+straddles bit 64: a field that would is moved to start at bit 64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError, EncodeError
+
+if TYPE_CHECKING:
+    from .config import Config
+
+INSN_BITS = 128
+INSN_BYTES = 16
+UOP_BITS = 32
+UOP_BYTES = 4
+ITER_BITS = 14
+IMM_BITS = 16
+
+
+class Opcode(IntEnum):
+    LOAD = 0
+    STORE = 1
+    GEMM = 2
+    FINISH = 3
+    ALU = 4
+
+
+class MemType(IntEnum):
+    UOP = 0
+    WGT = 1
+    INP = 2
+    ACC = 3
+    OUT = 4
+
+
+class AluOp(IntEnum):
+    MIN = 0
+    MAX = 1
+    ADD = 2
+    SHR = 3
+    MUL = 4
+
+
+@dataclass(frozen=True)
+class Field:
+    """One bit field: ``width`` bits starting at bit ``offset`` (LSB first)."""
+
+    name: str
+    offset: int
+    width: int
+    signed: bool = False
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+    @property
+    def min(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+    @property
+    def end(self) -> int:
+        """One past the highest bit."""
+        return self.offset + self.width
+
+    def check(self, value: int, *, what: str = "") -> int:
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int):
+            try:
+                value = int(value)  # numpy integers
+            except (TypeError, ValueError):
+                raise EncodeError(f"{what}{self.name} must be an integer, not {value!r}") from None
+        if not self.min <= value <= self.max:
+            kind = "signed " if self.signed else ""
+            raise EncodeError(
+                f"{what}{self.name}={value} does not fit its {self.width}-bit {kind}field "
+                f"(range {self.min}..{self.max})")
+        return value
+
+    def insert(self, word: int, value: int) -> int:
+        return word | ((value & self.mask) << self.offset)
+
+    def extract(self, word: int) -> int:
+        v = (word >> self.offset) & self.mask
+        if self.signed and v >> (self.width - 1):
+            v -= 1 << self.width
+        return v
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The fields of one instruction kind (or of the micro-op)."""
+
+    name: str
+    bits: int
+    fields: tuple[Field, ...]
+
+    def __getitem__(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def __contains__(self, name: str) -> bool:
+        return any(f.name == name for f in self.fields)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    @property
+    def used_bits(self) -> int:
+        return max(f.end for f in self.fields)
+
+    def pack(self, values: Mapping[str, int], *, what: str = "") -> int:
+        """Pack field values into an integer; every field of the layout must be given."""
+        word = 0
+        for f in self.fields:
+            word = f.insert(word, f.check(values[f.name], what=what))
+        return word
+
+    def unpack(self, word: int) -> dict[str, int]:
+        return {f.name: f.extract(word) for f in self.fields}
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """All layouts of one Config."""
+
+    mem: Layout
+    gemm: Layout
+    alu: Layout
+    finish: Layout
+    uop: Layout
+
+    def for_opcode(self, opcode: int) -> Layout:
+        if opcode in (Opcode.LOAD, Opcode.STORE):
+            return self.mem
+        return {Opcode.GEMM: self.gemm, Opcode.ALU: self.alu, Opcode.FINISH: self.finish}[opcode]
+
+    def table(self) -> dict[str, list[dict[str, int | str | bool]]]:
+        """A JSON-friendly description (used by ``vta config show --layout`` and hw docs)."""
+        return {
+            lay.name: [{"name": f.name, "lsb": f.offset, "msb": f.end - 1, "width": f.width,
+                        "signed": f.signed} for f in lay.fields]
+            for lay in (self.mem, self.gemm, self.alu, self.finish, self.uop)
+        }
+
+
+COMMON = (("opcode", 3), ("pop_prev_dep", 1), ("pop_next_dep", 1),
+          ("push_prev_dep", 1), ("push_next_dep", 1))
+DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+
+
+def _place(name: str, specs, bits: int, unit: int) -> Layout:
+    fields: list[Field] = []
+    pos = 0
+    for spec in specs:
+        fname, width = spec[0], spec[1]
+        signed = len(spec) > 2 and spec[2]
+        if width <= 0:
+            raise ConfigError(f"{name} field {fname} would be {width} bits wide")
+        if pos // unit != (pos + width - 1) // unit:  # would straddle a storage unit
+            pos = (pos // unit + 1) * unit
+        fields.append(Field(fname, pos, width, signed))
+        pos += width
+    if pos > bits:
+        detail = ", ".join(f"{f.name}:{f.width}" for f in fields)
+        raise ConfigError(
+            f"the {name} layout needs {pos} bits but has {bits} ({detail}); "
+            f"reduce the buffer sizes (LOG_*_BUFF_SIZE) or LOG_BLOCK/LOG_BATCH")
+    return Layout(name, bits, tuple(fields))
+
+
+def build_layouts(cfg: Config) -> Layouts:
+    """Compute every layout for ``cfg`` (raises ConfigError when a field no longer fits)."""
+    u, i, w, a = cfg.log_uop_depth, cfg.log_inp_depth, cfg.log_wgt_depth, cfg.log_acc_depth
+    # zero-depth buffers still need one address bit in the fields
+    u, i, w, a = max(u, 1), max(i, 1), max(w, 1), max(a, 1)
+    loop_head = (("reset_reg", 1), ("uop_bgn", u), ("uop_end", u + 1),
+                 ("iter_out", ITER_BITS), ("iter_in", ITER_BITS))
+    mem = _place("memory instruction", COMMON + (
+        ("memory_type", 3), ("sram_base", 16), ("dram_base", 32), ("y_size", 16),
+        ("x_size", 16), ("x_stride", 16), ("y_pad_0", 4), ("y_pad_1", 4),
+        ("x_pad_0", 4), ("x_pad_1", 4)), INSN_BITS, 64)
+    gemm = _place("GEMM instruction", COMMON + loop_head + (
+        ("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", i),
+        ("src_factor_in", i), ("wgt_factor_out", w), ("wgt_factor_in", w)), INSN_BITS, 64)
+    alu = _place("ALU instruction", COMMON + loop_head + (
+        ("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", a),
+        ("src_factor_in", a), ("alu_opcode", 3), ("use_imm", 1), ("imm", IMM_BITS, True)),
+        INSN_BITS, 64)
+    finish = _place("FINISH instruction", COMMON, INSN_BITS, 64)
+    uop = _place("micro-op", (("dst_idx", a), ("src_idx", max(a, i)), ("wgt_idx", w)),
+                 UOP_BITS, 32)
+    return Layouts(mem, gemm, alu, finish, uop)
