@@ -50,6 +50,8 @@ from .layout import (
     MemType,
     Opcode,
     build_layouts,
+    TOKEN_QUEUE_DEPTH,
+    INSN_QUEUE_DEPTH,
 )
 
 __all__ = [
@@ -61,5 +63,5 @@ __all__ = [
     "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
     "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class",
     "Opcode", "MemType", "AluOp", "Field", "Layout", "Layouts", "build_layouts",
-    "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES",
+    "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES", "TOKEN_QUEUE_DEPTH", "INSN_QUEUE_DEPTH",
 ]

@@ -209,3 +209,8 @@ def build_layouts(cfg: Config) -> Layouts:
     uop = _place("micro-op", (("dst_idx", a), ("src_idx", max(a, i)), ("wgt_idx", w)),
                  UOP_BITS, 32)
     return Layouts(mem, gemm, alu, finish, uop)
+
+#: Depth of each of the four dependency-token queues (fsim models overflow; the RTL matches).
+TOKEN_QUEUE_DEPTH = 256
+#: Depth of each module's instruction queue behind fetch (fetch stalls when one is full).
+INSN_QUEUE_DEPTH = 256
