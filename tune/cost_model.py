@@ -1,0 +1,83 @@
+"""The learned cost model: XGBoost ranking (``rank:pairwise``) on configuration features.
+
+Only the order of candidates matters to the explorer, so the model learns to rank: labels are
+throughputs normalised to the best seen (``best_cost / cost``; invalid measurements get 0). Features
+come from the task (the lowered loop IR's per-loop extents, bytes and reuse when the compiler
+provides them) or default to the knob values. Earlier logs of similar workloads (same feature
+length) can be added as a prior (transfer learning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+class XGBoostCostModel:
+    """Rank configurations by predicted throughput; refit after each measured batch."""
+
+    def __init__(self, feature_fn: Callable[[int], np.ndarray], *, seed: int = 0,
+                 num_boost_round: int = 60, max_cache: int = 200_000) -> None:
+        self.feature_fn = feature_fn
+        self.seed = seed
+        self.num_boost_round = num_boost_round
+        self._booster = None
+        self._cache: dict[int, np.ndarray] = {}
+        self._max_cache = max_cache
+        self._prior: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def fitted(self) -> bool:
+        return self._booster is not None
+
+    def features(self, indices: Sequence[int]) -> np.ndarray:
+        rows = []
+        for i in indices:
+            f = self._cache.get(i)
+            if f is None:
+                f = np.asarray(self.feature_fn(int(i)), dtype=np.float32)
+                if len(self._cache) < self._max_cache:
+                    self._cache[int(i)] = f
+            rows.append(f)
+        return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+
+    def add_prior(self, feats: np.ndarray, costs: Sequence[float | None]) -> None:
+        """Data from earlier tuning of a similar workload (transfer learning)."""
+        self._prior = (np.asarray(feats, np.float32), _labels(costs))
+
+    def fit(self, indices: Sequence[int], costs: Sequence[float | None]) -> None:
+        import xgboost as xgb
+
+        x = self.features(indices)
+        y = _labels(costs)
+        groups = [len(y)] if len(y) else []
+        if self._prior is not None and (not len(y) or self._prior[0].shape[1:] == x.shape[1:]):
+            x = np.concatenate([x, self._prior[0]]) if len(y) else self._prior[0]
+            y = np.concatenate([y, self._prior[1]])
+            groups.append(len(self._prior[1]))
+        if len(y) < 2 or np.all(y == y[0]):
+            return  # nothing to rank yet
+        d = xgb.DMatrix(x, label=y)
+        d.set_group(groups)
+        params = {"objective": "rank:pairwise", "max_depth": 6, "eta": 0.3, "gamma": 1e-4,
+                  "min_child_weight": 1, "subsample": 1.0, "seed": self.seed, "nthread": 1,
+                  "verbosity": 0}
+        self._booster = xgb.train(params, d, num_boost_round=self.num_boost_round)
+
+    def predict(self, indices: Sequence[int]) -> np.ndarray:
+        """Scores (higher is better); zeros before the first fit."""
+        if not self.fitted or not len(indices):
+            return np.zeros(len(indices))
+        import xgboost as xgb
+
+        return self._booster.predict(xgb.DMatrix(self.features(indices)))
+
+
+def _labels(costs: Sequence[float | None]) -> np.ndarray:
+    c = np.array([np.nan if v is None else float(v) for v in costs], dtype=np.float64)
+    ok = np.isfinite(c) & (c > 0)
+    y = np.zeros(len(c))
+    if ok.any():
+        y[ok] = c[ok].min() / c[ok]
+    return y.astype(np.float32)
