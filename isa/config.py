@@ -69,7 +69,7 @@ class Config:
             lo, hi, why = _RANGES[name]
             if not lo <= value <= hi:
                 raise ConfigError(f"{name}={value} is out of range [{lo}, {hi}] ({why})")
-        if self.LOG_ACC_WIDTH < max(self.LOG_INP_WIDTH, self.LOG_WGT_WIDTH):
+        if max(self.LOG_INP_WIDTH, self.LOG_WGT_WIDTH) > self.LOG_ACC_WIDTH:
             raise ConfigError(
                 f"LOG_ACC_WIDTH={self.LOG_ACC_WIDTH} must be at least LOG_INP_WIDTH and "
                 f"LOG_WGT_WIDTH ({self.LOG_INP_WIDTH}, {self.LOG_WGT_WIDTH})")
@@ -84,8 +84,8 @@ class Config:
             if log_depth > SRAM_ADDR_BITS:
                 raise ConfigError(
                     f"{size_key}={getattr(self, size_key)} gives a {buf} buffer of 2^{log_depth} "
-                    f"entries, beyond the {SRAM_ADDR_BITS}-bit sram_base field; lower it to at most "
-                    f"{getattr(self, size_key) - log_depth + SRAM_ADDR_BITS}")
+                    f"entries, beyond the {SRAM_ADDR_BITS}-bit sram_base field; lower it to at "
+                    f"most {getattr(self, size_key) - log_depth + SRAM_ADDR_BITS}")
         # The instruction and micro-op layouts must fit 128 and 32 bits.
         from .layout import build_layouts  # local import: layout depends on Config
 

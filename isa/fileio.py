@@ -1,7 +1,9 @@
-"""File helpers shared by every layer: clear errors on read, atomic writes (no half-written output)."""
+"""File helpers shared by every layer: clear errors on read, atomic writes (no half-written
+output)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -47,10 +49,8 @@ def write_atomic(path: str | Path, data: bytes | str, what: str = "output file")
             f.write(data)
         os.replace(tmp, p)
     except BaseException as e:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(e, OSError):
             raise FileError(f"cannot write {what} {p}: {e.strerror or e}") from None
         raise

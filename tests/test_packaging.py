@@ -1,4 +1,5 @@
-"""Every import package of the source tree is listed in pyproject.toml (else `pip install .` drops it)."""
+"""Every import package of the source tree is listed in pyproject.toml (else `pip install .`
+drops it)."""
 
 from __future__ import annotations
 

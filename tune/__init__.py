@@ -16,7 +16,7 @@ from .measure import (
 )
 from .space import ConfigEntity, ConfigSpace, SpaceError
 from .task import Task, TaskError, features, template
-from .tuner import TUNERS, GridTuner, RandomTuner, TuneResult, Tuner, XGBTuner
+from .tuner import TUNERS, GridTuner, RandomTuner, Tuner, TuneResult, XGBTuner
 
 __all__ = [
     "ConfigSpace", "ConfigEntity", "SpaceError", "Task", "TaskError", "template", "features",

@@ -84,7 +84,7 @@ def evaluate(task_json: dict[str, Any], index: int, measurer: str,
             return MeasureResult(index, None, "wrong", _short(e), time.perf_counter() - t0)
         except Exception as e:  # noqa: BLE001
             return MeasureResult(index, None, "run", _short(e), time.perf_counter() - t0)
-        if not cost == cost or cost <= 0:  # NaN or non-positive
+        if cost != cost or cost <= 0:  # NaN or non-positive
             return MeasureResult(index, None, "run", f"invalid cost {cost}")
         return MeasureResult(index, cost, "ok", None, time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001

@@ -1,9 +1,9 @@
 """Parallel simulated annealing over a configuration space, scored by the cost model.
 
-``parallel_size`` chains walk the space by changing one knob at a time; a move is accepted with
-probability ``exp((new - old) / T)`` as T cools linearly. The best ``num`` distinct unseen points are
-kept. A batch is then picked from them with a diversity criterion (greedy: prefer candidates that
-differ from those already picked in more knobs) plus epsilon-greedy random picks.
+``parallel_size`` chains walk the space by changing one knob at a time; a move is accepted
+with probability ``exp((new - old) / T)`` as T cools linearly. The best ``num`` distinct unseen
+points are kept. A batch is then picked from them with a diversity criterion (greedy: prefer
+candidates that differ from those already picked in more knobs) plus epsilon-greedy random picks.
 """
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ from .space import ConfigSpace
 
 
 class SimulatedAnnealing:
-    def __init__(self, space: ConfigSpace, *, n_iter: int = 200, parallel_size: int = 64,
-                 temp: tuple[float, float] = (1.0, 0.0), early_stop: int = 40,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        space: ConfigSpace,
+        *,
+        n_iter: int = 200,
+        parallel_size: int = 64,
+        temp: tuple[float, float] = (1.0, 0.0),
+        early_stop: int = 40,
+        seed: int = 0,
+    ) -> None:
         self.space = space
         self.n_iter = n_iter
         self.parallel_size = parallel_size
@@ -39,8 +46,9 @@ class SimulatedAnnealing:
         digits[pos] = alt if alt < digits[pos] else alt + 1
         return self.space.index_of_digits(digits)
 
-    def find_maximums(self, score: Callable[[Sequence[int]], np.ndarray], num: int,
-                      exclude: set[int]) -> list[int]:
+    def find_maximums(
+        self, score: Callable[[Sequence[int]], np.ndarray], num: int, exclude: set[int]
+    ) -> list[int]:
         """Up to ``num`` valid, unseen indices with the highest scores found."""
         n = min(self.parallel_size, len(self.space))
         pts = [p for p in self._points if self.space.is_valid(p)][:n]
@@ -93,9 +101,15 @@ class SimulatedAnnealing:
         return [p for _, p in sorted(heap, reverse=True)]
 
 
-def diverse_batch(space: ConfigSpace, ranked: Sequence[int], size: int,
-                  rng: np.random.Generator, *, epsilon: float = 0.05,
-                  exclude: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+def diverse_batch(
+    space: ConfigSpace,
+    ranked: Sequence[int],
+    size: int,
+    rng: np.random.Generator,
+    *,
+    epsilon: float = 0.05,
+    exclude: set[int] = frozenset(),
+) -> list[int]:  # type: ignore[assignment]
     """Pick ``size`` points: mostly from ``ranked`` (best first) balancing score and diversity
     (knob digits not yet covered by the batch), ~epsilon of them uniformly random."""
     n_rand = int(round(size * epsilon)) if size > 1 else 0
@@ -105,9 +119,11 @@ def diverse_batch(space: ConfigSpace, ranked: Sequence[int], size: int,
     pool = [p for p in ranked if p not in exclude]
     pool_digits = {p: space.digits(p) for p in pool[: 4 * size]}
     while len(chosen) < size - n_rand and pool_digits:
+
         def gain(p: int, rank: int) -> float:
             new = sum(d not in covered[k] for k, d in enumerate(pool_digits[p]))
             return new - 0.05 * rank
+
         ranks = {p: r for r, p in enumerate(pool_digits)}
         best = max(pool_digits, key=lambda p: gain(p, ranks[p]))
         chosen.append(best)

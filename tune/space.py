@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from vta.isa.errors import VTAError
 
 
@@ -58,19 +57,30 @@ class ConfigSpace:
         self._constraints: list[Callable[[ConfigEntity], bool]] = []
 
     # ------------------------------------------------------------- definition API
-    def define_split(self, name: str, extent: int, *, num_outputs: int = 2,
-                     max_factor: int | None = None,
-                     policy: str = "factors") -> None:
-        """Split an axis of ``extent`` into ``num_outputs`` factors (their product is the extent)."""
+    def define_split(
+        self,
+        name: str,
+        extent: int,
+        *,
+        num_outputs: int = 2,
+        max_factor: int | None = None,
+        policy: str = "factors",
+    ) -> None:
+        """Split an axis of ``extent`` into ``num_outputs`` factors whose product is ``extent``."""
         if not isinstance(extent, int) or extent < 1:
             raise SpaceError(f"split {name!r}: extent must be a positive integer, not {extent!r}")
         if policy == "power2":
-            cands = [c for c in _factorizations(extent, num_outputs, max_factor)
-                     if all(v & (v - 1) == 0 for v in c[1:])]
+            cands = [
+                c
+                for c in _factorizations(extent, num_outputs, max_factor)
+                if all(v & (v - 1) == 0 for v in c[1:])
+            ]
         elif policy == "factors":
             cands = _factorizations(extent, num_outputs, max_factor)
         else:
-            raise SpaceError(f"split {name!r}: policy must be 'factors' or 'power2', not {policy!r}")
+            raise SpaceError(
+                f"split {name!r}: policy must be 'factors' or 'power2', not {policy!r}"
+            )
         self._add(Knob(name, tuple(cands), "split"))
 
     def define_knob(self, name: str, candidates: Sequence[Any]) -> None:
@@ -104,7 +114,9 @@ class ConfigSpace:
 
     def digits(self, index: int) -> list[int]:
         if not 0 <= index < len(self):
-            raise SpaceError(f"configuration index {index} is outside the space (0..{len(self) - 1})")
+            raise SpaceError(
+                f"configuration index {index} is outside the space (0..{len(self) - 1})"
+            )
         out = []
         for d in self.dims:
             out.append(index % d)
@@ -119,7 +131,9 @@ class ConfigSpace:
         return index
 
     def get(self, index: int) -> ConfigEntity:
-        values = {k.name: k.candidates[dg] for k, dg in zip(self.knobs.values(), self.digits(index))}
+        values = {
+            k.name: k.candidates[dg] for k, dg in zip(self.knobs.values(), self.digits(index))
+        }
         return ConfigEntity(index, values, self)
 
     def from_values(self, values: Mapping[str, Any]) -> ConfigEntity:
@@ -165,11 +179,19 @@ class ConfigSpace:
     def features(self, index: int) -> np.ndarray:
         """Knob features: log2 of split factors, knob values (or candidate positions)."""
         e = self.get(index)
-        return np.array(list(itertools.chain.from_iterable(
-            k.features(e.values[k.name]) for k in self.knobs.values())), dtype=np.float64)
+        return np.array(
+            list(
+                itertools.chain.from_iterable(
+                    k.features(e.values[k.name]) for k in self.knobs.values()
+                )
+            ),
+            dtype=np.float64,
+        )
 
     def describe(self) -> str:
-        rows = [f"  {k.name}: {len(k.candidates)} candidates ({k.kind})" for k in self.knobs.values()]
+        rows = [
+            f"  {k.name}: {len(k.candidates)} candidates ({k.kind})" for k in self.knobs.values()
+        ]
         return f"space of {len(self)} configurations\n" + "\n".join(rows)
 
 
@@ -203,5 +225,7 @@ class ConfigEntity(Mapping):
         return len(self.values)
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index,
-                "values": {k: list(v) if isinstance(v, tuple) else v for k, v in self.values.items()}}
+        return {
+            "index": self.index,
+            "values": {k: list(v) if isinstance(v, tuple) else v for k, v in self.values.items()},
+        }

@@ -61,7 +61,9 @@ class Task:
     space: ConfigSpace = field(default_factory=ConfigSpace, compare=False, repr=False)
 
     @classmethod
-    def create(cls, name: str, args: tuple[Any, ...] | list[Any], module: str | None = None) -> Task:
+    def create(
+        cls, name: str, args: tuple[Any, ...] | list[Any], module: str | None = None
+    ) -> Task:
         fn = get_template(name, module)
         space = ConfigSpace()
         fn(space, *args)
@@ -103,5 +105,6 @@ def task_features(task: Task, index: int) -> Any:
         return task.space.features(index)
     import numpy as np
 
-    return np.concatenate([task.space.features(index),
-                           np.asarray(fn(task, task.space.get(index)), dtype=np.float64)])
+    return np.concatenate(
+        [task.space.features(index), np.asarray(fn(task, task.space.get(index)), dtype=np.float64)]
+    )

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from vta.isa import (
     AluInsn,
     Config,

@@ -11,7 +11,6 @@ import textwrap
 import time
 
 import pytest
-
 from vta.isa.errors import FileError
 from vta.tune import (
     Measurer,
@@ -145,8 +144,9 @@ def test_process_pool_executor() -> None:
 @pytest.mark.unit
 def test_dask_local_cluster_on_loopback() -> None:
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp",
-                                  host="127.0.0.1", dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1")
         ex = make_executor(scheduler=cluster.scheduler_address)
         try:

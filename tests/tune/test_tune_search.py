@@ -6,9 +6,7 @@ import math
 
 import numpy as np
 import pytest
-
 from vta.tune import (
-    ConfigSpace,
     GridTuner,
     Measurer,
     RandomTuner,
