@@ -1,0 +1,124 @@
+"""``vta tune``: AutoTVM-style schedule tuning of VTA operators, and plots of tuning logs."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_config_args, config_from_args
+
+EPILOG = """\
+examples:
+  vta tune --workload conv2d:H=14,W=14,CI=256,CO=256,K=3,S=1,P=1 --trials 200 --log t.jsonl
+  vta tune model.onnx --measure perf --trials 100 --log resnet.jsonl --jobs 2
+  vta tune --plot t.jsonl -o curve.png
+  vta tune --list
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune", help="tune operator schedules (XGBoost cost model + simulated annealing)",
+        description="Search the schedule knobs of VTA operators. Each measured configuration is "
+                    "appended to a JSON-lines log; `vta compile --tuning-log` applies the best.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", nargs="?", metavar="MODEL.onnx",
+                   help="tune every VTA workload of this model")
+    p.add_argument("--workload", action="append", metavar="SPEC",
+                   help="a single workload NAME:key=value,... (repeatable; see --list)")
+    p.add_argument("--list", action="store_true", help="list the known workloads and exit")
+    p.add_argument("--measure", choices=["perf", "tsim", "fsim"], default="perf",
+                   help="how candidates are measured: perf model (fast, default), tsim "
+                        "(cycle-accurate), fsim (checks results; costs are micro-op counts)")
+    p.add_argument("--tuner", choices=["xgb", "random", "grid"], default="xgb")
+    p.add_argument("--trials", type=int, default=200, metavar="N",
+                   help="measurements per workload (default 200)")
+    p.add_argument("--batch", type=int, default=16, metavar="N",
+                   help="configurations measured per batch (default 16)")
+    p.add_argument("--early-stopping", type=int, default=None, metavar="N",
+                   help="stop a workload when the best has not improved for N trials")
+    p.add_argument("--log", metavar="FILE", help="append-only JSON-lines tuning log")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the records already in --log (otherwise they are kept "
+                        "but tuning starts afresh)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="local worker processes (default 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="measure on a Dask distributed cluster (e.g. tcp://host:8786)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds allowed per batch before its pending candidates are "
+                        "recorded as timeouts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="LOG", help="plot best-so-far against trials of a log")
+    p.add_argument("-o", "--output", metavar="PNG", help="output of --plot")
+    add_config_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        from vta.tune.plot import plot_log
+
+        if not args.output:
+            raise _usage("--plot needs -o PNG")
+        n = plot_log(args.plot, args.output)
+        print(f"wrote {args.output} ({n} curve{'s' if n != 1 else ''})")
+        return 0
+
+    from vta.tune.workloads import known_workloads, parse_workload
+
+    if args.list:
+        for w in known_workloads().values():
+            print(f"{w.usage():<70} {w.doc}")
+        return 0
+    if args.trials < 1 or args.batch < 1:
+        raise _usage("--trials and --batch must be positive")
+    cfg = config_from_args(args)
+    tasks = []
+    if args.model:
+        from vta.tune.vta_tasks import tasks_from_model
+
+        tasks += tasks_from_model(args.model, cfg)
+    for spec in args.workload or []:
+        tasks.append(parse_workload(spec, cfg))
+    if not tasks:
+        raise _usage("give MODEL.onnx or --workload SPEC (or --plot LOG, --list)")
+
+    from vta.tune import TUNERS, Measurer, TuningLog, close_executor, make_executor
+    from vta.tune.progress import ProgressBar
+
+    log = TuningLog(args.log) if args.log else TuningLog(None)
+    if args.log and not args.resume:
+        log.records = []  # keep the file, do not resume from it
+    ex = make_executor(args.jobs, args.scheduler)
+    rows = []
+    try:
+        for n, task in enumerate(tasks, 1):
+            bar = ProgressBar(args.trials, f"[{n}/{len(tasks)}] {task.name}")
+            measurer = Measurer(args.measure, executor=ex, timeout=args.timeout,
+                                config=cfg.to_dict())
+            tuner = TUNERS[args.tuner](task, seed=args.seed)
+            res = tuner.tune(args.trials, measurer, batch_size=args.batch, log=log,
+                             early_stopping=args.early_stopping, progress=bar)
+            bar.update(res.trials, f"best {res.best_cost}", force=True)
+            bar.close()
+            rows.append((task, res))
+    finally:
+        close_executor(ex)
+    print(f"\n{'workload':<58} {'trials':>6} {'errors':>6} {'best cost':>12}  best config")
+    for task, res in rows:
+        errs = sum(1 for _, c, _ in res.history if c is None)
+        best = f"{res.best_cost:,.0f}" if res.best_cost is not None else "-"
+        print(f"{_short(task.key):<58} {res.trials:>6} {errs:>6} {best:>12}  {res.best_values}")
+    return 0 if all(r.best_cost is not None for _, r in rows) else 1
+
+
+def _usage(msg: str) -> Exception:
+    from vta.isa.errors import VTAError
+
+    return VTAError(msg)
+
+
+def _short(s: str, n: int = 58) -> str:
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+

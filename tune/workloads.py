@@ -1,0 +1,79 @@
+"""Workload specs for ``vta tune --workload``: ``NAME:key=value,key=value``.
+
+Each registered workload maps its keys (with defaults) onto a tuning template's arguments, e.g.
+``conv2d:H=56,W=56,CI=64,CO=64,K=3,S=1,P=1``. Operator templates register themselves here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vta.isa import Config
+from vta.isa.errors import VTAError
+
+from .task import Task
+
+
+class WorkloadError(VTAError):
+    """A workload spec that cannot be parsed or is not known."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    template: str
+    keys: tuple[tuple[str, int], ...]  #: (key, default) in template-argument order
+    doc: str = ""
+    #: builds the template's argument tuple from the parsed keys and the Config
+    make_args: Callable[[dict[str, int], Config], tuple[Any, ...]] | None = None
+
+    def usage(self) -> str:
+        return f"{self.name}:" + ",".join(f"{k}={v}" for k, v in self.keys)
+
+
+WORKLOADS: dict[str, Workload] = {}
+
+
+def register_workload(w: Workload) -> None:
+    WORKLOADS[w.name] = w
+
+
+def _load_builtin() -> None:
+    # operator templates live beside the compiler binding; import lazily (it pulls the compiler)
+    if not WORKLOADS:
+        try:
+            from . import vta_tasks  # noqa: F401
+        except ImportError:
+            pass
+
+
+def known_workloads() -> dict[str, Workload]:
+    _load_builtin()
+    return dict(WORKLOADS)
+
+
+def parse_workload(spec: str, cfg: Config) -> Task:
+    _load_builtin()
+    name, _, rest = spec.partition(":")
+    w = WORKLOADS.get(name.strip())
+    if w is None:
+        known = ", ".join(x.usage() for x in WORKLOADS.values()) or "none registered"
+        raise WorkloadError(f"unknown workload {name!r}; known: {known}")
+    values = dict(w.keys)
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise WorkloadError(f"workload {spec!r}: expected key=value, got {item!r}")
+        if key not in values:
+            raise WorkloadError(f"workload {name}: unknown key {key!r}; keys are "
+                                f"{', '.join(values)}")
+        try:
+            values[key] = int(val, 0)
+        except ValueError:
+            raise WorkloadError(f"workload {name}: {key}={val!r} is not an integer") from None
+        if values[key] < 0:
+            raise WorkloadError(f"workload {name}: {key}={val} must not be negative")
+    args = w.make_args(values, cfg) if w.make_args else tuple(values.values())
+    return Task.create(w.template, args)
