@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from vta.isa import VTAError
 
@@ -22,8 +23,15 @@ COMMANDS = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``vta CMD: error: ...``) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vta",
         description="VTA co-design kit: describe, generate, simulate, compile for and tune the "
                     "VTA deep-learning accelerator.")

@@ -138,7 +138,9 @@ class Config:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2) + "\n"
         if path is not None:
-            Path(path).write_text(text)
+            from .fileio import write_atomic  # all or nothing, FileError on failure
+
+            write_atomic(path, text, "config file")
         return text
 
     def replace(self, **changes: Any) -> Config:

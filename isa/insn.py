@@ -18,7 +18,7 @@ import numpy as np
 
 from .config import Config
 from .errors import DecodeError, EncodeError
-from .layout import DEP_FLAGS, INSN_BYTES, UOP_BYTES, AluOp, Layout, MemType, Opcode
+from .layout import DEP_FLAGS, INSN_BYTES, AluOp, Layout, MemType, Opcode
 
 #: Which module executes an instruction.
 LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE = "load", "compute", "store"
@@ -53,6 +53,8 @@ class Insn:
         """TVM field names; opcode, memory_type and alu_opcode as names (for JSON)."""
         d: dict[str, int | str] = {"opcode": Opcode(self.opcode).name}
         for k, v in asdict(self).items():
+            if k == "opcode":  # a dataclass field of MemInsn: keep the name set above
+                continue
             if k == "memory_type":
                 d[k] = MemType(v).name if v in MemType._value2member_map_ else int(v)
             elif k == "alu_opcode":

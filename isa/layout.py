@@ -180,35 +180,62 @@ def _place(name: str, specs, bits: int, unit: int) -> Layout:
         fields.append(Field(fname, pos, width, signed))
         pos += width
     if pos > bits:
+        if unit >= bits:  # one storage unit: the straddle rule moved nothing that fitted
+            pos = sum(f.width for f in fields)
         detail = ", ".join(f"{f.name}:{f.width}" for f in fields)
         raise ConfigError(
-            f"the {name} layout needs {pos} bits but has {bits} ({detail}); "
-            f"reduce the buffer sizes (LOG_*_BUFF_SIZE) or LOG_BLOCK/LOG_BATCH")
+            f"the {name} layout needs {pos} bits but has {bits} ({detail})")
     return Layout(name, bits, tuple(fields))
 
 
+def _depth_origin(cfg: Config) -> str:
+    """Which parameters set the address-field widths (for layout overflow messages)."""
+    return ", ".join(
+        f"{buf} {getattr(cfg, f'log_{buf}_depth')} bits ("
+        f"LOG_{buf.upper()}_BUFF_SIZE={getattr(cfg, f'LOG_{buf.upper()}_BUFF_SIZE')})"
+        for buf in ("uop", "inp", "wgt", "acc"))
+
+
 def build_layouts(cfg: Config) -> Layouts:
-    """Compute every layout for ``cfg`` (raises ConfigError when a field no longer fits)."""
-    u, i, w, a = cfg.log_uop_depth, cfg.log_inp_depth, cfg.log_wgt_depth, cfg.log_acc_depth
+    """Compute every layout for ``cfg`` (raises ConfigError when a field no longer fits).
+
+    When layouts overflow, the one error names every layout that does not fit and the
+    parameters that set the widths of its address fields.
+    """
     # zero-depth buffers still need one address bit in the fields
-    u, i, w, a = max(u, 1), max(i, 1), max(w, 1), max(a, 1)
+    u, i, w, a = (max(d, 1) for d in (cfg.log_uop_depth, cfg.log_inp_depth,
+                                      cfg.log_wgt_depth, cfg.log_acc_depth))
     loop_head = (("reset_reg", 1), ("uop_bgn", u), ("uop_end", u + 1),
                  ("iter_out", ITER_BITS), ("iter_in", ITER_BITS))
-    mem = _place("memory instruction", COMMON + (
-        ("memory_type", 3), ("sram_base", 16), ("dram_base", 32), ("y_size", 16),
-        ("x_size", 16), ("x_stride", 16), ("y_pad_0", 4), ("y_pad_1", 4),
-        ("x_pad_0", 4), ("x_pad_1", 4)), INSN_BITS, 64)
-    gemm = _place("GEMM instruction", COMMON + loop_head + (
-        ("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", i),
-        ("src_factor_in", i), ("wgt_factor_out", w), ("wgt_factor_in", w)), INSN_BITS, 64)
-    alu = _place("ALU instruction", COMMON + loop_head + (
-        ("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", a),
-        ("src_factor_in", a), ("alu_opcode", 3), ("use_imm", 1), ("imm", IMM_BITS, True)),
-        INSN_BITS, 64)
-    finish = _place("FINISH instruction", COMMON, INSN_BITS, 64)
-    uop = _place("micro-op", (("dst_idx", a), ("src_idx", max(a, i)), ("wgt_idx", w)),
-                 UOP_BITS, 32)
-    return Layouts(mem, gemm, alu, finish, uop)
+    specs = {
+        "mem": ("memory instruction", COMMON + (
+            ("memory_type", 3), ("sram_base", 16), ("dram_base", 32), ("y_size", 16),
+            ("x_size", 16), ("x_stride", 16), ("y_pad_0", 4), ("y_pad_1", 4),
+            ("x_pad_0", 4), ("x_pad_1", 4)), INSN_BITS, 64),
+        "gemm": ("GEMM instruction", COMMON + loop_head + (
+            ("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", i),
+            ("src_factor_in", i), ("wgt_factor_out", w), ("wgt_factor_in", w)), INSN_BITS, 64),
+        "alu": ("ALU instruction", COMMON + loop_head + (
+            ("dst_factor_out", a), ("dst_factor_in", a), ("src_factor_out", a),
+            ("src_factor_in", a), ("alu_opcode", 3), ("use_imm", 1), ("imm", IMM_BITS, True)),
+            INSN_BITS, 64),
+        "finish": ("FINISH instruction", COMMON, INSN_BITS, 64),
+        "uop": ("micro-op", (("dst_idx", a), ("src_idx", max(a, i)), ("wgt_idx", w)),
+                UOP_BITS, 32),
+    }
+    built: dict[str, Layout] = {}
+    errors: list[str] = []
+    for key, spec in specs.items():
+        try:
+            built[key] = _place(*spec)
+        except ConfigError as e:
+            errors.append(str(e))
+    if errors:
+        raise ConfigError(f"{'; '.join(errors)}; the index widths come from "
+                          f"{_depth_origin(cfg)}: reduce those buffer sizes (LOG_*_BUFF_SIZE) "
+                          f"or raise LOG_BLOCK/LOG_BATCH")
+    return Layouts(**built)
+
 
 #: Depth of each of the four dependency-token queues (fsim models overflow; the RTL matches).
 TOKEN_QUEUE_DEPTH = 256
