@@ -147,7 +147,7 @@ class PerfModel:
         port_busy = 0.0
         stats_bytes = {t.name: 0 for t in MemType}
         stats_store = 0
-        gemm_uops = alu_uops = 0
+        gemm_uops = useful_uops = alu_uops = 0
         trace: list[dict[str, Any]] = []
         finish_t = None
         # fetch stalls on a full queue: an instruction cannot enter its module's queue before
@@ -219,7 +219,8 @@ class PerfModel:
                 n = (insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
                      if isinstance(insn, GemmInsn | AluInsn) else 0)
                 if isinstance(insn, GemmInsn):
-                    gemm_uops += 0 if insn.reset_reg else n  # resets do no useful MACs
+                    gemm_uops += n
+                    useful_uops += 0 if insn.reset_reg else n  # resets do no MACs
                 elif isinstance(insn, AluInsn):
                     alu_uops += n
             end = start + dur
@@ -250,7 +251,9 @@ class PerfModel:
             "memory_port_busy": int(round(port_busy)),
             "gemm_uops": gemm_uops,
             "alu_uops": alu_uops,
-            "gemm_utilization": (gemm_uops * peak) / (cycles * peak) if cycles else 0.0,
+            "gemm_useful_uops": useful_uops,
+            # useful MACs / (cycles x peak MACs per cycle)
+            "gemm_utilization": (useful_uops * peak) / (cycles * peak) if cycles else 0.0,
             "bytes_loaded": stats_bytes,
             "bytes_stored": stats_store,
             "insns": _count_opcodes(insns),

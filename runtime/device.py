@@ -1,0 +1,274 @@
+"""Devices: one API over the functional simulator, the RTL simulators, the performance model and
+a PYNQ board.
+
+Every device owns a DRAM :class:`~vta.runtime.arena.Arena`, the micro-op cache (which kernels are
+resident in its micro-op buffer) and the JIT kernel table, and runs instruction streams against
+its arena memory. Devices that do not keep their SRAM between runs (``keeps_sram = False``: rtl,
+tsim) have their micro-op cache invalidated after every run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from vta.isa import Config, MemType
+from vta.isa.image import as_program_bytes, check_program
+
+from .arena import Arena, DeviceBuffer
+from .errors import DeviceError, DeviceUnavailableError
+from .kernel import UopCache, UopKernel
+
+#: Default arena sizes (bytes) per target.
+DEFAULT_ARENA = {"fsim": 64 << 20, "perf": 64 << 20, "pynq": 64 << 20,
+                 "rtl": 1 << 20, "tsim": 4 << 20}
+
+
+class Device:
+    """Base class: arena, micro-op cache, kernel table; subclasses implement :meth:`_execute`."""
+
+    target = "?"
+    #: Whether SRAM contents (micro-ops in particular) survive from one run to the next.
+    keeps_sram = True
+    #: Whether runs compute data (the performance model only estimates time).
+    computes_results = True
+
+    def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0,
+                 memory: np.ndarray | None = None) -> None:
+        self.cfg = cfg
+        self.arena = Arena(cfg, arena_size, base=arena_base, memory=memory,
+                           on_free=self._on_free)
+        self.uop_cache = UopCache(cfg.uop_depth)
+        self.kernels: dict[Any, UopKernel] = {}
+        self._uop_dram: dict[bytes, DeviceBuffer] = {}
+        self.runs = 0
+        self.last_stats: dict[str, Any] = {}
+        self._closed = False
+
+    # ----------------------------------------------------------------- memory
+    def alloc(self, nbytes: int, *, mem_type: MemType | int | str | None = None,
+              align: int | None = None) -> DeviceBuffer:
+        """Allocate device memory (see :meth:`Arena.alloc`)."""
+        return self.arena.alloc(nbytes, mem_type=mem_type, align=align)
+
+    def array(self, data: np.ndarray, *, mem_type: MemType | int | str | None = None,
+              align: int | None = None) -> DeviceBuffer:
+        """Allocate a buffer holding a copy of ``data`` (host -> device)."""
+        data = np.ascontiguousarray(data)
+        buf = self.alloc(max(data.nbytes, 1), mem_type=mem_type, align=align)
+        buf.copyfrom(data)
+        return buf
+
+    def kernel_dram(self, kernel: UopKernel) -> DeviceBuffer:
+        """The DRAM copy of a kernel's micro-op words (allocated once per distinct kernel)."""
+        buf = self._uop_dram.get(kernel.key)
+        if buf is None:
+            buf = self.alloc(len(kernel.key), mem_type=MemType.UOP)
+            buf.copyfrom(kernel.words)
+            self._uop_dram[kernel.key] = buf
+        return buf
+
+    def _on_free(self, buf: DeviceBuffer) -> None:
+        for key, b in list(self._uop_dram.items()):
+            if b is buf:
+                del self._uop_dram[key]
+
+    # ----------------------------------------------------------------- running
+    def command_queue(self, **opts: Any):  # -> CommandQueue (import cycle avoided)
+        """A command queue on this device (options: see :class:`CommandQueue`)."""
+        from .queue import CommandQueue
+
+        return CommandQueue(self, **opts)
+
+    def run(self, program: bytes | list, *, timeout: float | None = None) -> dict[str, Any]:
+        """Run an instruction stream (ending with FINISH) against the arena memory; returns the
+        device's statistics. The program may overwrite the micro-op buffer, so the micro-op cache
+        is invalidated. ``timeout`` bounds the wait on a board (simulators have watchdogs)."""
+        program = as_program_bytes(program, self.cfg)
+        check_program(program, self.cfg)
+        return self.run_queued(program, timeout=timeout, keeps_kernels=False)
+
+    def run_queued(self, program: bytes, *, timeout: float | None = None,
+                   keeps_kernels: bool = True) -> dict[str, Any]:
+        """Run a program built by a command queue (no re-check); the micro-op cache stays valid
+        when ``keeps_kernels`` and the device keeps its SRAM."""
+        if self._closed:
+            raise DeviceError(f"the {self.target} device is closed")
+        t0 = time.perf_counter()
+        try:
+            stats = self._execute(program, timeout)
+        finally:
+            if not keeps_kernels or not self.keeps_sram:
+                self.uop_cache.invalidate()
+        stats = dict(stats or {})
+        stats.setdefault("seconds", time.perf_counter() - t0)
+        self.runs += 1
+        self.last_stats = stats
+        return stats
+
+    def run_recorded(self, rec, *, timeout: float | None = None) -> dict[str, Any]:
+        """Relocate a :class:`RecordedProgram` against this arena and run it."""
+        if rec.cfg != self.cfg:
+            raise DeviceError("the recorded program was made for another configuration")
+        ubuf = self.alloc(len(rec.uops), mem_type=MemType.UOP) if rec.uops else None
+        try:
+            if ubuf is not None:
+                ubuf.copyfrom(np.frombuffer(rec.uops, dtype=np.uint8))
+            program = rec.relocate(self.arena.base, ubuf.addr if ubuf is not None else None)
+            return self.run(program, timeout=timeout)  # invalidates the micro-op cache
+        finally:
+            if ubuf is not None:
+                ubuf.free()
+
+    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.target} {self.arena!r}>"
+
+
+class _SimDevice(Device):
+    """A simulator device: the DRAM image is host memory; the arena sits at ``arena_base``."""
+
+    def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0) -> None:
+        if arena_base < 0 or arena_base % 4096:
+            raise DeviceError(f"arena_base 0x{arena_base:x} must be a multiple of 4096")
+        self.dram = np.zeros(arena_base + arena_size, dtype=np.uint8)
+        super().__init__(cfg, arena_size=arena_size, arena_base=arena_base,
+                         memory=self.dram[arena_base:])
+
+
+class FsimDevice(_SimDevice):
+    """The functional simulator (vta.sim.fsim); its SRAM state persists across runs."""
+
+    target = "fsim"
+    keeps_sram = True
+
+    def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0,
+                 **opts: Any) -> None:
+        fsim = _import("vta.sim.fsim", "fsim")
+        super().__init__(cfg, arena_size=arena_size, arena_base=arena_base)
+        try:
+            self.sim = fsim.FunctionalSim(cfg, **opts)
+        except (TypeError, ValueError) as e:
+            raise DeviceError(f"bad option for the fsim device: {e}") from None
+
+    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+        return self.sim.run(program, self.dram)
+
+
+class _RunProgramDevice(_SimDevice):
+    """A backend with the ``run_program(program, dram, cfg, **opts) -> RunResult`` contract."""
+
+    module = ""
+
+    def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0,
+                 **opts: Any) -> None:
+        self._mod = _import(self.module, self.target)
+        super().__init__(cfg, arena_size=arena_size, arena_base=arena_base)
+        self.opts = opts
+
+    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+        opts = dict(self.opts)
+        result = self._mod.run_program(program, self.dram, self.cfg, **opts)
+        out = np.asarray(result.dram, dtype=np.uint8).reshape(-1)
+        if self.computes_results:
+            if out.size != self.dram.size:
+                raise DeviceError(f"the {self.target} backend returned {out.size} B of DRAM for "
+                                  f"a {self.dram.size} B image")
+            self.dram[:] = out
+        return dict(result.stats)
+
+
+class RtlDevice(_RunProgramDevice):
+    """The Amaranth RTL simulation of the core (vta.hw.simulate); slow, use small programs."""
+
+    target = "rtl"
+    module = "vta.hw.simulate"
+    keeps_sram = False
+
+
+class TsimDevice(_RunProgramDevice):
+    """The Verilator build of the core (vta.hw.tsim)."""
+
+    target = "tsim"
+    module = "vta.hw.tsim"
+    keeps_sram = False
+
+    def __init__(self, cfg: Config, **kw: Any) -> None:
+        if shutil.which("verilator") is None:
+            raise DeviceUnavailableError("the tsim device needs verilator on PATH "
+                                         "(apt-get install verilator)")
+        super().__init__(cfg, **kw)
+
+
+class PerfDevice(_RunProgramDevice):
+    """The performance model (vta.sim.perf): statistics and cycle estimates, no data."""
+
+    target = "perf"
+    module = "vta.sim.perf"
+    keeps_sram = True
+    computes_results = False
+
+
+def _import(module: str, target: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise DeviceUnavailableError(
+            f"the {target} device is not available: cannot import {module} ({e}); "
+            f"use another target (fsim is always built in)") from None
+
+
+TARGETS = ("fsim", "rtl", "tsim", "perf", "pynq")
+
+
+def _config(config: Config | str | Path | None) -> Config:
+    if config is None:
+        return Config()
+    if isinstance(config, Config):
+        return config
+    text = str(config)
+    if not text.endswith(".json") and not Path(text).exists():
+        return Config.preset(text)
+    return Config.from_json(text)
+
+
+def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A001
+         arena_size: int | None = None, **opts: Any) -> Device:
+    """Open a device: "fsim", "rtl", "tsim", "perf" or "pynq".
+
+    ``config`` is a :class:`Config`, a preset name or a vta_config.json path (default: the PYNQ
+    configuration). ``arena_size`` is the DRAM arena in bytes; other options go to the device
+    (``arena_base=`` for simulators; ``order=``/``trace=`` for fsim; for pynq ``bitstream=``,
+    ``ip_name=``, ``platform=`` (a register-level model for testing), ``timeout=``).
+    A device that cannot be opened here raises :class:`DeviceUnavailableError`.
+    """
+    if not isinstance(target, str) or target.lower() not in TARGETS:
+        raise DeviceUnavailableError(f"unknown device {target!r}; choose one of "
+                                     f"{', '.join(TARGETS)}")
+    target = target.lower()
+    cfg = _config(config)
+    size = arena_size if arena_size is not None else DEFAULT_ARENA[target]
+    if target == "pynq":
+        from .pynq import PynqDevice
+
+        return PynqDevice(cfg, arena_size=size, **opts)
+    cls = {"fsim": FsimDevice, "rtl": RtlDevice, "tsim": TsimDevice, "perf": PerfDevice}[target]
+    return cls(cfg, arena_size=size, **opts)
+
+
+__all__ = ["open", "Device", "FsimDevice", "RtlDevice", "TsimDevice", "PerfDevice", "TARGETS"]

@@ -1,0 +1,700 @@
+"""The command queue: TVM VTA runtime semantics over any device.
+
+Instructions are generated directly as 128-bit integers (fields packed from the layout tables of
+:mod:`vta.isa.layout`), with the dependency-token bookkeeping of TVM's ``runtime.cc``:
+
+* ``dep_pop(from, to)`` is lazy: the pop is set on the next instruction of stage ``to``;
+* ``dep_push(from, to)`` sets the push flag on the last instruction of stage ``from`` (or emits a
+  no-op of that stage: an ``x_size=0`` LOAD/STORE);
+* ``synchronize()`` commits pending pops, drains every outstanding token, appends FINISH, runs the
+  program on the device, waits and resets (the next program starts with empty token queues). An
+  automatic flush (when the instruction buffer fills) drains the same way but re-pushes the
+  outstanding tokens at the start of the next program, so the cut is invisible to the program;
+* ``force_serial=True`` rewrites every program so each instruction waits for the previous one.
+
+Stages (scopes) are "load", "compute" and "store" (or TVM's 1, 2, 3).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+from vta.isa import Config, MemType, Opcode
+from vta.isa.layout import DEP_FLAGS, INSN_BYTES, TOKEN_QUEUE_DEPTH
+
+from .arena import Arena, DeviceBuffer, as_mem_type
+from .dump import dump_insns, dump_uops
+from .errors import HazardWarning, QueueError
+from .kernel import ALU, GEMM, UopCache, UopKernel
+from .record import RecordedProgram, Relocation
+
+if TYPE_CHECKING:
+    from .device import Device
+
+LOAD_STAGE, COMPUTE_STAGE, STORE_STAGE = 1, 2, 3
+STAGES = {"load": LOAD_STAGE, "compute": COMPUTE_STAGE, "store": STORE_STAGE}
+STAGE_NAMES = {v: k for k, v in STAGES.items()}
+# token queues: index of (from, to)
+L2C, C2L, C2S, S2C = 0, 1, 2, 3
+_QUEUE = {(1, 2): L2C, (2, 1): C2L, (2, 3): C2S, (3, 2): S2C}
+QUEUE_NAMES = ("load->compute", "compute->load", "compute->store", "store->compute")
+
+# (from, to) as given by a caller -> stage numbers, for the valid pairs (fast path)
+_PAIRS = {(a, b): (STAGES[a], STAGES[b]) for a in STAGES for b in STAGES
+          if (STAGES[a], STAGES[b]) in _QUEUE}
+_PAIRS.update({(STAGES[a], STAGES[b]): v for (a, b), v in list(_PAIRS.items())})
+
+#: Default instruction-buffer capacity (instructions per program, FINISH included).
+DEFAULT_MAX_INSNS = 16384
+
+
+def as_stage(value: str | int) -> int:
+    """A stage number (1 load, 2 compute, 3 store) from its name or number."""
+    if isinstance(value, str):
+        s = STAGES.get(value.lower())
+    else:
+        s = int(value) if value in (1, 2, 3) else None
+    if s is None:
+        raise QueueError(f"unknown stage {value!r}; use 'load', 'compute' or 'store'")
+    return s
+
+
+class _Encoder:
+    """Packs instruction fields into 128-bit integers with precomputed shifts (no checks:
+    the queue validates every value with its own messages first)."""
+
+    def __init__(self, cfg: Config) -> None:
+        lays = cfg.layouts
+        self.mem = {f.name: f.offset for f in lays.mem.fields}
+        self.gemm = {f.name: f.offset for f in lays.gemm.fields}
+        self.alu = {f.name: f.offset for f in lays.alu.fields}
+        self.imm_mask = lays.alu["imm"].mask
+        m = self.mem
+        self.dram_field = lays.mem["dram_base"]
+        self.pop_prev = 1 << m["pop_prev_dep"]
+        self.pop_next = 1 << m["pop_next_dep"]
+        self.push_prev = 1 << m["push_prev_dep"]
+        self.push_next = 1 << m["push_next_dep"]
+        self.dep_mask = self.pop_prev | self.pop_next | self.push_prev | self.push_next
+        self._mem_order = ("memory_type", "sram_base", "dram_base", "y_size", "x_size",
+                           "x_stride", "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+        self._mem_shifts = tuple(m[n] for n in self._mem_order)
+
+    def mem_word(self, opcode: int, *vals: int) -> int:
+        w = opcode
+        for v, s in zip(vals, self._mem_shifts):
+            w |= v << s
+        return w
+
+    def loop_word(self, lay: dict[str, int], opcode: int, fields: dict[str, int]) -> int:
+        w = opcode
+        for name, v in fields.items():
+            w |= v << lay[name]
+        return w
+
+
+class CommandQueue:
+    """Builds VTA instruction streams and runs them on a device (or records them).
+
+    Create one with :meth:`Device.command_queue` (run mode) or :meth:`CommandQueue.recorder`
+    (record mode: :meth:`record` returns a relocatable :class:`RecordedProgram`).
+    """
+
+    def __init__(self, device: Device | None = None, *, cfg: Config | None = None,
+                 arena: Arena | None = None, record: bool = False,
+                 max_insns: int = DEFAULT_MAX_INSNS, force_serial: bool = False,
+                 dump_insn: bool = False, dump_uop: bool = False, hazards: str = "note",
+                 out: IO[str] | None = None) -> None:
+        if device is None and (cfg is None or arena is None):
+            raise QueueError("a CommandQueue needs a device, or cfg= and arena= in record mode")
+        if device is None and not record:
+            raise QueueError("a CommandQueue without a device can only record (record=True)")
+        if hazards not in ("note", "warn", "error"):
+            raise QueueError(f"hazards must be 'note', 'warn' or 'error', not {hazards!r}")
+        self.device = device
+        self.cfg: Config = cfg if cfg is not None else device.cfg  # type: ignore[union-attr]
+        self.arena: Arena = arena if arena is not None else device.arena  # type: ignore[union-attr]
+        if self.arena.cfg != self.cfg:
+            raise QueueError("the arena was made for another configuration")
+        self.recording = record
+        self.max_insns = int(max_insns)
+        if self.max_insns < 16:
+            raise QueueError(f"max_insns={max_insns} is too small (at least 16)")
+        self.force_serial = force_serial
+        self.dump_insn = dump_insn
+        self.dump_uop = dump_uop
+        self.hazards = hazards
+        self.out = out
+        self._enc = _Encoder(self.cfg)
+        self._depth = {mt: self.cfg.depth(mt) for mt in MemType}
+        self._ebytes = {mt: self.cfg.elem_bytes(mt) for mt in MemType}
+        if record or device is None:
+            self.uop_cache = UopCache(self.cfg.uop_depth)
+        else:
+            self.uop_cache = device.uop_cache
+        self._jit: dict[Any, UopKernel] = device.kernels if device is not None else {}
+        self._reported: set[bytes] = set()
+        self.stats: dict[str, Any] = {
+            "insns": 0, "noops": 0, "programs": 0, "auto_flushes": 0, "uop_loads": 0,
+            "uop_hits": 0, "uop_misses": 0, "uop_evictions": 0, "gemm": 0, "alu": 0,
+            "loads": 0, "stores": 0, "hazards": [], "device_seconds": 0.0,
+        }
+        self._auto_flush = device is not None and device.keeps_sram
+        self._carry = [0, 0, 0, 0]
+        self._reset_segment()
+
+    @classmethod
+    def recorder(cls, cfg: Config, arena: Arena, **opts: Any) -> CommandQueue:
+        """A queue that records into a relocatable program instead of running (no device)."""
+        return cls(None, cfg=cfg, arena=arena, record=True, **opts)
+
+    # ================================================================= segment state
+    def _reset_segment(self) -> None:
+        self._words: list[int] = []
+        self._stages: list[int] = []
+        self._last = [-1, -1, -1, -1]
+        self._pend_prev = [0, 0, 0, 0]
+        self._pend_next = [0, 0, 0, 0]
+        self._tokens = [0, 0, 0, 0]
+        self._work = 0
+        self._relocs: dict[int, Relocation] = {}
+        self._uop_seg = bytearray()
+        self._uop_seg_index: dict[bytes, int] = {}
+        self._kernels_used: list[UopKernel] = []
+        self._seg_hits = 0
+        self._epoch = self.device.runs if self.device is not None else 0
+        carry, self._carry = self._carry, [0, 0, 0, 0]
+        if not self.force_serial:
+            self._repush(carry)
+
+    def _repush(self, carry: list[int]) -> None:
+        """Re-issue tokens that were outstanding when the previous program was cut."""
+        for q, (frm, to) in ((L2C, (1, 2)), (C2L, (2, 1)), (C2S, (2, 3)), (S2C, (3, 2))):
+            for _ in range(carry[q]):
+                self._dep_push(frm, to)
+
+    @property
+    def pending(self) -> int:
+        """Instructions generated since the last synchronize (FINISH not included)."""
+        return len(self._words)
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        """Outstanding tokens per queue in the current program (pushed, not yet popped)."""
+        return {QUEUE_NAMES[q]: self._tokens[q] for q in range(4)}
+
+    # ================================================================= emission
+    def _emit(self, word: int, stage: int) -> int:
+        enc = self._enc
+        if self._pend_prev[stage]:
+            word |= enc.pop_prev
+            self._pend_prev[stage] = 0
+        if self._pend_next[stage]:
+            word |= enc.pop_next
+            self._pend_next[stage] = 0
+        self._words.append(word)
+        self._stages.append(stage)
+        idx = len(self._words) - 1
+        self._last[stage] = idx
+        return idx
+
+    def _noop(self, stage: int) -> int:
+        """An x_size=0 LOAD (load stage: INP; compute stage: UOP) or STORE: moves tokens only."""
+        self.stats["noops"] += 1
+        if stage == STORE_STAGE:
+            return self._emit(self._enc.mem_word(Opcode.STORE, MemType.OUT), stage)
+        mt = MemType.INP if stage == LOAD_STAGE else MemType.UOP
+        return self._emit(self._enc.mem_word(Opcode.LOAD, mt), stage)
+
+    def _reserve(self, n: int) -> None:
+        """Flush first when ``n`` more instructions would not leave room for the drain.
+
+        Not when recording, and not on devices that lose their SRAM between runs (rtl, tsim):
+        a cut there would drop live SRAM data, and their programs have no size limit."""
+        if self.recording or not self._auto_flush:
+            return
+        t = self._tokens
+        drain = 3 + t[C2L] + t[C2S] + 2 + max(t[L2C], t[S2C]) + 2
+        if len(self._words) + n + drain <= self.max_insns:
+            return
+        self.stats["auto_flushes"] += 1
+        self._flush(carry=True)
+        t = self._tokens
+        if len(self._words) + n + 3 + t[C2L] + t[C2S] + max(t[L2C], t[S2C]) + 4 > self.max_insns:
+            raise QueueError(f"max_insns={self.max_insns} cannot hold one operation plus the "
+                             f"outstanding tokens; raise max_insns")
+
+    # ================================================================= dependencies
+    def dep_push(self, from_stage: str | int, to_stage: str | int) -> None:
+        """Stage ``from_stage`` signals ``to_stage`` (TVM's ``VTADepPush``): set on the last
+        instruction of ``from_stage``, or a no-op of that stage is emitted."""
+        frm, to = self._pair(from_stage, to_stage)
+        if self.force_serial:
+            return
+        self._reserve(2)  # a possible no-op, and one more token to drain
+        self._work += 1
+        self._dep_push(frm, to)
+
+    def _dep_push(self, frm: int, to: int) -> None:
+        enc = self._enc
+        self._commit_pop(frm)
+        flag = enc.push_next if frm < to else enc.push_prev
+        last = self._last[frm]
+        if last >= 0 and not self._words[last] & flag:
+            self._words[last] |= flag
+        else:
+            idx = self._noop(frm)
+            self._words[idx] |= flag
+        q = _QUEUE[(frm, to)]
+        self._tokens[q] += 1
+        if self._tokens[q] > TOKEN_QUEUE_DEPTH:
+            raise QueueError(
+                f"{self._tokens[q]} tokens outstanding in the {QUEUE_NAMES[q]} queue (depth "
+                f"{TOKEN_QUEUE_DEPTH}): pop them (dep_pop) before pushing more")
+
+    def dep_pop(self, from_stage: str | int, to_stage: str | int) -> None:
+        """Stage ``to_stage`` waits for a token from ``from_stage`` (TVM's ``VTADepPop``); lazy:
+        absorbed by the next instruction of ``to_stage``."""
+        frm, to = self._pair(from_stage, to_stage)
+        if self.force_serial:
+            return
+        self._reserve(2)
+        q = _QUEUE[(frm, to)]
+        if self._tokens[q] <= 0:
+            raise QueueError(
+                f"dep_pop({STAGE_NAMES[frm]!r}, {STAGE_NAMES[to]!r}) without a matching dep_push: "
+                f"the {QUEUE_NAMES[q]} queue would be empty and the program would deadlock")
+        self._work += 1
+        self._dep_pop(frm, to)
+
+    def _dep_pop(self, frm: int, to: int) -> None:
+        pend = self._pend_prev if frm < to else self._pend_next
+        if pend[to]:
+            self._commit_pop(to)
+            pend[to] = 1
+        else:
+            pend[to] = 1
+        self._tokens[_QUEUE[(frm, to)]] -= 1
+
+    def _commit_pop(self, stage: int) -> None:
+        if self._pend_prev[stage] or self._pend_next[stage]:
+            self._noop(stage)
+
+    @staticmethod
+    def _pair(from_stage: str | int, to_stage: str | int) -> tuple[int, int]:
+        pair = _PAIRS.get((from_stage, to_stage))
+        if pair is not None:
+            return pair
+        frm, to = as_stage(from_stage), as_stage(to_stage)
+        if (frm, to) not in _QUEUE:
+            raise QueueError(
+                f"no token queue from {STAGE_NAMES[frm]!r} to {STAGE_NAMES[to]!r}; the queues are "
+                f"{', '.join(QUEUE_NAMES)}")
+        return frm, to
+
+    # ================================================================= memory
+    def load_buffer_2d(self, src: DeviceBuffer, src_elem_offset: int, x_size: int, y_size: int,
+                       x_stride: int, x_pad_before: int = 0, y_pad_before: int = 0,
+                       x_pad_after: int = 0, y_pad_after: int = 0,
+                       dst_sram_index: int | None = None,
+                       dst_memory_type: MemType | int | str | None = None) -> None:
+        """LOAD a 2D strided block from ``src`` (TVM's ``VTALoadBuffer2D``, same argument order).
+
+        ``src_elem_offset``, sizes and stride are in elements of ``dst_memory_type`` ("inp",
+        "wgt" or "acc"); the SRAM receives (y_pad_before + y_size + y_pad_after) rows of
+        (x_pad_before + x_size + x_pad_after) entries from ``dst_sram_index``, pads zero.
+        """
+        if dst_memory_type is None or dst_sram_index is None:
+            raise QueueError("load_buffer_2d needs dst_sram_index and dst_memory_type")
+        mt = self._mem_type(dst_memory_type, "load_buffer_2d")
+        if mt in (MemType.OUT, MemType.UOP):
+            raise QueueError(
+                f"load_buffer_2d cannot load {mt.name}: load 'inp', 'wgt' or 'acc' "
+                f"(micro-ops are loaded by push_gemm/push_alu)")
+        _ints("load_buffer_2d", src_elem_offset=src_elem_offset, x_size=x_size, y_size=y_size,
+              x_stride=x_stride, x_pad_before=x_pad_before, y_pad_before=y_pad_before,
+              x_pad_after=x_pad_after, y_pad_after=y_pad_after, dst_sram_index=dst_sram_index)
+        _size_checks("load_buffer_2d", x_size, y_size, x_stride)
+        for name, v in (("x_pad_before", x_pad_before), ("y_pad_before", y_pad_before),
+                        ("x_pad_after", x_pad_after), ("y_pad_after", y_pad_after)):
+            if not 0 <= v <= 15:
+                raise QueueError(f"load_buffer_2d: {name}={v} must be in 0..15 (4-bit field)")
+        rows = y_pad_before + y_size + y_pad_after
+        cols = x_pad_before + x_size + x_pad_after
+        self._check_sram("load_buffer_2d", mt, dst_sram_index, rows * cols)
+        dram = self._dram_addr("load_buffer_2d", src, mt, src_elem_offset, x_size, y_size,
+                               x_stride)
+        stage = COMPUTE_STAGE if mt == MemType.ACC else LOAD_STAGE
+        self._reserve(1)
+        word = self._enc.mem_word(Opcode.LOAD, mt, dst_sram_index, dram, y_size, x_size,
+                                  x_stride, y_pad_before, y_pad_after, x_pad_before, x_pad_after)
+        idx = self._emit(word, stage)
+        self._note_reloc(idx, src, mt, src_elem_offset)
+        self._work += 1
+        self.stats["loads"] += 1
+
+    def store_buffer_2d(self, src_sram_index: int, src_memory_type: MemType | int | str,
+                        dst: DeviceBuffer, dst_elem_offset: int, x_size: int, y_size: int,
+                        x_stride: int) -> None:
+        """STORE accumulator entries (truncated to the output width) to ``dst`` (TVM's
+        ``VTAStoreBuffer2D``, same argument order). ``src_memory_type`` must be "out"."""
+        mt = self._mem_type(src_memory_type, "store_buffer_2d")
+        if mt != MemType.OUT:
+            raise QueueError(f"store_buffer_2d stores from 'out' (the accumulator read at the "
+                             f"output width), not {mt.name.lower()!r}")
+        _ints("store_buffer_2d", src_sram_index=src_sram_index, dst_elem_offset=dst_elem_offset,
+              x_size=x_size, y_size=y_size, x_stride=x_stride)
+        _size_checks("store_buffer_2d", x_size, y_size, x_stride)
+        self._check_sram("store_buffer_2d", mt, src_sram_index, x_size * y_size)
+        dram = self._dram_addr("store_buffer_2d", dst, mt, dst_elem_offset, x_size, y_size,
+                               x_stride)
+        self._reserve(1)
+        word = self._enc.mem_word(Opcode.STORE, mt, src_sram_index, dram, y_size, x_size,
+                                  x_stride, 0, 0, 0, 0)
+        idx = self._emit(word, STORE_STAGE)
+        self._note_reloc(idx, dst, mt, dst_elem_offset)
+        self._work += 1
+        self.stats["stores"] += 1
+
+    def _mem_type(self, value: MemType | int | str, what: str) -> MemType:
+        try:
+            return as_mem_type(value)
+        except Exception as e:  # ArenaError -> QueueError with the call's name
+            raise QueueError(f"{what}: {e}") from None
+
+    def _check_sram(self, what: str, mt: MemType, index: int, entries: int) -> None:
+        depth = self._depth[mt]
+        if index < 0 or index + entries > depth:
+            raise QueueError(
+                f"{what}: SRAM entries [{index}, {index + entries}) are beyond the {mt.name} "
+                f"buffer ({depth} entries)")
+
+    def _dram_addr(self, what: str, buf: DeviceBuffer, mt: MemType, elem_offset: int,
+                   x_size: int, y_size: int, x_stride: int) -> int:
+        if not isinstance(buf, DeviceBuffer):
+            raise QueueError(f"{what}: the DRAM operand must be a DeviceBuffer from this "
+                             f"device's arena, not {type(buf).__name__}")
+        if buf.arena is not self.arena:
+            raise QueueError(f"{what}: {buf!r} belongs to another arena")
+        if buf.freed:
+            raise QueueError(f"{what}: {buf!r} was freed")
+        eb = self._ebytes[mt]
+        if buf.addr % eb:
+            raise QueueError(
+                f"{what}: buffer at byte address 0x{buf.addr:x} is not aligned to the {mt.name} "
+                f"element size ({eb} B); allocate it with mem_type={mt.name.lower()!r}")
+        n = buf.nbytes // eb
+        end = elem_offset + (y_size - 1) * x_stride + x_size
+        if elem_offset < 0 or end > n:
+            raise QueueError(
+                f"{what}: accesses {mt.name} elements [{elem_offset}, {end}) of a buffer that "
+                f"holds {n} ({buf.nbytes} B of {eb} B elements)")
+        addr = buf.addr // eb + elem_offset
+        if addr >= 1 << 32:
+            raise QueueError(f"{what}: element address {addr} does not fit 32 bits")
+        return addr
+
+    def _note_reloc(self, idx: int, buf: DeviceBuffer, mt: MemType, elem_offset: int) -> None:
+        if self.recording:
+            eb = self._ebytes[mt]
+            if buf.offset % eb:
+                raise QueueError(f"buffer offset {buf.offset} in the arena is not a multiple of "
+                                 f"the {mt.name} element size ({eb} B): cannot relocate")
+            self._relocs[idx] = Relocation(idx, "arena", eb, buf.offset // eb + elem_offset)
+
+    # ================================================================= compute
+    def kernel(self, signature: Any = None,
+               build: Callable[[UopKernel], None] | None = None) -> UopKernel:
+        """A new micro-kernel builder; with ``signature`` and ``build``, the finalized kernel
+        is memoized per device and ``build(kernel)`` only runs the first time (JIT)."""
+        if signature is None:
+            return UopKernel(self.cfg)
+        k = self._jit.get(signature)
+        if k is None:
+            if build is None:
+                raise QueueError(f"no kernel recorded for signature {signature!r}; pass build=")
+            k = UopKernel(self.cfg, name=str(signature))
+            build(k)
+            k.finalize()
+            self._jit[signature] = k
+        return k
+
+    def push_gemm(self, kernel: UopKernel) -> None:
+        """Run a GEMM micro-kernel (TVM's ``VTAPushGEMMOp``): LOAD UOP when not resident, then
+        GEMM with the kernel's loops folded into iter_out/iter_in and the factors."""
+        self._push(kernel, GEMM)
+
+    def push_alu(self, kernel: UopKernel) -> None:
+        """Run an ALU micro-kernel (TVM's ``VTAPushALUOp``)."""
+        self._push(kernel, ALU)
+
+    def _push(self, kernel: UopKernel, mode: str) -> None:
+        if not isinstance(kernel, UopKernel):
+            raise QueueError(f"push_{mode} takes a UopKernel, not {type(kernel).__name__}")
+        if kernel.cfg is not self.cfg and kernel.cfg != self.cfg:
+            raise QueueError(f"push_{mode}: the kernel was built for another configuration")
+        if not kernel.final:
+            kernel.finalize()
+        if kernel.mode != mode:
+            raise QueueError(f"push_{mode}: the kernel's micro-ops are {kernel.mode} ops")
+        if kernel.notes:
+            self._report(kernel)
+        self._reserve(2)
+        start = self.uop_cache.lookup(kernel.key)
+        if start is None:
+            ev = self.uop_cache.evictions
+            start = self.uop_cache.insert(kernel.key, kernel.size)
+            self.stats["uop_misses"] += 1
+            self.stats["uop_evictions"] += self.uop_cache.evictions - ev
+            self._load_uops(kernel, start)
+        else:
+            self.stats["uop_hits"] += 1
+            self._seg_hits += 1
+        enc = self._enc
+        base = kernel._insn_word
+        if base is None or kernel._insn_cfg is not self.cfg:
+            base = kernel._insn_word = self._kernel_word(kernel)
+            kernel._insn_cfg = self.cfg
+        if mode == GEMM:
+            lay = enc.gemm
+            self.stats["gemm"] += 1
+        else:
+            lay = enc.alu
+            self.stats["alu"] += 1
+        word = base | start << lay["uop_bgn"] | (start + kernel.size) << lay["uop_end"]
+        self._emit(word, COMPUTE_STAGE)
+        self._work += 1
+        if self.dump_uop:
+            self._kernels_used.append(kernel)
+
+    def _kernel_word(self, kernel: UopKernel) -> int:
+        """The GEMM/ALU word of a kernel without its micro-op range (cached on the kernel)."""
+        enc = self._enc
+        fields = kernel.loop_fields()
+        fields["reset_reg"] = int(kernel.reset)
+        if kernel.mode == GEMM:
+            return enc.loop_word(enc.gemm, Opcode.GEMM, fields)
+        del fields["wgt_factor_out"], fields["wgt_factor_in"]
+        fields["alu_opcode"] = int(kernel.alu_opcode)
+        fields["use_imm"] = int(kernel.use_imm)
+        fields["imm"] = kernel.imm & enc.imm_mask
+        return enc.loop_word(enc.alu, Opcode.ALU, fields)
+
+    def _load_uops(self, kernel: UopKernel, start: int) -> None:
+        n = kernel.size
+        if self.recording:
+            off = self._uop_seg_index.get(kernel.key)
+            if off is None:
+                off = len(self._uop_seg) // 4
+                self._uop_seg += kernel.key
+                self._uop_seg_index[kernel.key] = off
+            dram = off  # relocated against the micro-op segment's base
+        else:
+            dram = self.device.kernel_dram(kernel).elem_addr(MemType.UOP)  # type: ignore
+        word = self._enc.mem_word(Opcode.LOAD, MemType.UOP, start, dram, 1, n, n, 0, 0, 0, 0)
+        idx = self._emit(word, COMPUTE_STAGE)
+        if self.recording:
+            self._relocs[idx] = Relocation(idx, "uop", 4, dram)
+        self.stats["uop_loads"] += 1
+
+    def _report(self, kernel: UopKernel) -> None:
+        if not kernel.notes or kernel.key in self._reported:
+            return
+        self._reported.add(kernel.key)
+        for note in kernel.notes:
+            msg = f"micro-kernel {kernel.name or kernel.mode}: {note}"
+            if self.hazards == "error":
+                raise QueueError(msg)
+            self.stats["hazards"].append(msg)
+            if self.hazards == "warn":
+                warnings.warn(msg, HazardWarning, stacklevel=4)
+
+    # ================================================================= finishing
+    def _finish_program(self, carry: bool = False) -> tuple[list[int], dict[int, Relocation]]:
+        """Commit pops, drain tokens, append FINISH; returns the words (and relocations).
+
+        With ``carry`` (an automatic flush) the tokens that were outstanding are re-pushed at
+        the start of the next program, so the cut is invisible; an explicit synchronize or
+        record() starts the next program with empty token queues."""
+        relocs = self._relocs
+        if self.force_serial:
+            words, relocs = self._serialize(relocs)
+        else:
+            outstanding = list(self._tokens)
+            for st in (LOAD_STAGE, COMPUTE_STAGE, STORE_STAGE):
+                self._commit_pop(st)
+            t = self._tokens
+            for _ in range(t[C2L]):
+                self._dep_pop(COMPUTE_STAGE, LOAD_STAGE)
+                self._commit_pop(LOAD_STAGE)
+            for _ in range(t[C2S]):
+                self._dep_pop(COMPUTE_STAGE, STORE_STAGE)
+                self._commit_pop(STORE_STAGE)
+            self._dep_push(LOAD_STAGE, COMPUTE_STAGE)
+            self._dep_push(STORE_STAGE, COMPUTE_STAGE)
+            while t[L2C] or t[S2C]:
+                if t[L2C]:
+                    self._dep_pop(LOAD_STAGE, COMPUTE_STAGE)
+                if t[S2C]:
+                    self._dep_pop(STORE_STAGE, COMPUTE_STAGE)
+                self._commit_pop(COMPUTE_STAGE)
+            self._carry = outstanding if carry else [0, 0, 0, 0]
+            words = self._words
+        words.append(int(Opcode.FINISH))  # FINISH carries no token flags
+        return words, relocs
+
+    def _serialize(self, relocs: dict[int, Relocation]) -> tuple[list[int], dict[int, Relocation]]:
+        """Rewrite the program so that every instruction waits for the previous one."""
+        enc = self._enc
+        words: list[int] = []
+        stages: list[int] = []
+        new_relocs: dict[int, Relocation] = {}
+        noop = {LOAD_STAGE: enc.mem_word(Opcode.LOAD, MemType.INP),
+                COMPUTE_STAGE: enc.mem_word(Opcode.LOAD, MemType.UOP),
+                STORE_STAGE: enc.mem_word(Opcode.STORE, MemType.OUT)}
+
+        def link(a: int, b: int) -> None:
+            sa, sb = stages[a], stages[b]
+            if sa < sb:
+                words[a] |= enc.push_next
+                words[b] |= enc.pop_prev
+            elif sa > sb:
+                words[a] |= enc.push_prev
+                words[b] |= enc.pop_next
+
+        def add(word: int, stage: int) -> None:
+            if stages and {stages[-1], stage} == {LOAD_STAGE, STORE_STAGE}:
+                add(noop[COMPUTE_STAGE], COMPUTE_STAGE)
+            words.append(word & ~enc.dep_mask)
+            stages.append(stage)
+            if len(words) > 1:
+                link(len(words) - 2, len(words) - 1)
+
+        for i, (w, s) in enumerate(zip(self._words, self._stages)):
+            add(w, s)
+            if i in relocs:
+                r = relocs[i]
+                new_relocs[len(words) - 1] = Relocation(len(words) - 1, r.kind, r.elem_bytes,
+                                                        r.offset)
+        if not stages or stages[-1] != COMPUTE_STAGE:
+            add(noop[COMPUTE_STAGE], COMPUTE_STAGE)
+        self._carry = [0, 0, 0, 0]
+        return words, new_relocs
+
+    def synchronize(self, timeout: float | None = None) -> dict[str, Any]:
+        """Finish the current program, run it on the device, wait, reset (TVM's
+        ``VTASynchronize``). Returns the device's statistics plus the queue's ("runtime")."""
+        if self.recording:
+            raise QueueError("this queue records: call record() instead of synchronize()")
+        return self._flush(timeout)
+
+    def _flush(self, timeout: float | None = None, carry: bool = False) -> dict[str, Any]:
+        if not self._work:  # nothing to run; an explicit synchronize still resets the tokens
+            if not carry:
+                self._reset_segment()
+            return {}
+        if self._seg_hits and self.device.runs != self._epoch:  # type: ignore[union-attr]
+            self._carry = [0, 0, 0, 0]
+            self.uop_cache.invalidate()
+            self._reset_segment()
+            raise QueueError(
+                "another program ran on the device while this queue was building one that "
+                "relies on micro-kernels resident in the micro-op buffer; the program was "
+                "discarded: synchronize one queue before building on another")
+        words, _ = self._finish_program(carry)
+        program = b"".join(w.to_bytes(INSN_BYTES, "little") for w in words)
+        self._dumps(program)
+        self.stats["insns"] += len(words)
+        self.stats["programs"] += 1
+        t0 = time.perf_counter()
+        try:
+            result = self.device.run_queued(program, timeout=timeout)  # type: ignore[union-attr]
+        finally:
+            self.stats["device_seconds"] += time.perf_counter() - t0
+            if not self.device.keeps_sram:  # type: ignore[union-attr]
+                self.uop_cache.invalidate()
+            self._reset_segment()
+        result = dict(result)
+        result["runtime"] = {"insns": len(words)}
+        return result
+
+    def record(self) -> RecordedProgram:
+        """Finish the current program and return it relocatable instead of running it."""
+        if not self.recording:
+            raise QueueError("record() needs a recording queue (CommandQueue.recorder(cfg, "
+                             "arena) or device.command_queue(record=True))")
+        words, relocs = self._finish_program()
+        program = b"".join(w.to_bytes(INSN_BYTES, "little") for w in words)
+        self._dumps(program)
+        rec = RecordedProgram(
+            cfg=self.cfg, program=program, relocations=sorted(relocs.values(),
+                                                              key=lambda r: r.index),
+            uops=bytes(self._uop_seg), arena_base=self.arena.base,
+            stats={"insns": len(words), "uop_words": len(self._uop_seg) // 4,
+                   "gemm": self.stats["gemm"], "alu": self.stats["alu"],
+                   "loads": self.stats["loads"], "stores": self.stats["stores"]})
+        self.stats["insns"] += len(words)
+        self.stats["programs"] += 1
+        self.uop_cache.invalidate()  # each recording assumes an empty micro-op buffer
+        self._reset_segment()
+        return rec
+
+    # ================================================================= dumps
+    def program_bytes(self) -> bytes:
+        """The instructions generated so far (no drain, no FINISH), encoded."""
+        return b"".join(w.to_bytes(INSN_BYTES, "little") for w in self._words)
+
+    def dump_insns(self) -> str:
+        """Disassembly of the instructions generated since the last synchronize."""
+        return dump_insns(self.program_bytes(), self.cfg)
+
+    def dump_uops(self, kernel: UopKernel | None = None) -> str:
+        """Disassembly of one kernel's micro-ops, or of every kernel resident in SRAM."""
+        if kernel is not None:
+            return dump_uops(kernel.finalize().key, self.cfg)
+        parts = []
+        for key, (start, n) in sorted(self.uop_cache.resident().items(), key=lambda kv: kv[1]):
+            parts.append(f"; micro-op buffer [{start}, {start + n})\n" + dump_uops(key, self.cfg))
+        return "\n".join(parts)
+
+    def _dumps(self, program: bytes) -> None:
+        out = self.out or sys.stdout
+        if self.dump_insn:
+            print(f"; program of {len(program) // INSN_BYTES} instructions", file=out)
+            print(dump_insns(program, self.cfg), file=out)
+        if self.dump_uop:
+            seen = set()
+            for k in self._kernels_used:
+                if k.key not in seen:
+                    seen.add(k.key)
+                    print(f"; micro-kernel {k.name or k.mode} ({k.size} uops)", file=out)
+                    print(dump_uops(k.key, self.cfg), file=out)
+
+    def __repr__(self) -> str:
+        mode = "record" if self.recording else "run"
+        return f"<CommandQueue {mode} pending={len(self._words)} tokens={self._tokens}>"
+
+
+def _ints(what: str, **values: Any) -> None:
+    for name, v in values.items():
+        if type(v) is not int and (isinstance(v, bool) or not isinstance(v, int | np.integer)):
+            raise QueueError(f"{what}: {name} must be an integer, not {v!r}")
+
+
+def _size_checks(what: str, x_size: int, y_size: int, x_stride: int) -> None:
+    if not 1 <= x_size <= 0xFFFF:
+        raise QueueError(f"{what}: x_size={x_size} must be in 1..65535")
+    if not 1 <= y_size <= 0xFFFF:
+        raise QueueError(f"{what}: y_size={y_size} must be in 1..65535")
+    if not x_size <= x_stride <= 0xFFFF:
+        raise QueueError(f"{what}: x_stride={x_stride} must be in x_size..65535 "
+                         f"(x_size={x_size})")
+
+
+__all__ = ["CommandQueue", "as_stage", "STAGES", "LOAD_STAGE", "COMPUTE_STAGE", "STORE_STAGE",
+           "DEFAULT_MAX_INSNS", "QUEUE_NAMES", "DEP_FLAGS"]
