@@ -32,6 +32,12 @@ def read_text(path: str | Path, what: str = "file") -> str:
         raise FileError(f"{what} {path} is not UTF-8 text (byte {e.start})") from None
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, data: bytes | str, what: str = "output file") -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: all or nothing."""
     p = Path(path)
@@ -45,6 +51,7 @@ def write_atomic(path: str | Path, data: bytes | str, what: str = "output file")
     except OSError as e:
         raise FileError(f"cannot write {what} {p}: {e.strerror or e}") from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)

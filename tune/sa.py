@@ -81,7 +81,11 @@ class SimulatedAnnealing:
         for k in range(self.n_iter):
             cand = [self._random_move(p) for p in pts]
             valid = [self.space.is_valid(c) for c in cand]
-            cs = np.asarray(score(cand), dtype=np.float64)
+            # only valid points are scored (features of an invalid one may not exist)
+            cs = np.full(len(cand), -np.inf)
+            ok_idx = [j for j, ok in enumerate(valid) if ok]
+            if ok_idx:
+                cs[ok_idx] = np.asarray(score([cand[j] for j in ok_idx]), dtype=np.float64)
             t = t0 - (t0 - t1) * k / max(1, self.n_iter - 1)
             for j, (c, ok) in enumerate(zip(cand, valid)):
                 if not ok:

@@ -1,0 +1,123 @@
+"""ResNet-18 conv layers C2-C12 (TVM paper, Table 2) compiled with the default schedules.
+
+For each layer: cycles and GEMM utilisation (ideal GEMM cycles / measured cycles) with and without
+virtual threads (latency hiding), on the cycle-level backend chosen by --backend:
+"tsim" (Verilator RTL, if vta.hw.tsim and verilator are available), "perf" (the calibrated
+performance model vta.sim.perf), or "auto" (tsim if available, else perf). The reference is the
+GEMM core's peak (BATCH x BLOCK_IN x BLOCK_OUT MACs per cycle) and, for latency hiding, the same
+layer without virtual threads measured in the same run.
+
+    .venv/bin/python bench/bench_compiler_resnet_layers.py [--layers C2,C6] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from vta import runtime as rt
+from vta.compiler import topi
+from vta.isa import Config
+
+#: name: (H, W, IC, OC, K, S) from the TVM paper's Table 2.
+LAYERS = {
+    "C2": (56, 56, 64, 64, 3, 1), "C3": (56, 56, 64, 64, 1, 1),
+    "C4": (56, 56, 64, 128, 3, 2), "C5": (56, 56, 64, 128, 1, 2),
+    "C6": (28, 28, 128, 128, 3, 1), "C7": (28, 28, 128, 256, 3, 2),
+    "C8": (28, 28, 128, 256, 1, 2), "C9": (14, 14, 256, 256, 3, 1),
+    "C10": (14, 14, 256, 512, 3, 2), "C11": (14, 14, 256, 512, 1, 2),
+    "C12": (7, 7, 512, 512, 3, 1),
+}
+
+
+def pick_backend(name: str) -> str:
+    if name != "auto":
+        return name
+    import shutil
+
+    try:
+        import vta.hw.tsim  # noqa: F401
+    except ImportError:
+        return "perf"
+    return "tsim" if shutil.which("verilator") else "perf"
+
+
+def run_layer(cfg: Config, name: str, backend: str, vt: bool, check: bool) -> dict:
+    h, w, ic, oc, k, s = LAYERS[name]
+    pad = k // 2
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    ds = (1, ic // bi, h, w, b, bi)
+    ks = (oc // bo, ic // bi, k, k, bo, bi)
+    knobs = topi.conv2d_knobs(ds, ks, (s, s), (pad, pad), cfg, virtual_threads=vt)
+    t0 = time.perf_counter()
+    op = topi.conv2d_packed(ds, ks, strides=(s, s), padding=(pad, pad), shift=8,
+                            clip=(-127, 127), knobs=knobs, config=cfg, target=None)
+    # a fresh device per measurement: no micro-kernels left resident by an earlier run
+    op.build(backend, device=rt.open(backend, cfg, arena_size=8 << 20))
+    rng = np.random.default_rng(0)
+    d = rng.integers(-128, 128, ds, dtype=np.int8)
+    kk = rng.integers(-128, 128, ks, dtype=np.int8)
+    out = np.zeros(op.out_shape, np.int8)
+    stats = op.module(d, kk, out)
+    compile_s = time.perf_counter() - t0
+    oh = (h + 2 * pad - k) // s + 1
+    ow = (w + 2 * pad - k) // s + 1
+    macs = oh * ow * oc * ic * k * k
+    ideal = macs / cfg.macs_per_cycle
+    cycles = stats.get("cycles") or stats.get("total_cycles")
+    res = {"layer": name, "vt": vt, "knobs": knobs, "cycles": cycles,
+           "util": (ideal / cycles) if cycles else None,
+           "insns": stats.get("insn_count") or stats.get("runtime", {}).get("insns"),
+           "gemm_uops": stats.get("gemm_uops"), "seconds": compile_s}
+    if check:
+        fs = topi.conv2d_packed(ds, ks, strides=(s, s), padding=(pad, pad), shift=8,
+                                clip=(-127, 127), knobs=knobs, config=cfg, target="fsim")
+        ref = topi.conv2d_reference(d, kk, (s, s), (pad, pad), fs.info["epilogue"])
+        res["correct"] = bool(np.array_equal(fs(d, kk), ref))
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="auto", choices=["auto", "tsim", "perf"])
+    ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated, e.g. C2,C9")
+    ap.add_argument("--check", action="store_true", help="also check results on fsim")
+    args = ap.parse_args(argv)
+    cfg = Config()
+    backend = pick_backend(args.backend)
+    print(f"backend: {backend}; config 1x{cfg.block_in}x{cfg.block_out}, peak "
+          f"{cfg.macs_per_cycle} MACs/cycle; utilisation = ideal GEMM cycles / cycles")
+    hdr = (f"{'layer':6} {'cycles(vt=1)':>13} {'util':>6} {'cycles(vt=2)':>13} {'util':>6} "
+           f"{'speedup':>7} {'insns':>7} knobs (vt=2)")
+    print(hdr)
+    total = {False: 0, True: 0}
+    for name in args.layers.split(","):
+        try:
+            r0 = run_layer(cfg, name, backend, False, args.check)
+        except Exception as e:  # noqa: BLE001 - report and fall back to the model
+            if args.backend != "auto" or backend != "tsim":
+                raise
+            print(f"tsim failed ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                  "falling back to the perf model")
+            backend = "perf"
+            r0 = run_layer(cfg, name, backend, False, args.check)
+        r1 = run_layer(cfg, name, backend, True, args.check)
+        total[False] += r0["cycles"] or 0
+        total[True] += r1["cycles"] or 0
+        sp = r0["cycles"] / r1["cycles"] if r0["cycles"] and r1["cycles"] else float("nan")
+        kn = r1["knobs"]
+        ks = (f"h{kn['tile_h']} w{kn['tile_w']} ci{kn['tile_ci']} co{kn['tile_co']} "
+              f"oc_nt{kn['oc_nthread']} h_nt{kn['h_nthread']}")
+        chk = ""
+        if args.check:
+            chk = "  fsim " + ("OK" if r0["correct"] and r1["correct"] else "MISMATCH")
+        print(f"{name:6} {r0['cycles']:>13} {r0['util']:>6.1%} {r1['cycles']:>13} "
+              f"{r1['util']:>6.1%} {sp:>7.2f} {r1['insns']:>7} {ks}{chk}", flush=True)
+    print(f"total cycles: {total[False]} without, {total[True]} with virtual threads "
+          f"({total[False] / max(total[True], 1):.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

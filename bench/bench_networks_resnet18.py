@@ -1,0 +1,124 @@
+"""ResNet-18 (224x224) end to end: compile time, fsim wall time, VTA cycles, CPU float path.
+
+References measured in the same run: onnxruntime for the float CPU path, the int8 numpy
+reference for the fsim run. Goals (issue 7): fsim <= 2 s wall, compile <= 20 s, VTA part
+<= 10M cycles on tsim (TVM's tsim ~31M; compute-bound floor ~6.6M).
+
+    .venv/bin/python bench/bench_networks_resnet18.py [--tsim] [--image-size N]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import shutil  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from vta.compiler.graph import zoo  # noqa: E402
+from vta.compiler.graph.blas import limit_blas_threads  # noqa: E402
+from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
+from vta.compiler.graph.module import compile_graph  # noqa: E402
+from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.quantize import run_quantized  # noqa: E402
+from vta.compiler.graph.reference import run_float  # noqa: E402
+from vta.isa import Config  # noqa: E402
+
+
+def best_of(n: int, fn) -> float:  # noqa: ANN001
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def cpu_best_of(n: int, fn) -> float:  # noqa: ANN001
+    """Process CPU seconds (what the run costs on an idle core, whatever else is running)."""
+    times = []
+    for _ in range(n):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--image-size", type=int, default=224)
+    ap.add_argument("--tsim", action="store_true", help="also run the VTA layers on tsim")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    limit_blas_threads(1)
+    cfg = Config()
+    s = args.image_size
+    model = zoo.build("resnet18", image_size=s)
+    graph = from_onnx(model)
+    x = {"input": np.random.default_rng(0).standard_normal((1, 3, s, s)).astype(np.float32)}
+    print(f"ResNet-18 {s}x{s}, default config (1x16x16, {cfg.macs_per_cycle} MACs/cycle)")
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    module = compile_graph(graph, cfg)
+    t_compile, c_compile = time.perf_counter() - t0, time.process_time() - c0
+    macs = sum(module.macs.values())
+    vmacs = sum(module.macs[k] for k, v in module.partition.items() if v == "vta")
+    print(f"compile: {t_compile:.2f} s wall, {c_compile:.2f} s CPU (goal <= 20 s); "
+          f"{macs / 1e9:.3f} GMACs, "
+          f"{vmacs / macs * 100:.1f}% on VTA, "
+          f"{sum(k.insns for k in module.kernels.values())} instructions")
+
+    # float CPU path vs onnxruntime
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    t_ort = best_of(args.repeat, lambda: sess.run(None, x))
+    t_float = best_of(args.repeat, lambda: run_float(graph, x))
+    print(f"float CPU path: {t_float * 1e3:.1f} ms vs onnxruntime (1 thread) "
+          f"{t_ort * 1e3:.1f} ms: ratio {t_float / t_ort:.2f}x")
+
+    # int8: numpy reference vs fsim, for the default (cycle-optimised) tiling and for
+    # single-buffered tiles (fewer, larger instructions: the faster choice for fsim itself)
+    t_ref = best_of(args.repeat, lambda: run_quantized(module.graph, x))
+    single = compile_graph(graph, cfg, slots=1)
+    for label, mod in (("default tiling", module), ("single-buffered", single)):
+        with Executor(mod, "fsim") as ex:
+            ex.run(x)
+            t_fsim = best_of(args.repeat, lambda ex=ex: ex.run(x))
+            c_fsim = cpu_best_of(args.repeat, lambda ex=ex: ex.run(x))
+        print(f"fsim end to end ({label}, {sum(k.insns for k in mod.kernels.values())} "
+              f"instructions): {t_fsim:.3f} s wall, {c_fsim:.3f} s CPU (goal <= 2 s) vs the int8 "
+              f"numpy reference {t_ref:.3f} s: ratio {t_fsim / t_ref:.2f}x")
+
+    floor = vmacs / cfg.macs_per_cycle
+    for label, mod in (("default tiling", module), ("single-buffered", single)):
+        rep = RunReport("perf")
+        with Executor(mod, "perf") as ex:
+            ex.run(x, rep)
+        cyc = sum(r.cycles or 0 for r in rep.layers)
+        print(f"perf model ({label}): {cyc / 1e6:.2f} M cycles for the VTA layers (goal <= 10 M "
+              f"on tsim; compute-bound floor {floor / 1e6:.2f} M; TVM's tsim ~31 M): "
+              f"{floor / cyc * 100:.1f}% of peak")
+    if args.tsim:
+        if shutil.which("verilator") is None:
+            print("tsim: skipped (verilator is not installed)")
+            return
+        rep = RunReport("tsim")
+        t0 = time.perf_counter()
+        with Executor(module, "tsim") as ex:
+            out = ex.run(x, rep)
+        ok = np.array_equal(out[graph.outputs[0]], run_quantized(module.graph, x)[
+            graph.outputs[0]])
+        cyc = sum(r.cycles or 0 for r in rep.layers)
+        print(f"tsim: {cyc / 1e6:.2f} M cycles (goal <= 10 M), {time.perf_counter() - t0:.1f} s"
+              f" wall, bit-exact with the int8 reference: {ok}")
+
+
+if __name__ == "__main__":
+    main()

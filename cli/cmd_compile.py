@@ -1,0 +1,139 @@
+"""``vta compile``: an ONNX model -> a self-contained compiled module directory."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_config_args, config_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compile", help="compile an ONNX model into a VTA module directory",
+                       description="Import an ONNX model, quantize it to int8 (power-of-two "
+                                   "scales), partition it between VTA and the CPU, plan DRAM "
+                                   "and write a module directory for `vta run`.")
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the module directory")
+    add_config_args(p)
+    p.add_argument("--board", metavar="B", help="use a board's default configuration "
+                                                "(see `vta boards`)")
+    p.add_argument("--tuning-log", metavar="L", help="a tuning log (recorded in the module)")
+    p.add_argument("--calib", nargs="+", metavar="X.npy", default=[],
+                   help="calibration inputs (one input or a stack); default: 4 synthetic "
+                        "standard-normal inputs")
+    p.add_argument("--float-layer", action="append", default=[], metavar="NAME",
+                   help="keep this layer in float on the CPU (repeatable)")
+    p.add_argument("--cpu-layer", action="append", default=[], metavar="NAME",
+                   help="run this int8 layer on the CPU instead of VTA (repeatable)")
+    p.add_argument("--no-vta", action="store_true",
+                   help="run every layer on the CPU (quantized all the same)")
+    p.add_argument("--per-channel", action="store_true",
+                   help="one weight exponent (and requantization shift) per output channel; "
+                        "VTA applies the shifts as a vector ALU SHR")
+    p.add_argument("--quantize-first", action="store_true",
+                   help="quantize the first convolution too (default: it stays float)")
+    p.add_argument("--buffering", choices=("auto", "single", "double"), default="auto",
+                   help="VTA buffer use per layer: auto picks the fewest cycles (performance "
+                        "model); single gives fewer, larger instructions (faster on fsim)")
+    p.add_argument("--host-llvm", action="store_true",
+                   help="build the float CPU layers with the operator compiler's LLVM backend "
+                        "and store their LLVM IR in the module (host/*.ll)")
+    p.add_argument("--report", action="store_true",
+                   help="print the per-layer quantization report")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vta.compiler.graph.blas import limit_blas_threads
+    from vta.compiler.graph.module import VTA_OPS, compile_graph
+    from vta.compiler.graph.onnx_frontend import load_onnx
+    from vta.compiler.graph.quantize import load_samples
+    from vta.isa.errors import ConfigError
+
+    limit_blas_threads(1)
+
+    board = None
+    if args.board:
+        if args.config or args.preset:
+            raise ConfigError("give either --board or --config/--preset, not both")
+        board = args.board
+        cfg = _board_config(args.board)
+    else:
+        cfg = config_from_args(args)
+    notes = []
+    if args.tuning_log:
+        notes.append(_tuning_note(args.tuning_log))
+    graph = load_onnx(args.model)
+    samples = load_samples(graph, args.calib) if args.calib else []
+    module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
+                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
+                           keep_first_float=not args.quantize_first, board=board,
+                           slots={"auto": None, "single": 1, "double": 2}[args.buffering],
+                           host_llvm=args.host_llvm, per_channel=args.per_channel)
+    module.notes += notes
+    module.save(args.output)
+    print(summary(module, args.output))
+    if args.report:
+        print(quant_report(module))
+    return 0
+
+
+def _board_config(name: str):  # -> Config
+    from vta.isa.errors import ConfigError
+
+    try:
+        from vta.boards import get_board
+    except ImportError as e:
+        raise ConfigError(f"--board needs vta.boards, which is not available ({e}); use "
+                          f"--config FILE instead") from None
+    return get_board(name).default_config
+
+
+def _tuning_note(path: str) -> str:
+    from vta.isa.errors import FileError
+
+    try:
+        from vta.tune.log import best_per_workload
+    except ImportError:
+        raise FileError("--tuning-log needs vta.tune, which is not available") from None
+    best = best_per_workload(path)
+    return (f"tuning log {path}: {len(best)} tuned workload(s) read; the graph lowering's "
+            f"conv/dense schedule has no tunable knobs yet, so they are recorded only")
+
+
+def summary(m, out: str) -> str:  # noqa: ANN001
+    vta = [k for k, v in m.partition.items() if v == "vta"]
+    macs = sum(m.macs.values())
+    vmacs = sum(m.macs.get(k, 0) for k in vta)
+    lines = [f"compiled {m.graph.name} -> {out} in {m.compile_seconds:.2f} s",
+             f"  {len(m.graph.nodes)} layers, {len(vta)} on VTA ({vmacs / max(macs, 1) * 100:.1f}%"
+             f" of {macs / 1e9:.3f} GMACs), {sum(k.insns for k in m.kernels.values())} "
+             f"instructions",
+             f"  DRAM arena {m.plan.size / 2**20:.2f} MiB (constants "
+             f"{m.plan.const_size / 2**20:.2f} MiB; activations "
+             f"{(m.plan.size - m.plan.const_size) / 2**20:.2f} MiB, "
+             f"{(m.plan.naive_size - m.plan.const_size) / 2**20:.2f} MiB without reuse)"]
+    for o, a in m.agreement.items():
+        lines.append(f"  int8 vs float on the first calibration input ({o}): cosine "
+                     f"{a['cosine']:.4f}, top-1 {'match' if a['top1'] else 'MISMATCH'}")
+    lines += [f"  note: {n}" for n in m.notes]
+    return "\n".join(lines)
+
+
+def quant_report(m) -> str:  # noqa: ANN001
+    head = f"{'layer':<28} {'op':<18} {'where':<5} {'in':>4} {'w':>6} {'out':>4} {'shift':>6} " \
+           f"{'rel.err':>8}"
+    lines = [head, "-" * len(head)]
+    for i in m.layers:
+        def f(v):  # noqa: ANN001, ANN202
+            if isinstance(v, list):  # per channel: the range
+                return f"{min(v)}..{max(v)}"
+            return "-" if v is None else str(v)
+        err = "-" if i.rel_error is None else f"{i.rel_error:.4f}"
+        where = m.partition.get(i.node, "cpu")
+        tag = f"  (float: {i.float_reason})" if i.float_reason else ""
+        lines.append(f"{i.node[:28]:<28} {i.op[:18]:<18} {where:<5} {f(i.in_exp):>4} "
+                     f"{f(i.w_exp):>6} {f(i.out_exp):>4} {f(i.shift):>6} {err:>8}{tag}")
+    lines.append("exponents: value = q * 2^-exp; rel.err = ||dequant(int8) - float|| / ||float||"
+                 " on the first calibration input")
+    return "\n".join(lines)

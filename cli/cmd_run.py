@@ -1,0 +1,109 @@
+"""``vta run``: execute a compiled module (or an ONNX model) on a target."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_config_args, config_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a compiled module or an ONNX model on an input",
+                       description="Run a module directory from `vta compile` (VTA layers on "
+                                   "the target, the rest on the CPU) or an ONNX model (float "
+                                   "on --target cpu; compiled on the fly for VTA targets).")
+    p.add_argument("module", metavar="DIR|MODEL.onnx")
+    p.add_argument("--input", required=True, metavar="X.npy", help="the input tensor")
+    p.add_argument("--target", default="fsim", choices=("fsim", "tsim", "rtl", "perf", "cpu"),
+                   help="where VTA layers run (default fsim); cpu runs everything on the host")
+    p.add_argument("-o", "--output", metavar="Y.npy", help="write the (first) output here")
+    p.add_argument("--kernels", choices=("module", "topi"), default="module",
+                   help="VTA layers: the module's instruction streams (default) or the operator "
+                        "compiler's conv2d schedules (vta.compiler.topi), built at load time")
+    p.add_argument("--host", choices=("numpy", "llvm"), default="numpy",
+                   help="CPU float layers: numpy (default, the reference) or LLVM-compiled "
+                        "kernels of the operator compiler where it has them")
+    p.add_argument("--report", action="store_true",
+                   help="per layer: where it ran, MACs, time, cycles, utilisation")
+    add_config_args(p.add_argument_group("compiling an ONNX model on the fly"))
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    import time
+    from pathlib import Path
+
+    import numpy as np
+    from vta.compiler.graph.blas import limit_blas_threads
+    from vta.compiler.graph.executor import Executor, RunReport, load_npy, progress_printer
+
+    limit_blas_threads(1)
+    from vta.isa.fileio import write_atomic
+
+    src = Path(args.module)
+    x = load_npy(args.input)
+    if src.is_dir():
+        from vta.compiler.graph.module import load_module
+
+        if args.config or args.preset:
+            from vta.isa.errors import ConfigError
+
+            raise ConfigError(f"{src} is a compiled module with its own configuration; "
+                              f"--config/--preset only apply to an .onnx model (recompile the "
+                              f"module with vta compile --config instead)")
+        module = load_module(src)
+        graph = module.graph
+    else:
+        from vta.compiler.graph.onnx_frontend import load_onnx
+
+        graph = load_onnx(src)
+        module = None
+    if len(graph.inputs) != 1:
+        from vta.compiler.graph.errors import InputError
+
+        raise InputError(f"the model has {len(graph.inputs)} inputs; vta run feeds one")
+    name = next(iter(graph.inputs))
+    feeds = {name: x}
+    t0 = time.perf_counter()
+    report = RunReport(args.target)
+    if module is None and args.target == "cpu":
+        from vta.compiler.graph.reference import run_float
+
+        times: dict[str, float] = {}
+        outs = run_float(graph, feeds, times=times)
+        report.seconds = time.perf_counter() - t0
+        if args.report:
+            from vta.compiler.graph.executor import LayerRecord
+            from vta.compiler.graph.module import node_macs
+            from vta.compiler.graph.reference import infer_shapes
+
+            shapes = infer_shapes(graph)
+            report.layers = [LayerRecord(n.name, n.op, "cpu", node_macs(n, shapes, graph.params),
+                                         times[n.name]) for n in graph.nodes]
+        cfg = config_from_args(args)
+    else:
+        if module is None:
+            from vta.compiler.graph.module import compile_graph
+
+            print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
+                  file=sys.stderr)
+            module = compile_graph(graph, config_from_args(args))
+        cfg = module.cfg
+        with Executor(module, args.target, progress=progress_printer(),
+                      lowering=args.kernels, host=args.host) as ex:
+            outs = ex.run(feeds, report)
+    y = outs[graph.outputs[0]]
+    if args.output:
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, y)
+        write_atomic(args.output, buf.getvalue(), "output file")
+    if args.report:
+        print(report.format(cfg))
+    if not args.output and not args.report:
+        flat = y.reshape(-1)
+        print(f"output {graph.outputs[0]}: shape {list(y.shape)}, dtype {y.dtype}; first values "
+              f"{np.array2string(flat[:8], precision=4)}")
+    return 0

@@ -1,0 +1,190 @@
+"""``vta sim``: run a program image on a simulator backend (the program image contract).
+
+``vta sim PROGRAM.bin --dram DRAM.bin -o OUT.bin [--backend fsim|rtl|tsim|perf] [--stats S.json]
+[--trace T.json] [--check-races]``: OUT.bin is the whole DRAM image after FINISH, same length as
+DRAM.bin. Every backend is a function ``run_program(program, dram, cfg, **options) -> RunResult``
+imported lazily; nothing is written unless the run succeeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+from typing import Any
+
+from vta.isa import VTAError
+
+from .common import add_config_args, config_from_args
+
+#: backend name -> (module, function); all share fsim.run's signature and return a RunResult.
+BACKENDS = {
+    "fsim": ("vta.sim.fsim", "run"),
+    "rtl": ("vta.hw.simulate", "run_program"),
+    "tsim": ("vta.hw.tsim", "run_program"),
+    "perf": ("vta.sim.perf", "run_program"),
+}
+
+
+class BackendError(VTAError):
+    """A simulator backend that is not installed or does not accept an option."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sim", help="run a program image on a simulator",
+        description="Run a VTA instruction stream against a DRAM image and write the DRAM image "
+                    "after FINISH (same length). Backends: fsim (functional golden model), rtl "
+                    "(Amaranth/Verilog simulation), tsim (Verilator), perf (cycle model).")
+    p.add_argument("program", metavar="PROGRAM.bin", help="instruction stream ending with FINISH")
+    p.add_argument("--dram", required=True, metavar="DRAM.bin",
+                   help="initial device memory (byte address 0 at offset 0)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.bin",
+                   help="DRAM image after FINISH")
+    add_config_args(p)
+    p.add_argument("--backend", choices=sorted(BACKENDS), default="fsim",
+                   help="simulator (default: fsim)")
+    p.add_argument("--stats", metavar="STATS.json", help="write statistics as JSON")
+    p.add_argument("--trace", metavar="TRACE.json",
+                   help="write a Chrome trace (open in Perfetto or chrome://tracing)")
+    p.add_argument("--check-races", action="store_true",
+                   help="first run fsim under every scheduling order and fail if the results "
+                        "differ (a missing dependency token)")
+    p.add_argument("--order", choices=["load-first", "compute-first", "store-first", "random"],
+                   help="fsim only: which ready module runs first (default: compute-first)")
+    p.add_argument("--seed", type=int,
+                   help="random seed (fsim: the random order; rtl/tsim: memory stalls)")
+    p.add_argument("--max-cycles", type=int, metavar="N",
+                   help="cycle-level backends: stop with an error after N cycles")
+    p.add_argument("--vcd", metavar="FILE", help="cycle-level backends: write a waveform")
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="a backend-specific option passed as a keyword argument (repeatable; "
+                        "e.g. --opt bus_width=128 --opt mem_stall=0.1 for rtl/tsim, "
+                        "--opt token_queue_depth=16 for fsim)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    p.set_defaults(func=run)
+
+
+def load_backend(name: str):
+    """The ``run_program`` function of a backend, or a BackendError saying why not."""
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    module, func = BACKENDS[name]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise BackendError(f"backend {name} is not available: {e}") from None
+    fn = getattr(mod, func, None)
+    if fn is None:
+        raise BackendError(f"backend {name} is not available: {module} has no {func}()")
+    return fn
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """Backend options, passed only when given on the command line."""
+    opts: dict[str, Any] = {}
+    for item in args.opt:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise BackendError(f"--opt {item!r}: expected KEY=VALUE, e.g. --opt bus_width=128")
+        opts[key] = _parse_value(value.strip())
+    if args.trace:
+        opts["trace"] = True
+    if args.seed is not None:
+        opts["seed"] = args.seed
+    if args.order is not None:
+        if args.backend != "fsim":
+            raise BackendError("--order applies to the fsim backend only")
+        opts["order"] = args.order
+    cycle_only = {"max_cycles": args.max_cycles, "vcd": args.vcd}
+    for key, value in cycle_only.items():
+        if value is not None:
+            if args.backend == "fsim":
+                raise BackendError(f"--{key.replace('_', '-')} does not apply to the fsim "
+                                   f"backend (it has no cycles); use --backend rtl or tsim")
+            opts[key] = value
+    if args.check_races and args.backend == "fsim":
+        opts["check_races"] = True
+    return opts
+
+
+def _internal(backend: str, e: Exception) -> BackendError:
+    """A one-line BackendError for an unexpected exception (VTA_DEBUG=1 shows the original)."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return BackendError(f"backend {backend} failed with an internal error "
+                        f"({type(e).__name__}: {first}); rerun with VTA_DEBUG=1 for the traceback "
+                        f"and please report it")
+
+
+def _parse_value(text: str) -> Any:
+    """``--opt`` values: integers, floats, true/false/none, else the string itself."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for conv in (lambda s: int(s, 0), float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from vta.isa.fileio import write_atomic
+    from vta.isa.image import check_program, read_dram, read_program, write_stats, write_trace
+
+    cfg = config_from_args(args)
+    program = read_program(args.program, cfg)
+    check_program(program, cfg)
+    dram = read_dram(args.dram)
+    opts = _options(args)
+    backend = load_backend(args.backend)
+    if args.check_races and args.backend != "fsim":
+        from vta.sim.fsim import check_races
+
+        check_races(program, dram, cfg)
+    try:
+        result = backend(program, dram, cfg, **opts)
+    except TypeError as e:
+        if opts and "keyword argument" in str(e):
+            raise BackendError(f"backend {args.backend} does not accept an option given: {e}") \
+                from None
+        raise
+    except ValueError as e:  # an option value the backend rejects
+        if args.opt or args.order:
+            raise BackendError(f"backend {args.backend}: {e}") from None
+        if os.environ.get("VTA_DEBUG"):
+            raise
+        raise _internal(args.backend, e) from None
+    except VTAError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a crash inside a backend: one line, not a traceback
+        if os.environ.get("VTA_DEBUG"):
+            raise
+        raise _internal(args.backend, e) from None
+    out = result.dram
+    if len(out) != len(dram):
+        raise BackendError(f"backend {args.backend} returned a {len(out)}-byte image for a "
+                           f"{len(dram)}-byte input (the contract is: same length)")
+    if args.trace and result.trace is None:
+        raise BackendError(f"backend {args.backend} produced no trace")
+    # all outputs are ready: write them (each atomically)
+    write_atomic(args.output, out.tobytes(), "output DRAM image")
+    if args.stats:
+        write_stats(args.stats, result.stats)
+    if args.trace:
+        write_trace(args.trace, result.trace or [])
+    if not args.quiet:
+        s = result.stats
+        parts = []
+        if "insn_count" in s:
+            parts.append(f"{s['insn_count']} instructions")
+        if "gemm_uops" in s:
+            parts.append(f"{s['gemm_uops']} GEMM and {s.get('alu_uops', 0)} ALU micro-ops")
+        if "cycles" in s:
+            parts.append(f"{s['cycles']} cycles")
+        print(f"{args.backend}: {', '.join(parts) or 'done'}; wrote {args.output}")
+    return 0

@@ -1,0 +1,48 @@
+"""``vta zoo``: write a model of the zoo (seeded random weights) as an ONNX file."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("zoo", help="write a zoo network (ResNet-18, MobileNet-v1, DCGAN) as ONNX",
+                       description="Build a well-known network with seeded random weights (He "
+                                   "initialisation; nothing is downloaded) and write it as ONNX.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the model (see --list)")
+    p.add_argument("-o", "--output", metavar="MODEL.onnx", help="where to write the model")
+    p.add_argument("--list", action="store_true", help="list the models and exit")
+    p.add_argument("--image-size", type=int, metavar="N",
+                   help="input height and width for the image classifiers (default 224)")
+    p.add_argument("--num-classes", type=int, metavar="K", help="classifier outputs (1000)")
+    p.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vta.compiler.graph import zoo
+    from vta.compiler.graph.errors import ModelError
+    from vta.isa.fileio import write_atomic
+
+    if args.list:
+        for e in zoo.ZOO.values():
+            print(f"{e.name:<14} {e.description}")
+        return 0
+    if not args.name:
+        raise ModelError(f"name a model ({', '.join(zoo.ZOO)}) or give --list")
+    if not args.output:
+        raise ModelError("give the output file with -o MODEL.onnx")
+    kw = {"seed": args.seed}
+    if args.name in ("resnet18", "mobilenet_v1"):
+        if args.image_size is not None:
+            if args.image_size < 32:
+                raise ModelError(f"--image-size {args.image_size} is too small (at least 32)")
+            kw["image_size"] = args.image_size
+        if args.num_classes is not None:
+            kw["num_classes"] = args.num_classes
+    elif args.image_size is not None or args.num_classes is not None:
+        raise ModelError(f"{args.name} takes no --image-size / --num-classes")
+    model = zoo.build(args.name, **kw)
+    write_atomic(args.output, model.SerializeToString(), "model file")
+    print(f"wrote {args.output}: {zoo.ZOO[args.name].description}")
+    return 0

@@ -1,0 +1,209 @@
+"""``build(schedule, args, target=...)``: lower, run the passes, generate code, return a callable.
+
+>>> m = build(s, [A, B, C], target="fsim", config=cfg)        # doctest: +SKIP
+>>> m(a, b, c)          # numpy arrays; outputs are written in place    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from vta.isa import Config
+
+from .errors import CodegenError
+from .lower import lower
+from .passes.alu import InjectAlu
+from .passes.base import Pipeline
+from .passes.dma import InjectDma
+from .passes.vta import (
+    AllocateScratchpad,
+    CheckVtaLowered,
+    FoldUopLoops,
+    InjectVirtualThreads,
+)
+from .schedule import Schedule
+from .te.tensor import PlaceholderOp, Tensor
+from .tir.stmt import Buffer, PrimFunc
+
+VTA_TARGETS = ("fsim", "tsim", "rtl", "perf", "pynq")
+
+#: Devices shared by the compiled modules of one process, per (target, configuration).
+_SHARED_DEVICES: dict[tuple[str, Config], Any] = {}
+TARGETS = VTA_TARGETS + ("cpu", "llvm")
+
+
+def vta_pipeline(cfg: Config, *, verify_each: bool = True, dump: Any = None) -> Pipeline:
+    """The VTA pass list, in order."""
+    return Pipeline((InjectDma(cfg), InjectAlu(cfg), FoldUopLoops(), InjectVirtualThreads(),
+                     CheckVtaLowered(), AllocateScratchpad(cfg)), verify_each, dump)
+
+
+def lower_vta(sch: Schedule, args: Sequence[Tensor], cfg: Config, name: str = "main", *,
+              init_in_first_iteration: bool = False, **kw: Any) -> PrimFunc:
+    """Lower and run the VTA passes (the IR the VTA code generator executes)."""
+    func = lower(sch, args, name, init_in_first_iteration=init_in_first_iteration)
+    return vta_pipeline(cfg, **kw)(func)
+
+
+class VtaModule:
+    """A compiled VTA operator: call it on numpy arrays (outputs are written in place)."""
+
+    def __init__(self, func: PrimFunc, cfg: Config, args: Sequence[Tensor], target: str,
+                 device: Any = None):
+        self.func, self.cfg, self.args, self.target = func, cfg, list(args), target
+        self._device = device
+        self.outputs = [k for k, a in enumerate(args) if not isinstance(a.op, PlaceholderOp)]
+        self.last_stats: dict[str, Any] = {}
+        self.last_commands: list = []
+
+    @property
+    def ir(self) -> str:
+        return str(self.func)
+
+    def dump_commands(self, limit: int | None = None) -> str:
+        """The last run's command stream with its dependency tokens, one command per line."""
+        lines = []
+        for n, c in enumerate(self.last_commands[:limit]):
+            pops = "".join(f" pop<-{p}" for p in c.pops)
+            pushes = "".join(f" push->{p}" for p in c.pushes)
+            tag = c.thread if isinstance(c.thread, tuple) else (c.thread,)
+            th = "" if c.thread is None else " t" + ".".join(str(t) for t in tag)
+            lines.append(f"{n:5} {c.module:7} {c.what}{th}{pops}{pushes}")
+        return "\n".join(lines) + "\n"
+
+    def device(self) -> Any:
+        """The device this module runs on: given at build time, else one shared per
+        (target, configuration) and grown when an operator needs a larger arena."""
+        if self._device is not None:
+            return self._device
+        from vta import runtime as rt
+
+        need = max(1 << 20, _round(2 * sum(_nbytes(p) + 64 for p in self.func.params)
+                                   + (1 << 20)))
+        key = (self.target, self.cfg)
+        dev = _SHARED_DEVICES.get(key)
+        if dev is None or dev.arena.size < need:
+            dev = rt.open(self.target, self.cfg, arena_size=max(
+                need, dev.arena.size * 2 if dev is not None else need))
+            _SHARED_DEVICES[key] = dev
+        return dev
+
+    def _check(self, arrays: Sequence[np.ndarray]) -> None:
+        if len(arrays) != len(self.func.params):
+            raise CodegenError(f"{self.func.name} takes {len(self.func.params)} arrays "
+                               f"({', '.join(p.name for p in self.func.params)}), got "
+                               f"{len(arrays)}")
+        for a, p in zip(arrays, self.func.params):
+            if tuple(a.shape) != p.shape or a.dtype != np.dtype(p.dtype):
+                raise CodegenError(f"argument {p.name}: expected {p.dtype}{list(p.shape)}, got "
+                                   f"{a.dtype}{list(a.shape)}")
+
+    def _place(self, dev: Any, arrays: Sequence[np.ndarray]) -> dict[Buffer, Any]:
+        bufs = {}
+        for a, p in zip(arrays, self.func.params):
+            bufs[p] = dev.array(np.ascontiguousarray(a), mem_type=_mem_type(p, self.cfg))
+        return bufs
+
+    def __call__(self, *arrays: np.ndarray) -> dict[str, Any]:
+        """Run on the device; returns the device statistics."""
+        from .codegen.vta import emit
+
+        self._check(arrays)
+        dev = self.device()
+        bufs = self._place(dev, arrays)
+        try:
+            q = dev.command_queue(max_insns=1 << 26)  # one program: whole-operator stats
+            self.last_commands = emit(self.func, self.cfg, q, bufs)
+            stats = q.synchronize()
+            for k in self.outputs:
+                p = self.func.params[k]
+                arrays[k][...] = bufs[p].numpy(np.dtype(p.dtype), p.shape)
+        finally:
+            for b in bufs.values():
+                b.free()
+        self.last_stats = stats
+        return stats
+
+    def record(self, *arrays: np.ndarray) -> tuple[Any, np.ndarray, dict[Buffer, Any]]:
+        """Record the program (with the inputs placed in a fresh fsim device's arena).
+
+        Returns (RecordedProgram, device, buffers) so a caller can relocate and inspect it.
+        """
+        from vta import runtime as rt
+
+        from .codegen.vta import emit
+
+        self._check(arrays)
+        need = sum(_nbytes(p) + 64 for p in self.func.params)
+        dev = rt.open("fsim", self.cfg, arena_size=_round(2 * need + (1 << 20)))
+        bufs = self._place(dev, arrays)
+        q = dev.command_queue(record=True, max_insns=1 << 30)
+        emit(self.func, self.cfg, q, bufs)
+        return q.record(), dev, bufs
+
+    def check_races(self, *arrays: np.ndarray) -> np.ndarray:
+        """Record, then run under every module order with vta.sim.fsim.check_races.
+
+        Returns the outputs (list of arrays) of the race-checked run.
+        """
+        from vta.sim.fsim import check_races
+
+        rec, dev, bufs = self.record(*arrays)
+        dram = np.array(dev.dram, copy=True)
+        uop_base = _round_up(dram.size, 4096)
+        image = np.zeros(uop_base + len(rec.uops) + 64, dtype=np.uint8)
+        image[:dram.size] = dram
+        image[uop_base:uop_base + len(rec.uops)] = np.frombuffer(rec.uops, dtype=np.uint8)
+        program = rec.relocate(dev.arena.base, uop_base)
+        res = check_races(program, image, self.cfg)
+        outs = []
+        for k in self.outputs:
+            p = self.func.params[k]
+            b = bufs[p]
+            raw = res.dram[b.addr:b.addr + _nbytes(p)]
+            outs.append(raw.view(np.dtype(p.dtype)).reshape(p.shape).copy())
+        return outs
+
+
+def _nbytes(p: Buffer) -> int:
+    return int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize
+
+
+def _round(n: int) -> int:
+    return _round_up(n, 1 << 16)
+
+
+def _round_up(n: int, k: int) -> int:
+    return (n + k - 1) // k * k
+
+
+def _mem_type(p: Buffer, cfg: Config) -> str | None:
+    tile_bytes = int(np.prod(p.shape[-2:])) * np.dtype(p.dtype).itemsize if p.ndim >= 2 else 0
+    for mt in ("acc", "inp", "wgt", "out"):
+        if tile_bytes == cfg.elem_bytes({"inp": 2, "wgt": 1, "acc": 3, "out": 4}[mt]):
+            return mt
+    return None
+
+
+def build(sch: Schedule, args: Sequence[Tensor], target: str = "fsim",
+          config: Config | None = None, name: str = "main", **opts: Any) -> Any:
+    """Compile a schedule into a callable on numpy arrays.
+
+    ``target``: "fsim", "tsim", "rtl", "perf", "pynq" (VTA, through vta.runtime) or "cpu"
+    (LLVM JIT). ``config`` is the VTA configuration (default: the PYNQ one).
+    """
+    if target not in TARGETS:
+        raise CodegenError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    cfg = config if config is not None else Config()
+    if target in ("cpu", "llvm"):
+        from .codegen.llvm import build_cpu
+
+        return build_cpu(sch, args, name=name, **opts)
+    func = lower_vta(sch, args, cfg, name, verify_each=opts.pop("verify_each", True),
+                     init_in_first_iteration=opts.pop("init_in_first_iteration", False))
+    return VtaModule(func, cfg, args, target, opts.pop("device", None))
+
+
+__all__ = ["build", "lower_vta", "vta_pipeline", "VtaModule", "TARGETS", "VTA_TARGETS"]

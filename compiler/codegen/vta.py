@@ -1,0 +1,215 @@
+"""VTA code generation: run the host loops of the lowered IR and drive a runtime CommandQueue.
+
+The host part of a VTA operator (the loops outside micro-kernels) executes here in Python, as
+TVM's generated host code did in C: every :class:`Dma` becomes ``load_buffer_2d`` /
+``store_buffer_2d`` with concrete addresses and padding, every :class:`UopKernel` a memoised
+runtime micro-kernel pushed with ``push_gemm`` / ``push_alu``. Dependency tokens come from
+:mod:`vta.compiler.passes.sync`. The same stream can run directly (``run``) or be recorded into a
+relocatable program image (``record``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from vta.isa import Config
+
+from ..errors import CodegenError
+from ..passes.sync import COMPUTE, LOAD, STORE, Command, insert_sync, issue
+from ..tir.expr import Expr, Var, compile_int, free_vars
+from ..tir.stmt import (
+    ACC_SCOPE,
+    INP_SCOPE,
+    WGT_SCOPE,
+    Allocate,
+    Alu,
+    Attr,
+    Buffer,
+    Dma,
+    For,
+    Gemm,
+    If,
+    Nop,
+    PrimFunc,
+    Seq,
+    Stmt,
+    UopKernel,
+    stmt_children,
+)
+
+_MEM = {INP_SCOPE: "inp", WGT_SCOPE: "wgt", ACC_SCOPE: "acc"}
+
+
+class _Eval:
+    """Evaluates integer expressions with a cache of compiled Python lambdas."""
+
+    def __init__(self) -> None:
+        self.cache: dict[int, tuple[list[Var], Callable[..., int], Expr]] = {}
+
+    def __call__(self, e: Expr, env: dict[Var, int]) -> int:
+        ent = self.cache.get(id(e))
+        if ent is None:
+            vs = sorted(free_vars(e), key=lambda v: id(v))
+            ent = (vs, compile_int(e, vs), e)
+            self.cache[id(e)] = ent
+        vs, fn, _ = ent
+        try:
+            return int(fn(*[env[v] for v in vs]))
+        except KeyError as k:
+            raise CodegenError(f"variable {k} is not bound when evaluating {e}") from None
+
+
+def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Command]:
+    """The command stream of ``func`` with concrete addresses (tokens not yet placed)."""
+    ev = _Eval()
+    out: list[Command] = []
+
+    def visit(s: Stmt, env: dict[Var, int]) -> None:
+        if isinstance(s, For):
+            for i in range(s.extent):
+                env[s.var] = i
+                visit(s.body, env)
+            del env[s.var]
+        elif isinstance(s, Seq):
+            for c in s.stmts:
+                visit(c, env)
+        elif isinstance(s, Allocate | Attr):
+            visit(s.body, env)
+        elif isinstance(s, If):
+            if ev(s.cond, env):
+                visit(s.then, env)
+            elif s.else_ is not None:
+                visit(s.else_, env)
+        elif isinstance(s, Dma):
+            out.append(_dma(s, env, ev, buffers))
+        elif isinstance(s, UopKernel):
+            out.append(_kernel(s, env, ev, cfg))
+        elif isinstance(s, Nop):
+            pass
+        else:
+            raise CodegenError(f"{type(s).__name__} cannot run on VTA (run the VTA passes first)")
+
+    visit(func.body, {})
+    return out
+
+
+def _dma(s: Dma, env: dict[Var, int], ev: _Eval, buffers: dict[Buffer, Any]) -> Command:
+    sram_idx = s.sram.base + ev(s.sram_index, env)
+    dram_idx = ev(s.dram_index, env)
+    if s.dram not in buffers:
+        raise CodegenError(f"no device buffer for {s.dram.name}")
+    dev_buf = buffers[s.dram]
+    if s.direction == "store":
+        y, x, stride = s.y_size, s.x_size, s.x_stride
+
+        def store(q: Any) -> None:
+            q.store_buffer_2d(sram_idx, "out", dev_buf, dram_idx, x, y, stride)
+
+        return Command(STORE, s.thread, store, f"store {s.dram.name}")
+    pads = [0, 0, 0, 0]  # y0, y1, x0, x1
+    sizes = [s.y_size, s.x_size]
+    for k, p in enumerate((s.pad_y, s.pad_x)):
+        if p is None:
+            continue
+        start = ev(p.start, env)
+        ext = sizes[k]
+        p0 = min(max(p.lo - start, 0), ext)
+        p1 = min(max(ext - (p.hi - start), 0), ext)
+        pads[2 * k], pads[2 * k + 1] = p0, p1
+    y_size = s.y_size - pads[0] - pads[1]
+    x_size = s.x_size - pads[2] - pads[3]
+    dram_idx += pads[0] * s.x_stride + pads[2]
+    mem = _MEM[s.sram.scope]
+    if y_size <= 0 or x_size <= 0:
+        raise CodegenError(f"load of {s.sram.name}: the block lies entirely in the padding; "
+                           "use a tile that overlaps the tensor")
+    if max(pads) > 15:
+        raise CodegenError(f"load of {s.sram.name}: padding of {max(pads)} exceeds the 4-bit "
+                           "pad fields (15)")
+    module = COMPUTE if mem == "acc" else LOAD
+
+    def load(q: Any) -> None:
+        q.load_buffer_2d(dev_buf, dram_idx, x_size, y_size, s.x_stride, x_pad_before=pads[2],
+                         y_pad_before=pads[0], x_pad_after=pads[3], y_pad_after=pads[1],
+                         dst_sram_index=sram_idx, dst_memory_type=mem)
+
+    return Command(module, s.thread, load, f"load {s.sram.name}")
+
+
+def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
+    uops: list[tuple[int, int, int]] = []
+    leaf_sig: list[tuple] = []
+    env2 = dict(env)
+    for lp in k.loops:
+        env2[lp.var] = 0
+
+    def visit(s: Stmt) -> None:
+        if isinstance(s, For):
+            for i in range(s.extent):
+                env2[s.var] = i
+                visit(s.body)
+            del env2[s.var]
+        elif isinstance(s, Seq):
+            for c in s.stmts:
+                visit(c)
+        elif isinstance(s, Gemm):
+            d = s.dst.base + ev(s.dst_index, env2)
+            if s.reset:
+                uops.append((d, 0, 0))
+            else:
+                uops.append((d, s.src.base + ev(s.src_index, env2),
+                             s.wgt.base + ev(s.wgt_index, env2)))
+            if not leaf_sig:
+                leaf_sig.append(("gemm", s.reset))
+        elif isinstance(s, Alu):
+            d = s.dst.base + ev(s.dst_index, env2)
+            src = d if s.use_imm else s.src.base + ev(s.src_index, env2)
+            uops.append((d, src, 0))
+            if not leaf_sig:
+                leaf_sig.append(("alu", s.op, s.use_imm, s.imm or 0))
+        else:
+            for c in stmt_children(s):
+                visit(c)
+
+    visit(k.body)
+    if len(uops) > cfg.uop_depth:
+        leaf = k.leaves[0]
+        raise CodegenError(
+            f"a micro-kernel on {leaf.dst.name} has {len(uops)} micro-ops but the micro-op "
+            f"buffer has {cfg.uop_depth} entries; use smaller tiles (e.g. tile_w, tile_ci)")
+    loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor) for lp in k.loops)
+    sig = (leaf_sig[0], loops, tuple(uops))
+    mode = leaf_sig[0][0]
+
+    def build(kb: Any) -> None:
+        for ext, df, sf, wf in loops:
+            kb.loop_begin(ext, dst_factor=df, src_factor=sf, wgt_factor=wf)
+        for d, s_, w in uops:
+            if mode == "gemm":
+                kb.push("gemm", reset=leaf_sig[0][1], dst=d, src=s_, wgt=w)
+            else:
+                _, op, use_imm, imm = leaf_sig[0]
+                kb.push("alu", reset=False, dst=d, src=s_, wgt=0, alu_opcode=op,
+                        use_imm=use_imm, imm=imm)
+        for _ in loops:
+            kb.loop_end()
+
+    def push(q: Any) -> None:
+        kern = q.kernel(sig, build)
+        if mode == "gemm":
+            q.push_gemm(kern)
+        else:
+            q.push_alu(kern)
+
+    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}")
+
+
+def emit(func: PrimFunc, cfg: Config, queue: Any, buffers: dict[Buffer, Any]) -> list[Command]:
+    """Generate the operator's commands, place dependency tokens and issue them to ``queue``."""
+    cmds = insert_sync(commands(func, cfg, buffers))
+    issue(cmds, queue)
+    return cmds
+
+
+__all__ = ["commands", "emit"]

@@ -1,0 +1,45 @@
+"""Errors of the compiler layer, all derived from :class:`vta.isa.errors.VTAError`."""
+
+from __future__ import annotations
+
+from vta.isa.errors import VTAError
+
+
+class CompilerError(VTAError):
+    """Base class of the compiler's errors."""
+
+
+class ScheduleError(CompilerError):
+    """An invalid schedule primitive (unknown axis, wrong stage, bad factor)."""
+
+
+class LoweringError(CompilerError):
+    """A schedule or expression that cannot be lowered to the loop IR."""
+
+
+class TensorizeError(CompilerError):
+    """The computation under a tensorize point is not the intrinsic's computation."""
+
+
+class DmaError(CompilerError):
+    """A copy that cannot be expressed as VTA LOAD/STORE instructions."""
+
+
+class AluError(CompilerError):
+    """Element-wise work that cannot be expressed as VTA ALU instructions."""
+
+
+class ScratchpadOverflowError(CompilerError):
+    """A schedule needs more on-chip buffer entries than the configuration has."""
+
+
+class VerifyError(CompilerError):
+    """The loop IR is malformed (a pass bug or a hand-written IR error)."""
+
+
+class CodegenError(CompilerError):
+    """Code generation failed (unsupported node, target not available)."""
+
+
+__all__ = ["CompilerError", "ScheduleError", "LoweringError", "TensorizeError", "DmaError",
+           "AluError", "ScratchpadOverflowError", "VerifyError", "CodegenError"]

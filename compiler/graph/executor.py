@@ -1,0 +1,289 @@
+"""Run a compiled module: VTA layers on a device (fsim, tsim, rtl, perf), the rest on the CPU.
+
+The executor keeps activations as numpy arrays; a VTA layer packs its input into the arena at
+the offset the memory plan gave it, runs its (relocated) instruction stream on the device and
+unpacks the output. CPU layers use the int8 reference kernels (bit-exact with VTA) and the
+float kernels. ``target="cpu"`` runs every layer on the CPU.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from vta.isa import Config, MemInsn, decode_program, encode_program
+from vta.isa.errors import VTAError
+
+from .errors import InputError
+from .module import CompiledModule
+from .pack import pack_activation, unpack_activation
+from .quantize import kernel_for
+from .reference import check_feeds
+
+TARGETS = ("cpu", "fsim", "tsim", "rtl", "perf")
+
+
+@dataclass
+class LayerRecord:
+    node: str
+    op: str
+    where: str
+    macs: int
+    seconds: float
+    cycles: int | None = None
+    gemm_macs: int | None = None
+
+    def utilisation(self, cfg: Config) -> float | None:
+        if self.where == "cpu" or not self.macs:
+            return None
+        if self.cycles:
+            return self.macs / (self.cycles * cfg.macs_per_cycle)
+        if self.gemm_macs:
+            return self.macs / self.gemm_macs
+        return None
+
+
+@dataclass
+class RunReport:
+    target: str
+    layers: list[LayerRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def format(self, cfg: Config) -> str:
+        cyc = any(r.cycles for r in self.layers)
+        head = f"{'layer':<28} {'op':<18} {'where':<6} {'MMACs':>9} {'ms':>9}"
+        head += f" {'cycles':>11}" if cyc else ""
+        head += f" {'util':>6}"
+        lines = [head, "-" * len(head)]
+        for r in self.layers:
+            u = r.utilisation(cfg)
+            line = (f"{r.node[:28]:<28} {r.op[:18]:<18} {r.where:<6} {r.macs / 1e6:>9.2f} "
+                    f"{r.seconds * 1e3:>9.2f}")
+            if cyc:
+                line += f" {r.cycles:>11}" if r.cycles else f" {'-':>11}"
+            line += f" {u * 100:>5.1f}%" if u is not None else f" {'-':>6}"
+            lines.append(line)
+        tot_macs = sum(r.macs for r in self.layers)
+        vta = [r for r in self.layers if r.where != "cpu"]
+        lines.append("-" * len(head))
+        where = self.target if vta else "VTA"
+        lines.append(f"total: {len(self.layers)} layers ({len(vta)} on {where}), "
+                     f"{tot_macs / 1e9:.3f} GMACs "
+                     f"({sum(r.macs for r in vta) / max(tot_macs, 1) * 100:.1f}% on VTA), "
+                     f"{self.seconds * 1e3:.1f} ms wall"
+                     + (f", {sum(r.cycles or 0 for r in vta)} VTA cycles" if cyc else ""))
+        return "\n".join(lines)
+
+
+def load_npy(path: str | Path) -> np.ndarray:
+    """Read a .npy file (a one-line InputError when it is missing or not an array)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"input file {p} does not exist")
+    try:
+        x = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise InputError(f"{p} is not a .npy array file ({str(e).splitlines()[0]})") from None
+    if not isinstance(x, np.ndarray):
+        raise InputError(f"{p} holds several arrays (.npz); give a single .npy array")
+    return x
+
+
+def relocate(program: bytes, cfg: Config, base: int) -> bytes:
+    """Add the arena base (bytes) to every LOAD/STORE dram_base (in elements of its type)."""
+    if base == 0:
+        return program
+    out = []
+    for i in decode_program(program, cfg):
+        if isinstance(i, MemInsn):
+            eb = cfg.elem_bytes(i.memory_type)
+            i = replace(i, dram_base=i.dram_base + base // eb)
+        out.append(i)
+    return encode_program(out, cfg)
+
+
+class Executor:
+    """Runs one module on one target; the device (and arena) is opened once and reused."""
+
+    def __init__(self, module: CompiledModule, target: str = "fsim", *,
+                 progress: Callable[[int, int, str], None] | None = None,
+                 arena_base: int = 0, lowering: str = "module", host: str = "numpy") -> None:
+        if target not in TARGETS:
+            raise InputError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        if lowering not in ("module", "topi"):
+            raise InputError(f"unknown lowering {lowering!r}; use module or topi")
+        self.m, self.target, self.progress = module, target, progress
+        if host not in ("numpy", "llvm"):
+            raise InputError(f"unknown host kernels {host!r}; use numpy or llvm")
+        self.lowering, self.host = lowering, host
+        self._topi: dict[str, Any] = {}
+        self._host: dict[str, Any] = {}
+        self.cfg = module.cfg
+        self.dev = None
+        self.buf = None
+        self.programs: dict[str, bytes] = {}
+        self.arena_base = arena_base
+        if target != "cpu" and module.kernels:
+            self._open()
+        if host == "llvm":  # JIT the host kernels now, not inside the first run's timings
+            for n in module.graph.nodes:
+                if module.partition.get(n.name, "cpu") == "cpu" or self.dev is None:
+                    self._host_op(n)
+
+    def _open(self) -> None:
+        from vta.runtime import device as rdev
+
+        m = self.m
+        align = m.plan.align
+        try:
+            opts = {"arena_base": self.arena_base} if self.arena_base else {}
+            self.dev = rdev.open(self.target, self.cfg, arena_size=m.plan.size + 2 * align,
+                                 **opts)
+        except VTAError as e:
+            raise VTAError(f"target {self.target} is not available: {e}") from None
+        self.buf = self.dev.alloc(m.plan.size, align=align)
+        self.view = self.buf.view()
+        self.view[:len(m.const_image)] = np.frombuffer(m.const_image, np.uint8)
+        self.programs = {k: relocate(kern.program, self.cfg, self.buf.addr)
+                         for k, kern in m.kernels.items()}
+
+    def close(self) -> None:
+        if self.dev is not None:
+            self.dev.close()
+            self.dev = None
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, feeds: Mapping[str, np.ndarray], report: RunReport | None = None
+            ) -> dict[str, np.ndarray]:
+        m, g = self.m, self.m.graph
+        env: dict[str, Any] = dict(g.params)
+        env.update(check_feeds(g, feeds))
+        t_start = time.perf_counter()
+        total = len(g.nodes)
+        for k, n in enumerate(g.nodes):
+            if self.progress:
+                self.progress(k, total, n.name)
+            where = m.partition.get(n.name, "cpu") if self.dev is not None else "cpu"
+            t0 = time.perf_counter()
+            cycles = None
+            if where == "vta" and self.lowering == "topi" and self._topi_op(n) is not None:
+                res = [self._run_topi(n, env)]
+            elif where == "vta" and n.name in self.programs:
+                out, cycles = self._run_vta(n, env[n.inputs[0]])
+                if out is None:  # a timing-only device (perf): the data comes from the spec
+                    out = kernel_for(n.op)(n, [env[i] for i in n.inputs])[0]
+                res = [out]
+            else:
+                where = "cpu"
+                args = [env[i] if i else None for i in n.inputs]
+                op = self._host_op(n) if self.host == "llvm" else None
+                if op is not None:
+                    from .host import run_host
+
+                    res = [run_host(op, n, args)]
+                else:
+                    res = kernel_for(n.op)(n, args)
+            dt = time.perf_counter() - t0
+            for o, v in zip(n.outputs, res):
+                env[o] = v
+            if report is not None:
+                kern = m.kernels.get(n.name) if where != "cpu" else None
+                report.layers.append(LayerRecord(
+                    n.name, n.op, self.target if where != "cpu" else "cpu",
+                    m.macs.get(n.name, 0), dt, cycles, kern.gemm_macs if kern else None))
+        if self.progress:
+            self.progress(total, total, "")
+        if report is not None:
+            report.seconds += time.perf_counter() - t_start
+        return {o: env[o] for o in g.outputs}
+
+    def _host_op(self, n: Any) -> Any:
+        if n.name not in self._host:
+            from .host import host_kernel
+
+            self._host[n.name] = host_kernel(n, self.m.shapes, self.m.graph.params)
+        return self._host[n.name]
+
+    def _topi_op(self, n: Any) -> Any:
+        """The operator compiler's conv2d for this layer (None when it cannot express it:
+        asymmetric padding, dilation, a left shift, a dense layer with a bias)."""
+        if n.name in self._topi:
+            return self._topi[n.name]
+        op = None
+        a = n.attrs
+        pads = a.get("pads", [0, 0, 0, 0])
+        if n.op == "QConv" and pads[0] == pads[2] and pads[1] == pads[3] \
+                and a["dilations"] == [1, 1] and isinstance(a["shift"], int) \
+                and a["shift"] >= 0 and a["group"] == 1:
+            from vta.compiler import topi
+
+            cfg = self.cfg
+            xs = self.m.shapes[n.inputs[0]]
+            w = self.m.graph.params[n.inputs[1]]
+            dshape = (-(-xs[0] // cfg.batch), -(-xs[1] // cfg.block_in), xs[2], xs[3],
+                      cfg.batch, cfg.block_in)
+            kshape = (-(-w.shape[0] // cfg.block_out), -(-w.shape[1] // cfg.block_in),
+                      w.shape[2], w.shape[3], cfg.block_out, cfg.block_in)
+            op = topi.conv2d_packed(dshape, kshape, strides=tuple(a["strides"]),
+                                    padding=(pads[0], pads[1]), bias=True, shift=a["shift"],
+                                    clip=(a["lo"], a["hi"]), config=cfg, target=self.target)
+        self._topi[n.name] = op
+        return op
+
+    def _run_topi(self, n: Any, env: Mapping[str, Any]) -> np.ndarray:
+        from vta.compiler.topi import pack as tp
+
+        op, cfg = self._topi[n.name], self.cfg
+        x, w, b = (env[i] for i in n.inputs)
+        y = op(tp.pack_nchw(x, cfg), tp.pack_oihw(w, cfg), tp.pack_bias(b, cfg))
+        return tp.unpack_nchw(y, x.shape[0], w.shape[0])
+
+    def _run_vta(self, n: Any, x: np.ndarray) -> tuple[np.ndarray | None, int | None]:
+        m, cfg = self.m, self.cfg
+        kern = m.kernels[n.name]
+        pb = m.plan.buffers
+        x4 = x.reshape(*x.shape, 1, 1) if x.ndim == 2 else x
+        packed = pack_activation(x4, cfg.batch, cfg.block)
+        ib = pb[kern.inp]
+        self.view[ib.offset:ib.offset + packed.nbytes] = packed.reshape(-1).view(np.uint8)
+        stats = self.dev.run(self.programs[n.name])
+        cycles = stats.get("cycles") or stats.get("total_cycles")
+        cycles = int(cycles) if cycles else None
+        if not getattr(self.dev, "computes_results", True):
+            return None, cycles
+        oshape = m.shapes[n.outputs[0]]
+        o4 = (*oshape, 1, 1) if len(oshape) == 2 else oshape
+        ob = pb[kern.out]
+        nb = -(-o4[0] // cfg.batch)
+        cb = -(-o4[1] // cfg.block)
+        count = nb * cb * o4[2] * o4[3] * cfg.batch * cfg.block
+        raw = self.view[ob.offset:ob.offset + count].view(np.int8)
+        out = unpack_activation(raw.reshape(nb, cb, o4[2], o4[3], cfg.batch, cfg.block),
+                                o4[0], o4[1])
+        return out.reshape(oshape).copy(), cycles
+
+
+def progress_printer(stream: Any = None) -> Callable[[int, int, str], None]:
+    """A one-line progress bar on stderr (only drawn when stderr is a terminal)."""
+    stream = stream or sys.stderr
+    tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def show(k: int, total: int, name: str) -> None:
+        if not tty:
+            return
+        width = 30
+        done = int(width * k / max(total, 1))
+        end = "\n" if k >= total else ""
+        stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {k}/{total} {name[:30]:<30}{end}")
+        stream.flush()
+    return show

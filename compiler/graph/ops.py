@@ -1,0 +1,212 @@
+"""Vectorised numpy kernels shared by the float reference and the int8 reference.
+
+Convolution is im2col + one matrix multiply per group (float32 BLAS for floats; float64, which is
+exact for int8 products summed below 2^53, for integers); depthwise convolution is a sum of
+shifted, scaled copies. Attributes are the canonical ones produced by the ONNX frontend
+(``pads`` is ``[top, left, bottom, right]``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def conv_out_size(size: int, k: int, stride: int, pad0: int, pad1: int, dil: int) -> int:
+    return (size + pad0 + pad1 - dil * (k - 1) - 1) // stride + 1
+
+
+def pad_nchw(x: np.ndarray, pads: list[int], value: float | int = 0) -> np.ndarray:
+    """Pad H and W by ``[top, left, bottom, right]`` (negative values crop)."""
+    t, left, b, r = pads
+    if min(pads) < 0:
+        h, w = x.shape[2], x.shape[3]
+        x = x[:, :, max(0, -t):h - max(0, -b), max(0, -left):w - max(0, -r)]
+        t, left, b, r = max(t, 0), max(left, 0), max(b, 0), max(r, 0)
+    if t == left == b == r == 0:
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (left, r)), constant_values=value)
+
+
+def windows(x: np.ndarray, kh: int, kw: int, strides: list[int],
+            dil: list[int] = (1, 1)) -> np.ndarray:
+    """A strided view (N, C, OH, OW, KH, KW) of the (already padded) input."""
+    n, c, h, w = x.shape
+    sh, sw = strides
+    dh, dw = dil
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    ow = (w - dw * (kw - 1) - 1) // sw + 1
+    s = x.strides
+    return as_strided(x, (n, c, oh, ow, kh, kw),
+                      (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw), writeable=False)
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[int],
+           pads: list[int], dilations: list[int], group: int,
+           acc_dtype: Any = np.float32) -> np.ndarray:
+    """NCHW x OIHW convolution. Integer inputs are accumulated exactly (result int64)."""
+    integer = np.issubdtype(x.dtype, np.integer)
+    work = np.float64 if integer else acc_dtype
+    xp = np.ascontiguousarray(pad_nchw(x, pads).astype(work, copy=False))
+    o, cg, kh, kw = w.shape
+    n, c = xp.shape[:2]
+    win = windows(xp, kh, kw, strides, dilations)  # N, C, OH, OW, KH, KW
+    oh, ow = win.shape[2], win.shape[3]
+    wf = w.astype(work, copy=False)
+    if cg == 1 and group == c and group > 1:
+        # depthwise (channel multiplier m = o // c): sum of shifted, scaled copies
+        m = o // c
+        out = np.zeros((n, o, oh, ow), dtype=work)
+        xr = np.repeat(win, m, axis=1) if m > 1 else win
+        for i in range(kh):
+            for j in range(kw):
+                out += xr[:, :, :, :, i, j] * wf[:, 0, i, j][None, :, None, None]
+    else:
+        # channels-last im2col: each window row copies contiguous runs of C values
+        og = o // group
+        xh = np.ascontiguousarray(xp.transpose(0, 2, 3, 1))  # N, H, W, C
+        st = xh.strides
+        sh, sw = strides
+        dh, dw = dilations
+        cols6 = as_strided(xh, (n, oh, ow, kh, kw, c),
+                           (st[0], st[1] * sh, st[2] * sw, st[1] * dh, st[2] * dw, st[3]),
+                           writeable=False)
+        out = np.empty((n, oh, ow, o), dtype=work)
+        for g in range(group):
+            cols = cols6[..., g * cg:(g + 1) * cg].reshape(n * oh * ow, kh * kw * cg)
+            wg = wf[g * og:(g + 1) * og].transpose(0, 2, 3, 1).reshape(og, kh * kw * cg)
+            out[..., g * og:(g + 1) * og] = (cols @ wg.T).reshape(n, oh, ow, og)
+        out = out.transpose(0, 3, 1, 2)
+    if b is not None:
+        out = out + b.astype(work, copy=False)[None, :, None, None]
+    if integer:
+        return np.ascontiguousarray(np.rint(out).astype(np.int64))
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def dilate_pad(x: np.ndarray, strides: list[int], pads: list[int]) -> np.ndarray:
+    """Insert ``stride - 1`` zeros between pixels, then pad/crop by ``[t, l, b, r]``."""
+    sh, sw = strides
+    n, c, h, w = x.shape
+    if (sh, sw) != (1, 1):
+        z = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), dtype=x.dtype)
+        z[:, :, ::sh, ::sw] = x
+        x = z
+    return pad_nchw(x, pads)
+
+
+def conv_transpose_as_conv(w: np.ndarray, *, group: int, kernel: tuple[int, int],
+                           strides: list[int], pads: list[int], dilations: list[int],
+                           output_padding: list[int]) -> tuple[np.ndarray, list[int]]:
+    """The equivalent convolution: (flipped, transposed weights, dilate_pad pads)."""
+    cin, og, kh, kw = w.shape
+    cg = cin // group
+    wc = w.reshape(group, cg, og, kh, kw).transpose(0, 2, 1, 3, 4)[:, :, :, ::-1, ::-1]
+    wc = np.ascontiguousarray(wc.reshape(group * og, cg, kh, kw))
+    dh, dw = dilations
+    t, left, b, r = pads
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    new_pads = [eh - t, ew - left, eh - b + output_padding[0], ew - r + output_padding[1]]
+    return wc, new_pads
+
+
+def conv_transpose2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[int],
+                     pads: list[int], dilations: list[int], group: int,
+                     output_padding: list[int]) -> np.ndarray:
+    wc, cpads = conv_transpose_as_conv(w, group=group, kernel=w.shape[2:], strides=strides,
+                                       pads=pads, dilations=dilations,
+                                       output_padding=output_padding)
+    xd = dilate_pad(x, strides, cpads)
+    return conv2d(xd, wc, b, strides=[1, 1], pads=[0, 0, 0, 0], dilations=dilations,
+                  group=group)
+
+
+def max_pool(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int]) -> np.ndarray:
+    lo = np.iinfo(x.dtype).min if np.issubdtype(x.dtype, np.integer) else -np.inf
+    xp = pad_nchw(x, pads, lo)
+    win = windows(xp, kernel[0], kernel[1], strides)
+    out = np.array(win[..., 0, 0])
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            if i or j:
+                np.maximum(out, win[..., i, j], out=out)
+    return out
+
+
+def pool_sum_count(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int],
+                   count_include_pad: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Window sums (exact for integers) and the divisor per output position."""
+    work = np.int64 if np.issubdtype(x.dtype, np.integer) else np.float32
+    xp = pad_nchw(x.astype(work, copy=False), pads)
+    win = windows(xp, kernel[0], kernel[1], strides)
+    s = np.zeros(win.shape[:4], dtype=work)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            s += win[..., i, j]
+    if count_include_pad:
+        cnt = np.full(s.shape[2:], kernel[0] * kernel[1], dtype=np.int64)
+    else:
+        ones = pad_nchw(np.ones((1, 1) + x.shape[2:], dtype=np.int64), pads)
+        cnt = windows(ones, kernel[0], kernel[1], strides).sum(axis=(4, 5))[0, 0]
+    return s, cnt
+
+
+def avg_pool(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int],
+             count_include_pad: bool) -> np.ndarray:
+    s, cnt = pool_sum_count(x, kernel, strides, pads, count_include_pad)
+    return (s / cnt.astype(np.float32)).astype(np.float32)
+
+
+def nearest_indices(in_size: int, out_size: int, scale: float, coord_mode: str,
+                    nearest_mode: str) -> np.ndarray:
+    """ONNX Resize (mode=nearest) source index of every output position along one axis."""
+    xo = np.arange(out_size, dtype=np.float64)
+    if coord_mode == "asymmetric":
+        xi = xo / scale
+    elif coord_mode == "half_pixel":
+        xi = (xo + 0.5) / scale - 0.5
+    elif coord_mode == "pytorch_half_pixel":
+        xi = (xo + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(xo)
+    elif coord_mode == "align_corners":
+        xi = xo * (in_size - 1) / (out_size - 1) if out_size > 1 else np.zeros_like(xo)
+    elif coord_mode == "tf_half_pixel_for_nearest":
+        xi = (xo + 0.5) / scale
+    else:  # pragma: no cover - the frontend rejects other modes
+        raise ValueError(coord_mode)
+    if nearest_mode == "round_prefer_floor":
+        idx = np.where(xi - np.floor(xi) == 0.5, np.floor(xi), np.round(xi))
+    elif nearest_mode == "round_prefer_ceil":
+        idx = np.floor(xi + 0.5)
+    elif nearest_mode == "floor":
+        idx = np.floor(xi)
+    else:
+        idx = np.ceil(xi)
+    return np.clip(idx, 0, in_size - 1).astype(np.int64)
+
+
+def resize_nearest(x: np.ndarray, sizes: list[int], scales: list[float], coord_mode: str,
+                   nearest_mode: str) -> np.ndarray:
+    for axis, (n_out, sc) in enumerate(zip(sizes, scales)):
+        if n_out == x.shape[axis] and sc == 1.0:
+            continue
+        idx = nearest_indices(x.shape[axis], n_out, sc, coord_mode, nearest_mode)
+        x = np.take(x, idx, axis=axis)
+    return x
+
+
+def softmax(x: np.ndarray, axis: int, legacy: bool) -> np.ndarray:
+    if legacy:  # opset < 13: coerce to 2D at axis
+        shape = x.shape
+        x2 = x.reshape(math.prod(shape[:axis]), -1)
+        return softmax(x2, 1, False).reshape(shape)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def conv_macs(x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+              out_shape: tuple[int, ...]) -> int:
+    n, o, oh, ow = out_shape
+    return n * o * oh * ow * int(np.prod(w_shape[1:]))

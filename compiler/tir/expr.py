@@ -1,0 +1,641 @@
+"""The expression language shared by tensor expressions (``te``) and the loop IR (``tir``).
+
+Nodes are small immutable objects. Variables compare by identity; every other node is compared
+structurally with :func:`structural_equal`. Integer index arithmetic is simplified through a
+canonical affine form (:func:`linear`, :func:`simplify`), which is what bounds inference, DMA
+injection and micro-op folding reason with.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..errors import LoweringError
+
+INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+FLOAT_TYPES = ("float32", "float64")
+_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
+         "uint32": 32, "float32": 32, "float64": 64, "bool": 1}
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INT_TYPES
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_TYPES
+
+
+def bits(dtype: str) -> int:
+    return _BITS[dtype]
+
+
+def _promote(a: str, b: str) -> str:
+    if a == b:
+        return a
+    if is_float(a) or is_float(b):
+        return "float64" if "float64" in (a, b) else "float32"
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    return a if bits(a) >= bits(b) else b
+
+
+class Expr:
+    """Base class; arithmetic operators build new nodes (TVM spelling)."""
+
+    dtype: str = "int32"
+    __slots__ = ()
+
+    # arithmetic ---------------------------------------------------------------------
+    def __add__(self, o: Any) -> Expr:
+        return binary("add", self, o)
+
+    def __radd__(self, o: Any) -> Expr:
+        return binary("add", o, self)
+
+    def __sub__(self, o: Any) -> Expr:
+        return binary("sub", self, o)
+
+    def __rsub__(self, o: Any) -> Expr:
+        return binary("sub", o, self)
+
+    def __mul__(self, o: Any) -> Expr:
+        return binary("mul", self, o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return binary("mul", o, self)
+
+    def __floordiv__(self, o: Any) -> Expr:
+        return binary("floordiv", self, o)
+
+    def __mod__(self, o: Any) -> Expr:
+        return binary("floormod", self, o)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o: Any) -> Expr:
+        return binary("div", o, self)
+
+    def __neg__(self) -> Expr:
+        return binary("sub", const(0, self.dtype), self)
+
+    def __lshift__(self, o: Any) -> Expr:
+        return binary("shl", self, o)
+
+    def __rshift__(self, o: Any) -> Expr:
+        return binary("shr", self, o)
+
+    def __and__(self, o: Any) -> Expr:
+        return binary("and", self, o)
+
+    def __or__(self, o: Any) -> Expr:
+        return binary("or", self, o)
+
+    def __lt__(self, o: Any) -> Expr:
+        return binary("lt", self, o)
+
+    def __le__(self, o: Any) -> Expr:
+        return binary("le", self, o)
+
+    def __gt__(self, o: Any) -> Expr:
+        return binary("lt", o, self)
+
+    def __ge__(self, o: Any) -> Expr:
+        return binary("le", o, self)
+
+    def equal(self, o: Any) -> Expr:
+        return binary("eq", self, o)
+
+    def __bool__(self) -> bool:
+        raise LoweringError(
+            f"a tensor expression ({self}) has no truth value; use te.all/te.any or select")
+
+    def astype(self, dtype: str) -> Expr:
+        return cast(dtype, self)
+
+    def __str__(self) -> str:
+        from .printer import expr_str
+
+        return expr_str(self)
+
+    __repr__ = __str__
+
+
+class Var(Expr):
+    """A variable (loop index, symbolic size). Identity is the variable."""
+
+    __slots__ = ("name", "dtype")
+
+    def __init__(self, name: str, dtype: str = "int32"):
+        self.name, self.dtype = name, dtype
+
+    __hash__ = object.__hash__
+
+
+class Const(Expr):
+    __slots__ = ("value", "dtype")
+
+    def __init__(self, value: int | float, dtype: str):
+        if is_int(dtype) or dtype == "bool":
+            value = int(value)
+        else:
+            value = float(value)
+        self.value, self.dtype = value, dtype
+
+
+class Binary(Expr):
+    """``op`` is one of add sub mul div floordiv floormod min max shl shr and or lt le eq ne."""
+
+    __slots__ = ("op", "a", "b", "dtype")
+    COMPARE = ("lt", "le", "eq", "ne")
+
+    def __init__(self, op: str, a: Expr, b: Expr, dtype: str):
+        self.op, self.a, self.b, self.dtype = op, a, b, dtype
+
+
+class Cast(Expr):
+    __slots__ = ("dtype", "value")
+
+    def __init__(self, dtype: str, value: Expr):
+        self.dtype, self.value = dtype, value
+
+
+class Select(Expr):
+    __slots__ = ("cond", "t", "f", "dtype")
+
+    def __init__(self, cond: Expr, t: Expr, f: Expr):
+        self.cond, self.t, self.f = cond, t, f
+        self.dtype = t.dtype
+
+
+class Call(Expr):
+    """A pure math call: exp, sqrt, log, tanh, sigmoid, abs."""
+
+    __slots__ = ("name", "args", "dtype")
+
+    def __init__(self, name: str, args: Sequence[Expr], dtype: str):
+        self.name, self.args, self.dtype = name, tuple(args), dtype
+
+
+class TensorRead(Expr):
+    """A read of a tensor element in a tensor expression (TVM's ProducerLoad)."""
+
+    __slots__ = ("tensor", "indices", "dtype")
+
+    def __init__(self, tensor: Any, indices: Sequence[Expr]):
+        self.tensor, self.indices, self.dtype = tensor, tuple(indices), tensor.dtype
+
+
+class BufferLoad(Expr):
+    """A read of a buffer element in the loop IR."""
+
+    __slots__ = ("buffer", "indices", "dtype")
+
+    def __init__(self, buffer: Any, indices: Sequence[Expr]):
+        self.buffer, self.indices, self.dtype = buffer, tuple(indices), buffer.dtype
+
+
+class Reduce(Expr):
+    """A commutative reduction (``sum``, ``max``, ``min``) of ``source`` over ``axes``."""
+
+    __slots__ = ("combiner", "source", "axes", "where", "dtype")
+
+    def __init__(self, combiner: str, source: Expr, axes: Sequence[Any], where: Expr | None):
+        self.combiner, self.source, self.axes, self.where = combiner, source, tuple(axes), where
+        self.dtype = source.dtype
+
+    def identity(self) -> Expr:
+        if self.combiner == "sum":
+            return const(0, self.dtype)
+        if is_float(self.dtype):
+            v = -math.inf if self.combiner == "max" else math.inf
+        else:
+            lo, hi = int_range(self.dtype)
+            v = lo if self.combiner == "max" else hi
+        return const(v, self.dtype)
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    b = bits(dtype)
+    if dtype.startswith("uint"):
+        return 0, (1 << b) - 1
+    return -(1 << (b - 1)), (1 << (b - 1)) - 1
+
+
+# ------------------------------------------------------------------------ constructors
+def const(value: int | float, dtype: str | None = None) -> Const:
+    if dtype is None:
+        dtype = "float32" if isinstance(value, float) else "int32"
+    return Const(value, dtype)
+
+
+def as_expr(x: Any, like: str | None = None) -> Expr:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(getattr(x, "var", None), Var):  # an IterVar
+        return x.var
+    if isinstance(x, bool):
+        return Const(int(x), "bool")
+    if isinstance(x, int) or hasattr(x, "__index__"):
+        if like is not None and (is_int(like) or is_float(like)):
+            return Const(int(x), like)
+        return Const(int(x), "int32")
+    if isinstance(x, float):
+        return Const(x, like if like is not None and is_float(like) else "float32")
+    if hasattr(x, "op") and hasattr(x, "shape"):  # a 0-d tensor used as a value
+        return x()
+    raise LoweringError(f"cannot use {x!r} ({type(x).__name__}) in a tensor expression")
+
+
+def binary(op: str, a: Any, b: Any) -> Expr:
+    if not isinstance(a, Expr):
+        b = as_expr(b)
+        a = as_expr(a, b.dtype)
+    else:
+        b = as_expr(b, a.dtype)
+    if op in Binary.COMPARE or op in ("and", "or"):
+        dtype = "bool"
+    elif op in ("shl", "shr"):
+        dtype = a.dtype
+    else:
+        dtype = _promote(a.dtype, b.dtype)
+    # constant folding
+    if isinstance(a, Const) and isinstance(b, Const):
+        v = _fold(op, a.value, b.value)
+        if v is not None:
+            return Const(v, dtype)
+    return Binary(op, a, b, dtype)
+
+
+def _fold(op: str, x: Any, y: Any) -> Any:
+    try:
+        return {
+            "add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
+            "floordiv": lambda: x // y if y else None, "floormod": lambda: x % y if y else None,
+            "div": lambda: (x / y if isinstance(x, float) or isinstance(y, float) else
+                            (int(x / y) if y else None)),
+            "min": lambda: min(x, y), "max": lambda: max(x, y),
+            "shl": lambda: x << y if isinstance(x, int) and y >= 0 else None,
+            "shr": lambda: x >> y if isinstance(x, int) and y >= 0 else None,
+            "and": lambda: int(bool(x) and bool(y)), "or": lambda: int(bool(x) or bool(y)),
+            "lt": lambda: int(x < y), "le": lambda: int(x <= y), "eq": lambda: int(x == y),
+            "ne": lambda: int(x != y),
+        }[op]()
+    except (KeyError, OverflowError):
+        return None
+
+
+def cast(dtype: str, value: Any) -> Expr:
+    value = as_expr(value)
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, Const):
+        return Const(value.value, dtype)
+    return Cast(dtype, value)
+
+
+def select(cond: Any, t: Any, f: Any) -> Expr:
+    if isinstance(t, Expr):
+        f = as_expr(f, t.dtype)
+    else:
+        f = as_expr(f)
+        t = as_expr(t, f.dtype)
+    if t.dtype != f.dtype:
+        dt = _promote(t.dtype, f.dtype)
+        t, f = cast(dt, t), cast(dt, f)
+    return Select(as_expr(cond), t, f)
+
+
+def emax(a: Any, b: Any) -> Expr:
+    return binary("max", a, b)
+
+
+def emin(a: Any, b: Any) -> Expr:
+    return binary("min", a, b)
+
+
+def all_of(*conds: Any) -> Expr:
+    out: Expr = Const(1, "bool")
+    for c in conds:
+        out = c if isinstance(out, Const) and out.value else binary("and", out, c)
+    return out
+
+
+# ------------------------------------------------------------------------ traversal
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Binary):
+        return (e.a, e.b)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, TensorRead | BufferLoad):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.source,) + ((e.where,) if e.where is not None else ())
+    return ()
+
+
+def transform(e: Expr, f: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuild ``e`` bottom-up; ``f`` returns a replacement node or None to keep it."""
+    r = f(e)
+    if r is not None:
+        return r
+    if isinstance(e, Binary):
+        a, b = transform(e.a, f), transform(e.b, f)
+        return e if a is e.a and b is e.b else binary(e.op, a, b)
+    if isinstance(e, Cast):
+        v = transform(e.value, f)
+        return e if v is e.value else cast(e.dtype, v)
+    if isinstance(e, Select):
+        return Select(transform(e.cond, f), transform(e.t, f), transform(e.f, f))
+    if isinstance(e, Call):
+        return Call(e.name, [transform(a, f) for a in e.args], e.dtype)
+    if isinstance(e, TensorRead):
+        return TensorRead(e.tensor, [transform(i, f) for i in e.indices])
+    if isinstance(e, BufferLoad):
+        return BufferLoad(e.buffer, [transform(i, f) for i in e.indices])
+    if isinstance(e, Reduce):
+        return Reduce(e.combiner, transform(e.source, f), e.axes,
+                      None if e.where is None else transform(e.where, f))
+    return e
+
+
+def substitute(e: Expr, mapping: dict[Var, Any]) -> Expr:
+    if not mapping:
+        return e
+    return transform(e, lambda n: as_expr(mapping[n]) if isinstance(n, Var) and n in mapping
+                     else None)
+
+
+def walk(e: Expr) -> Iterable[Expr]:
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
+
+
+def free_vars(e: Expr) -> set[Var]:
+    return {n for n in walk(e) if isinstance(n, Var)}
+
+
+def structural_key(e: Expr) -> tuple:
+    """A hashable key equal for structurally equal expressions (variables by identity)."""
+    if isinstance(e, Var):
+        return ("var", id(e))
+    if isinstance(e, Const):
+        return ("const", e.value, e.dtype)
+    if isinstance(e, Binary):
+        return ("bin", e.op, e.dtype, structural_key(e.a), structural_key(e.b))
+    if isinstance(e, Cast):
+        return ("cast", e.dtype, structural_key(e.value))
+    if isinstance(e, Select):
+        return ("sel",) + tuple(structural_key(c) for c in children(e))
+    if isinstance(e, Call):
+        return ("call", e.name) + tuple(structural_key(c) for c in e.args)
+    if isinstance(e, TensorRead):
+        return ("read", id(e.tensor)) + tuple(structural_key(c) for c in e.indices)
+    if isinstance(e, BufferLoad):
+        return ("load", id(e.buffer)) + tuple(structural_key(c) for c in e.indices)
+    if isinstance(e, Reduce):
+        return ("reduce", e.combiner, tuple(id(a) for a in e.axes), structural_key(e.source))
+    raise TypeError(type(e))
+
+
+def structural_equal(a: Expr, b: Expr) -> bool:
+    return structural_key(a) == structural_key(b)
+
+
+# ------------------------------------------------------------------ affine canonical form
+class Lin:
+    """An integer affine form: sum(coef * atom) + const; atoms are variables or opaque nodes."""
+
+    __slots__ = ("terms", "const", "atoms")
+
+    def __init__(self, terms: dict[tuple, int] | None = None, const_: int = 0,
+                 atoms: dict[tuple, Expr] | None = None):
+        self.terms = {k: v for k, v in (terms or {}).items() if v}
+        self.const = const_
+        self.atoms = atoms or {}
+
+    @staticmethod
+    def atom(e: Expr) -> Lin:
+        k = structural_key(e)
+        return Lin({k: 1}, 0, {k: e})
+
+    def __add__(self, o: Lin) -> Lin:
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            t[k] = t.get(k, 0) + v
+        return Lin(t, self.const + o.const, {**self.atoms, **o.atoms})
+
+    def scale(self, c: int) -> Lin:
+        return Lin({k: v * c for k, v in self.terms.items()}, self.const * c, self.atoms)
+
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def coef(self, v: Var) -> int:
+        return self.terms.get(("var", id(v)), 0)
+
+    def without(self, vs: Iterable[Var]) -> Lin:
+        drop = {("var", id(v)) for v in vs}
+        return Lin({k: c for k, c in self.terms.items() if k not in drop}, self.const,
+                   self.atoms)
+
+    def to_expr(self, dtype: str = "int32") -> Expr:
+        out: Expr | None = None
+        for k, c in sorted(self.terms.items(), key=lambda kv: _atom_order(self.atoms[kv[0]])):
+            a = self.atoms[k]
+            term = a if c == 1 else Binary("mul", a, Const(c, dtype), dtype)
+            out = term if out is None else Binary("add", out, term, dtype)
+        if out is None:
+            return Const(self.const, dtype)
+        if self.const:
+            out = Binary("add", out, Const(self.const, dtype), dtype)
+        return out
+
+
+def _atom_order(e: Expr) -> tuple:
+    return (0, e.name) if isinstance(e, Var) else (1, str(e))
+
+
+def linear(e: Expr) -> Lin:
+    """The affine form of an integer expression (non-affine parts become atoms)."""
+    if isinstance(e, Const):
+        return Lin({}, int(e.value))
+    if isinstance(e, Var):
+        return Lin.atom(e)
+    if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype) and \
+            bits(e.dtype) >= bits(e.value.dtype):
+        return linear(e.value)
+    if isinstance(e, Binary):
+        if e.op == "add":
+            return linear(e.a) + linear(e.b)
+        if e.op == "sub":
+            return linear(e.a) + linear(e.b).scale(-1)
+        if e.op == "mul":
+            la, lb = linear(e.a), linear(e.b)
+            if la.is_const():
+                return lb.scale(la.const)
+            if lb.is_const():
+                return la.scale(lb.const)
+        if e.op in ("floordiv", "floormod"):
+            la, lb = linear(e.a), linear(e.b)
+            if lb.is_const() and lb.const > 0:
+                c = lb.const
+                if la.is_const():
+                    return Lin({}, la.const // c if e.op == "floordiv" else la.const % c)
+                div = Lin({k: v // c for k, v in la.terms.items() if v % c == 0}, 0, la.atoms)
+                rest = Lin({k: v for k, v in la.terms.items() if v % c}, la.const, la.atoms)
+                if e.op == "floordiv":
+                    if rest.is_const():
+                        return div + Lin({}, rest.const // c)
+                    return div + Lin.atom(Binary("floordiv", rest.to_expr(), Const(c, "int32"),
+                                                 "int32"))
+                if rest.is_const():
+                    return Lin({}, rest.const % c)
+                return Lin.atom(Binary("floormod", rest.to_expr(), Const(c, "int32"), "int32"))
+    return Lin.atom(e)
+
+
+def simplify(e: Expr) -> Expr:
+    """Canonicalise integer index arithmetic (affine parts folded, constants combined)."""
+    if is_int(e.dtype) and not isinstance(e, TensorRead | BufferLoad | Reduce | Select | Call):
+        if isinstance(e, Binary) and e.op not in ("add", "sub", "mul", "floordiv", "floormod"):
+            return binary(e.op, simplify(e.a), simplify(e.b))
+        if isinstance(e, Cast):
+            return cast(e.dtype, simplify(e.value))
+        lin = linear(e)
+        return lin.to_expr(e.dtype)
+    return e
+
+
+def const_value(e: Expr) -> int | None:
+    lin = linear(simplify(e)) if is_int(e.dtype) else None
+    if lin is not None and lin.is_const():
+        return lin.const
+    return None
+
+
+# ------------------------------------------------------------------------ bounds
+def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
+    """Symbolic (min, max) of ``e`` when each variable in ``ranges`` spans [lo, hi].
+
+    Other variables stay symbolic. Exact for affine expressions; floordiv by a positive
+    constant is handled by monotonicity; other nodes fall back to interval evaluation.
+    """
+    lin = linear(e)
+    lo = Lin({}, lin.const, {})
+    hi = Lin({}, lin.const, {})
+    ranged_keys = {("var", id(v)): r for v, r in ranges.items()}
+    for k, c in lin.terms.items():
+        atom = lin.atoms[k]
+        if k in ranged_keys:
+            a, b = ranged_keys[k]
+            lo = lo + Lin({}, c * (a if c > 0 else b))
+            hi = hi + Lin({}, c * (b if c > 0 else a))
+        elif free_vars(atom) & set(ranges):
+            amin, amax = _bound_atom(atom, ranges)
+            if c > 0:
+                lo, hi = lo + linear(amin).scale(c), hi + linear(amax).scale(c)
+            else:
+                lo, hi = lo + linear(amax).scale(c), hi + linear(amin).scale(c)
+        else:
+            t = Lin({k: c}, 0, {k: atom})
+            lo, hi = lo + t, hi + t
+    return lo.to_expr(), hi.to_expr()
+
+
+def _bound_atom(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
+    if isinstance(e, Binary) and e.op == "floordiv" and isinstance(e.b, Const) and e.b.value > 0:
+        lo, hi = bound(e.a, ranges)
+        return simplify(binary("floordiv", lo, e.b)), simplify(binary("floordiv", hi, e.b))
+    if isinstance(e, Binary) and e.op == "floormod" and isinstance(e.b, Const) and e.b.value > 0:
+        lo, hi = bound(e.a, ranges)
+        span = const_value(binary("sub", hi, lo))
+        if span is not None and span < e.b.value:
+            lo_m = simplify(binary("floormod", lo, e.b))
+            if isinstance(lo_m, Const) and lo_m.value + span < e.b.value:
+                return lo_m, Const(lo_m.value + span, "int32")
+        return Const(0, "int32"), Const(e.b.value - 1, "int32")
+    if isinstance(e, Binary) and e.op in ("min", "max"):
+        alo, ahi = bound(e.a, ranges)
+        blo, bhi = bound(e.b, ranges)
+        return simplify(binary(e.op, alo, blo)), simplify(binary(e.op, ahi, bhi))
+    raise LoweringError(f"cannot bound the index expression {e} (not affine in the loops)")
+
+
+def simplify_ranges(e: Expr, ranges: dict[Var, tuple[int, int]]) -> Expr:
+    """Simplify ``floordiv``/``floormod`` atoms whose numerator stays inside one block when the
+    variables in ``ranges`` span their [lo, hi] (e.g. ``(o * 4 + i) // 4`` -> ``o`` for
+    ``i`` in [0, 3])."""
+    lin = linear(simplify(e))
+    out = Lin({}, lin.const, {})
+    changed = False
+    for k, c in lin.terms.items():
+        atom = lin.atoms[k]
+        rep = None
+        if isinstance(atom, Binary) and atom.op in ("floordiv", "floormod") and \
+                isinstance(atom.b, Const) and atom.b.value > 0 and free_vars(atom.a) <= set(ranges):
+            lo, hi = bound(atom.a, ranges)
+            if isinstance(lo, Const) and isinstance(hi, Const):
+                d = atom.b.value
+                if lo.value // d == hi.value // d:
+                    q = lo.value // d
+                    rep = linear(Const(q, "int32")) if atom.op == "floordiv" else \
+                        linear(atom.a) + Lin({}, -q * d)
+        if rep is None:
+            out = out + Lin({k: c}, 0, {k: atom})
+        else:
+            out = out + rep.scale(c)
+            changed = True
+    return out.to_expr(e.dtype) if changed else e
+
+
+# ------------------------------------------------------------------------ evaluation
+_PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
+           "floordiv": "({a} // {b})", "floormod": "({a} % {b})", "min": "min({a}, {b})",
+           "max": "max({a}, {b})", "shl": "({a} << {b})", "shr": "({a} >> {b})",
+           "and": "({a} and {b})", "or": "({a} or {b})", "lt": "({a} < {b})",
+           "le": "({a} <= {b})", "eq": "({a} == {b})", "ne": "({a} != {b})",
+           "div": "int({a} / {b})"}
+
+
+def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:
+    """A Python function evaluating an integer expression from the values of ``params``."""
+    names = {id(v): f"v{n}" for n, v in enumerate(params)}
+
+    def gen(n: Expr) -> str:
+        if isinstance(n, Const):
+            return repr(n.value)
+        if isinstance(n, Var):
+            if id(n) not in names:
+                raise LoweringError(f"variable {n.name} is not bound here")
+            return names[id(n)]
+        if isinstance(n, Binary):
+            return _PY_BIN[n.op].format(a=gen(n.a), b=gen(n.b))
+        if isinstance(n, Cast):
+            return gen(n.value)
+        if isinstance(n, Select):
+            return f"({gen(n.t)} if {gen(n.cond)} else {gen(n.f)})"
+        raise LoweringError(f"cannot evaluate {n} on the host")
+
+    src = f"lambda {', '.join(names[id(v)] for v in params)}: {gen(e)}"
+    return eval(src)  # noqa: S307 - generated from our own IR
+
+
+_counter = itertools.count()
+
+
+def fresh_name(base: str) -> str:
+    return f"{base}{next(_counter)}"

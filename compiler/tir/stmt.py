@@ -1,0 +1,337 @@
+"""Statements of the loop IR, including the VTA coprocessor statements the passes produce.
+
+Every node is an immutable dataclass compared by identity. A lowered program is a
+:class:`PrimFunc`: parameters (global buffers) and a body. VTA nodes (:class:`Dma`, :class:`Gemm`,
+:class:`Alu`, :class:`UopKernel`) index on-chip buffers in *elements* (one element is a
+BATCH x BLOCK tile, the unit the hardware moves and computes on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from math import prod
+
+from .expr import Expr, Var
+
+#: On-chip buffer scopes (TVM's env.inp_scope, env.wgt_scope, env.acc_scope).
+INP_SCOPE = "local.inp_buffer"
+WGT_SCOPE = "local.wgt_buffer"
+ACC_SCOPE = "local.acc_buffer"
+VTA_SCOPES = (INP_SCOPE, WGT_SCOPE, ACC_SCOPE)
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A named n-d array in a memory scope ("global" is DRAM / host memory)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: str = "global"
+    #: Base entry in its on-chip buffer, set by scratchpad allocation.
+    base: int | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def elem_shape(self) -> tuple[int, ...]:
+        """The tile the hardware moves as one element (the last two dimensions)."""
+        return self.shape[-2:]
+
+    @property
+    def n_elems(self) -> int:
+        """Number of tiles (on-chip entries) of a VTA-layout buffer."""
+        return prod(self.shape[:-2])
+
+    def strides(self) -> tuple[int, ...]:
+        out, acc = [], 1
+        for d in reversed(self.shape):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    def elem_strides(self) -> tuple[int, ...]:
+        """Strides of the leading dimensions counted in tiles."""
+        out, acc = [], 1
+        for d in reversed(self.shape[:-2]):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name})"
+
+
+class Stmt:
+    """Base class of statements."""
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    var: Var
+    extent: int
+    body: Stmt
+    #: serial, vthread, unroll, vectorize, parallel
+    kind: str = "serial"
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False)
+class Attr(Stmt):
+    """A scoped annotation, e.g. ``pragma_dma_copy`` or ``pragma_alu``."""
+
+    key: str
+    value: object
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    else_: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Nop(Stmt):
+    pass
+
+
+# -------------------------------------------------------------------- VTA statements
+@dataclass(frozen=True)
+class PadSpec:
+    """Zero padding along one DMA axis: element ``start + i`` is valid iff lo <= it < hi."""
+
+    start: Expr
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, eq=False)
+class Dma(Stmt):
+    """A 2D strided copy between DRAM and an on-chip buffer (one LOAD or STORE).
+
+    ``dram_index`` is the DRAM element offset of row 0, column 0 (padding included: it may
+    point outside the tensor, the pads are computed when the instruction is issued).
+    """
+
+    direction: str  # "load" | "store"
+    sram: Buffer
+    sram_index: Expr
+    dram: Buffer
+    dram_index: Expr
+    y_size: int
+    x_size: int
+    x_stride: int
+    pad_y: PadSpec | None = None
+    pad_x: PadSpec | None = None
+    thread: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Gemm(Stmt):
+    """One GEMM micro-op: acc[dst] (+)= inp[src] x wgt[wgt]^T (indices in elements)."""
+
+    reset: bool
+    dst: Buffer
+    dst_index: Expr
+    src: Buffer | None = None
+    src_index: Expr | None = None
+    wgt: Buffer | None = None
+    wgt_index: Expr | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Alu(Stmt):
+    """One ALU micro-op: acc[dst] = op(acc[dst], imm or acc[src])."""
+
+    op: str  # min max add shr mul
+    dst: Buffer
+    dst_index: Expr
+    src: Buffer | None = None
+    src_index: Expr | None = None
+    imm: int | None = None
+
+    @property
+    def use_imm(self) -> bool:
+        return self.imm is not None
+
+
+@dataclass(frozen=True)
+class UopLoop:
+    """A loop folded into a GEMM/ALU instruction: index += var * factor for each operand."""
+
+    var: Var
+    extent: int
+    dst_factor: int
+    src_factor: int
+    wgt_factor: int
+
+
+@dataclass(frozen=True, eq=False)
+class UopKernel(Stmt):
+    """One GEMM or ALU instruction: up to two folded loops around a micro-op list.
+
+    ``body`` holds the remaining (unrolled) loops and the micro-ops as Gemm/Alu leaves whose
+    indices are evaluated with the folded variables at zero.
+    """
+
+    loops: tuple[UopLoop, ...]
+    body: Stmt
+    thread: int | None = None
+
+    @property
+    def leaves(self) -> list[Stmt]:
+        return [s for s in walk(self.body) if isinstance(s, Gemm | Alu)]
+
+
+@dataclass(eq=False)
+class PrimFunc:
+    name: str
+    params: list[Buffer]
+    body: Stmt
+    attrs: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        from .printer import func_str
+
+        return func_str(self)
+
+
+# --------------------------------------------------------------------------- helpers
+def seq(stmts: Iterable[Stmt]) -> Stmt:
+    flat: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        elif not isinstance(s, Nop):
+            flat.append(s)
+    if not flat:
+        return Nop()
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(s, For | Allocate | Attr):
+        return (s.body,)
+    if isinstance(s, Seq):
+        return s.stmts
+    if isinstance(s, If):
+        return (s.then,) + ((s.else_,) if s.else_ is not None else ())
+    if isinstance(s, UopKernel):
+        return (s.body,)
+    return ()
+
+
+def walk(s: Stmt) -> Iterable[Stmt]:
+    stack = [s]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(stmt_children(n)))
+
+
+def rebuild(s: Stmt, f: Callable[[Stmt], Stmt | None]) -> Stmt:
+    """Rebuild top-down: ``f`` returns a replacement (not revisited) or None to recurse."""
+    r = f(s)
+    if r is not None:
+        return r
+    if isinstance(s, For | Allocate | Attr | UopKernel):
+        b = rebuild(s.body, f)
+        return s if b is s.body else replace(s, body=b)
+    if isinstance(s, Seq):
+        return seq(rebuild(c, f) for c in s.stmts)
+    if isinstance(s, If):
+        return If(s.cond, rebuild(s.then, f),
+                  None if s.else_ is None else rebuild(s.else_, f))
+    return s
+
+
+def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
+    """Apply ``f`` to every expression directly held by ``s`` (not its children)."""
+    if isinstance(s, Store):
+        return Store(s.buffer, tuple(f(i) for i in s.indices), f(s.value))
+    if isinstance(s, If):
+        return If(f(s.cond), s.then, s.else_)
+    if isinstance(s, Dma):
+        return replace(s, sram_index=f(s.sram_index), dram_index=f(s.dram_index),
+                       pad_y=None if s.pad_y is None else replace(s.pad_y, start=f(s.pad_y.start)),
+                       pad_x=None if s.pad_x is None else replace(s.pad_x, start=f(s.pad_x.start)))
+    if isinstance(s, Gemm):
+        return replace(s, dst_index=f(s.dst_index),
+                       src_index=None if s.src_index is None else f(s.src_index),
+                       wgt_index=None if s.wgt_index is None else f(s.wgt_index))
+    if isinstance(s, Alu):
+        return replace(s, dst_index=f(s.dst_index),
+                       src_index=None if s.src_index is None else f(s.src_index))
+    return s
+
+
+def stmt_substitute(s: Stmt, mapping: dict) -> Stmt:
+    """Substitute variables in every expression of a statement tree."""
+    from .expr import is_int, simplify, substitute
+
+    def sub(e):
+        r = substitute(e, mapping)
+        return simplify(r) if is_int(r.dtype) else r
+
+    def fn(n: Stmt) -> Stmt | None:
+        if isinstance(n, Store | Dma | Gemm | Alu):
+            return map_exprs(n, sub)
+        if isinstance(n, If):
+            return If(substitute(n.cond, mapping), stmt_substitute(n.then, mapping),
+                      None if n.else_ is None else stmt_substitute(n.else_, mapping))
+        return None
+
+    return rebuild(s, fn)
+
+
+def buffers_used(s: Stmt) -> set[Buffer]:
+    from .expr import BufferLoad
+    from .expr import walk as ewalk
+
+    out: set[Buffer] = set()
+    for n in walk(s):
+        if isinstance(n, Store):
+            out.add(n.buffer)
+            for e in (*n.indices, n.value):
+                out |= {x.buffer for x in ewalk(e) if isinstance(x, BufferLoad)}
+        elif isinstance(n, Dma):
+            out |= {n.sram, n.dram}
+        elif isinstance(n, Gemm):
+            out |= {b for b in (n.dst, n.src, n.wgt) if b is not None}
+        elif isinstance(n, Alu):
+            out |= {b for b in (n.dst, n.src) if b is not None}
+    return out
+
+
+__all__ = [
+    "INP_SCOPE", "WGT_SCOPE", "ACC_SCOPE", "VTA_SCOPES", "Buffer", "Stmt", "For", "Seq", "Store",
+    "Allocate", "Attr", "If", "Nop", "PadSpec", "Dma", "Gemm", "Alu", "UopLoop", "UopKernel",
+    "PrimFunc", "seq", "stmt_children", "walk", "rebuild", "map_exprs", "stmt_substitute",
+    "buffers_used",
+]

@@ -1,0 +1,272 @@
+"""CPU (LLVM) operators for what VTA does not run: float conv2d, pooling, dense, softmax, ...
+
+Each function declares the compute, applies a default schedule chosen for the LLVM vectoriser
+(the innermost loop walks contiguous memory; reductions sit outside it, or use fast-math
+reassociation), builds it and returns a :class:`CpuOp`: call it on numpy arrays, get the output.
+
+>>> relu = relu_op((2, 8))                                     # doctest: +SKIP
+>>> relu(np.array(...))                                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from .. import te
+from ..build import build
+from ..errors import ScheduleError
+from ..schedule import Schedule
+from ..te.tensor import Tensor
+from . import nn
+
+
+@dataclass
+class CpuOp:
+    """A compiled CPU operator: ``op(*inputs) -> output`` (a new array)."""
+
+    name: str
+    sch: Schedule
+    args: list[Tensor]
+    out_shape: tuple[int, ...]
+    out_dtype: str
+    module: Any = None
+    #: Options for the LLVM build (e.g. ``{"unroll": False}``).
+    build_opts: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.module is None:
+            self.module = build(self.sch, self.args, "cpu", name=self.name,
+                                **(self.build_opts or {}))
+
+    def __call__(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Run on ``inputs``; writes into ``out`` when given (C-contiguous, right shape)."""
+        ins = []
+        for x, t in zip(inputs, self.args):
+            a = np.ascontiguousarray(x, dtype=np.dtype(t.dtype))
+            if a.shape != t.shape:
+                a = a.reshape(t.shape) if a.size == prod(t.shape) else a
+            ins.append(a)
+        if out is None:
+            out = np.empty(self.out_shape, np.dtype(self.out_dtype))
+        self.module(*ins, out.reshape(self.args[-1].shape))
+        return out
+
+    @property
+    def llvm_ir(self) -> str:
+        return self.module.llvm_ir
+
+
+def _vec(s: Schedule, t: Tensor, width: int = 0) -> None:
+    """Mark the innermost loop for vectorisation."""
+    st = s[t]
+    st.vectorize(st.leaf_iter_vars[-1])
+
+
+# --------------------------------------------------------------------- element-wise
+def add(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
+    n = prod(shape)
+    a = te.placeholder((n,), dtype, "a")
+    b = te.placeholder((n,), dtype, "b")
+    c = te.compute((n,), lambda i: a[i] + b[i], name="add")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    return CpuOp("add", s, [a, b, c], tuple(shape), dtype, build_opts=_streaming(n))
+
+
+def relu(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
+    n = prod(shape)
+    a = te.placeholder((n,), dtype, "a")
+    c = te.compute((n,), lambda i: te.max(a[i], te.const(0, dtype)), name="relu")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    return CpuOp("relu", s, [a, c], tuple(shape), dtype, build_opts=_streaming(n))
+
+
+def _streaming(n: int) -> dict[str, Any]:
+    """Non-temporal (streaming) output stores when the output is far larger than the caches."""
+    return {"nontemporal_stores": n >= (1 << 21)}
+
+
+# --------------------------------------------------------------------- pooling
+def _pool(kind: str, shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+          padding: Sequence[int], dtype: str) -> CpuOp:
+    n, c, h, w = shape
+    kh, kw = kernel
+    sh, sw = strides
+    ph, pw = padding
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (w + 2 * pw - kw) // sw + 1
+    x = te.placeholder(tuple(shape), dtype, "x")
+    fill = float("-inf") if kind == "max" else 0.0
+    src = nn.pad(x, (0, 0, ph, pw), pad_value=fill, name="pad") if ph or pw else x
+    ry = te.reduce_axis((0, kh), "ry")
+    rx = te.reduce_axis((0, kw), "rx")
+    red = te.max if kind == "max" else te.sum
+    acc = te.compute((n, c, oh, ow), lambda a, b, i, j: red(
+        src[a, b, i * sh + ry, j * sw + rx], axis=[ry, rx]), name=f"{kind}_pool")
+    out = acc
+    if kind == "avg":
+        scale = 1.0 / (kh * kw)
+        out = te.compute(acc.shape, lambda *i: acc(*i) * te.const(scale, dtype), name="avg")
+    s = te.create_schedule(out.op)
+    a, b, i, j = s[acc].op.axis
+    s[acc].reorder(a, b, i, ry, rx, j)
+    if out is not acc:
+        s[acc].compute_at(s[out], s[out].op.axis[2])
+    return CpuOp(f"{kind}_pool2d", s, [x, out], (n, c, oh, ow), dtype)
+
+
+def max_pool2d(shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+               padding: Sequence[int] = (0, 0), dtype: str = "float32") -> CpuOp:
+    """NCHW max pooling (padding with -inf)."""
+    return _pool("max", shape, kernel, strides, padding, dtype)
+
+
+def avg_pool2d(shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+               padding: Sequence[int] = (0, 0), dtype: str = "float32") -> CpuOp:
+    """NCHW average pooling (zero padding counted, as count_include_pad=True)."""
+    return _pool("avg", shape, kernel, strides, padding, dtype)
+
+
+def global_avg_pool2d(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
+    n, c, h, w = shape
+    x = te.placeholder((n, c, h * w), dtype, "x")
+    r = te.reduce_axis((0, h * w), "r")
+    acc = te.compute((n, c), lambda a, b: te.sum(x[a, b, r], axis=[r]), name="gsum")
+    out = te.compute((n, c), lambda a, b: acc[a, b] * te.const(1.0 / (h * w), dtype),
+                     name="gavg")
+    s = te.create_schedule(out.op)
+    # without LLVM's full unrolling of the short reduction, the vectoriser reduces each row
+    # with contiguous vector loads instead of gathering across rows
+    return CpuOp("global_avg_pool2d", s, [x, out], (n, c, 1, 1), dtype,
+                 build_opts={"unroll": False})
+
+
+# --------------------------------------------------------------------- dense / conv
+def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32",
+          bias: bool = False) -> CpuOp:
+    """y = x . W^T (+ b), W in (out, in) layout (ONNX Gemm with transB=1)."""
+    x = te.placeholder((batch, in_dim), dtype, "x")
+    wt = te.placeholder((out_dim, in_dim), dtype, "w")
+    k = te.reduce_axis((0, in_dim), "k")
+    y = te.compute((batch, out_dim), lambda i, j: te.sum(x[i, k] * wt[j, k], axis=[k]),
+                   name="dense")
+    out = y
+    args = [x, wt]
+    if bias:
+        b = te.placeholder((out_dim,), dtype, "b")
+        out = te.compute(y.shape, lambda i, j: y[i, j] + b[j], name="bias_add")
+        args.append(b)
+    s = te.create_schedule(out.op)
+    i, j = s[y].op.axis
+    jb = max(d for d in (8, 4, 2, 1) if out_dim % d == 0)
+    jo, ji = s[y].split(j, factor=jb)
+    s[y].reorder(i, jo, k, ji)
+    s[y].unroll(ji)  # jb dot products share each x[i, k] load; LLVM vectorises over k
+    if out is not y:
+        s[y].compute_at(s[out], s[out].op.axis[0])
+    return CpuOp("dense", s, args + [out], (batch, out_dim), dtype)
+
+
+def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
+           strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
+           dtype: str = "float32", bias: bool = False, relu: bool = False,
+           groups: int = 1, co_block: int = 4) -> CpuOp:
+    """NCHW float conv2d (OIHW weights; ``groups`` for grouped/depthwise), optional bias/relu.
+
+    Schedule: output rows of ``co_block`` channels; the (ci, dy, dx) reduction sits outside the
+    vectorised output row, so every reduction step is one vector multiply-add per channel.
+    """
+    n, ci, h, w = data_shape
+    co, cig, kh, kw = kernel_shape
+    if ci % groups or co % groups or cig != ci // groups:
+        raise ScheduleError(f"conv2d: {ci} input / {co} output channels, {groups} groups and "
+                            f"a kernel with {cig} input channels do not agree")
+    sh, sw = strides
+    ph, pw = padding
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (w + 2 * pw - kw) // sw + 1
+    x = te.placeholder(tuple(data_shape), dtype, "x")
+    k = te.placeholder(tuple(kernel_shape), dtype, "w")
+    src = nn.pad(x, (0, 0, ph, pw), name="pad") if ph or pw else x
+    rc = te.reduce_axis((0, cig), "rc")
+    ry = te.reduce_axis((0, kh), "ry")
+    rx = te.reduce_axis((0, kw), "rx")
+    opg = co // groups
+    conv = te.compute((n, co, oh, ow), lambda a, o, i, j: te.sum(
+        src[a, (o // opg) * cig + rc if groups > 1 else rc, i * sh + ry, j * sw + rx]
+        * k[o, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+    out = conv
+    args = [x, k]
+    if bias:
+        b = te.placeholder((co,), dtype, "b")
+        out = te.compute(conv.shape, lambda a, o, i, j: conv[a, o, i, j] + b[o], name="bias")
+        args.append(b)
+    if relu:
+        prev = out
+        out = te.compute(conv.shape, lambda *i: te.max(prev(*i), te.const(0, dtype)),
+                         name="relu")
+    s = te.create_schedule(out.op)
+    a, o, i, j = s[conv].op.axis
+    cb = max(d for d in range(1, co_block + 1) if co % d == 0)
+    if groups > 1:
+        cb = 1
+    oo, oi = s[conv].split(o, factor=cb)
+    s[conv].reorder(a, oo, i, rc, ry, rx, oi, j)
+    s[conv].unroll(oi)
+    s[conv].vectorize(j)
+    for st in (t for t in (out,) if t is not conv):
+        s[st].vectorize(s[st].op.axis[3])
+    if out is not conv:
+        oa, oo2, oi2, oj2 = s[out].op.axis
+        o_o, o_i = s[out].split(oo2, factor=cb)
+        s[out].reorder(oa, o_o, oi2, o_i, oj2)
+        s[conv].compute_at(s[out], oi2)
+        for mid in s.stages:
+            if mid.op is not out.op and mid.op is not conv.op and mid.name in ("bias",
+                                                                               "relu"):
+                mid.compute_inline()
+    return CpuOp("conv2d", s, args + [out], (n, co, oh, ow), dtype)
+
+
+def fast_exp(x):  # noqa: ANN001, ANN201 - an Expr builder
+    """exp(x) for float32 as vectorisable arithmetic: 2**n * p(r), n = floor(x log2 e + 1/2),
+    r = x - n ln 2, p a degree-6 polynomial (relative error ~2e-7 on the softmax range)."""
+    from ..tir.expr import Call
+
+    f32 = "float32"
+    x = te.max(te.min(x, te.const(88.0, f32)), te.const(-87.0, f32))
+    n = Call("floor", [x * te.const(1.4426950408889634, f32) + te.const(0.5, f32)], f32)
+    r = x - n * te.const(0.6931471805599453, f32)
+    p = te.const(1.0 / 720, f32)
+    for c in (1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
+        p = p * r + te.const(c, f32)
+    scale = Call("reinterpret", [(n.astype("int32") + 127) << 23], f32)
+    return p * scale
+
+
+def softmax(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
+    """Softmax over the last axis (float32 uses :func:`fast_exp`, which vectorises)."""
+    rows, cols = prod(shape[:-1]), shape[-1]
+    x = te.placeholder((rows, cols), dtype, "x")
+    r1 = te.reduce_axis((0, cols), "r1")
+    mx = te.compute((rows,), lambda i: te.max(x[i, r1], axis=[r1]), name="mx")
+    expf = fast_exp if dtype == "float32" else te.exp
+    ex = te.compute((rows, cols), lambda i, j: expf(x[i, j] - mx[i]), name="ex")
+    r2 = te.reduce_axis((0, cols), "r2")
+    sm = te.compute((rows,), lambda i: te.sum(ex[i, r2], axis=[r2]), name="sm")
+    out = te.compute((rows, cols), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    s = te.create_schedule(out.op)
+    row = s[out].op.axis[0]
+    for t in (mx, ex, sm):  # one row at a time, in cache
+        s[t].compute_at(s[out], row)
+    return CpuOp("softmax", s, [x, out], tuple(shape), dtype)
+
+
+__all__ = ["CpuOp", "fast_exp", "add", "relu", "max_pool2d", "avg_pool2d",
+           "global_avg_pool2d", "dense", "conv2d", "softmax"]

@@ -1,0 +1,783 @@
+"""The functional simulator: the kit's golden model of VTA.
+
+Every other part of the kit is checked against this module: the RTL scoreboards, tsim, the runtime
+and the compiler tests. It implements the semantics of ARCHITECTURE.md exactly (docs/fsim.md gives
+the details that document leaves open) and is fast: every LOAD, STORE, GEMM and ALU instruction is a
+handful of numpy operations, never a Python loop per micro-op.
+
+>>> import numpy as np
+>>> from vta.isa import Config, FinishInsn
+>>> result = run([FinishInsn()], np.zeros(16, np.uint8), Config())
+>>> result.stats["insn_count"], len(result.dram)
+(1, 16)
+
+Scheduling model. Fetch hands instructions in program order to three in-order modules: load (LOAD
+INP/WGT), compute (LOAD UOP/ACC, GEMM, ALU, FINISH) and store (STORE). Fetch stalls when the target
+module's queue is full. Four dependency-token queues order the modules (load->compute,
+compute->load, compute->store, store->compute); an instruction pops its tokens before it runs and
+pushes after it finishes. Because fsim has no time, an instruction runs atomically; the *order*
+(``load-first``, ``compute-first``, ``store-first`` or seeded ``random``) decides which ready module
+goes next. A token-correct program gives the same result under every order; :func:`check_races`
+runs them all and raises :class:`~vta.isa.errors.RaceError` when results differ.
+"""
+
+from __future__ import annotations
+
+import random as _random
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from vta.isa import (
+    COMPUTE_MODULE,
+    INSN_QUEUE_DEPTH,
+    LOAD_MODULE,
+    MODULES,
+    STORE_MODULE,
+    TOKEN_QUEUE_DEPTH,
+    AluInsn,
+    AluOp,
+    Config,
+    FinishInsn,
+    GemmInsn,
+    Insn,
+    MemInsn,
+    MemType,
+    Opcode,
+    uop_fields,
+)
+from vta.isa.errors import DeadlockError, ProgramError, RaceError
+from vta.isa.image import RunResult, as_program_bytes, check_program
+
+from .blas import blas_threads
+from .loops import GeneralPlan, Grid, Groups, alu_rounds, dense_plan, rounds_by_rank
+
+#: Scheduling orders accepted by :class:`FunctionalSim` (``random`` is seeded).
+ORDERS = ("load-first", "compute-first", "store-first", "random")
+
+#: The four dependency-token queues, named "<from>-><to>".
+TOKEN_QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
+
+_PRIORITY = {
+    "load-first": (LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE),
+    "compute-first": (COMPUTE_MODULE, LOAD_MODULE, STORE_MODULE),
+    "store-first": (STORE_MODULE, COMPUTE_MODULE, LOAD_MODULE),
+    "random": MODULES,
+}
+
+# module -> {flag: token queue}; a flag missing here is invalid for that module
+_DEP_QUEUES = {
+    LOAD_MODULE: {"pop_next_dep": "compute->load", "push_next_dep": "load->compute"},
+    COMPUTE_MODULE: {"pop_prev_dep": "load->compute", "pop_next_dep": "store->compute",
+                     "push_prev_dep": "compute->load", "push_next_dep": "compute->store"},
+    STORE_MODULE: {"pop_prev_dep": "compute->store", "push_prev_dep": "store->compute"},
+}
+_POPS = ("pop_prev_dep", "pop_next_dep")
+_PUSHES = ("push_prev_dep", "push_next_dep")
+
+#: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
+_GEMM_CHUNK = 1 << 12
+
+_MEM_NAMES = {mt.value: mt.name for mt in MemType}
+_OPCODE_NAMES = {op.value: op.name for op in Opcode}
+_SRAM_NAMES = {MemType.UOP: "uop", MemType.WGT: "wgt", MemType.INP: "inp", MemType.ACC: "acc",
+               MemType.OUT: "acc"}
+
+
+def _int_dtype(bits: int) -> np.dtype:
+    return np.dtype(f"<i{bits // 8}")
+
+
+def insn_name(insn: Insn) -> str:
+    """A short disassembly-like name: ``LOAD INP``, ``GEMM``, ``ALU ADD``, ``STORE``, ``FINISH``."""
+    if isinstance(insn, MemInsn):
+        op = "STORE" if insn.opcode == Opcode.STORE else "LOAD"
+        mt = MemType(insn.memory_type).name if insn.memory_type in MemType._value2member_map_ \
+            else f"memory_type={insn.memory_type}"
+        return f"{op} {mt}"
+    if isinstance(insn, AluInsn):
+        op = AluOp(insn.alu_opcode).name if insn.alu_opcode in AluOp._value2member_map_ \
+            else f"alu_opcode={insn.alu_opcode}"
+        return f"ALU {op}"
+    if isinstance(insn, GemmInsn):
+        return "GEMM"
+    return "FINISH"
+
+
+class FunctionalSim:
+    """A VTA device whose SRAM state persists across :meth:`run` calls.
+
+    Attributes ``uop`` (uint32[uop_depth]), ``inp`` (int[inp_depth, batch, block_in]), ``wgt``
+    (int[wgt_depth, block_out, block_in]) and ``acc`` (int[acc_depth, batch, block_out], the
+    accumulator width) are the on-chip buffers; they start at zero and keep their contents from
+    one run to the next (the runtime's micro-kernel cache relies on that).
+
+    ``order`` picks which ready module runs next (see :data:`ORDERS`); ``seed`` seeds the
+    ``random`` order. ``trace=True`` records Chrome trace events of each run in
+    :attr:`trace_events`. ``gemm_path="general"`` disables the dense-matmul fast path (used by
+    the tests to check the fast path against the general one). ``blas_threads`` is the BLAS
+    thread count during a run (default 1: the per-instruction products are small, see
+    :mod:`vta.sim.blas`; ``None`` leaves the process setting alone).
+    """
+
+    def __init__(self, cfg: Config, *, trace: bool = False, order: str = "compute-first",
+                 seed: int | None = None, insn_queue_depth: int = INSN_QUEUE_DEPTH,
+                 token_queue_depth: int = TOKEN_QUEUE_DEPTH, gemm_path: str = "auto",
+                 blas_threads: int | None = 1) -> None:
+        if order not in ORDERS:
+            raise ValueError(f"unknown scheduling order {order!r}; choose one of "
+                             f"{', '.join(ORDERS)}")
+        if gemm_path not in ("auto", "general"):
+            raise ValueError(f"gemm_path must be 'auto' or 'general', not {gemm_path!r}")
+        if insn_queue_depth < 1 or token_queue_depth < 1:
+            raise ValueError("queue depths must be at least 1")
+        self.cfg = cfg
+        self.trace = trace
+        self.order = order
+        self.seed = seed
+        self.insn_queue_depth = insn_queue_depth
+        self.token_queue_depth = token_queue_depth
+        self.gemm_path = gemm_path
+        self.blas_threads = blas_threads
+        self._rng = _random.Random(seed)
+        self.inp_dtype = _int_dtype(cfg.inp_width)
+        self.wgt_dtype = _int_dtype(cfg.wgt_width)
+        self.acc_dtype = _int_dtype(cfg.acc_width)
+        self.out_dtype = _int_dtype(cfg.out_width)
+        self.uop = np.zeros(cfg.uop_depth, np.uint32)
+        self.inp = np.zeros((cfg.inp_depth, cfg.batch, cfg.block_in), self.inp_dtype)
+        self.wgt = np.zeros((cfg.wgt_depth, cfg.block_out, cfg.block_in), self.wgt_dtype)
+        self.acc = np.zeros((cfg.acc_depth, cfg.batch, cfg.block_out), self.acc_dtype)
+        #: Chrome trace events of the last run (when ``trace`` is on), else None.
+        self.trace_events: list[dict[str, Any]] | None = None
+        #: How many GEMM instructions took the dense-matmul fast path (for tests and benches).
+        self.fast_gemms = 0
+        self._elem_bytes = {mt.value: cfg.elem_bytes(mt) for mt in MemType}
+        # loop nest + micro-op words -> (dst, src, wgt micro-op fields, fast-path grids)
+        self._plans: dict[tuple, tuple] = {}
+        self._sram = {MemType.UOP: self.uop, MemType.WGT: self.wgt, MemType.INP: self.inp,
+                      MemType.ACC: self.acc}
+
+    def reset(self) -> None:
+        """Clear every on-chip buffer to zero."""
+        for buf in (self.uop, self.inp, self.wgt, self.acc):
+            buf[...] = 0
+
+    # ------------------------------------------------------------------ scheduling
+    def run(self, program: bytes | bytearray | Sequence[Insn],
+            dram: np.ndarray | bytearray) -> dict[str, Any]:
+        """Run ``program`` to FINISH; ``dram`` (a writable uint8 array) is modified in place.
+
+        Returns the statistics as a JSON-ready dict (see docs/fsim.md). Raises a
+        :class:`~vta.isa.errors.ProgramError` (or its DeadlockError subclass) for a program
+        that cannot run; SRAM and DRAM then hold whatever the instructions before the failing
+        one wrote.
+        """
+        cfg = self.cfg
+        insns = decode_fast(as_program_bytes(program, cfg), cfg)
+        mem = _as_writable_dram(dram)
+        with blas_threads(self.blas_threads):
+            return self._run(insns, mem)
+
+    def _run(self, insns: list[Insn], mem: np.ndarray) -> dict[str, Any]:
+        cfg = self.cfg
+        modules = [_validate(n, insn, cfg, len(insns), mem.size) for n, insn in enumerate(insns)]
+        pops = [tuple(_DEP_QUEUES[m][f] for f in _POPS if getattr(i, f))
+                for m, i in zip(modules, insns)]
+        pushes = [tuple(_DEP_QUEUES[m][f] for f in _PUSHES if getattr(i, f))
+                  for m, i in zip(modules, insns)]
+
+        queues: dict[str, deque[int]] = {m: deque() for m in MODULES}
+        tokens: dict[str, deque[int]] = {q: deque() for q in TOKEN_QUEUES}
+        stats = _new_stats(self.order)
+        events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
+        self.trace_events = events  # also what ran before an error, for debugging
+        priority = _PRIORITY[self.order]
+        qdepth, tdepth = self.insn_queue_depth, self.token_queue_depth
+        fetch_pc, seq, n = 0, 0, len(insns)
+        while True:
+            while fetch_pc < n and len(queues[modules[fetch_pc]]) < qdepth:
+                queues[modules[fetch_pc]].append(fetch_pc)
+                fetch_pc += 1
+            ready = [m for m in priority
+                     if queues[m] and all(tokens[q] for q in pops[queues[m][0]])]
+            if not ready:
+                raise DeadlockError(_deadlock_message(insns, modules, queues, tokens,
+                                                      fetch_pc, qdepth))
+            module = ready[0] if self.order != "random" else self._rng.choice(ready)
+            idx = queues[module].popleft()
+            insn = insns[idx]
+            for name in pops[idx]:
+                tokens[name].popleft()
+            self._execute(idx, insn, mem, stats)
+            for name in pushes[idx]:
+                q = tokens[name]
+                if len(q) >= tdepth:
+                    raise ProgramError(
+                        f"instruction {idx} ({insn_name(insn)}) pushes a token onto the "
+                        f"full {name} queue (depth {tdepth}); too many tokens are pushed and "
+                        f"not yet popped")
+                q.append(idx)
+            stats["insns_per_module"][module] += 1
+            if events is not None:
+                events.append(_trace_event(idx, insn, module, seq))
+            seq += 1
+            if isinstance(insn, FinishInsn):
+                _check_finish(idx, insns, queues, tokens)
+                break
+        stats["insn_count"] = seq
+        return stats
+
+    # ------------------------------------------------------------------ execution
+    def _execute(self, idx: int, insn: Insn, dram: np.ndarray, stats: dict[str, Any]) -> None:
+        stats["insns_per_opcode"][_OPCODE_NAMES[insn.opcode]] += 1
+        if isinstance(insn, MemInsn):
+            if insn.opcode == Opcode.LOAD:
+                self._load(insn, dram, stats)
+            else:
+                self._store(insn, dram, stats)
+        elif isinstance(insn, GemmInsn):
+            self._gemm(idx, insn, stats)
+        elif isinstance(insn, AluInsn):
+            self._alu(idx, insn, stats)
+
+    def _load(self, insn: MemInsn, dram: np.ndarray, stats: dict[str, Any]) -> None:
+        if insn.x_size == 0:
+            return
+        mt = insn.memory_type
+        buf = self._sram[mt]
+        eb = self._elem_bytes[mt]
+        rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+        width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+        block = buf[insn.sram_base:insn.sram_base + rows * width]
+        block = block.reshape((rows, width) + buf.shape[1:])
+        padded = rows != insn.y_size or width != insn.x_size
+        if padded:
+            block[...] = 0
+        if insn.y_size:
+            raw = _dram_rows(dram, insn.dram_base * eb, insn.y_size, insn.x_size * eb,
+                             insn.x_stride * eb)
+            data = np.ascontiguousarray(raw).view(buf.dtype.newbyteorder("<"))
+            block[insn.y_pad_0:insn.y_pad_0 + insn.y_size,
+                  insn.x_pad_0:insn.x_pad_0 + insn.x_size] = \
+                data.reshape((insn.y_size, insn.x_size) + buf.shape[1:])
+            stats["bytes_loaded"][_MEM_NAMES[mt]] += insn.y_size * insn.x_size * eb
+
+    def _store(self, insn: MemInsn, dram: np.ndarray, stats: dict[str, Any]) -> None:
+        if insn.x_size == 0 or insn.y_size == 0:
+            return
+        eb = self._elem_bytes[MemType.OUT]
+        count = insn.y_size * insn.x_size
+        vals = self.acc[insn.sram_base:insn.sram_base + count].astype(self.out_dtype)
+        data = vals.astype(self.out_dtype.newbyteorder("<"), copy=False).view(np.uint8)
+        data = data.reshape(insn.y_size, insn.x_size * eb)
+        stride, row = insn.x_stride * eb, insn.x_size * eb
+        base = insn.dram_base * eb
+        if stride >= row or insn.y_size == 1:
+            _dram_rows(dram, base, insn.y_size, row, stride)[...] = data
+        else:  # rows overlap: later rows win, as in program order
+            for y in range(insn.y_size):
+                dram[base + y * stride:base + y * stride + row] = data[y]
+        stats["bytes_stored"] += count * eb
+
+    def _loop_indices(self, idx: int, insn: GemmInsn | AluInsn, kind: str):
+        """Micro-op fields and loop factors, bounds-checked; None when there is no work."""
+        cfg = self.cfg
+        n_uops = insn.uop_end - insn.uop_bgn
+        if n_uops == 0 or insn.iter_out == 0 or insn.iter_in == 0:
+            return None
+        d, s, w = uop_fields(self.uop[insn.uop_bgn:insn.uop_end], cfg)
+        specs = [("dst", d, insn.dst_factor_out, insn.dst_factor_in, "acc", cfg.acc_depth),
+                 ("src", s, insn.src_factor_out, insn.src_factor_in,
+                  "inp" if kind == "GEMM" else "acc",
+                  cfg.inp_depth if kind == "GEMM" else cfg.acc_depth)]
+        if kind == "GEMM":
+            specs.append(("wgt", w, insn.wgt_factor_out, insn.wgt_factor_in, "wgt",
+                          cfg.wgt_depth))
+        o_max, i_max = insn.iter_out - 1, insn.iter_in - 1
+        for name, base, f_out, f_in, buf, depth in specs:
+            if name != "dst" and (insn.reset_reg or (kind == "ALU" and insn.use_imm)):
+                continue  # not read
+            top = base + o_max * f_out + i_max * f_in
+            if int(top.max()) >= depth:
+                u = int(np.argmax(top >= depth))
+                raise ProgramError(
+                    f"instruction {idx} ({insn_name(insn)}): micro-op {insn.uop_bgn + u} "
+                    f"({name}_idx={int(base[u])}) with {name}_factor_out={f_out}, "
+                    f"{name}_factor_in={f_in} reaches {buf} index {int(top[u])} at "
+                    f"o={o_max}, i={i_max}, beyond the {buf} buffer (depth {depth})")
+        return d, s, w
+
+    @staticmethod
+    def _flat(base: np.ndarray, insn: GemmInsn | AluInsn, f_out: int, f_in: int) -> np.ndarray:
+        """Indices in execution order (o outer, i, then micro-op innermost)."""
+        o = np.arange(insn.iter_out, dtype=np.int64)[:, None, None] * f_out
+        i = np.arange(insn.iter_in, dtype=np.int64)[None, :, None] * f_in
+        return (o + i + base[None, None, :]).ravel()
+
+    def _gemm(self, idx: int, insn: GemmInsn, stats: dict[str, Any]) -> None:
+        if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
+            return
+        key = (insn.reset_reg, insn.iter_out, insn.iter_in, insn.dst_factor_out,
+               insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
+               insn.wgt_factor_out, insn.wgt_factor_in,
+               self.uop[insn.uop_bgn:insn.uop_end].tobytes())
+        info = self._plans.get(key)
+        if info is None:
+            # first time this loop nest is seen: bounds checks and the fast-path analysis
+            d, s, w = self._loop_indices(idx, insn, "GEMM")
+            plan = None
+            if not insn.reset_reg and self.gemm_path == "auto":
+                grids = dense_plan(insn, d, s, w)
+                if grids is not None:
+                    plan = tuple(Grid(g) for g in grids)
+            if len(self._plans) >= 512:
+                self._plans.clear()
+            info = self._plans[key] = [d, s, w, plan, None]
+        d, s, w, plan, general = info
+        stats["gemm_uops"] += insn.iter_out * insn.iter_in * len(d)
+        if insn.reset_reg:
+            self.acc[self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)] = 0
+        elif plan is not None:
+            self._gemm_dense(*plan)
+            self.fast_gemms += 1
+        else:
+            if general is None:
+                general = info[4] = GeneralPlan(
+                    self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in),
+                    self._flat(s, insn, insn.src_factor_out, insn.src_factor_in),
+                    self._flat(w, insn, insn.wgt_factor_out, insn.wgt_factor_in), self.cfg)
+            self._gemm_general(general)
+
+    def _gemm_general(self, gp: GeneralPlan) -> None:
+        """Any index pattern: products per micro-op, summed per accumulator entry (exact).
+
+        When few distinct (input, weight) entries are involved, which is the usual case (a
+        convolution reuses each entry many times), every product of a distinct input entry with
+        a distinct weight entry comes from one BLAS matrix product and each micro-op picks its
+        own; otherwise the products are computed per micro-op in chunks.
+        """
+        cfg = self.cfg
+        if gp.pairs is not None:
+            ns, nw = gp.us.size, gp.uw.size
+            a = self.inp[gp.us].reshape(ns * cfg.batch, cfg.block_in)
+            b = self.wgt[gp.uw].reshape(nw * cfg.block_out, cfg.block_in)
+            p = self._matmul(a, b, cfg.block_in)
+            if cfg.batch == 1:
+                p = p.reshape(ns * nw, 1, cfg.block_out)
+            else:
+                p = p.reshape(ns, cfg.batch, nw, cfg.block_out).transpose(0, 2, 1, 3)
+                p = p.reshape(ns * nw, cfg.batch, cfg.block_out)
+            self._add_sorted(gp.groups, p[gp.pairs])
+            return
+        for lo in range(0, len(gp.dst), _GEMM_CHUNK):
+            hi = lo + _GEMM_CHUNK
+            a = self.inp[gp.src[lo:hi]].astype(np.int64)
+            b = self.wgt[gp.wgt[lo:hi]].astype(np.int64)
+            self._accumulate(gp.dst[lo:hi], np.einsum("nbc,noc->nbo", a, b))
+
+    def _matmul(self, a: np.ndarray, b: np.ndarray, depth: int) -> np.ndarray:
+        """``a @ b.T`` of input and weight values, exact: float32 BLAS when every partial sum is
+        below 2^24, float64 below 2^53, int64 otherwise. Returns int32 or int64."""
+        bound = depth << (self.cfg.inp_width - 1 + self.cfg.wgt_width - 1)
+        if bound <= 1 << 24:
+            return (a.astype(np.float32) @ b.astype(np.float32).T).astype(np.int32)
+        if bound <= 1 << 53:
+            return (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.int64)
+        return a.astype(np.int64) @ b.astype(np.int64).T
+
+    def _accumulate(self, dst: np.ndarray, values: np.ndarray) -> None:
+        """acc[dst] += values with wrap-around; repeated dst entries all accumulate."""
+        groups = Groups(dst)
+        self._add_sorted(groups, values[groups.order])
+
+    def _add_sorted(self, groups: Groups, values: np.ndarray) -> None:
+        """acc[groups.uniq] += per-entry sums of ``values`` (already in ``groups.order``).
+
+        Sums are taken in the values' integer type and wrapped to the accumulator width: both
+        are arithmetic modulo a power of two at least as large, so the result is exact.
+        """
+        sums = values if groups.starts is None else np.add.reduceat(values, groups.starts, axis=0)
+        uniq = groups.uniq
+        self.acc[uniq] = self.acc[uniq] + sums.astype(self.acc_dtype)
+
+    def _gemm_dense(self, dgrid: Grid, sgrid: Grid, wgrid: Grid) -> None:
+        """acc[D[m,n]] += sum_k inp[S[m,k]] @ wgt[W[n,k]]^T as one BLAS matrix product."""
+        cfg = self.cfg
+        mt, kt = sgrid.shape
+        nt = wgrid.shape[0]
+        bsz, bin_, bout = cfg.batch, cfg.block_in, cfg.block_out
+        a = sgrid.gather(self.inp)  # (M, K, batch, block_in)
+        b = wgrid.gather(self.wgt)  # (N, K, block_out, block_in)
+        depth = kt * bin_
+        am = a.transpose(0, 2, 1, 3).reshape(mt * bsz, depth)
+        bm = b.transpose(0, 2, 1, 3).reshape(nt * bout, depth)
+        c = self._matmul(am, bm, depth)
+        if bsz == 1:
+            c = c.reshape(mt * nt, 1, bout)
+        else:
+            c = c.reshape(mt, bsz, nt, bout).transpose(0, 2, 1, 3).reshape(mt * nt, bsz, bout)
+        if not dgrid.unique:
+            self._accumulate(dgrid.flat, c)
+            return
+        c = c.astype(self.acc_dtype, copy=False)
+        if dgrid.start is not None:
+            view = self.acc[dgrid.start:dgrid.start + dgrid.size]
+            view += c
+        else:
+            flat = dgrid.flat
+            self.acc[flat] = self.acc[flat] + c
+
+    def _alu(self, idx: int, insn: AluInsn, stats: dict[str, Any]) -> None:
+        if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
+            return
+        key = ("ALU", insn.reset_reg, insn.use_imm, insn.iter_out, insn.iter_in,
+               insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
+               self.uop[insn.uop_bgn:insn.uop_end].tobytes())
+        steps = self._plans.get(key)
+        if steps is None:
+            # first time: bounds checks, then the vector steps that keep sequential semantics
+            d, s, _ = self._loop_indices(idx, insn, "ALU")
+            dst = self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)
+            if insn.reset_reg:
+                steps = [(dst, None)]
+            elif insn.use_imm:
+                steps = [(dst if sel is None else dst[sel], None)
+                         for sel in rounds_by_rank(dst)]
+            else:
+                src = self._flat(s, insn, insn.src_factor_out, insn.src_factor_in)
+                steps = [(dst, src) if sel is None else (dst[sel], src[sel])
+                         for sel in alu_rounds(dst, src, self.cfg.acc_depth)]
+            if len(self._plans) >= 512:
+                self._plans.clear()
+            self._plans[key] = steps
+        stats["alu_uops"] += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+        if insn.reset_reg:
+            self.acc[steps[0][0]] = 0
+            return
+        op = AluOp(insn.alu_opcode)
+        for dd, ss in steps:
+            self.acc[dd] = self._alu_op(op, self.acc[dd], insn.imm if ss is None else self.acc[ss])
+
+    def _alu_op(self, op: AluOp, a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+        """One ALU operation on accumulator values; the result wraps to the accumulator width."""
+        width = self.cfg.acc_width
+        if op == AluOp.MIN:
+            return np.minimum(a, b).astype(self.acc_dtype)
+        if op == AluOp.MAX:
+            return np.maximum(a, b).astype(self.acc_dtype)
+        a64 = a.astype(np.int64)
+        b64 = np.asarray(b, dtype=np.int64)
+        if op == AluOp.ADD:
+            r = a64 + b64
+        elif op == AluOp.MUL:
+            r = a64 * b64
+        else:  # SHR: arithmetic right shift; a negative amount shifts left
+            right = a64 >> np.clip(b64, 0, width - 1)
+            left = a64 << np.clip(-b64, 0, width)
+            r = np.where(b64 >= 0, right, left)
+        return r.astype(self.acc_dtype)
+
+
+# ---------------------------------------------------------------------- helpers
+def decode_fast(program: bytes, cfg: Config) -> list[Insn]:
+    """:func:`vta.isa.image.check_program`, vectorised over the fields (same result, faster).
+
+    Any framing or opcode problem is left to check_program, which raises the usual error.
+    """
+    n = len(program) // 16
+    if n == 0 or len(program) % 16:
+        return check_program(program, cfg)
+    words = np.frombuffer(program, dtype="<u8").reshape(n, 2)
+    opcodes = (words[:, 0] & 7).astype(np.int64)
+    if not np.isin(opcodes, list(_OPCODE_NAMES)).all() or opcodes[-1] != Opcode.FINISH:
+        return check_program(program, cfg)
+    out: list[Insn | None] = [None] * n
+    lay = cfg.layouts
+    for opcode, cls, layout in ((Opcode.LOAD, MemInsn, lay.mem), (Opcode.STORE, MemInsn, lay.mem),
+                                (Opcode.GEMM, GemmInsn, lay.gemm), (Opcode.ALU, AluInsn, lay.alu),
+                                (Opcode.FINISH, FinishInsn, lay.finish)):
+        rows = np.flatnonzero(opcodes == opcode)
+        if rows.size == 0:
+            continue
+        cols = {}
+        for f in layout.fields:
+            if f.name == "opcode" and cls is not MemInsn:
+                continue
+            word = words[rows, f.offset // 64]
+            v = ((word >> np.uint64(f.offset % 64)) & np.uint64(f.mask)).astype(np.int64)
+            if f.signed:
+                v = np.where(v >= 1 << (f.width - 1), v - (1 << f.width), v)
+            cols[f.name] = v.tolist()
+        names = list(cols)
+        for k, r in enumerate(rows.tolist()):
+            out[r] = cls(**{name: cols[name][k] for name in names})
+    return out  # type: ignore[return-value]
+
+
+def _as_writable_dram(dram: np.ndarray | bytearray) -> np.ndarray:
+    if isinstance(dram, bytearray | memoryview):
+        arr = np.frombuffer(dram, dtype=np.uint8)
+    elif isinstance(dram, np.ndarray):
+        arr = dram
+    else:
+        raise TypeError(f"dram must be a writable uint8 numpy array or a bytearray, "
+                        f"not {type(dram).__name__}")
+    if arr.dtype != np.uint8 or arr.ndim != 1 or not arr.flags.c_contiguous:
+        raise TypeError(f"dram must be a 1-D contiguous uint8 array, not {arr.dtype} "
+                        f"with shape {arr.shape}")
+    if not arr.flags.writeable:
+        raise TypeError("dram must be writable (it is modified in place); pass a copy")
+    return arr
+
+
+def _dram_rows(dram: np.ndarray, base: int, rows: int, row_bytes: int,
+               stride_bytes: int) -> np.ndarray:
+    """A (rows, row_bytes) strided view of DRAM (bounds were checked by _validate)."""
+    if rows == 1 or stride_bytes == row_bytes:
+        return dram[base:base + rows * row_bytes].reshape(rows, row_bytes)
+    if stride_bytes > row_bytes and base + rows * stride_bytes <= dram.size:
+        return dram[base:base + rows * stride_bytes].reshape(rows, stride_bytes)[:, :row_bytes]
+    return np.lib.stride_tricks.as_strided(
+        dram[base:], shape=(rows, row_bytes), strides=(stride_bytes, 1))
+
+
+class _Where:
+    """"instruction N (NAME)", formatted only when an error message needs it."""
+
+    __slots__ = ("n", "insn")
+
+    def __init__(self, n: int, insn: Insn) -> None:
+        self.n, self.insn = n, insn
+
+    def __format__(self, spec: str) -> str:
+        return f"instruction {self.n} ({insn_name(self.insn)})"
+
+
+def _validate(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> str:
+    """Static checks of one instruction; returns the module that executes it."""
+    where = _Where(n, insn)
+    if isinstance(insn, FinishInsn):
+        if n != count - 1:
+            raise ProgramError(f"{where}: FINISH must be the last instruction (of {count})")
+        module = COMPUTE_MODULE
+    elif isinstance(insn, MemInsn):
+        module = _validate_mem(where, insn, cfg, dram_bytes)
+    else:
+        module = COMPUTE_MODULE
+        if insn.uop_end < insn.uop_bgn:
+            raise ProgramError(f"{where}: uop_end={insn.uop_end} is below "
+                               f"uop_bgn={insn.uop_bgn}")
+        if insn.uop_end > cfg.uop_depth:
+            raise ProgramError(f"{where}: uop_end={insn.uop_end} is beyond the uop buffer "
+                               f"(depth {cfg.uop_depth})")
+        if isinstance(insn, AluInsn) and insn.alu_opcode not in AluOp._value2member_map_:
+            raise ProgramError(f"{where}: invalid alu_opcode {insn.alu_opcode} (valid: "
+                               f"{', '.join(f'{o.name}={o.value}' for o in AluOp)})")
+    allowed = _DEP_QUEUES[module]
+    for flag in _POPS + _PUSHES:
+        if getattr(insn, flag) and flag not in allowed:
+            other = "previous" if "prev" in flag else "next"
+            raise ProgramError(f"{where}: sets {flag} but the {module} module has no "
+                               f"{other} module (valid flags for {module}: "
+                               f"{', '.join(allowed)})")
+    return module
+
+
+def _validate_mem(where: _Where, insn: MemInsn, cfg: Config, dram_bytes: int) -> str:
+    mt = insn.memory_type
+    if insn.opcode == Opcode.STORE:
+        if mt != MemType.OUT:
+            raise ProgramError(f"{where}: STORE needs memory_type OUT (4), not {mt}")
+        module = STORE_MODULE
+    else:
+        if mt not in (MemType.UOP, MemType.WGT, MemType.INP, MemType.ACC):
+            raise ProgramError(f"{where}: LOAD needs memory_type UOP, WGT, INP or ACC "
+                               f"(0-3), not {mt}")
+        module = LOAD_MODULE if mt in (MemType.INP, MemType.WGT) else COMPUTE_MODULE
+    if insn.x_size == 0:
+        return module  # a no-op that only moves tokens
+    mt = MemType(mt)
+    buf, depth = _SRAM_NAMES[mt], cfg.depth(mt)
+    if insn.opcode == Opcode.STORE:
+        entries = insn.y_size * insn.x_size
+    else:
+        entries = ((insn.y_pad_0 + insn.y_size + insn.y_pad_1)
+                   * (insn.x_pad_0 + insn.x_size + insn.x_pad_1))
+    if entries and insn.sram_base + entries > depth:
+        raise ProgramError(
+            f"{where}: sram_base={insn.sram_base} + {entries} entries reaches {buf} index "
+            f"{insn.sram_base + entries - 1}, beyond the {buf} buffer (depth {depth})")
+    if insn.y_size:
+        eb = cfg.elem_bytes(mt)
+        first = insn.dram_base * eb
+        end = (insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size) * eb
+        if end > dram_bytes:
+            raise ProgramError(
+                f"{where}: DRAM bytes {first:#x}..{end - 1:#x} (dram_base={insn.dram_base}, "
+                f"y_size={insn.y_size}, x_size={insn.x_size}, x_stride={insn.x_stride}, "
+                f"{eb}-byte elements) are beyond the {dram_bytes}-byte DRAM image")
+    return module
+
+
+def _deadlock_message(insns, modules, queues, tokens, fetch_pc, qdepth) -> str:
+    parts = []
+    for m in MODULES:
+        if not queues[m]:
+            parts.append(f"{m} idle (queue empty)")
+            continue
+        idx = queues[m][0]
+        insn = insns[idx]
+        waits = [_DEP_QUEUES[m][f] for f in _POPS if getattr(insn, f)
+                 and not tokens[_DEP_QUEUES[m][f]]]
+        parts.append(f"{m} blocked at instruction {idx} ({insn_name(insn)}) waiting for a "
+                     f"token on {' and '.join(waits)}")
+    msg = "deadlock: " + "; ".join(parts)
+    if fetch_pc < len(insns):
+        msg += (f"; fetch stalled at instruction {fetch_pc} ({insn_name(insns[fetch_pc])}): "
+                f"the {modules[fetch_pc]} queue is full ({qdepth} entries)")
+    return msg + "; check the dependency flags (a pop needs an earlier matching push)"
+
+
+def _check_finish(idx: int, insns, queues, tokens) -> None:
+    for m in (LOAD_MODULE, STORE_MODULE):
+        if queues[m]:
+            first = queues[m][0]
+            raise ProgramError(
+                f"FINISH (instruction {idx}) ran while the {m} module still had "
+                f"{len(queues[m])} instruction(s) pending (first: instruction {first}, "
+                f"{insn_name(insns[first])}); make FINISH wait for them with dependency tokens")
+    left = [f"{len(q)} on {name} (pushed by instruction {', '.join(map(str, list(q)[:4]))}"
+            f"{', ...' if len(q) > 4 else ''})" for name, q in tokens.items() if q]
+    if left:
+        raise ProgramError(f"tokens left over at FINISH (instruction {idx}): "
+                           f"{'; '.join(left)}; every pushed token must be popped")
+
+
+def _new_stats(order: str) -> dict[str, Any]:
+    return {
+        "backend": "fsim",
+        "order": order,
+        "insn_count": 0,
+        "insns_per_opcode": {op.name: 0 for op in Opcode},
+        "insns_per_module": {m: 0 for m in MODULES},
+        "gemm_uops": 0,
+        "alu_uops": 0,
+        "bytes_loaded": {mt.name: 0 for mt in (MemType.UOP, MemType.WGT, MemType.INP,
+                                                MemType.ACC)},
+        "bytes_stored": 0,
+    }
+
+
+def _trace_header() -> list[dict[str, Any]]:
+    ev: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0,
+                                 "args": {"name": "VTA fsim"}}]
+    for tid, m in enumerate(MODULES):
+        ev.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": tid,
+                   "args": {"name": m}})
+        ev.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": tid,
+                   "args": {"sort_index": tid}})
+    return ev
+
+
+def _trace_event(idx: int, insn: Insn, module: str, seq: int) -> dict[str, Any]:
+    args: dict[str, Any] = {"index": idx}
+    args.update(insn.to_dict())
+    return {"name": insn_name(insn), "cat": module, "ph": "X", "ts": seq, "dur": 1, "pid": 0,
+            "tid": MODULES.index(module), "args": args}
+
+
+# ---------------------------------------------------------------------- entry points
+def run(program: bytes | bytearray | Sequence[Insn], dram: np.ndarray | bytes | bytearray,
+        cfg: Config, *, trace: bool = False, order: str = "compute-first",
+        check_races: bool = False, seed: int | None = None, **options: Any) -> RunResult:
+    """Run ``program`` on a fresh simulator with a copy of ``dram``.
+
+    Returns a :class:`~vta.isa.image.RunResult` whose ``dram`` is the whole image after FINISH
+    (same length as the input). With ``check_races=True`` every scheduling order is run first
+    (see :func:`check_races`). Other ``options`` (``insn_queue_depth``, ``token_queue_depth``,
+    ``gemm_path``, ``blas_threads``) go to :class:`FunctionalSim`.
+    """
+    if check_races:
+        result = _race_check(program, dram, cfg, seed=0 if seed is None else seed)
+        if not trace and order == "compute-first" and not options:
+            return result
+    mem = _copy_dram(dram)
+    sim = FunctionalSim(cfg, trace=trace, order=order, seed=seed, **options)
+    stats = sim.run(program, mem)
+    return RunResult(dram=mem, stats=stats, trace=sim.trace_events)
+
+
+def _copy_dram(dram: np.ndarray | bytes | bytearray) -> np.ndarray:
+    if isinstance(dram, np.ndarray):
+        if dram.dtype != np.uint8:
+            raise TypeError(f"dram must be a uint8 array, not {dram.dtype}")
+        return np.array(dram, dtype=np.uint8, copy=True).reshape(-1)
+    return np.frombuffer(bytes(dram), dtype=np.uint8).copy()
+
+
+def check_races(program: bytes | bytearray | Sequence[Insn],
+                dram: np.ndarray | bytes | bytearray, cfg: Config, *, random_orders: int = 4,
+                seed: int = 0) -> RunResult:
+    """Run the program under every scheduling order and compare the final DRAM images.
+
+    Runs load-first, compute-first, store-first and ``random_orders`` seeded random orders.
+    Returns the compute-first :class:`RunResult` when all agree; raises
+    :class:`~vta.isa.errors.RaceError` naming the two orders, the first differing byte and the
+    STORE that writes it when they do not (a missing dependency token in the program). A program
+    that fails under one order but not another is a race too.
+    """
+    prog = as_program_bytes(program, cfg)
+    runs: list[tuple[str, RunResult | ProgramError]] = []
+    orders = [("compute-first", None), ("load-first", None), ("store-first", None)]
+    orders += [("random", seed + k) for k in range(random_orders)]
+    for order, s in orders:
+        label = order if s is None else f"random (seed {s})"
+        try:
+            runs.append((label, run(prog, dram, cfg, order=order, seed=s)))
+        except ProgramError as e:
+            runs.append((label, e))
+    good = [(label, r) for label, r in runs if isinstance(r, RunResult)]
+    bad = [(label, r) for label, r in runs if not isinstance(r, RunResult)]
+    if not good:
+        raise runs[0][1]  # fails under every order: an error of the program, not a race
+    ref_label, ref = good[0]
+    for label, res in good[1:]:
+        diff = np.flatnonzero(res.dram != ref.dram)
+        if diff.size:
+            addr = int(diff[0])
+            writer = _last_store_writing(prog, cfg, addr)
+            raise RaceError(
+                f"results differ between the {ref_label} and {label} orders: {diff.size} "
+                f"DRAM byte(s) differ, first at {addr:#x} ({ref.dram[addr]} vs "
+                f"{res.dram[addr]}){writer}; a dependency token is missing")
+    if bad:
+        label, err = bad[0]
+        raise RaceError(f"the program works under the {ref_label} order but fails under "
+                        f"{label}: {err}; a dependency token is missing") from None
+    return ref
+
+
+_race_check = check_races
+
+
+def _last_store_writing(program: bytes, cfg: Config, addr: int) -> str:
+    insns = check_program(program, cfg)
+    eb = cfg.out_elem_bytes
+    found = None
+    for n, insn in enumerate(insns):
+        if isinstance(insn, MemInsn) and insn.opcode == Opcode.STORE and insn.x_size:
+            rel = addr - insn.dram_base * eb
+            if rel < 0:
+                continue
+            for y in range(insn.y_size):
+                off = rel - y * insn.x_stride * eb
+                if 0 <= off < insn.x_size * eb:
+                    found = n
+                    break
+    return "" if found is None else f", written by instruction {found} (STORE)"
+
+
+__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "TOKEN_QUEUES", "insn_name",
+           "decode_fast"]

@@ -1,0 +1,204 @@
+"""Index analysis of GEMM and ALU loop nests for the functional simulator.
+
+A GEMM or ALU instruction runs ``iter_out x iter_in x (uop_end - uop_bgn)`` micro-ops whose
+indices are ``uop.idx + o * factor_out + i * factor_in``. This module works out, once per loop nest
+(fsim caches the results), how to run them as a few numpy operations with exactly the sequential
+result:
+
+- :func:`dense_plan`: is the GEMM a dense block matrix product (dst a function of (m, n), src of
+  (m, k), wgt of (n, k))? Then it is one BLAS matrix product.
+- :class:`GeneralPlan`: any other GEMM: products per micro-op (from a table of all input x weight
+  entry products when that is small), summed per accumulator entry (:class:`Groups`).
+- :func:`rounds_by_rank`, :func:`alu_rounds`: ALU micro-ops in the fewest vector steps such that
+  each one sees exactly the writes of the micro-ops before it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from vta.isa import Config, GemmInsn
+
+
+class Groups:
+    """Micro-ops grouped by accumulator entry: a stable sort order, group starts, entries."""
+
+    def __init__(self, dst: np.ndarray) -> None:
+        self.order = np.argsort(dst, kind="stable")
+        sd = dst[self.order]
+        starts = np.flatnonzero(np.r_[True, sd[1:] != sd[:-1]])
+        self.uniq = sd[starts]
+        #: None when every entry appears once (no reduction needed)
+        self.starts = None if starts.size == sd.size else starts
+
+
+class GeneralPlan:
+    """What the general GEMM path precomputes from the index arrays (cached per loop nest)."""
+
+    def __init__(self, dst: np.ndarray, src: np.ndarray, wgt: np.ndarray, cfg: Config) -> None:
+        self.groups = Groups(dst)
+        self.dst, self.src, self.wgt = dst, src, wgt
+        self.us, si = np.unique(src, return_inverse=True)
+        self.uw, wi = np.unique(wgt, return_inverse=True)
+        pairs = self.us.size * self.uw.size
+        #: index into the table of all (input, weight) products, in dst order; None: no table
+        self.pairs: np.ndarray | None = None
+        if pairs <= 4 * dst.size + 64 and pairs * cfg.batch * cfg.block_out <= 1 << 22:
+            self.pairs = (si.ravel() * self.uw.size + wi.ravel())[self.groups.order]
+
+
+class Grid:
+    """A 2D grid of buffer indices, with what the fast path needs to know about it."""
+
+    def __init__(self, grid: np.ndarray) -> None:
+        self.shape = grid.shape
+        self.flat = grid.ravel()
+        self.size = self.flat.size
+        first = int(self.flat[0])
+        contiguous = np.array_equal(self.flat, np.arange(first, first + self.size))
+        #: the first index when the grid is one contiguous run of entries, else None
+        self.start = first if contiguous else None
+        self.unique = contiguous or np.unique(self.flat).size == self.size
+
+    def gather(self, buf: np.ndarray) -> np.ndarray:
+        """buf[grid] (a view, without a copy, when the grid is contiguous)."""
+        if self.start is not None:
+            sel = buf[self.start:self.start + self.size]
+        else:
+            sel = buf[self.flat]
+        return sel.reshape(self.shape + buf.shape[1:])
+
+
+def factor_uops(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """Write micro-op triples as a dense block product, or return None.
+
+    Finds grids Du[mu, nu], Su[mu, ku], Wu[nu, ku] such that the micro-ops are exactly the triples
+    (Du[m,n], Su[m,k], Wu[n,k]) over the whole (m, n, k) grid, each once. The labelling is a
+    heuristic; the result is always verified, so a None only means "use the general path".
+    """
+    u = len(d)
+    if u == 1:
+        return d.reshape(1, 1), s.reshape(1, 1), w.reshape(1, 1)
+    _, di = np.unique(d, return_inverse=True)
+    _, si = np.unique(s, return_inverse=True)
+    _, wi = np.unique(w, return_inverse=True)
+    m_of_d = np.full(di.max() + 1, u, np.int64)
+    np.minimum.at(m_of_d, di, si)
+    n_of_d = np.full(di.max() + 1, u, np.int64)
+    np.minimum.at(n_of_d, di, wi)
+    k_of_s = np.full(si.max() + 1, u, np.int64)
+    np.minimum.at(k_of_s, si, wi)
+    _, mi = np.unique(m_of_d[di], return_inverse=True)
+    _, ni = np.unique(n_of_d[di], return_inverse=True)
+    _, ki = np.unique(k_of_s[si], return_inverse=True)
+    mu, nu, ku = mi.max() + 1, ni.max() + 1, ki.max() + 1
+    if mu * nu * ku != u:
+        return None
+    key = (mi * nu + ni) * ku + ki
+    if np.bincount(key, minlength=u).max() != 1:
+        return None
+    grids = []
+    for vals, r, c, shape in ((d, mi, ni, (mu, nu)), (s, mi, ki, (mu, ku)),
+                              (w, ni, ki, (nu, ku))):
+        g = np.empty(shape, np.int64)
+        g[r, c] = vals
+        if not np.array_equal(g[r, c], vals):
+            return None
+        grids.append(g)
+    return tuple(grids)
+
+
+def dense_plan(insn: GemmInsn, d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """(D[m,n], S[m,k], W[n,k]) index grids when the GEMM is a dense block product, else None."""
+    fac = factor_uops(d, s, w)
+    if fac is None:
+        return None
+    du, su, wu = fac
+    # each loop with more than one iteration becomes an m, n or k axis
+    m_axes, n_axes, k_axes = [], [], []
+    for count, fd, fs, fw in ((insn.iter_out, insn.dst_factor_out, insn.src_factor_out,
+                               insn.wgt_factor_out),
+                              (insn.iter_in, insn.dst_factor_in, insn.src_factor_in,
+                               insn.wgt_factor_in)):
+        if count == 1:
+            continue
+        if fd == 0:
+            k_axes.append((count, fs, fw))
+        elif fw == 0:
+            m_axes.append((count, fd, fs))
+        elif fs == 0:
+            n_axes.append((count, fd, fw))
+        else:
+            return None
+    m_off_d, m_off_s = axis_offsets(m_axes)
+    n_off_d, n_off_w = axis_offsets(n_axes)
+    k_off_s, k_off_w = axis_offsets(k_axes)
+    # grids over (mu, m-loops) x (nu, n-loops) etc., flattened to 2D
+    dgrid = (du[:, None, :, None] + m_off_d[None, :, None, None]
+             + n_off_d[None, None, None, :]).reshape(du.shape[0] * m_off_d.size, -1)
+    sgrid = (su[:, None, :, None] + m_off_s[None, :, None, None]
+             + k_off_s[None, None, None, :]).reshape(su.shape[0] * m_off_s.size, -1)
+    wgrid = (wu[:, None, :, None] + n_off_w[None, :, None, None]
+             + k_off_w[None, None, None, :]).reshape(wu.shape[0] * n_off_w.size, -1)
+    return dgrid, sgrid, wgrid
+
+
+def axis_offsets(axes: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets (for the two index kinds an axis role touches) over the product of the axes."""
+    a = np.zeros(1, np.int64)
+    b = np.zeros(1, np.int64)
+    for count, fa, fb in axes:
+        r = np.arange(count, dtype=np.int64)
+        a = (a[:, None] + r[None, :] * fa).ravel()
+        b = (b[:, None] + r[None, :] * fb).ravel()
+    return a, b
+
+
+def rounds_by_rank(dst: np.ndarray):
+    """Selections of micro-ops that can run as one vector step, in order (None: all at once).
+
+    The k-th occurrence of each accumulator entry goes into round k, so no round writes an entry
+    twice and the writes to one entry keep their program order.
+    """
+    order = np.argsort(dst, kind="stable")
+    sd = dst[order]
+    new = np.r_[True, sd[1:] != sd[:-1]]
+    if new.all():
+        return [None]
+    starts = np.flatnonzero(new)
+    group_start = starts[np.cumsum(new) - 1]
+    rank = np.empty(len(dst), np.int64)
+    rank[order] = np.arange(len(dst)) - group_start
+    return [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+
+
+def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int):
+    """Rounds for acc[dst] = op(acc[dst], acc[src]) that keep sequential semantics.
+
+    Within a round every read happens before every write. A micro-op must see the writes of the
+    earlier micro-ops to its src and dst, and must not see later ones.
+    """
+    pos = np.full(depth, -1, np.int64)
+    pos[dst] = np.arange(len(dst))  # last writer of each entry
+    written = pos[src]
+    counts = np.bincount(dst, minlength=depth)
+    if counts.max() <= 1:
+        # single round unless some micro-op reads an entry written by an earlier one
+        if not np.any((written >= 0) & (written < np.arange(len(src)))):
+            return [None]
+    elif np.all((counts[src] == 0) | (src == dst)):
+        return rounds_by_rank(dst)
+    # general case: a level per micro-op (a scalar pass over indices only)
+    last_write: dict[int, int] = {}
+    last_read: dict[int, int] = {}
+    levels = np.empty(len(dst), np.int64)
+    for j, (dj, sj) in enumerate(zip(dst.tolist(), src.tolist())):
+        lv = max(last_write.get(sj, -1) + 1, last_write.get(dj, -1) + 1, last_read.get(dj, 0))
+        levels[j] = lv
+        last_write[dj] = lv
+        last_read[sj] = max(last_read.get(sj, 0), lv)
+        last_read[dj] = max(last_read.get(dj, 0), lv)
+    return [np.flatnonzero(levels == lv) for lv in range(int(levels.max()) + 1)]
+
+
+__all__ = ["Groups", "GeneralPlan", "Grid", "factor_uops", "dense_plan", "rounds_by_rank",
+           "alu_rounds"]

@@ -1,0 +1,146 @@
+"""CPU (LLVM) code generation and operators against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+from vta.compiler import build, te
+from vta.compiler.topi import cpu
+
+pytestmark = pytest.mark.unit
+RNG = np.random.default_rng(7)
+
+
+def test_llvm_ir_is_vectorised_and_correct():
+    n = 1000
+    A = te.placeholder((n,), "float32", "A")
+    B = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    f = build(s, [A, B], "cpu")
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros_like(a)
+    f(a, b)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+    assert "x float>" in f.optimized_ir  # a vector type: the loop was vectorised
+
+
+def test_integer_ops_shifts_select_floordiv():
+    A = te.placeholder((64,), "int32", "A")
+    B = te.compute((64,), lambda i: te.if_then_else(
+        A[i] > 0, (A[i] >> 2) + (i // 8) - (i % 3), A[i] << 1), name="B")
+    s = te.create_schedule(B.op)
+    f = build(s, [A, B], "cpu")
+    a = RNG.integers(-1000, 1000, 64).astype(np.int32)
+    b = np.zeros_like(a)
+    f(a, b)
+    i = np.arange(64)
+    np.testing.assert_array_equal(b, np.where(a > 0, (a >> 2) + i // 8 - i % 3, a << 1))
+
+
+def _conv_ref(x, w, stride, pad, groups=1):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh = w.shape[2]
+    win = sliding_window_view(xp, (kh, kh), axis=(2, 3))[:, :, ::stride, ::stride]
+    cig, opg = x.shape[1] // groups, w.shape[0] // groups
+    outs = [np.einsum("nchwyx,ocyx->nohw", win[:, g * cig:(g + 1) * cig],
+                      w[g * opg:(g + 1) * opg]) for g in range(groups)]
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize("stride,pad,groups", [(1, 1, 1), (2, 1, 1), (1, 0, 4)])
+def test_conv2d(stride, pad, groups):
+    x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    w = RNG.standard_normal((8, 8 // groups, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(8).astype(np.float32)
+    op = cpu.conv2d(x.shape, w.shape, (stride, stride), (pad, pad), bias=True, relu=True,
+                    groups=groups)
+    ref = np.maximum(_conv_ref(x, w, stride, pad, groups) + b[None, :, None, None], 0)
+    np.testing.assert_allclose(op(x, w, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_pooling():
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    mp = cpu.max_pool2d(x.shape, (3, 3), (2, 2), (1, 1))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    ref = sliding_window_view(xp, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(-2, -1))
+    np.testing.assert_array_equal(mp(x), ref)
+    ap = cpu.avg_pool2d(x.shape, (3, 3), (3, 3))
+    np.testing.assert_allclose(ap(x), x.reshape(1, 3, 3, 3, 3, 3).mean(axis=(3, 5)),
+                               rtol=1e-5, atol=1e-6)
+    gp = cpu.global_avg_pool2d(x.shape)
+    np.testing.assert_allclose(gp(x), x.mean(axis=(2, 3), keepdims=True), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_dense_softmax_add_relu():
+    x = RNG.standard_normal((3, 40)).astype(np.float32)
+    w = RNG.standard_normal((10, 40)).astype(np.float32)
+    b = RNG.standard_normal(10).astype(np.float32)
+    y = cpu.dense(3, 40, 10, bias=True)(x, w, b)
+    np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-4, atol=1e-4)
+    sm = cpu.softmax((3, 10))(y)
+    e = np.exp(y - y.max(1, keepdims=True))
+    np.testing.assert_allclose(sm, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(cpu.add((3, 10))(y, y), y + y)
+    np.testing.assert_array_equal(cpu.relu((3, 10))(y), np.maximum(y, 0))
+
+
+def test_fast_exp_accuracy_and_vectorisation():
+    A = te.placeholder((4001,), "float32", "A")
+    B = te.compute(A.shape, lambda i: cpu.fast_exp(A[i]), name="B")
+    f = build(te.create_schedule(B.op), [A, B], "cpu")
+    a = np.linspace(-80, 80, 4001).astype(np.float32)
+    b = np.zeros_like(a)
+    f(a, b)
+    np.testing.assert_allclose(b, np.exp(a.astype(np.float64)), rtol=2e-6)
+    assert "x float>" in f.optimized_ir
+
+
+def test_user_declared_intrinsic_tensorize_on_cpu():
+    """A user intrinsic (4x4 matrix-vector product) declared as a compute plus a lowering rule
+    that returns (body, reset, update) loop IR; tensorize checks and replaces the inner loops."""
+    from vta.compiler.tir import For, Seq, Store
+    from vta.compiler.tir.expr import BufferLoad, Const, Var
+
+    a = te.placeholder((4,), "float32", "a")
+    b = te.placeholder((4, 4), "float32", "b")
+    k = te.reduce_axis((0, 4), "k")
+    c = te.compute((4,), lambda j: te.sum(a[k] * b[j, k], axis=[k]), name="c")
+
+    def rule(ins, outs):
+        ra, rb = ins
+        rc = outs[0]
+        jj, kk = Var("jj"), Var("kk")
+
+        def at(region, *offs):
+            idx = list(region.indices)
+            for n, off in enumerate(offs):
+                idx[len(idx) - len(offs) + n] = idx[len(idx) - len(offs) + n] + off
+            return tuple(idx)
+
+        cur = BufferLoad(rc.buffer, at(rc, jj))
+        prod = BufferLoad(ra.buffer, at(ra, kk)) * BufferLoad(rb.buffer, at(rb, jj, kk))
+        update = For(jj, 4, For(kk, 4, Store(rc.buffer, at(rc, jj), cur + prod)))
+        reset = For(jj, 4, Store(rc.buffer, at(rc, jj), Const(0.0, "float32")))
+        return Seq((reset, update)), reset, update
+
+    gemv4 = te.decl_tensor_intrin(c.op, rule, name="test.gemv4")
+
+    A = te.placeholder((3, 2, 4), "float32", "A")          # (i, ko, ki)
+    B = te.placeholder((2, 2, 4, 4), "float32", "B")       # (jo, ko, ji, ki)
+    ko = te.reduce_axis((0, 2), "ko")
+    ki = te.reduce_axis((0, 4), "ki")
+    C = te.compute((3, 2, 4), lambda i, jo, ji: te.sum(A[i, ko, ki] * B[jo, ko, ji, ki],
+                                                        axis=[ko, ki]), name="C")
+    s = te.create_schedule(C.op)
+    i, jo, ji = s[C].op.axis
+    s[C].reorder(i, jo, ko, ji, ki)
+    s[C].tensorize(ji, gemv4)
+    f = build(s, [A, B, C], "cpu")
+    assert "jj" in str(f.func) and "ki" not in str(f.func)  # the rule's loops replaced ki
+    x = RNG.standard_normal(A.shape).astype(np.float32)
+    w = RNG.standard_normal(B.shape).astype(np.float32)
+    out = np.zeros(C.shape, np.float32)
+    f(x, w, out)
+    np.testing.assert_allclose(out, np.einsum("iok,jopk->ijp", x, w), rtol=1e-5, atol=1e-5)

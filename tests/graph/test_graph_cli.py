@@ -1,0 +1,194 @@
+"""The `vta zoo`, `vta compile` and `vta run` commands, and their error handling."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from onnx import helper
+from vta.cli.main import main
+
+from .conftest import onnx_model
+
+pytestmark = pytest.mark.sim
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A zoo model, an input and its compiled module (built once for the module)."""
+    d = tmp_path_factory.mktemp("cli")
+    assert main(["zoo", "resnet18", "--image-size", "32", "--num-classes", "10",
+                 "-o", str(d / "r.onnx")]) == 0
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(d / "x.npy", x)
+    np.save(d / "calib.npy", np.random.default_rng(1).standard_normal((2, 1, 3, 32, 32))
+            .astype(np.float32))
+    assert main(["compile", str(d / "r.onnx"), "-o", str(d / "mod"), "--calib",
+                 str(d / "calib.npy"), "--report"]) == 0
+    return d
+
+
+def one_line_error(capsys, argv: list[str], *needles: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"vta {argv[0]}: error: "), err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def test_zoo_list_and_write(tmp_path, capsys) -> None:
+    assert main(["zoo", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "resnet18" in out and "mobilenet_v1" in out and "dcgan" in out
+    assert main(["zoo", "dcgan", "-o", str(tmp_path / "g.onnx")]) == 0
+    import onnx
+
+    m = onnx.load(str(tmp_path / "g.onnx"))
+    assert sum(n.op_type == "ConvTranspose" for n in m.graph.node) == 5
+    one_line_error(capsys, ["zoo", "vgg", "-o", str(tmp_path / "v.onnx")], "vgg", "resnet18")
+
+
+def test_compile_writes_module(work, capsys) -> None:
+    d = work / "mod"
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["format"] == "vta-module" and m["config"]["LOG_BLOCK"] == 4
+    assert m["inputs"] == {"input": {"shape": [1, 3, 32, 32], "dtype": "float32"}}
+    assert m["outputs"]["fc.out"]["shape"] == [1, 10]
+    assert sum(v == "vta" for v in m["partition"].values()) == 20
+    assert len(m["kernels"]) == 20 and all((d / k["program"]).stat().st_size % 16 == 0
+                                           for k in m["kernels"].values())
+    assert {"exps", "layers"} <= set(m["quantization"])
+    plan = json.loads((d / "plan.json").read_text())
+    assert plan["size"] >= (d / "const.bin").stat().st_size
+    assert not [p for p in work.iterdir() if p.name.startswith(".mod")]  # no temp left
+
+
+def test_run_fsim_cpu_and_float(work, capsys) -> None:
+    d = work
+    capsys.readouterr()
+    assert main(["run", str(d / "mod"), "--input", str(d / "x.npy"), "--target", "fsim",
+                 "-o", str(d / "y_fsim.npy"), "--report"]) == 0
+    rep = capsys.readouterr().out
+    assert "layer1.0.conv1" in rep and "fsim" in rep and "MMACs" in rep and "util" in rep
+    assert main(["run", str(d / "mod"), "--input", str(d / "x.npy"), "--target", "cpu",
+                 "-o", str(d / "y_cpu.npy")]) == 0
+    assert main(["run", str(d / "r.onnx"), "--input", str(d / "x.npy"), "--target", "cpu",
+                 "-o", str(d / "y_float.npy")]) == 0
+    a, b, f = (np.load(d / f"y_{k}.npy") for k in ("fsim", "cpu", "float"))
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == f.shape == (1, 10) and a.dtype == np.float32
+    assert float(a.ravel() @ f.ravel() / np.linalg.norm(a) / np.linalg.norm(f)) > 0.98
+
+
+def test_run_onnx_on_fsim_compiles_on_the_fly(work, capsys) -> None:
+    assert main(["run", str(work / "r.onnx"), "--input", str(work / "x.npy"),
+                 "--target", "fsim", "-o", str(work / "y2.npy")]) == 0
+    assert np.load(work / "y2.npy").shape == (1, 10)
+
+
+def test_bad_inputs_are_one_line_errors(work, tmp_path, capsys) -> None:
+    mod, x = str(work / "mod"), str(work / "x.npy")
+    np.save(tmp_path / "wrong_shape.npy", np.zeros((1, 3, 16, 16), np.float32))
+    np.save(tmp_path / "wrong_dtype.npy", np.zeros((1, 3, 32, 32), np.float64))
+    (tmp_path / "junk.npy").write_bytes(b"garbage")
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "wrong_shape.npy")],
+                   "shape [1, 3, 16, 16]", "[1, 3, 32, 32]")
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "wrong_dtype.npy")],
+                   "float64", "float32")
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "missing.npy")],
+                   "does not exist")
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "junk.npy")], "not a .npy")
+    one_line_error(capsys, ["run", str(tmp_path / "nomod"), "--input", x], "does not exist")
+    one_line_error(capsys, ["run", mod, "--input", x, "--preset", "small"], "own configuration")
+    one_line_error(capsys, ["compile", str(tmp_path / "none.onnx"), "-o", str(tmp_path / "o")],
+                   "does not exist")
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_models_are_one_line_errors(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage" * 20)
+    one_line_error(capsys, ["compile", str(bad), "-o", str(tmp_path / "o")], "bad.onnx")
+    m = onnx_model([helper.make_node("Erf", ["x"], ["y"], name="erf_node")], {"x": [1, 4]},
+                   {"y": None})
+    p = tmp_path / "erf.onnx"
+    p.write_bytes(m.SerializeToString())
+    one_line_error(capsys, ["compile", str(p), "-o", str(tmp_path / "o")], "Erf", "erf_node",
+                   "supported")
+    one_line_error(capsys, ["run", str(p), "--input", str(tmp_path / "x.npy")], "x.npy")
+    assert not (tmp_path / "o").exists()
+
+
+def test_corrupt_module_is_rejected(work, tmp_path, capsys) -> None:
+    import shutil
+
+    d = tmp_path / "mod"
+    shutil.copytree(work / "mod", d)
+    (d / "manifest.json").write_text("{not json")
+    one_line_error(capsys, ["run", str(d), "--input", str(work / "x.npy")], "manifest.json")
+    shutil.copytree(work / "mod", tmp_path / "mod2")
+    (tmp_path / "mod2" / "const.bin").unlink()
+    one_line_error(capsys, ["run", str(tmp_path / "mod2"), "--input", str(work / "x.npy")],
+                   "recompile")
+
+
+def test_compile_options(work, tmp_path, capsys) -> None:
+    out = tmp_path / "m2"
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--float-layer",
+                 "layer4.1.conv2", "--cpu-layer", "layer1.0.conv1", "--preset", "small",
+                 "--buffering", "single"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["config"]["LOG_BLOCK"] == 2
+    assert {k["tiling"]["inp_slots"] for k in m["kernels"].values()} == {1}
+    assert m["partition"]["layer1.0.conv1"] == "cpu" and m["partition"]["layer1.0.conv2"] == "vta"
+    ops = {n["name"]: n["op"] for n in m["graph"]["nodes"]}
+    assert ops["layer4.1.conv2"] == "Conv" and ops["layer4.1.conv1"] == "QConv"
+    one_line_error(capsys, ["compile", str(work / "r.onnx"), "-o", str(out), "--float-layer",
+                            "nope"], "nope")
+    one_line_error(capsys, ["compile", str(work / "r.onnx"), "-o", str(out), "--board",
+                            "no-such-board"], "no-such-board")
+    from vta.boards import get_board
+
+    board = get_board("ultra96-v2")
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--board", board.name,
+                 "--no-vta"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["board"] == board.name and m["config"] == board.default_config.to_dict()
+    # recompiling over an existing module replaces it atomically
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--no-vta"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert set(m["partition"].values()) == {"cpu"} and m["kernels"] == {}
+
+
+def test_host_llvm_kernels(work, capsys) -> None:
+    """Float CPU layers built by the operator compiler's LLVM backend: IR in the module, and
+    the run agrees with the numpy host kernels (float reassociation may differ in last bits)."""
+    out = work / "mod_llvm"
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--host-llvm"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    nodes = {h["node"] for h in m["host_kernels"]}
+    assert {"conv1", "maxpool"} <= nodes
+    assert all("define" in (out / h["llvm_ir"]).read_text() for h in m["host_kernels"])
+    assert main(["run", str(out), "--input", str(work / "x.npy"), "--host", "llvm", "-o",
+                 str(work / "y_llvm.npy")]) == 0
+    assert main(["run", str(out), "--input", str(work / "x.npy"), "-o",
+                 str(work / "y_np.npy")]) == 0
+    a, b = np.load(work / "y_llvm.npy").ravel(), np.load(work / "y_np.npy").ravel()
+    assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.999
+
+
+@pytest.mark.slow
+def test_resnet18_demo_runs(capsys) -> None:
+    """examples/resnet18_demo.py end to end (at 32x32 to stay quick)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "resnet18_demo.py"
+    spec = importlib.util.spec_from_file_location("resnet18_demo", path)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    assert demo.main(["--image-size", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "top-1 match" in out and "cosine similarity" in out and "layer1.0.conv1" in out

@@ -1,0 +1,190 @@
+"""ONNX frontend and float reference: every supported op and the zoo against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+from vta.compiler.graph.errors import ModelError, UnsupportedOpError
+from vta.compiler.graph.onnx_frontend import from_onnx, load_onnx
+from vta.compiler.graph.reference import run_float
+
+from .conftest import assert_close_rel, onnx_model, rand_input, run_ort
+
+pytestmark = pytest.mark.unit
+R = np.random.default_rng(42)
+
+
+def w(*shape: int) -> np.ndarray:
+    return R.standard_normal(shape).astype(np.float32)
+
+
+def node(op: str, ins: list[str], **attrs):
+    return helper.make_node(op, ins, ["y"], name=f"{op.lower()}0", **attrs)
+
+
+# (id, nodes, inputs, initializers, opset)
+CASES = [
+    ("conv", [node("Conv", ["x", "w", "b"], pads=[1, 0, 2, 1], strides=[2, 1])],
+     {"x": [1, 5, 9, 8]}, {"w": w(7, 5, 3, 2), "b": w(7)}, 13),
+    ("conv_dilated_group", [node("Conv", ["x", "w"], dilations=[2, 2], group=2, pads=[2] * 4)],
+     {"x": [2, 6, 10, 10]}, {"w": w(4, 3, 3, 3)}, 13),
+    ("conv_depthwise", [node("Conv", ["x", "w"], group=8, pads=[1] * 4, strides=[2, 2])],
+     {"x": [1, 8, 9, 9]}, {"w": w(16, 1, 3, 3)}, 13),
+    ("conv_valid", [node("Conv", ["x", "w"], auto_pad="VALID")],
+     {"x": [1, 3, 6, 6]}, {"w": w(4, 3, 3, 3)}, 13),
+    ("convtranspose", [node("ConvTranspose", ["x", "w", "b"], strides=[2, 2], pads=[1, 1, 1, 1],
+                            output_padding=[1, 0])],
+     {"x": [1, 4, 5, 6]}, {"w": w(4, 3, 4, 4), "b": w(3)}, 13),
+    ("convtranspose_group", [node("ConvTranspose", ["x", "w"], group=2, strides=[3, 2])],
+     {"x": [1, 4, 3, 3]}, {"w": w(4, 2, 3, 3)}, 13),
+    ("gemm", [node("Gemm", ["x", "w", "c"], alpha=0.5, beta=2.0, transB=1)],
+     {"x": [3, 10]}, {"w": w(6, 10), "c": w(6)}, 13),
+    ("gemm_transA", [node("Gemm", ["x", "w"], transA=1)], {"x": [10, 3]}, {"w": w(10, 6)}, 13),
+    ("gemm_dynamic", [node("Gemm", ["x", "z"])], {"x": [3, 4], "z": [4, 5]}, {}, 13),
+    ("matmul", [node("MatMul", ["x", "w"])], {"x": [2, 3, 8]}, {"w": w(8, 5)}, 13),
+    ("add_bcast", [node("Add", ["x", "b"])], {"x": [1, 4, 3, 3]}, {"b": w(4, 1, 1)}, 13),
+    ("mul", [node("Mul", ["x", "z"])], {"x": [2, 3], "z": [2, 3]}, {}, 13),
+    ("relu", [node("Relu", ["x"])], {"x": [2, 7]}, {}, 13),
+    ("clip11", [node("Clip", ["x", "lo", "hi"])], {"x": [4, 5]},
+     {"lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)}, 13),
+    ("clip6", [node("Clip", ["x"], min=-0.2, max=0.3)], {"x": [4, 5]}, {}, 6),
+    ("batchnorm", [node("BatchNormalization", ["x", "g", "b", "m", "v"], epsilon=1e-3)],
+     {"x": [2, 3, 4, 4]}, {"g": w(3), "b": w(3), "m": w(3), "v": np.abs(w(3)) + 0.5}, 13),
+    ("maxpool", [node("MaxPool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)],
+     {"x": [1, 3, 9, 10]}, {}, 13),
+    ("avgpool", [node("AveragePool", ["x"], kernel_shape=[3, 2], strides=[2, 1],
+                      pads=[1, 0, 1, 1])], {"x": [1, 2, 7, 6]}, {}, 13),
+    ("avgpool_incl", [node("AveragePool", ["x"], kernel_shape=[3, 3], pads=[1] * 4,
+                           count_include_pad=1)], {"x": [1, 2, 5, 5]}, {}, 13),
+    ("gap", [node("GlobalAveragePool", ["x"])], {"x": [2, 3, 5, 4]}, {}, 13),
+    ("flatten", [node("Flatten", ["x"], axis=2)], {"x": [2, 3, 4, 5]}, {}, 13),
+    ("reshape", [node("Reshape", ["x", "s"])], {"x": [2, 3, 4]},
+     {"s": np.array([0, -1], np.int64)}, 13),
+    ("concat", [node("Concat", ["x", "z"], axis=1)], {"x": [1, 2, 3], "z": [1, 4, 3]}, {}, 13),
+    ("softmax13", [node("Softmax", ["x"], axis=1)], {"x": [2, 3, 4]}, {}, 13),
+    ("softmax11", [node("Softmax", ["x"])], {"x": [2, 3, 4]}, {}, 11),
+    ("pad", [node("Pad", ["x", "p", "v"])], {"x": [1, 2, 3, 3]},
+     {"p": np.array([0, 0, 1, 2, 0, 1, 0, 3], np.int64), "v": np.array(1.5, np.float32)}, 13),
+    ("pad_reflect", [node("Pad", ["x", "p"], mode="reflect")], {"x": [1, 1, 4, 4]},
+     {"p": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)}, 13),
+    ("resize_scales", [node("Resize", ["x", "", "s"], mode="nearest")], {"x": [1, 2, 3, 4]},
+     {"s": np.array([1, 1, 2, 3], np.float32)}, 13),
+    ("resize_sizes_asym", [node("Resize", ["x", "", "", "z"], mode="nearest",
+                                coordinate_transformation_mode="asymmetric",
+                                nearest_mode="floor")], {"x": [1, 2, 3, 4]},
+     {"z": np.array([1, 2, 7, 5], np.int64)}, 13),
+    ("resize_align", [node("Resize", ["x", "", "", "z"], mode="nearest",
+                           coordinate_transformation_mode="align_corners",
+                           nearest_mode="round_prefer_ceil")], {"x": [1, 1, 4, 5]},
+     {"z": np.array([1, 1, 7, 9], np.int64)}, 13),
+    ("upsample9", [node("Upsample", ["x", "s"], mode="nearest")], {"x": [1, 2, 3, 3]},
+     {"s": np.array([1, 1, 2, 2], np.float32)}, 9),
+    ("identity_constant", [helper.make_node("Constant", [], ["c"], name="k",
+                                            value=helper.make_tensor("v", 1, [3], [1, 2, 3])),
+                           node("Add", ["x", "c"])], {"x": [2, 3]}, {}, 13),
+    ("tanh_sigmoid", [helper.make_node("Tanh", ["x"], ["t"], name="t0"),
+                      node("Sigmoid", ["t"])], {"x": [3, 4]}, {}, 13),
+]
+
+
+@pytest.mark.parametrize("nodes, inputs, inits, opset", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_op_matches_onnxruntime(nodes, inputs, inits, opset) -> None:
+    model = onnx_model(nodes, inputs, {"y": None}, inits, opset)
+    g = from_onnx(model)
+    feeds = {k: R.standard_normal(s).astype(np.float32) for k, s in inputs.items()}
+    ours = run_float(g, feeds)["y"]
+    (ref,) = run_ort(model, feeds)
+    assert_close_rel(ours, ref, 1e-5)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v1", "dcgan"])
+def test_zoo_float_matches_onnxruntime(small_models, name: str) -> None:
+    model, g = small_models[name]
+    for seed in range(2):
+        feeds = rand_input(g, seed)
+        ours = run_float(g, feeds)[g.outputs[0]]
+        (ref,) = run_ort(model, feeds)
+        assert_close_rel(ours, ref, 1e-4)
+        assert np.linalg.norm(ours - ref) <= 1e-4 * np.linalg.norm(ref)
+
+
+def test_zoo_structure(small_models) -> None:
+    ops = {name: [n.op for n in g.nodes] for name, (_, g) in small_models.items()}
+    assert ops["resnet18"].count("Conv") == 20 and ops["resnet18"].count("Add") == 8
+    mob = small_models["mobilenet_v1"][1]
+    groups = [n.attrs["group"] for n in mob.nodes if n.op == "Conv"]
+    assert sum(g > 1 for g in groups) == 13  # the depthwise convolutions
+    assert ops["dcgan"].count("ConvTranspose") == 5
+    z = small_models["dcgan"][1]
+    assert run_float(z, rand_input(z))[z.outputs[0]].shape == (1, 3, 64, 64)
+
+
+def test_zoo_is_seeded() -> None:
+    from vta.compiler.graph import zoo
+
+    a = zoo.build("dcgan", ngf=8, seed=3).SerializeToString()
+    b = zoo.build("dcgan", ngf=8, seed=3).SerializeToString()
+    c = zoo.build("dcgan", ngf=8, seed=4).SerializeToString()
+    assert a == b and a != c
+
+
+# ------------------------------------------------------------------------- errors
+def test_unsupported_op_names_op_node_and_supported() -> None:
+    m = onnx_model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], name="rnn1")],
+                   {"x": [1, 1, 2]}, {"y": None}, {"w": w(1, 4, 2), "r": w(1, 4, 1)})
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(m)
+    msg = str(e.value)
+    assert "LSTM" in msg and "rnn1" in msg and "Conv" in msg and "\n" not in msg
+
+
+def test_unsupported_attribute_value() -> None:
+    m = onnx_model([node("MaxPool", ["x"], kernel_shape=[2, 2], ceil_mode=1)],
+                   {"x": [1, 1, 4, 4]}, {"y": None})
+    with pytest.raises(UnsupportedOpError, match="maxpool0.*ceil_mode"):
+        from_onnx(m)
+    m = onnx_model([node("Resize", ["x", "", "s"], mode="linear")], {"x": [1, 1, 2, 2]},
+                   {"y": None}, {"s": np.array([1, 1, 2, 2], np.float32)})
+    with pytest.raises(UnsupportedOpError, match="Resize.*mode=linear.*nearest"):
+        from_onnx(m)
+
+
+def test_non_constant_weight_rejected() -> None:
+    m = onnx_model([node("Conv", ["x", "k"])], {"x": [1, 1, 3, 3], "k": [1, 1, 1, 1]},
+                   {"y": None})
+    with pytest.raises(UnsupportedOpError, match="weight.*constant"):
+        from_onnx(m)
+
+
+@pytest.mark.parametrize("content", [b"", b"not an onnx file at all \x00\xff" * 10])
+def test_malformed_files(tmp_path, content: bytes) -> None:
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(content)
+    with pytest.raises(ModelError) as e:
+        load_onnx(p)
+    assert "\n" not in str(e.value) and "bad.onnx" in str(e.value)
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        load_onnx(tmp_path / "nope.onnx")
+
+
+def test_invalid_graph_rejected() -> None:
+    # a node reading a tensor that nothing defines fails the ONNX checker
+    m = onnx_model([node("Relu", ["ghost"])], {"x": [1]}, {"y": None})
+    with pytest.raises(ModelError, match="not a valid ONNX model"):
+        from_onnx(m)
+
+
+def test_non_float_input_rejected() -> None:
+    from onnx import TensorProto
+
+    g = helper.make_graph([node("Relu", ["x"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.INT32, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(UnsupportedOpError, match="INT32"):
+        from_onnx(m)

@@ -1,0 +1,363 @@
+"""VTA execution on the functional simulator: bit-exact against the int8 reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vta.compiler.graph.executor import Executor, RunReport
+from vta.compiler.graph.ir import Graph, Node, TensorInfo
+from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.quantize import run_quantized
+from vta.compiler.graph.vta_lower import choose_tiling, conv_geom
+from vta.isa import Config
+
+from .conftest import rand_input
+
+pytestmark = pytest.mark.sim
+
+#: A configuration with tiny buffers: forces input-channel chunks, row tiles and single
+#: output blocks per GEMM (inp 256, wgt 64, acc 128 entries).
+TINY = Config(LOG_INP_BUFF_SIZE=12, LOG_WGT_BUFF_SIZE=14, LOG_ACC_BUFF_SIZE=13)
+
+
+def conv_graph(c: int, o: int, h: int, w: int, k: int, *, n: int = 1, stride=(1, 1),
+               pads=(1, 1, 1, 1), dil=(1, 1), relu: bool = True, seed: int = 0) -> Graph:
+    rng = np.random.default_rng(seed)
+    params = {"w": (rng.standard_normal((o, c, k, k)) * np.sqrt(2 / (c * k * k)))
+              .astype(np.float32), "b": rng.standard_normal(o).astype(np.float32) * 0.1}
+    attrs = {"strides": list(stride), "pads": list(pads), "dilations": list(dil), "group": 1}
+    if relu:
+        attrs.update(activation="relu", act_min=0.0, act_max=None)
+    return Graph([Node("Conv", "conv", ["x", "w", "b"], ["y"], attrs)],
+                 {"x": TensorInfo((n, c, h, w))}, ["y"], params, "conv")
+
+
+def run_both(g: Graph, cfg: Config, *, seed: int = 1, arena_base: int = 0):
+    m = compile_graph(g, cfg, keep_first_float=False)
+    x = rand_input(g, seed)
+    ref = run_quantized(m.graph, x, keep=True)
+    rep = RunReport("fsim")
+    with Executor(m, "fsim", arena_base=arena_base) as ex:
+        out = ex.run(x, rep)
+    return m, ref, out, rep
+
+
+CASES = {
+    "3x3_pad_stride2_odd_channels": dict(c=5, o=20, h=7, w=9, k=3, stride=(2, 2),
+                                         pads=(1, 0, 2, 1)),
+    "1x1_no_relu": dict(c=32, o=48, h=5, w=6, k=1, pads=(0, 0, 0, 0), relu=False),
+    "dilated": dict(c=16, o=16, h=9, w=9, k=3, dil=(2, 2), pads=(2, 2, 2, 2)),
+    "7x7_stride2": dict(c=3, o=16, h=20, w=20, k=7, stride=(2, 2), pads=(3, 3, 3, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_conv_layer_bit_exact(case: str) -> None:
+    m, ref, out, rep = run_both(conv_graph(**CASES[case]), Config())
+    (layer,) = [r for r in rep.layers if r.op == "QConv"]
+    assert layer.where == "fsim"
+    np.testing.assert_array_equal(out["y"], ref["y"])
+    # and the quantized output is not trivial (mostly zero)
+    q = ref["y.int8"]
+    assert np.count_nonzero(q) > q.size // 4
+
+
+def test_tiny_buffers_force_chunks_tiles_and_groups() -> None:
+    g = conv_graph(c=128, o=40, h=12, w=12, k=3)
+    geom = conv_geom((1, 128, 12, 12), (40, 128, 3, 3), g.nodes[0].attrs)
+    t = choose_tiling(TINY, geom)
+    assert t.chunk < 8 and 8 % t.chunk != 0  # two chunk sizes
+    assert t.th < geom.oh and t.group < 3
+    m, ref, out, _ = run_both(g, TINY)
+    np.testing.assert_array_equal(out["y"], ref["y"])
+
+
+def test_small_preset_and_batch(small_cfg) -> None:
+    g = conv_graph(c=6, o=10, h=6, w=5, k=3, n=3)
+    for cfg in (small_cfg, Config(LOG_BATCH=1)):
+        m, ref, out, _ = run_both(g, cfg)
+        np.testing.assert_array_equal(out["y"], ref["y"])
+
+
+def test_relocated_arena_gives_same_result() -> None:
+    g = conv_graph(c=16, o=32, h=8, w=8, k=3)
+    _, ref, out0, _ = run_both(g, Config())
+    _, _, out1, _ = run_both(g, Config(), arena_base=1 << 16)
+    np.testing.assert_array_equal(out0["y"], ref["y"])
+    np.testing.assert_array_equal(out1["y"], ref["y"])
+
+
+@pytest.mark.parametrize("name, per_channel", [("resnet18", False), ("dcgan", False),
+                                               ("mobilenet_v1", False), ("mobilenet_v1", True)])
+def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool) -> None:
+    _, g = small_models[name]
+    m = compile_graph(g, Config(), per_channel=per_channel)
+    x = rand_input(g, 3)
+    ref = run_quantized(m.graph, x)[g.outputs[0]]
+    rep = RunReport("fsim")
+    with Executor(m, "fsim") as ex:
+        out = ex.run(x, rep)[g.outputs[0]]
+    np.testing.assert_array_equal(out, ref)
+    on_vta = {r.node for r in rep.layers if r.where == "fsim"}
+    if name == "mobilenet_v1":
+        # pointwise convs, the classifier, and the depthwise convs with whole 16-channel blocks
+        # (block-diagonal group convs); the first depthwise conv has only 8 channels
+        dw = {n.name for n in m.graph.nodes if n.op == "QConv" and n.attrs["group"] > 1}
+        assert "dw1" in dw and "dw1" not in on_vta and dw - {"dw1"} <= on_vta
+        assert len(on_vta) == 13 + 1 + len(dw) - 1
+    else:
+        assert len(on_vta) == {"resnet18": 20, "dcgan": 4}[name]
+    # the whole-CPU run of the same module gives the same bits
+    with Executor(m, "cpu") as ex:
+        np.testing.assert_array_equal(ex.run(x)[g.outputs[0]], ref)
+
+
+@pytest.mark.unit
+def test_fast_encoder_matches_isa_encoder() -> None:
+    from vta.compiler.graph.vta_lower import Addrs, encode_fast, lower_conv
+    from vta.isa import decode_program, encode_program
+    from vta.isa.errors import EncodeError
+
+    g = conv_graph(c=40, o=24, h=9, w=7, k=3, stride=(2, 1))
+    geom = conv_geom((1, 40, 9, 7), (24, 40, 3, 3), g.nodes[0].attrs)
+    for cfg in (Config(), TINY):
+        insns, _ = lower_conv(cfg, geom, Addrs(100, 200, 300, 400, 500), shift=9, lo=-5, hi=99)
+        fast = encode_fast(insns, cfg)
+        assert fast == encode_program(insns, cfg)
+        assert decode_program(fast, cfg) == insns
+    with pytest.raises(EncodeError, match="dram_base"):
+        lower_insns, _ = lower_conv(Config(), geom, Addrs(1 << 33, 0, 0, 0, 0), shift=1, lo=0,
+                                    hi=1)
+        encode_fast(lower_insns, Config())
+
+
+def _layer_dram(cfg: Config, x: np.ndarray, w: np.ndarray, bias: np.ndarray, t, geom):
+    """A DRAM image with the packed operands of one layer, and their element addresses."""
+    from vta.compiler.graph.pack import pack_activation, pack_weight
+    from vta.compiler.graph.vta_lower import Addrs, layer_uops
+    from vta.isa import encode_uops
+
+    xp = pack_activation(x, cfg.batch, cfg.block).view(np.uint8).ravel()
+    wp = pack_weight(w, cfg.block_out, cfg.block_in).view(np.uint8).ravel()
+    ob = -(-w.shape[0] // cfg.block_out)
+    bp = np.zeros((ob, cfg.batch, cfg.block_out), np.int32)
+    bp[:] = np.pad(bias, (0, ob * cfg.block_out - len(bias))).reshape(ob, 1, cfg.block_out)
+    ub = np.frombuffer(encode_uops(layer_uops(cfg, geom, t)[0], cfg), np.uint8)
+    blobs = [xp, wp, bp.view(np.uint8).ravel(), ub]
+    out_bytes = -(-geom.n // cfg.batch) * ob * geom.oh * geom.ow * cfg.out_elem_bytes
+    align = 4096
+    offs, off = [], 0
+    for b in blobs + [np.zeros(out_bytes, np.uint8)]:
+        offs.append(off)
+        off += -(-len(b) // align) * align
+    dram = np.zeros(off, np.uint8)
+    for o, b in zip(offs, blobs):
+        dram[o:o + len(b)] = b
+    a = Addrs(offs[0] // cfg.inp_elem_bytes, offs[1] // cfg.wgt_elem_bytes,
+              offs[2] // cfg.acc_elem_bytes, offs[4] // cfg.out_elem_bytes, offs[3] // 4)
+    return dram, a, offs[4]
+
+
+@pytest.mark.parametrize("slots, order", [(1, "tile"), (2, "tile"), (1, "group"),
+                                          (2, "group"), ((1, 2, 2), "tile"),
+                                          ((2, 1, 2), "group"), ((1, 2, 1), "group")])
+@pytest.mark.parametrize("cfg_name, n, c, o, hw, k, stride", [
+    ("tiny", 1, 128, 40, 12, 3, 1), ("tiny", 1, 24, 24, 9, 3, 2),
+    ("default", 1, 64, 96, 14, 3, 1), ("default", 1, 256, 64, 7, 1, 1),
+    ("small", 3, 6, 10, 6, 3, 1)])
+def test_lowering_is_race_free_and_exact(cfg_name, n, c, o, hw, k, stride, slots, order
+                                         ) -> None:
+    """Every scheduling order of the three modules gives the int8 reference's bits."""
+    from vta.compiler.graph import ops
+    from vta.compiler.graph.pack import unpack_activation
+    from vta.compiler.graph.quantize import shift_clip
+    from vta.compiler.graph.vta_lower import lower_conv
+    from vta.sim import fsim
+
+    cfg = {"tiny": TINY, "default": Config(), "small": Config.preset("small")}[cfg_name]
+    rng = np.random.default_rng(c + o)
+    x = rng.integers(-128, 128, (n, c, hw, hw), dtype=np.int8)
+    w = rng.integers(-128, 128, (o, c, k, k), dtype=np.int8)
+    bias = rng.integers(-2**16, 2**16, o).astype(np.int32)
+    pad = k // 2
+    attrs = {"strides": [stride] * 2, "pads": [pad] * 4, "dilations": [1, 1]}
+    geom = conv_geom(x.shape, w.shape, attrs)
+    t = choose_tiling(cfg, geom, slots, order)
+    dram, a, out_off = _layer_dram(cfg, x, w, bias, t, geom)
+    insns, _ = lower_conv(cfg, geom, a, shift=11, lo=-100, hi=120, tiling=t)
+    res = fsim.check_races(insns, dram, cfg, random_orders=2)
+    ob, nb = -(-o // cfg.block_out), -(-n // cfg.batch)
+    raw = res.dram[out_off:out_off + nb * ob * geom.oh * geom.ow * cfg.out_elem_bytes]
+    got = unpack_activation(raw.view(np.int8).reshape(nb, ob, geom.oh, geom.ow, cfg.batch,
+                                                      cfg.block), n, o)
+    acc = ops.conv2d(x, w, None, strides=attrs["strides"], pads=attrs["pads"],
+                     dilations=[1, 1], group=1) + bias.astype(np.int64)[None, :, None, None]
+    np.testing.assert_array_equal(got, shift_clip(acc, 11, -100, 120))
+
+
+def test_operator_compiler_kernels_agree(small_models) -> None:
+    """The same module with its conv layers run by vta.compiler.topi's schedules on fsim gives
+    the same bits as the module's own instruction streams (and the int8 reference)."""
+    _, g = small_models["dcgan"]
+    m = compile_graph(g, Config())
+    x = rand_input(g, 4)
+    ref = run_quantized(m.graph, x)[g.outputs[0]]
+    with Executor(m, "fsim", lowering="topi") as ex:
+        out = ex.run(x)[g.outputs[0]]
+        used = [k for k, op in ex._topi.items() if op is not None]
+    assert len(used) >= 3
+    np.testing.assert_array_equal(out, ref)
+
+
+def _mixed_model():
+    """A small network using the remaining int8 ops: Clip (relu6), Pad, AveragePool, Resize,
+    Concat, MaxPool, a float Mul and Softmax after a Gemm."""
+    from onnx import helper
+
+    from .conftest import onnx_model
+
+    rng = np.random.default_rng(5)
+
+    def w(*s):  # noqa: ANN002, ANN202
+        return (rng.standard_normal(s) * np.sqrt(2 / np.prod(s[1:]))).astype(np.float32)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], name="c0", pads=[1] * 4),
+        helper.make_node("Conv", ["c0", "w1", "b1"], ["c1"], name="c1", pads=[1] * 4),
+        helper.make_node("Clip", ["c1", "zero", "six"], ["r1"], name="relu6"),
+        helper.make_node("Pad", ["r1", "pads"], ["p1"], name="pad"),
+        helper.make_node("AveragePool", ["p1"], ["a1"], name="avg", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Conv", ["a1", "w2"], ["c2"], name="c2", pads=[1] * 4),
+        helper.make_node("Resize", ["c2", "", "scales"], ["u2"], name="up", mode="nearest"),
+        helper.make_node("Concat", ["u2", "p1"], ["cat"], name="cat", axis=1),
+        helper.make_node("MaxPool", ["cat"], ["m"], name="pool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Conv", ["m", "w3"], ["c3"], name="c3"),
+        helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
+        helper.make_node("GlobalAveragePool", ["r3"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["l"], name="fc", transB=1),
+        helper.make_node("Mul", ["l", "t"], ["lt"], name="temp"),
+        helper.make_node("Softmax", ["lt"], ["y"], name="softmax", axis=1),
+    ]
+    inits = {"w0": w(8, 3, 3, 3), "w1": w(20, 8, 3, 3), "b1": w(20) * 0.1,
+             "zero": np.array(0, np.float32), "six": np.array(6, np.float32),
+             "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "w2": w(12, 20, 3, 3),
+             "scales": np.array([1, 1, 2, 2], np.float32), "w3": w(24, 32, 1, 1),
+             "wf": w(10, 24), "bf": w(10) * 0.1, "t": np.array(2.0, np.float32)}
+    return onnx_model(nodes, {"x": [1, 3, 16, 16]}, {"y": [1, 10]}, inits)
+
+
+def test_mixed_int8_ops_bit_exact_and_close_to_float() -> None:
+    from vta.compiler.graph.onnx_frontend import from_onnx
+    from vta.compiler.graph.reference import run_float
+
+    from .conftest import assert_close_rel, run_ort
+
+    model = _mixed_model()
+    g = from_onnx(model)
+    x = rand_input(g, 11)
+    assert_close_rel(run_float(g, x)["y"], run_ort(model, x)[0], 1e-5)
+    m = compile_graph(g, Config())
+    ops = {n.name: n.op for n in m.graph.nodes}
+    assert "relu6" not in ops  # fused into c1's epilogue: clip at 0 and round(6 * 2^exp)
+    c1 = m.graph.node("c1")
+    assert c1.attrs["lo"] == 0 and c1.attrs["hi"] == min(127, round(6 * 2 ** c1.attrs["out_exp"]))
+    expect = {"c0": "Conv", "c1": "QConv", "pad": "QPad", "avg": "QAveragePool", "up": "Resize",
+              "cat": "QConcat", "pool": "QMaxPool", "gap": "QGlobalAveragePool",
+              "fc": "QDense", "temp": "Mul", "softmax": "Softmax"}
+    assert {k: ops[k] for k in expect} == expect
+    ref = run_quantized(m.graph, x)["y"]
+    with Executor(m, "fsim") as ex:
+        out = ex.run(x)["y"]
+    np.testing.assert_array_equal(out, ref)
+    f = run_float(g, x)["y"].ravel()
+    assert float(f @ out.ravel() / np.linalg.norm(f) / np.linalg.norm(out)) > 0.98
+
+
+@pytest.mark.parametrize("cfg_name", ["default", "small"])
+@pytest.mark.parametrize("c, o, group, stride", [(32, 32, 32, 2), (32, 64, 2, 1), (64, 64, 64, 1)])
+def test_grouped_conv_on_vta_race_free(cfg_name, c, o, group, stride) -> None:
+    """Grouped convs (whole channel blocks per group) and depthwise convs (as block-diagonal
+    group convs): one concatenated program per layer, race-free and bit-exact."""
+    cfg = Config() if cfg_name == "default" else Config.preset("small")
+    rng = np.random.default_rng(c + o + group)
+    params = {"w": (rng.standard_normal((o, c // group, 3, 3)) * 0.3).astype(np.float32),
+              "b": rng.standard_normal(o).astype(np.float32) * 0.1}
+    attrs = {"strides": [stride] * 2, "pads": [1] * 4, "dilations": [1, 1], "group": group,
+             "activation": "relu", "act_min": 0.0, "act_max": None}
+    g = Graph([Node("Conv", "conv", ["x", "w", "b"], ["y"], attrs)],
+              {"x": TensorInfo((1, c, 9, 9))}, ["y"], params, "gconv")
+    m = compile_graph(g, cfg, keep_first_float=False)
+    assert m.partition["conv"] == "vta"
+    _check_module_layer(m, "conv", rand_input(g, 2))
+
+
+def _check_module_layer(m, name: str, x) -> None:  # noqa: ANN001
+    """Run one compiled layer's stream under every scheduling order (fsim.check_races) on a
+    DRAM image built like the executor's; compare with the int8 reference."""
+    from vta.compiler.graph.pack import pack_activation, unpack_activation
+    from vta.sim import fsim
+
+    cfg = m.cfg
+    env = run_quantized(m.graph, x, keep=True)
+    q = m.graph.node(name)
+    dram = np.zeros(m.plan.size, np.uint8)
+    dram[:len(m.const_image)] = np.frombuffer(m.const_image, np.uint8)
+    xin = pack_activation(env[q.inputs[0]], cfg.batch, cfg.block).view(np.uint8).ravel()
+    ib, ob = m.plan.buffers[q.inputs[0]], m.plan.buffers[q.outputs[0]]
+    dram[ib.offset:ib.offset + xin.size] = xin
+    res = fsim.check_races(m.kernels[name].program, dram, cfg, random_orders=2)
+    shp = m.shapes[q.outputs[0]]
+    nbytes = -(-shp[1] // cfg.block) * shp[2] * shp[3] * cfg.block
+    got = unpack_activation(res.dram[ob.offset:ob.offset + nbytes].view(np.int8).reshape(
+        1, -1, shp[2], shp[3], 1, cfg.block), 1, shp[1]).reshape(shp)
+    np.testing.assert_array_equal(got, env[q.outputs[0]])
+    assert np.count_nonzero(got) > got.size // 4
+
+
+@pytest.mark.unit
+def test_group_plan_rejects_partial_blocks() -> None:
+    from vta.compiler.graph.vta_lower import LoweringError, group_plan
+
+    attrs = {"strides": [1, 1], "pads": [1] * 4, "dilations": [1, 1]}
+    with pytest.raises(LoweringError, match="whole 16-channel blocks"):
+        group_plan(Config(), (1, 32, 8, 8), (48, 16, 3, 3), dict(attrs, group=2))
+    gp = group_plan(Config(), (1, 48, 8, 8), (48, 1, 3, 3), dict(attrs, group=48))
+    assert gp.count == 3 and gp.geom.c == gp.geom.o == 16 and gp.cb_total == 3
+    w = np.arange(48 * 9, dtype=np.float32).reshape(48, 1, 3, 3)
+    s = gp.slices(w, Config())
+    # block-diagonal: output channel j of slice k only sees input channel j
+    assert s[1].shape == (16, 16, 3, 3) and (s[1][5, 5] == w[21, 0]).all()
+    assert np.count_nonzero(s[1]) == np.count_nonzero(w[16:32])
+
+
+@pytest.mark.parametrize("cfg_name", ["default", "tiny"])
+def test_per_channel_shifts_on_vta(cfg_name) -> None:
+    """Per-channel weight exponents: VTA shifts by a vector (ALU SHR with a per-lane amount)."""
+    cfg = Config() if cfg_name == "default" else TINY
+    g = conv_graph(c=40, o=36, h=9, w=9, k=3, seed=3)
+    g.params["w"] = g.params["w"] * np.geomspace(0.05, 4, 36, dtype=np.float32)[:, None, None,
+                                                                                None]
+    m = compile_graph(g, cfg, keep_first_float=False, per_channel=True)
+    shift = m.graph.node("conv").attrs["shift"]
+    assert isinstance(shift, list) and len(set(shift)) > 3
+    _check_module_layer(m, "conv", rand_input(g, 6))
+    # the weights are far more accurate than with one exponent for all channels, and the
+    # output (whose activation scale is still one per tensor) is no worse
+    from vta.compiler.graph.reference import run_float
+
+    x = rand_input(g, 7)
+    f = run_float(g, x)["y"]
+    errs, werrs = [], []
+    for pc in (False, True):
+        q = compile_graph(g, cfg, keep_first_float=False, per_channel=pc).graph
+        errs.append(np.linalg.norm(run_quantized(q, x)["y"] - f))
+        n = q.node("conv")
+        e = np.asarray(n.attrs["w_exp"], np.float64).reshape(-1, 1, 1, 1)
+        d = (q.params[n.inputs[1]] * 2.0 ** -e - g.params["w"]).reshape(36, -1)
+        werrs.append(np.max(np.linalg.norm(d, axis=1)
+                            / np.linalg.norm(g.params["w"].reshape(36, -1), axis=1)))
+    # worst channel's relative weight error
+    assert werrs[1] < 0.3 * werrs[0] and errs[1] <= errs[0]

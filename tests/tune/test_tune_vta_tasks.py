@@ -1,0 +1,82 @@
+"""Tuning the compiler's VTA operators: templates, the perf measurer, IR features, models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vta.isa import Config
+from vta.tune import Measurer, RandomTuner, Task, XGBTuner
+from vta.tune.task import task_features
+from vta.tune.workloads import WorkloadError, parse_workload
+
+
+@pytest.fixture(scope="module")
+def small() -> Config:
+    return Config.preset("small")
+
+
+@pytest.mark.sim
+def test_conv2d_tuning_on_perf_and_best_config_is_correct(small: Config) -> None:
+    from vta.compiler.topi import conv2d_packed, conv2d_reference
+    from vta.tune.vta_tasks import EPILOGUE, measure_perf
+
+    task = parse_workload("conv2d:H=8,W=8,CI=8,CO=8,K=3,S=1,P=1", small)
+    valid = task.space.valid_indices()
+    assert 0 < len(valid) < len(task.space)
+    res = XGBTuner(task, seed=0).tune(12, Measurer("perf"), batch_size=6)
+    assert res.trials == 12 and res.best_cost is not None
+    assert all(task.space.is_valid(i) for i, _, _ in res.history)
+    # re-measuring the best configuration gives the recorded cost (the model is deterministic)
+    best = task.space.get(res.best_index)
+    assert measure_perf(task.instantiate(best)) == res.best_cost
+    # and the tuned schedule computes the right thing on fsim
+    knobs = dict(best.values)
+    op = conv2d_packed((1, 2, 8, 8, 1, 4), (2, 2, 3, 3, 4, 4), strides=(1, 1), padding=(1, 1),
+                       knobs=knobs, config=small, target="fsim", **EPILOGUE)
+    rng = np.random.default_rng(1)
+    data = rng.integers(-128, 128, (1, 2, 8, 8, 1, 4), dtype=np.int8)
+    kernel = rng.integers(-128, 128, (2, 2, 3, 3, 4, 4), dtype=np.int8)
+    ref = conv2d_reference(data, kernel, (1, 1), (1, 1), op.info["epilogue"])
+    assert np.array_equal(op(data, kernel), ref)
+
+
+@pytest.mark.sim
+def test_dense_template_and_features(small: Config) -> None:
+    task = parse_workload("dense:N=4,K=16,M=16", small)
+    res = RandomTuner(task, seed=0).tune(6, Measurer("perf"), batch_size=3)
+    assert res.best_cost is not None
+    f = [task_features(task, i) for i, _, _ in res.history[:3]]
+    assert all(x.shape == f[0].shape and np.isfinite(x).all() for x in f)
+    # different tilings lower to different loop nests: the IR features tell them apart
+    assert len({tuple(np.round(x, 6)) for x in f}) == len(f)
+
+
+@pytest.mark.unit
+def test_workload_spec_errors(small: Config) -> None:
+    with pytest.raises(WorkloadError, match="CI=6 is not a multiple of 4"):
+        parse_workload("conv2d:CI=6", small)
+    with pytest.raises(WorkloadError, match="unknown key 'Q'"):
+        parse_workload("conv2d:Q=1", small)
+    with pytest.raises(WorkloadError, match="not an integer"):
+        parse_workload("dense:N=x", small)
+    with pytest.raises(WorkloadError, match="unknown workload 'pool'"):
+        parse_workload("pool:N=1", small)
+
+
+@pytest.mark.sim
+def test_tasks_from_a_zoo_model(tmp_path, small: Config) -> None:
+    import onnx
+
+    from vta.compiler.graph import zoo
+    from vta.tune.vta_tasks import tasks_from_model
+
+    path = tmp_path / "r18.onnx"
+    onnx.save(zoo.resnet18(image_size=32, num_classes=10), str(path))
+    tasks = tasks_from_model(path, small)
+    names = {t.name for t in tasks}
+    assert names == {"vta.conv2d", "vta.dense"}
+    # after the first conv, ResNet-18 has 10 distinct conv shapes: TVM's table C2, C4-C12
+    # (its C3, a 1x1 64->64 conv, is not in the standard ResNet-18)
+    assert sum(t.name == "vta.conv2d" for t in tasks) == 10
+    assert all(isinstance(t, Task) and len(t.space.valid_indices()) > 0 for t in tasks)

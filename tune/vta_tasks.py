@@ -1,0 +1,328 @@
+"""Tuning templates for the compiler's VTA operators, their measurers and cost-model features.
+
+Templates: ``vta.conv2d`` and ``vta.dense`` over the knobs of :mod:`vta.compiler.topi`
+(tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread), with configurations that
+overflow a scratchpad filtered out before anything is built. Measurers: ``perf`` (the
+cycle-approximate model, fast) and ``tsim`` (Verilator, cycle-accurate; also checks the output
+against numpy and records a wrong result as invalid). Features: the lowered loop IR's loops
+(extent, nesting) and per-buffer DMA traffic, plus the knobs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vta.isa import Config
+
+from .measure import WrongResult, register_measurer
+from .task import Task, features, template
+from .workloads import Workload, WorkloadError, register_workload
+
+#: A quantized conv's epilogue (shift, relu, clip to int8) as the networks compile it.
+EPILOGUE = {"shift": 8, "relu": True, "clip": (0, 127)}
+
+
+def _cfg(params: dict[str, int]) -> Config:
+    return Config(**params)
+
+
+@template("vta.conv2d")
+def conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int, sh: int,
+                    sw: int, ph: int, pw: int, config: dict[str, int]):
+    """Packed conv2d; shapes in tiles (n/BATCH, ci/BLOCK_IN, co/BLOCK_OUT)."""
+    from vta.compiler.topi import conv2d_fits, conv2d_knob_space, conv2d_packed
+
+    hw = _cfg(config)
+    data_shape = (n, ci, h, w, hw.batch, hw.block_in)
+    kernel_shape = (co, ci, kh, kw, hw.block_out, hw.block_in)
+    for name, cands in conv2d_knob_space(data_shape, kernel_shape, (sh, sw), (ph, pw)).items():
+        cfg.define_knob(name, cands)
+    cfg.add_constraint(lambda e: _conv_valid(dict(e.values), data_shape, kernel_shape, (sh, sw),
+                                             hw, conv2d_fits))
+    if not hasattr(cfg, "index"):  # definition mode: nothing to build
+        return None
+    return conv2d_packed(data_shape, kernel_shape, strides=(sh, sw), padding=(ph, pw),
+                         knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
+
+
+def _conv_valid(k: dict[str, int], data_shape, kernel_shape, strides, hw: Config, fits) -> bool:
+    oh = data_shape[2] // k["tile_h"]
+    co_tiles = kernel_shape[0] // k["tile_co"]
+    return (fits(k, kernel_shape, strides, hw)
+            and (k["h_nthread"] == 1 or oh % k["h_nthread"] == 0)
+            and (k["oc_nthread"] == 1 or co_tiles % k["oc_nthread"] == 0)
+            and k["h_nthread"] * k["oc_nthread"] <= 2)
+
+
+@template("vta.dense")
+def dense_template(cfg, n: int, k: int, m: int, config: dict[str, int]):
+    """Packed dense; shapes in tiles (n/BATCH, k/BLOCK_IN, m/BLOCK_OUT)."""
+    from vta.compiler.topi import dense_packed
+
+    hw = _cfg(config)
+    div = [[d for d in range(1, x + 1) if x % d == 0] for x in (n, k, m)]
+    cfg.define_knob("tile_b", div[0])
+    cfg.define_knob("tile_ci", div[1])
+    cfg.define_knob("tile_co", div[2])
+    cfg.define_knob("oc_nthread", [1, 2])
+
+    def fits(e) -> bool:
+        v = e.values
+        nt = v["oc_nthread"]
+        return ((m // v["tile_co"]) % nt == 0
+                and nt * v["tile_b"] * v["tile_ci"] <= hw.inp_depth
+                and nt * v["tile_co"] * v["tile_ci"] <= hw.wgt_depth
+                and nt * v["tile_b"] * v["tile_co"] <= hw.acc_depth)
+
+    cfg.add_constraint(fits)
+    if not hasattr(cfg, "index"):
+        return None
+    return dense_packed((n, k, hw.batch, hw.block_in), (m, k, hw.block_out, hw.block_in),
+                        knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
+
+
+# ------------------------------------------------------------------------------ measurers
+def _inputs(op: Any, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for t in op.args[:-1]:
+        dt = np.dtype(t.dtype)
+        lo, hi = (-128, 128) if dt.itemsize == 1 else (-1000, 1000)
+        arrays.append(rng.integers(lo, hi, t.shape, dtype=dt))
+    return arrays
+
+
+def _fresh_device(op: Any, target: str) -> Any:
+    """A new device per measurement: a warm micro-op cache left by an earlier candidate
+    would make costs depend on measurement order."""
+    from vta import runtime as rt
+
+    nbytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in op.args)
+    return rt.open(target, op.cfg, arena_size=max(1 << 20, 4 * nbytes + (1 << 20)))
+
+
+def measure_perf(op: Any, **_: Any) -> float:
+    """Cycles of the operator's program on the performance model (cold start)."""
+    op.build("perf", device=_fresh_device(op, "perf"))
+    args = [np.zeros(t.shape, np.dtype(t.dtype)) for t in op.args]
+    stats = op.module(*args)
+    return float(stats["cycles"])
+
+
+def measure_tsim(op: Any, **_: Any) -> float:
+    """Cycles on the Verilator model; a result that differs from numpy is a WrongResult."""
+    from vta.compiler.topi import conv2d_reference, dense_reference
+
+    op.build("tsim", device=_fresh_device(op, "tsim"))
+    ins = _inputs(op)
+    out = np.zeros(op.out_shape, np.dtype(op.out_dtype))
+    stats = op.module(*ins, out)
+    epi = op.info.get("epilogue")
+    if op.name.startswith("conv2d"):
+        ref = conv2d_reference(ins[0], ins[1], op.info["strides"], op.info["padding"], epi)
+    else:
+        ref = dense_reference(ins[0], ins[1], epi)
+    if not np.array_equal(out, ref):
+        raise WrongResult(f"{int((out != ref).sum())} output elements differ from numpy")
+    return float(stats["cycles"])
+
+
+register_measurer("perf", measure_perf)
+register_measurer("tsim", measure_tsim)
+
+
+# ------------------------------------------------------------------------------ features
+MAX_LOOPS = 8
+
+
+def ir_features(func: Any) -> np.ndarray:
+    """TVM-paper-style features of a lowered VTA function: the first loops' extents and
+    nesting, and per memory scope the DMA elements moved, DMA count and reuse."""
+    from vta.compiler.tir import stmt as S
+
+    loops: list[tuple[int, int]] = []
+    traffic: dict[str, list[float]] = {k: [0.0, 0.0] for k in ("inp", "wgt", "acc", "out")}
+    compute = [0.0, 0.0, 0.0]  # gemm kernel launches, gemm micro-ops, alu micro-ops
+
+    def scope_key(buf: Any) -> str:
+        s = getattr(buf, "scope", "")
+        for k in ("inp", "wgt", "acc"):
+            if k in s:
+                return k
+        return "out"
+
+    def walk(node: Any, depth: int, trips: float) -> None:
+        if node is None:
+            return
+        if isinstance(node, S.For):
+            if len(loops) < MAX_LOOPS:
+                loops.append((node.extent, depth))
+            walk(node.body, depth + 1, trips * node.extent)
+        elif isinstance(node, S.Seq):
+            for st in node.stmts:
+                walk(st, depth, trips)
+        elif isinstance(node, S.Dma):
+            key = "out" if node.direction == "store" else scope_key(node.sram)
+            traffic[key][0] += trips * node.y_size * node.x_size
+            traffic[key][1] += trips
+        elif isinstance(node, S.UopKernel):
+            n = math.prod(lp.extent for lp in node.loops)
+            inner = sum(1 for _ in _leaves(node.body, S))
+            is_gemm = any(isinstance(x, S.Gemm) for x in _leaves(node.body, S))
+            if is_gemm:
+                compute[0] += trips
+                compute[1] += trips * n * inner
+            else:
+                compute[2] += trips * n * inner
+        else:
+            for attr in ("body", "then", "else_"):
+                walk(getattr(node, attr, None), depth, trips)
+
+    walk(func.body, 0, 1.0)
+    loops += [(1, 0)] * (MAX_LOOPS - len(loops))
+    f = [v for e, d in loops for v in (math.log2(max(e, 1)), float(d))]
+    for k in ("inp", "wgt", "acc", "out"):
+        elems, count = traffic[k]
+        f += [math.log2(1 + elems), math.log2(1 + count), math.log2(1 + elems / max(count, 1))]
+    f += [math.log2(1 + c) for c in compute]
+    return np.array(f)
+
+
+def _leaves(node: Any, S: Any):
+    if isinstance(node, S.Seq):
+        for st in node.stmts:
+            yield from _leaves(st, S)
+    elif node is not None:
+        yield node
+
+
+#: Length of :func:`ir_features`: loops (extent, depth), 4 scopes x 3, 3 compute counts.
+N_FEATURES = 2 * MAX_LOOPS + 4 * 3 + 3
+
+
+def _op_features(task: Task, entity: Any) -> np.ndarray:
+    """IR features of one configuration; NaN (missing, for XGBoost) when it does not lower."""
+    from vta.compiler.build import lower_vta
+    from vta.isa.errors import VTAError
+
+    try:
+        op = task.instantiate(entity)
+        return ir_features(lower_vta(op.sch, op.args, op.cfg, op.name))
+    except VTAError:
+        return np.full(N_FEATURES, np.nan)
+
+
+features("vta.conv2d")(_op_features)
+features("vta.dense")(_op_features)
+
+
+# ------------------------------------------------------------------------------ workloads
+def _conv_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
+    for key, block in (("N", cfg.batch), ("CI", cfg.block_in), ("CO", cfg.block_out)):
+        if v[key] % block:
+            raise WorkloadError(f"conv2d: {key}={v[key]} is not a multiple of {block} at this "
+                                "config (pad the channels first)")
+    return (v["N"] // cfg.batch, v["CI"] // cfg.block_in, v["H"], v["W"],
+            v["CO"] // cfg.block_out, v["K"], v["K"], v["S"], v["S"], v["P"], v["P"],
+            cfg.params)
+
+
+def _dense_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
+    for key, block in (("N", cfg.batch), ("K", cfg.block_in), ("M", cfg.block_out)):
+        if v[key] % block:
+            raise WorkloadError(f"dense: {key}={v[key]} is not a multiple of {block}")
+    return (v["N"] // cfg.batch, v["K"] // cfg.block_in, v["M"] // cfg.block_out, cfg.params)
+
+
+register_workload(Workload(
+    "conv2d", "vta.conv2d",
+    (("N", 1), ("H", 56), ("W", 56), ("CI", 64), ("CO", 64), ("K", 3), ("S", 1), ("P", 1)),
+    "packed int8 conv2d with shift/relu/clip epilogue", _conv_args))
+register_workload(Workload(
+    "dense", "vta.dense", (("N", 16), ("K", 512), ("M", 1024)),
+    "packed int8 dense with shift/relu/clip epilogue", _dense_args))
+
+#: ResNet-18's conv layers C2-C12 (TVM paper, Table 2), batch 1: H=W, CI, CO, K, S, P.
+RESNET18_LAYERS = {
+    "C2": (56, 64, 64, 3, 1, 1), "C3": (56, 64, 64, 1, 1, 0), "C4": (56, 64, 128, 3, 2, 1),
+    "C5": (56, 64, 128, 1, 2, 0), "C6": (28, 128, 128, 3, 1, 1), "C7": (28, 128, 256, 3, 2, 1),
+    "C8": (28, 128, 256, 1, 2, 0), "C9": (14, 256, 256, 3, 1, 1), "C10": (14, 256, 512, 3, 2, 1),
+    "C11": (14, 256, 512, 1, 2, 0), "C12": (7, 512, 512, 3, 1, 1),
+}
+
+
+def resnet18_task(layer: str, cfg: Config) -> Task:
+    hw_, ci, co, k, s, p = RESNET18_LAYERS[layer]
+    v = {"N": 1, "H": hw_, "W": hw_, "CI": ci, "CO": co, "K": k, "S": s, "P": p}
+    return Task.create("vta.conv2d", _conv_args(v, cfg))
+
+
+def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
+    """One task per distinct VTA workload (conv2d with group 1, dense) of an ONNX model; the
+    first conv stays on the CPU as in the compiled module."""
+    from vta.compiler.graph.onnx_frontend import load_onnx
+    from vta.compiler.graph.passes import optimize
+    from vta.compiler.graph.reference import infer_shapes
+
+    g = optimize(load_onnx(path))
+    shapes = infer_shapes(g)
+    tasks: dict[str, Task] = {}
+    first = True
+    for n in g.nodes:
+        if n.op == "Conv" and n.attrs.get("group", 1) == 1:
+            if first:
+                first = False
+                continue
+            xs = shapes[n.inputs[0]]
+            w = g.params[n.inputs[1]].shape
+            pads, strides, dil = n.attrs["pads"], n.attrs["strides"], n.attrs["dilations"]
+            if (pads[0] != pads[2] or pads[1] != pads[3] or strides[0] != strides[1]
+                    or w[2] != w[3] or list(dil) != [1, 1]):
+                continue  # asymmetric convolutions are not tuned
+            pad = lambda c, b: -(-c // b) * b  # noqa: E731
+            v = {"N": pad(xs[0], cfg.batch), "H": xs[2], "W": xs[3],
+                 "CI": pad(w[1], cfg.block_in), "CO": pad(w[0], cfg.block_out), "K": w[2],
+                 "S": strides[0], "P": pads[0]}
+            t = Task.create("vta.conv2d", _conv_args(v, cfg))
+            tasks.setdefault(t.key, t)
+        elif n.op == "Dense":
+            xs = shapes[n.inputs[0]]
+            w = g.params[n.inputs[1]].shape
+            pad = lambda c, b: -(-c // b) * b  # noqa: E731
+            v = {"N": pad(xs[0], cfg.batch), "K": pad(w[1], cfg.block_in),
+                 "M": pad(w[0], cfg.block_out)}
+            t = Task.create("vta.dense", _dense_args(v, cfg))
+            tasks.setdefault(t.key, t)
+    if not tasks:
+        raise WorkloadError(f"{path}: no VTA workload (conv2d or dense) to tune")
+    return list(tasks.values())
+
+
+def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
+    """The cost of the compiler's default schedule for a task (the baseline tuning beats)."""
+    from vta.compiler.topi import conv2d_packed, dense_packed
+
+    a = task.args
+    hw = _cfg(a[-1])
+    if task.name == "vta.conv2d":
+        n, ci, h, w, co, kh, kw, sh, sw, ph, pw, _ = a
+        op = conv2d_packed((n, ci, h, w, hw.batch, hw.block_in),
+                           (co, ci, kh, kw, hw.block_out, hw.block_in), strides=(sh, sw),
+                           padding=(ph, pw), config=hw, target=None, **EPILOGUE)
+    else:
+        n, k, m, _ = a
+        op = dense_packed((n, k, hw.batch, hw.block_in), (m, k, hw.block_out, hw.block_in),
+                          config=hw, target=None, **EPILOGUE)
+    return {"perf": measure_perf, "tsim": measure_tsim}[measurer](op)
+
+
+def knob_values(entity: Any) -> dict[str, Any]:
+    return dict(entity.values)
+
+
+__all__ = ["N_FEATURES", "RESNET18_LAYERS", "resnet18_task", "tasks_from_model", "ir_features",
+           "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]
