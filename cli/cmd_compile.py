@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(p)
     p.add_argument("--board", metavar="B", help="use a board's default configuration "
                                                 "(see `vta boards`)")
-    p.add_argument("--tuning-log", metavar="L", help="a tuning log (recorded in the module)")
+    p.add_argument("--tuning-log", metavar="L",
+                   help="a `vta tune` log: VTA convs whose workload it has tuned run with the "
+                        "best knobs found")
     p.add_argument("--calib", nargs="+", metavar="X.npy", default=[],
                    help="calibration inputs (one input or a stack); default: 4 synthetic "
                         "standard-normal inputs")
@@ -60,9 +62,6 @@ def run(args: argparse.Namespace) -> int:
         cfg = _board_config(args.board)
     else:
         cfg = config_from_args(args)
-    notes = []
-    if args.tuning_log:
-        notes.append(_tuning_note(args.tuning_log))
     graph = load_onnx(args.model)
     samples = load_samples(graph, args.calib) if args.calib else []
     module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
@@ -70,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
                            keep_first_float=not args.quantize_first, board=board,
                            slots={"auto": None, "single": 1, "double": 2}[args.buffering],
                            host_llvm=args.host_llvm, per_channel=args.per_channel)
-    module.notes += notes
+    if args.tuning_log:
+        _apply_tuning_log(module, args.tuning_log)
     module.save(args.output)
     print(summary(module, args.output))
     if args.report:
@@ -89,16 +89,14 @@ def _board_config(name: str):  # -> Config
     return get_board(name).default_config
 
 
-def _tuning_note(path: str) -> str:
-    from vta.isa.errors import FileError
+def _apply_tuning_log(module, path: str) -> None:  # noqa: ANN001
+    """Store the best knobs of every VTA conv whose workload the log has tuned; those layers
+    then run through the operator compiler with them."""
+    from vta.tune.vta_tasks import tuned_knobs_for_module
 
-    try:
-        from vta.tune.log import best_per_workload
-    except ImportError:
-        raise FileError("--tuning-log needs vta.tune, which is not available") from None
-    best = best_per_workload(path)
-    return (f"tuning log {path}: {len(best)} tuned workload(s) read; the graph lowering's "
-            f"conv/dense schedule has no tunable knobs yet, so they are recorded only")
+    module.tuned_knobs = tuned_knobs_for_module(module, path)
+    module.notes.append(f"tuning log {path}: tuned knobs applied to "
+                        f"{len(module.tuned_knobs)} VTA layer(s)")
 
 
 def summary(m, out: str) -> str:  # noqa: ANN001

@@ -11,11 +11,11 @@ against numpy and records a wrong result as invalid). Features: the lowered loop
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from vta.isa import Config
 
 from .measure import WrongResult, register_measurer
@@ -261,6 +261,27 @@ def resnet18_task(layer: str, cfg: Config) -> Task:
     return Task.create("vta.conv2d", _conv_args(v, cfg))
 
 
+def _pad(c: int, b: int) -> int:
+    return -(-c // b) * b
+
+
+def conv_task(attrs: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int],
+              cfg: Config) -> Task | None:
+    """The ``vta.conv2d`` task of a graph conv layer (None if the template cannot express it:
+    groups, dilation, asymmetric padding or strides, non-square kernels)."""
+    pads, strides = attrs.get("pads", [0, 0, 0, 0]), attrs.get("strides", [1, 1])
+    if (attrs.get("group", 1) != 1 or list(attrs.get("dilations", [1, 1])) != [1, 1]
+            or pads[0] != pads[2] or pads[1] != pads[3] or pads[0] != pads[1]
+            or strides[0] != strides[1] or w_shape[2] != w_shape[3]):
+        return None
+    v = {"N": _pad(x_shape[0], cfg.batch), "H": x_shape[2], "W": x_shape[3],
+         "CI": _pad(w_shape[1], cfg.block_in), "CO": _pad(w_shape[0], cfg.block_out),
+         "K": w_shape[2], "S": strides[0], "P": pads[0]}
+    if v["H"] != v["W"]:
+        return None
+    return Task.create("vta.conv2d", _conv_args(v, cfg))
+
+
 def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
     """One task per distinct VTA workload (conv2d with group 1, dense) of an ONNX model; the
     first conv stays on the CPU as in the compiled module."""
@@ -273,33 +294,40 @@ def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
     tasks: dict[str, Task] = {}
     first = True
     for n in g.nodes:
+        t = None
         if n.op == "Conv" and n.attrs.get("group", 1) == 1:
             if first:
                 first = False
                 continue
-            xs = shapes[n.inputs[0]]
-            w = g.params[n.inputs[1]].shape
-            pads, strides, dil = n.attrs["pads"], n.attrs["strides"], n.attrs["dilations"]
-            if (pads[0] != pads[2] or pads[1] != pads[3] or strides[0] != strides[1]
-                    or w[2] != w[3] or list(dil) != [1, 1]):
-                continue  # asymmetric convolutions are not tuned
-            pad = lambda c, b: -(-c // b) * b  # noqa: E731
-            v = {"N": pad(xs[0], cfg.batch), "H": xs[2], "W": xs[3],
-                 "CI": pad(w[1], cfg.block_in), "CO": pad(w[0], cfg.block_out), "K": w[2],
-                 "S": strides[0], "P": pads[0]}
-            t = Task.create("vta.conv2d", _conv_args(v, cfg))
-            tasks.setdefault(t.key, t)
+            t = conv_task(n.attrs, shapes[n.inputs[0]], g.params[n.inputs[1]].shape, cfg)
         elif n.op == "Dense":
-            xs = shapes[n.inputs[0]]
-            w = g.params[n.inputs[1]].shape
-            pad = lambda c, b: -(-c // b) * b  # noqa: E731
-            v = {"N": pad(xs[0], cfg.batch), "K": pad(w[1], cfg.block_in),
-                 "M": pad(w[0], cfg.block_out)}
+            xs, w = shapes[n.inputs[0]], g.params[n.inputs[1]].shape
+            v = {"N": _pad(xs[0], cfg.batch), "K": _pad(w[1], cfg.block_in),
+                 "M": _pad(w[0], cfg.block_out)}
             t = Task.create("vta.dense", _dense_args(v, cfg))
+        if t is not None:
             tasks.setdefault(t.key, t)
     if not tasks:
         raise WorkloadError(f"{path}: no VTA workload (conv2d or dense) to tune")
     return list(tasks.values())
+
+
+def tuned_knobs_for_module(module: Any, log_path: str | Path) -> dict[str, dict[str, int]]:
+    """Layer -> best knobs of its workload in a tuning log, for a compiled module's VTA convs
+    (what ``vta compile --tuning-log`` stores in the module)."""
+    from .log import best_per_workload
+
+    best = best_per_workload(log_path)
+    out: dict[str, dict[str, int]] = {}
+    for n in module.graph.nodes:
+        if n.op != "QConv" or module.partition.get(n.name) != "vta":
+            continue
+        t = conv_task(n.attrs, module.shapes[n.inputs[0]],
+                      module.graph.params[n.inputs[1]].shape, module.cfg)
+        rec = best.get(t.key) if t is not None else None
+        if rec is not None:
+            out[n.name] = dict(rec.config["values"])
+    return out
 
 
 def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
@@ -324,5 +352,6 @@ def knob_values(entity: Any) -> dict[str, Any]:
     return dict(entity.values)
 
 
-__all__ = ["N_FEATURES", "RESNET18_LAYERS", "resnet18_task", "tasks_from_model", "ir_features",
+__all__ = ["N_FEATURES", "RESNET18_LAYERS", "resnet18_task", "tasks_from_model", "conv_task",
+           "tuned_knobs_for_module", "ir_features",
            "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]

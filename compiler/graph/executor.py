@@ -176,7 +176,8 @@ class Executor:
             where = m.partition.get(n.name, "cpu") if self.dev is not None else "cpu"
             t0 = time.perf_counter()
             cycles = None
-            if where == "vta" and self.lowering == "topi" and self._topi_op(n) is not None:
+            use_topi = self.lowering == "topi" or n.name in m.tuned_knobs
+            if where == "vta" and use_topi and self._topi_op(n) is not None:
                 res = [self._run_topi(n, env)]
             elif where == "vta" and n.name in self.programs:
                 out, cycles = self._run_vta(n, env[n.inputs[0]])
@@ -236,7 +237,8 @@ class Executor:
                       w.shape[2], w.shape[3], cfg.block_out, cfg.block_in)
             op = topi.conv2d_packed(dshape, kshape, strides=tuple(a["strides"]),
                                     padding=(pads[0], pads[1]), bias=True, shift=a["shift"],
-                                    clip=(a["lo"], a["hi"]), config=cfg, target=self.target)
+                                    clip=(a["lo"], a["hi"]), config=cfg, target=self.target,
+                                    knobs=self.m.tuned_knobs.get(n.name))
         self._topi[n.name] = op
         return op
 

@@ -89,6 +89,9 @@ class CompiledModule:
     host_ir: dict[str, str] = field(default_factory=dict)
     #: output -> cosine / top-1 of the int8 graph against float on the first calibration input
     agreement: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: layer -> operator-compiler knobs from a tuning log (``vta compile --tuning-log``); such
+    #: layers run through vta.compiler.topi with these knobs
+    tuned_knobs: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -159,6 +162,7 @@ class CompiledModule:
             "kernels": kmeta,
             "host_kernels": hmeta,
             "notes": self.notes,
+            "tuned_knobs": self.tuned_knobs,
             "compile_seconds": round(self.compile_seconds, 3),
         }
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -210,7 +214,8 @@ def load_module(path: str | Path) -> CompiledModule:
                           m["partition"], {k: tuple(v) for k, v in m["shapes"].items()}, plan,
                           const, kernels, m.get("board"), m.get("fusion", []),
                           m.get("macs", {}), m.get("compile_seconds", 0.0), m.get("notes", []),
-                          host_ir, q.get("agreement", {}))
+                          host_ir, q.get("agreement", {}),
+                          {k: dict(v) for k, v in m.get("tuned_knobs", {}).items()})
 
 
 # ---------------------------------------------------------------------- compile
