@@ -1,5 +1,6 @@
 # VTA co-design kit: every target bootstraps its own environment.
-#   make demo   - set up .venv and run the main demo on the embedded default config
+#   make demo   - set up .venv; simulate an example program, then compile ResNet-18 and run it
+#                 on the functional simulator (embedded default config)
 #   make test   - set up .venv and run the whole test suite
 #   make bench  - run the benchmarks in bench/ (prints ratios against in-run references)
 #   make lint   - ruff over the sources
@@ -9,6 +10,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
+# one BLAS thread per process: the test workers and simulators already use every core
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: demo test test-fast bench lint tools venv clean
 
@@ -28,6 +32,7 @@ tools:
 
 demo: venv tools
 	$(PY) examples/demo.py
+	$(PY) examples/resnet18_demo.py
 
 test: venv tools
 	$(PY) -m pytest -n $(JOBS) -W error::DeprecationWarning:amaranth
