@@ -1,0 +1,75 @@
+"""``vta verilog``: write the core's Verilog and a JSON description of its ports and registers.
+
+``vta verilog [--config F | --preset P] [--bus-width 64|128] [--name vta_core] -o DIR`` writes
+``DIR/<name>.v`` and ``DIR/<name>.json`` (ports, register map, configuration).
+``--board NAME`` instead writes a whole board project (core, top wrapper, project files) through
+``vta.boards.project.write_project``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from vta.isa import VTAError
+
+from .common import add_config_args, config_from_args
+
+
+class VerilogError(VTAError):
+    """Verilog generation failed or was asked for something unsupported."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verilog", help="generate the core's Verilog",
+        description="Write the VTA core's Verilog (from the Amaranth description) and a JSON "
+                    "description of its ports, host register map and configuration.")
+    add_config_args(p)
+    p.add_argument("--bus-width", type=int, choices=(64, 128), default=None,
+                   help="AXI memory data width in bits (default 64)")
+    p.add_argument("--name", default="vta_core", help="Verilog module name (default vta_core)")
+    p.add_argument("--board", metavar="NAME",
+                   help="write a complete board project instead (see `vta boards`)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise VerilogError(f"output {out} exists and is not a directory; choose a directory")
+    if args.board:
+        if args.bus_width is not None:
+            raise VerilogError("--bus-width cannot be combined with --board (the board fixes "
+                               "the memory bus); drop one of them")
+        try:
+            from vta.boards.project import write_project
+        except ImportError as e:
+            raise VerilogError(f"board projects are unavailable ({e}); install the boards "
+                               "package or drop --board") from None
+        paths = write_project(args.board, cfg, out)
+        for path in paths:
+            print(path)
+        return 0
+    if not args.name.isidentifier():
+        raise VerilogError(f"module name {args.name!r} is not a valid identifier; use letters, "
+                           "digits and underscores")
+    from vta.hw.verilog import describe_core, generate
+    from vta.isa.fileio import write_atomic
+
+    bus_width = args.bus_width or 64
+    text = generate(cfg, bus_width=bus_width, name=args.name)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise VerilogError(f"cannot create output directory {out}: {e.strerror}") from None
+    v_path, j_path = out / f"{args.name}.v", out / f"{args.name}.json"
+    write_atomic(v_path, text, "Verilog file")
+    desc = describe_core(cfg, bus_width=bus_width, name=args.name)
+    write_atomic(j_path, json.dumps(desc, indent=2) + "\n", "core description")
+    print(v_path)
+    print(j_path)
+    return 0

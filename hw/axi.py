@@ -1,0 +1,223 @@
+"""The memory port: internal burst streams, the burst splitter and the read arbiter.
+
+Inside the core every DMA client talks to memory with three small typed streams:
+
+- a request stream (:func:`req_layout`): ``addr`` (bus-aligned byte address) and ``len``
+  (beats - 1, at most 15), one per AXI burst;
+- a read-data stream (:func:`rdata_layout`): ``data`` and ``last``;
+- for the single writer (store) a write-data stream (:func:`wdata_layout`): ``data``, ``strb``,
+  ``last``, and a bare response stream.
+
+:class:`BurstSplitter` turns a 2D strided element transfer into bursts that never cross a
+16-beat-aligned boundary (hence never a 4 KiB boundary); :class:`ReadArbiter` shares the AXI read
+channels between several clients, remembering the owner of every outstanding burst so read data
+goes back to it in order. :class:`vta.hw.core.VTACore` flattens these onto the ``m_axi_*`` ports.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+__all__ = ["req_layout", "rdata_layout", "wdata_layout", "BurstSplitter", "ReadArbiter",
+           "MAX_BURST", "check_bus_width"]
+
+#: Longest burst issued (AXI3-compatible).
+MAX_BURST = 16
+ADDR_BITS = 32
+
+
+def check_bus_width(bus_width: object) -> int:
+    """Validate a memory bus width (64 or 128 bits), Amaranth style."""
+    if isinstance(bus_width, bool) or not isinstance(bus_width, int):
+        raise TypeError(f"Bus width must be an integer, not {bus_width!r}")
+    if bus_width not in (64, 128):
+        raise ValueError(f"Bus width must be 64 or 128, not {bus_width!r}")
+    return bus_width
+
+
+def req_layout() -> data.StructLayout:
+    return data.StructLayout({"addr": ADDR_BITS, "len": 4})
+
+
+def rdata_layout(bus_bytes: int) -> data.StructLayout:
+    return data.StructLayout({"data": bus_bytes * 8, "last": 1})
+
+
+def wdata_layout(bus_bytes: int) -> data.StructLayout:
+    return data.StructLayout({"data": bus_bytes * 8, "strb": bus_bytes, "last": 1})
+
+
+def transfer_layout(size_bits: int = 16) -> data.StructLayout:
+    """A 2D element transfer: ``y_size`` rows of ``x_size`` elements, row ``y`` at element
+    ``dram_base + y * x_stride``."""
+    return data.StructLayout({"dram_base": 32, "y_size": size_bits, "x_size": size_bits,
+                              "x_stride": size_bits})
+
+
+class BurstSplitter(wiring.Component):
+    """Split a 2D strided element transfer into AXI bursts.
+
+    Elements are ``elem_bytes`` wide (a power of two) at element addresses; each row's bytes are
+    covered by bus-aligned bursts of at most :data:`MAX_BURST` beats that do not cross a
+    16-beat-aligned boundary. ``busy`` is high from the accepted command until the last burst is
+    handed out. Rows of zero elements issue nothing.
+    """
+
+    def __init__(self, *, elem_bytes: int, bus_bytes: int, size_bits: int = 16) -> None:
+        if elem_bytes & (elem_bytes - 1) or bus_bytes & (bus_bytes - 1):
+            self._MustUse__silence = True
+            raise ValueError(f"Element and bus sizes must be powers of two, not "
+                             f"{elem_bytes!r} and {bus_bytes!r}")
+        self.elem_bytes, self.bus_bytes, self.size_bits = elem_bytes, bus_bytes, size_bits
+        super().__init__({
+            "cmd": In(stream.Signature(transfer_layout(size_bits))),
+            "req": Out(stream.Signature(req_layout())),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        log_e, log_w = ceil_log2(self.elem_bytes), ceil_log2(self.bus_bytes)
+        log_burst = log_w + ceil_log2(MAX_BURST)
+        wide = ADDR_BITS + self.size_bits + log_e + 2
+
+        row_elem = Signal(ADDR_BITS + 1)  # element address of the current row
+        y_left = Signal(self.size_bits)
+        x_size = Signal(self.size_bits)
+        x_stride = Signal(self.size_bits)
+        cur = Signal(wide)  # byte address of the next burst
+        end = Signal(wide)  # one past the last byte of the row, rounded up to the bus
+
+        boundary = Signal(wide)
+        nxt = Signal(wide)
+        m.d.comb += [
+            boundary.eq(((cur >> log_burst) + 1) << log_burst),
+            nxt.eq(Mux(boundary < end, boundary, end)),
+            self.req.payload.addr.eq(cur[:ADDR_BITS]),
+            self.req.payload.len.eq(((nxt - cur) >> log_w) - 1),
+        ]
+
+        row_start = Signal(wide)
+        row_end = Signal(wide)
+        m.d.comb += [
+            row_start.eq((row_elem[:ADDR_BITS] << log_e) >> log_w << log_w),
+            row_end.eq((((row_elem[:ADDR_BITS] + x_size) << log_e) + (self.bus_bytes - 1))
+                       >> log_w << log_w),
+        ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    p = self.cmd.payload
+                    m.d.sync += [row_elem.eq(p.dram_base), y_left.eq(p.y_size),
+                                 x_size.eq(p.x_size), x_stride.eq(p.x_stride)]
+                    with m.If((p.y_size != 0) & (p.x_size != 0)):
+                        m.next = "ROW"
+            with m.State("ROW"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [cur.eq(row_start), end.eq(row_end)]
+                m.next = "BURST"
+            with m.State("BURST"):
+                m.d.comb += [self.busy.eq(1), self.req.valid.eq(1)]
+                with m.If(self.req.ready):
+                    m.d.sync += cur.eq(nxt)
+                    with m.If(nxt == end):
+                        m.d.sync += [y_left.eq(y_left - 1), row_elem.eq(row_elem + x_stride)]
+                        with m.If(y_left == 1):
+                            m.next = "IDLE"
+                        with m.Else():
+                            m.next = "ROW"
+        return m
+
+
+class ReadArbiter(wiring.Component):
+    """Share one AXI read channel pair between ``clients`` request/data stream pairs.
+
+    Requests are granted by fixed priority (client 0 first) into a register stage, so the AR
+    payload is stable until accepted. The owner of each accepted burst is queued (up to
+    ``max_outstanding``); read beats go to the owner at the head and ``last`` retires it.
+    A client must be able to take every beat it asked for.
+    """
+
+    def __init__(self, *, clients: int, bus_bytes: int, max_outstanding: int = 4) -> None:
+        self.clients, self.bus_bytes, self.max_outstanding = clients, bus_bytes, max_outstanding
+        super().__init__({
+            "req": In(stream.Signature(req_layout())).array(clients),
+            "rdata": Out(stream.Signature(rdata_layout(bus_bytes))).array(clients),
+            "ar": Out(stream.Signature(req_layout())),
+            "r": In(stream.Signature(rdata_layout(bus_bytes))),
+            "outstanding": Out(range(max_outstanding + 1)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        n, depth = self.clients, self.max_outstanding
+        id_bits = max(1, ceil_log2(n))
+        ptr_bits = max(1, ceil_log2(depth))
+        owners = [Signal(id_bits, name=f"owner{k}") for k in range(depth)]
+        head = Signal(ptr_bits)
+        tail = Signal(ptr_bits)
+        level = Signal(range(depth + 1))
+        m.d.comb += self.outstanding.eq(level)
+
+        ar_valid = Signal()
+        ar_payload = Signal(req_layout())
+        m.d.comb += [self.ar.valid.eq(ar_valid), self.ar.payload.eq(ar_payload)]
+
+        # grant: the register stage can take a request when empty or being emptied, and the
+        # owner queue has room (counting the request sitting in the register)
+        take = Signal()
+        m.d.comb += take.eq((~ar_valid | self.ar.ready) & (level < depth))
+        push = Signal()
+        pop = Signal()
+        granted = Signal(id_bits)
+        with m.If(ar_valid & self.ar.ready):
+            m.d.sync += ar_valid.eq(0)
+        for k in reversed(range(n)):
+            with m.If(self.req[k].valid):
+                m.d.comb += granted.eq(k)
+        any_valid = Signal()
+        m.d.comb += any_valid.eq(_any(r.valid for r in self.req))
+        for k in range(n):
+            lower = _any(self.req[j].valid for j in range(k))
+            m.d.comb += self.req[k].ready.eq(take & ~lower)
+        with m.If(take & any_valid):
+            m.d.comb += push.eq(1)
+            m.d.sync += ar_valid.eq(1)
+            for k in reversed(range(n)):
+                with m.If(self.req[k].valid):
+                    m.d.sync += ar_payload.eq(self.req[k].payload)
+            for k in range(depth):
+                with m.If(tail == k):
+                    m.d.sync += owners[k].eq(granted)
+            m.d.sync += tail.eq(Mux(tail == depth - 1, 0, tail + 1))
+
+        head_owner = Signal(id_bits)
+        for k in range(depth):
+            with m.If(head == k):
+                m.d.comb += head_owner.eq(owners[k])
+        # read data is routed to the owner of the oldest burst; the level counts bursts whose
+        # request left the arbiter, so beats can never arrive for an empty queue
+        for k in range(n):
+            m.d.comb += [
+                self.rdata[k].payload.eq(self.r.payload),
+                self.rdata[k].valid.eq(self.r.valid & (level != 0) & (head_owner == k)),
+            ]
+            with m.If(head_owner == k):
+                m.d.comb += self.r.ready.eq(self.rdata[k].ready & (level != 0))
+        with m.If(self.r.valid & self.r.ready & self.r.payload.last):
+            m.d.comb += pop.eq(1)
+            m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
+        m.d.sync += level.eq(level + push - pop)
+        return m
+
+
+def _any(values) -> object:
+    out = Const(0, 1)
+    for v in values:
+        out = out | v
+    return out

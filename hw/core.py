@@ -1,0 +1,246 @@
+"""The VTA core top: fetch, the three execution modules, queues, scratchpads, AXI ports.
+
+Block diagram (see hw/README.md)::
+
+    AXI4-Lite --> HostRegisters --launch--> Fetch --insn--> [load q] --> Load ----+
+                                              |          [compute q] --> Compute -+-- tokens
+                                              |          [store q] --> Store -----+
+    m_axi AR/R <-- ReadArbiter <-- fetch, compute (uop/acc), load (inp/wgt)
+    m_axi AW/W/B <-- Store
+    scratchpads: inp, wgt (load writes, compute reads), acc (compute writes, compute+store read),
+                 uop (inside compute)
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+from vta.isa import Config
+from vta.isa.layout import INSN_BITS, INSN_QUEUE_DEPTH, TOKEN_QUEUE_DEPTH
+
+from .axi import ReadArbiter, check_bus_width
+from .compute import Compute
+from .decode import insn_layouts
+from .fetch import Fetch
+from .host import AXILiteSignature, HostRegisters
+from .load import Load
+from .queues import TokenQueue
+from .regs import CORE_ID, REGISTER_MAP
+from .store import Store
+
+__all__ = ["VTACore", "DEBUG_LAYOUT"]
+
+DEBUG_LAYOUT = data.StructLayout({"states": 16, "load_done": 32, "compute_done": 32,
+                                  "store_done": 32})
+
+_AXIL = [(name, member.flow, member.shape) for name, member in
+         AXILiteSignature().flip().members.items()]
+
+#: Read-only registers the core feeds into the register block (everything but control,
+#: insn_addr and insn_count).
+READONLY_REGS = tuple(n for n in REGISTER_MAP if n not in ("control", "insn_addr",
+                                                            "insn_count"))
+
+
+class VTACore(wiring.Component):
+    """The VTA core for one :class:`~vta.isa.Config` and a 64- or 128-bit memory bus.
+
+    All ports are flat signals (``s_axil_*``, ``m_axi_*``, ``interrupt``) so the generated
+    Verilog keeps their names; the clock domain is ``sync`` (``clk``/``rst``).
+    """
+
+    def __init__(self, cfg: Config, *, bus_width: int = 64) -> None:
+        try:
+            if not isinstance(cfg, Config):
+                raise TypeError(f"Configuration must be a vta.isa.Config, not {cfg!r}")
+            self.bus_width = check_bus_width(bus_width)
+        except (TypeError, ValueError):
+            self._MustUse__silence = True  # never built: no "created but never used" warning
+            raise
+        self.cfg = cfg
+        self.bus_bytes = bus_width // 8
+        W = bus_width
+        members: dict[str, object] = {}
+        for name, flow, shape in _AXIL:
+            members[f"s_axil_{name}"] = flow(shape)
+        members.update({
+            "m_axi_araddr": Out(32), "m_axi_arlen": Out(8), "m_axi_arsize": Out(3),
+            "m_axi_arburst": Out(2), "m_axi_arvalid": Out(1), "m_axi_arready": In(1),
+            "m_axi_rdata": In(W), "m_axi_rresp": In(2), "m_axi_rlast": In(1),
+            "m_axi_rvalid": In(1), "m_axi_rready": Out(1),
+            "m_axi_awaddr": Out(32), "m_axi_awlen": Out(8), "m_axi_awsize": Out(3),
+            "m_axi_awburst": Out(2), "m_axi_awvalid": Out(1), "m_axi_awready": In(1),
+            "m_axi_wdata": Out(W), "m_axi_wstrb": Out(W // 8), "m_axi_wlast": Out(1),
+            "m_axi_wvalid": Out(1), "m_axi_wready": In(1),
+            "m_axi_bresp": In(2), "m_axi_bvalid": In(1), "m_axi_bready": Out(1),
+            "interrupt": Out(1),
+        })
+        super().__init__(members)
+        #: Per-cycle debug state for simulation harnesses (not a port): the ``states`` register
+        #: and the per-module completed-instruction counters.
+        self.debug = Signal(DEBUG_LAYOUT, name="debug")
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg, Wb = self.cfg, self.bus_bytes
+        lays = insn_layouts(cfg)
+
+        # ---------------------------------------------------------------- blocks
+        m.submodules.regs = regs = HostRegisters(READONLY_REGS)
+        m.submodules.fetch = fetch = Fetch(insn_layout=lays.insn, bus_bytes=Wb)
+        m.submodules.load = load = Load(cfg, insn_layout=lays.insn, bus_bytes=Wb)
+        m.submodules.compute = compute = Compute(cfg, insn_layout=lays.insn, bus_bytes=Wb)
+        m.submodules.store = store = Store(cfg, insn_layout=lays.insn, bus_bytes=Wb)
+        m.submodules.arbiter = arb = ReadArbiter(clients=3, bus_bytes=Wb)
+        queues = {}
+        for name in ("l2c", "c2l", "c2s", "s2c"):
+            queues[name] = m.submodules[f"tokens_{name}"] = TokenQueue(TOKEN_QUEUE_DEPTH)
+        insn_q = {}
+        for name in ("load", "compute", "store"):
+            insn_q[name] = m.submodules[f"{name}_queue"] = fifo.SyncFIFOBuffered(
+                width=INSN_BITS, depth=INSN_QUEUE_DEPTH)
+
+        # ---------------------------------------------------------------- host registers
+        for name, flow, _ in _AXIL:
+            port, inner = getattr(self, f"s_axil_{name}"), getattr(regs.bus, name)
+            if flow == In:
+                m.d.comb += inner.eq(port)
+            else:
+                m.d.comb += port.eq(inner)
+
+        running = Signal()
+        finished = Signal()
+        clear = Signal()
+        m.d.comb += [clear.eq(regs.launch), regs.running.eq(running),
+                     regs.finished.eq(finished), self.interrupt.eq(finished)]
+        modules = (load, compute, store)
+        for mod in modules:
+            m.d.comb += mod.clear.eq(clear)
+        for q in queues.values():
+            m.d.comb += q.clear.eq(clear)
+
+        all_done = Signal()
+        m.d.comb += all_done.eq(
+            compute.finish & ~fetch.busy & ~load.status.busy & ~store.status.busy
+            & ~compute.status.busy & ~insn_q["load"].r_rdy & ~insn_q["store"].r_rdy
+            & ~insn_q["compute"].r_rdy)
+        with m.If(regs.launch):
+            m.d.sync += [running.eq(1), finished.eq(0)]
+        with m.Elif(running & all_done):
+            m.d.sync += [running.eq(0), finished.eq(1)]
+        m.d.comb += [fetch.start.eq(regs.launch), fetch.insn_addr.eq(regs.insn_addr),
+                     fetch.insn_count.eq(regs.insn_count)]
+
+        # ---------------------------------------------------------------- instruction queues
+        for name, src, dst in (("load", fetch.load_q, load.insn),
+                               ("compute", fetch.compute_q, compute.insn),
+                               ("store", fetch.store_q, store.insn)):
+            q = insn_q[name]
+            m.d.comb += [q.w_data.eq(src.payload), q.w_en.eq(src.valid), src.ready.eq(q.w_rdy),
+                         dst.payload.eq(q.r_data), dst.valid.eq(q.r_rdy), q.r_en.eq(dst.ready)]
+
+        # ---------------------------------------------------------------- dependency tokens
+        wiring.connect(m, load.push_next, queues["l2c"].producer)
+        wiring.connect(m, compute.pop_prev, queues["l2c"].consumer)
+        wiring.connect(m, compute.push_prev, queues["c2l"].producer)
+        wiring.connect(m, load.pop_next, queues["c2l"].consumer)
+        wiring.connect(m, compute.push_next, queues["c2s"].producer)
+        wiring.connect(m, store.pop_prev, queues["c2s"].consumer)
+        wiring.connect(m, store.push_prev, queues["s2c"].producer)
+        wiring.connect(m, compute.pop_next, queues["s2c"].consumer)
+
+        # ---------------------------------------------------------------- scratchpads
+        inp_gran = Wb * 8 if cfg.inp_elem_bytes > Wb else None
+        wgt_gran = Wb * 8 if cfg.wgt_elem_bytes > Wb else None
+        acc_gran = Wb * 8 if cfg.acc_elem_bytes > Wb else None
+        m.submodules.inp_mem = inp_mem = Memory(shape=cfg.inp_elem_bytes * 8,
+                                                depth=cfg.inp_depth, init=[])
+        m.submodules.wgt_mem = wgt_mem = Memory(shape=cfg.wgt_elem_bytes * 8,
+                                                depth=cfg.wgt_depth, init=[])
+        m.submodules.acc_mem = acc_mem = Memory(shape=cfg.acc_elem_bytes * 8,
+                                                depth=cfg.acc_depth, init=[])
+        wiring.connect(m, load.inp_sram, inp_mem.write_port(granularity=inp_gran))
+        wiring.connect(m, load.wgt_sram, wgt_mem.write_port(granularity=wgt_gran))
+        wiring.connect(m, compute.inp_rd, inp_mem.read_port())
+        wiring.connect(m, compute.wgt_rd, wgt_mem.read_port())
+        acc_wr = acc_mem.write_port(granularity=acc_gran)
+        wiring.connect(m, compute.acc_wr, acc_wr)
+        wiring.connect(m, compute.acc_rd_dst, acc_mem.read_port(transparent_for=(acc_wr,)))
+        wiring.connect(m, compute.acc_rd_src, acc_mem.read_port(transparent_for=(acc_wr,)))
+        wiring.connect(m, store.acc_rd, acc_mem.read_port())
+
+        # ---------------------------------------------------------------- memory port
+        for k, client in enumerate((fetch, compute, load)):
+            wiring.connect(m, client.req, arb.req[k])
+            wiring.connect(m, arb.rdata[k], client.rdata)
+        log_w = ceil_log2(Wb)
+        m.d.comb += [
+            self.m_axi_araddr.eq(arb.ar.payload.addr), self.m_axi_arlen.eq(arb.ar.payload.len),
+            self.m_axi_arsize.eq(log_w), self.m_axi_arburst.eq(1),
+            self.m_axi_arvalid.eq(arb.ar.valid), arb.ar.ready.eq(self.m_axi_arready),
+            arb.r.payload.data.eq(self.m_axi_rdata), arb.r.payload.last.eq(self.m_axi_rlast),
+            arb.r.valid.eq(self.m_axi_rvalid), self.m_axi_rready.eq(arb.r.ready),
+            self.m_axi_awaddr.eq(store.aw.payload.addr), self.m_axi_awlen.eq(store.aw.payload.len),
+            self.m_axi_awsize.eq(log_w), self.m_axi_awburst.eq(1),
+            self.m_axi_awvalid.eq(store.aw.valid), store.aw.ready.eq(self.m_axi_awready),
+            self.m_axi_wdata.eq(store.w.payload.data), self.m_axi_wstrb.eq(store.w.payload.strb),
+            self.m_axi_wlast.eq(store.w.payload.last), self.m_axi_wvalid.eq(store.w.valid),
+            store.w.ready.eq(self.m_axi_wready),
+            store.b.valid.eq(self.m_axi_bvalid), self.m_axi_bready.eq(store.b.ready),
+        ]
+
+        # ---------------------------------------------------------------- counters / status
+        ro: dict[str, object] = {
+            "id": Const(CORE_ID, 32),
+            "hw_config": Const(cfg.LOG_INP_WIDTH | cfg.LOG_WGT_WIDTH << 4
+                               | cfg.LOG_ACC_WIDTH << 8 | cfg.LOG_BATCH << 12
+                               | cfg.LOG_BLOCK << 16 | Wb << 20, 32),
+            "status": Cat(fetch.busy, load.status.busy, compute.status.busy, store.status.busy,
+                          running, finished, compute.finish),
+            "fetched": fetch.fetched,
+            "load_done": load.status.done, "compute_done": compute.status.done,
+            "store_done": store.status.done,
+            "tokens_l2c": queues["l2c"].count, "tokens_c2l": queues["c2l"].count,
+            "tokens_c2s": queues["c2s"].count, "tokens_s2c": queues["s2c"].count,
+            "queue_load": insn_q["load"].level, "queue_compute": insn_q["compute"].level,
+            "queue_store": insn_q["store"].level,
+            "states": Cat(fetch.state, load.status.state, compute.status.state,
+                          store.status.state),
+        }
+        strobes = store.w.payload.strb
+        events: dict[str, object] = {
+            "cycles": Const(1),
+            "load_busy": load.status.busy, "compute_busy": compute.status.busy,
+            "store_busy": store.status.busy,
+            "load_token_wait": load.status.token_wait,
+            "compute_token_wait": compute.status.token_wait,
+            "store_token_wait": store.status.token_wait,
+            "load_mem_wait": load.status.mem_wait, "compute_mem_wait": compute.status.mem_wait,
+            "store_mem_wait": store.status.mem_wait,
+            "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
+            "bytes_read": (self.m_axi_rvalid & self.m_axi_rready) * Wb,
+            "bytes_written": _popcount(strobes) * (self.m_axi_wvalid & self.m_axi_wready),
+        }
+        for name, inc in events.items():
+            counter = Signal(32, name=f"count_{name}")
+            with m.If(clear):
+                m.d.sync += counter.eq(0)
+            with m.Elif(running):
+                m.d.sync += counter.eq(counter + inc)
+            ro[name] = counter
+        for name in READONLY_REGS:
+            m.d.comb += getattr(regs, f"ro_{name}").eq(ro[name])
+        m.d.comb += [self.debug.states.eq(ro["states"]), self.debug.load_done.eq(ro["load_done"]),
+                     self.debug.compute_done.eq(ro["compute_done"]),
+                     self.debug.store_done.eq(ro["store_done"])]
+        return m
+
+
+def _popcount(value) -> object:
+    total = Const(0, 1)
+    for k in range(len(value)):
+        total = total + value[k]
+    return total

@@ -1,0 +1,331 @@
+"""2D strided DMA engines between the memory port and the on-chip scratchpads.
+
+:class:`DMARead` executes the data movement of a LOAD (any memory type): ``y_pad_0 + y_size +
+y_pad_1`` rows of ``x_pad_0 + x_size + x_pad_1`` SRAM entries written consecutively from
+``sram_base``, data row ``y`` read from DRAM element ``dram_base + y * x_stride``, padding written
+as zeros. :class:`DMAWrite` executes a STORE: accumulator entries read consecutively from
+``sram_base``, truncated lane by lane to the output width (low bits) and written to DRAM element
+``dram_base + y * x_stride + x`` with byte strobes.
+
+Element sizes and the bus width are powers of two and element addresses are element-aligned, so
+an element either spans ``elem/bus`` whole beats (written into the scratchpad one beat-wide slice
+at a time through the write port's granularity) or sits in one of ``bus/elem`` slots of a beat.
+A transfer with ``x_size == 0`` does nothing.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import ReadPort, WritePort
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from .axi import BurstSplitter, rdata_layout, req_layout, wdata_layout
+
+__all__ = ["DMARead", "DMAWrite"]
+
+
+def _transfer_cmd(m: Module, splitter: BurstSplitter, p) -> None:
+    m.d.comb += [
+        splitter.cmd.payload.dram_base.eq(p.dram_base),
+        splitter.cmd.payload.y_size.eq(p.y_size),
+        splitter.cmd.payload.x_size.eq(p.x_size),
+        splitter.cmd.payload.x_stride.eq(p.x_stride),
+    ]
+
+
+class DMARead(wiring.Component):
+    """LOAD data movement: DRAM -> one scratchpad, with zero padding.
+
+    ``cmd`` takes the memory-instruction view (``vta.hw.decode`` ``mem`` layout) and is ready
+    only when the engine is idle; ``busy`` stays high until the last SRAM write.
+    ``mem_wait`` is high in cycles where the engine waits for read data.
+    """
+
+    def __init__(self, *, mem_layout: data.Layout, elem_bytes: int, bus_bytes: int,
+                 addr_width: int) -> None:
+        self.elem_bytes, self.bus_bytes, self.addr_width = elem_bytes, bus_bytes, addr_width
+        self.chunks = max(1, elem_bytes // bus_bytes)  # beats per element
+        self.slots = max(1, bus_bytes // elem_bytes)  # elements per beat
+        granularity = bus_bytes * 8 if self.chunks > 1 else None
+        super().__init__({
+            "cmd": In(stream.Signature(mem_layout)),
+            "req": Out(stream.Signature(req_layout())),
+            "rdata": In(stream.Signature(rdata_layout(bus_bytes))),
+            "sram": In(WritePort.Signature(addr_width=addr_width, shape=elem_bytes * 8,
+                                           granularity=granularity)),
+            "busy": Out(1),
+            "mem_wait": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.splitter = splitter = BurstSplitter(
+            elem_bytes=self.elem_bytes, bus_bytes=self.bus_bytes)
+        wiring.connect(m, wiring.flipped(self.req), splitter.req)
+
+        ebits = self.elem_bytes * 8
+        sram_addr = Signal(16)
+        rows = Signal(17)
+        cols = Signal(17)
+        r = Signal(17)
+        c = Signal(17)
+        y_pad_0 = Signal(4)
+        y_size = Signal(16)
+        x_pad_0 = Signal(4)
+        x_size = Signal(16)
+        x_stride = Signal(16)
+        row_elem = Signal(32)
+        chunk = Signal(range(self.chunks))
+        active = Signal()
+
+        m.d.comb += self.busy.eq(active | splitter.busy)
+        p = self.cmd.payload
+        _transfer_cmd(m, splitter, p)
+        m.d.comb += self.cmd.ready.eq(~active & ~splitter.busy)
+        with m.If(self.cmd.valid & self.cmd.ready & (p.x_size != 0)):
+            n_rows = p.y_pad_0 + p.y_size + p.y_pad_1
+            m.d.comb += splitter.cmd.valid.eq(1)
+            m.d.sync += [
+                sram_addr.eq(p.sram_base), rows.eq(n_rows),
+                cols.eq(p.x_pad_0 + p.x_size + p.x_pad_1), r.eq(0), c.eq(0),
+                y_pad_0.eq(p.y_pad_0), y_size.eq(p.y_size), x_pad_0.eq(p.x_pad_0),
+                x_size.eq(p.x_size), x_stride.eq(p.x_stride), row_elem.eq(p.dram_base),
+                chunk.eq(0), active.eq(n_rows != 0),
+            ]
+
+        data_row = Signal()
+        data_col = Signal()
+        x = Signal(17)
+        m.d.comb += [
+            data_row.eq((r >= y_pad_0) & (r < y_pad_0 + y_size)),
+            data_col.eq((c >= x_pad_0) & (c < x_pad_0 + x_size)),
+            x.eq(c - x_pad_0),
+            self.sram.addr.eq(sram_addr),
+        ]
+        advance = Signal()
+        with m.If(active):
+            with m.If(data_row & data_col):
+                beat = self.rdata.payload.data
+                if self.chunks > 1:
+                    m.d.comb += [
+                        self.rdata.ready.eq(1),
+                        self.sram.data.eq(Cat(*([beat] * self.chunks))),
+                        self.sram.en.eq(Mux(self.rdata.valid, 1 << chunk, 0)),
+                    ]
+                    with m.If(self.rdata.valid):
+                        m.d.sync += chunk.eq(chunk + 1)
+                        with m.If(chunk == self.chunks - 1):
+                            m.d.sync += chunk.eq(0)
+                            m.d.comb += advance.eq(1)
+                else:
+                    slot = Signal(range(self.slots))
+                    m.d.comb += slot.eq((row_elem + x)[:ceil_log2(self.slots)] if self.slots > 1
+                                        else 0)
+                    m.d.comb += [
+                        self.rdata.ready.eq((slot == self.slots - 1) | (x == x_size - 1)),
+                        self.sram.data.eq(beat.word_select(slot, ebits)),
+                        self.sram.en.eq(self.rdata.valid),
+                        advance.eq(self.rdata.valid),
+                    ]
+                m.d.comb += self.mem_wait.eq(~self.rdata.valid)
+            with m.Else():
+                m.d.comb += [self.sram.data.eq(0), self.sram.en.eq(-1), advance.eq(1)]
+
+        with m.If(advance):
+            m.d.sync += [sram_addr.eq(sram_addr + 1), c.eq(c + 1)]
+            with m.If(c == cols - 1):
+                m.d.sync += [c.eq(0), r.eq(r + 1)]
+                with m.If(data_row):
+                    m.d.sync += row_elem.eq(row_elem + x_stride)
+                with m.If(r == rows - 1):
+                    m.d.sync += active.eq(0)
+        return m
+
+
+class DMAWrite(wiring.Component):
+    """STORE data movement: accumulator scratchpad -> DRAM, truncating every lane.
+
+    ``acc`` is a synchronous read port on the accumulator memory (``lanes`` lanes of
+    ``acc_width`` bits); DRAM elements have ``lanes`` lanes of ``out_width`` bits. The AXI write
+    address, data and response channels are ``aw``, ``w`` and ``b``. ``busy`` stays high until
+    the last write response has arrived.
+    """
+
+    def __init__(self, *, mem_layout: data.Layout, lanes: int, acc_width: int, out_width: int,
+                 bus_bytes: int, addr_width: int, max_outstanding: int = 4) -> None:
+        self.lanes, self.acc_width, self.out_width = lanes, acc_width, out_width
+        self.elem_bytes = lanes * out_width // 8
+        self.bus_bytes, self.addr_width, self.max_outstanding = bus_bytes, addr_width, \
+            max_outstanding
+        self.chunks = max(1, self.elem_bytes // bus_bytes)
+        self.slots = max(1, bus_bytes // self.elem_bytes)
+        super().__init__({
+            "cmd": In(stream.Signature(mem_layout)),
+            "acc": In(ReadPort.Signature(addr_width=addr_width, shape=lanes * acc_width)),
+            "aw": Out(stream.Signature(req_layout())),
+            "w": Out(stream.Signature(wdata_layout(bus_bytes))),
+            "b": In(stream.Signature(0)),
+            "busy": Out(1),
+            "mem_wait": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        W, E = self.bus_bytes, self.elem_bytes
+        m.submodules.splitter = splitter = BurstSplitter(elem_bytes=E, bus_bytes=W)
+        p = self.cmd.payload
+        _transfer_cmd(m, splitter, p)
+
+        # ---- element reader: acc entries in order, held on the read port while not taken
+        total = Signal(32)  # elements left to read
+        sram_addr = Signal(16)
+        x_size = Signal(16)
+        x_stride = Signal(16)
+        x = Signal(16)  # column of the next element to read
+        row_elem = Signal(32)
+        e_valid = Signal()  # the read port output holds an element not yet taken
+        e_ready = Signal()
+        e_slot = Signal(range(self.slots))
+        e_last = Signal()  # last element of its row
+
+        # ---- burst bookkeeping
+        ob = self.max_outstanding
+        lens = [Signal(4, name=f"burst_len{k}") for k in range(ob)]
+        lhead = Signal(range(ob))
+        ltail = Signal(range(ob))
+        llevel = Signal(range(ob + 1))
+        bpending = Signal(range(2 * ob + 2))  # bursts issued but not yet answered
+
+        busy = Signal()
+        m.d.comb += self.busy.eq(busy | splitter.busy)
+        m.d.comb += self.cmd.ready.eq(~busy & ~splitter.busy)
+        with m.If(self.cmd.valid & self.cmd.ready & (p.x_size != 0) & (p.y_size != 0)):
+            m.d.comb += splitter.cmd.valid.eq(1)
+            m.d.sync += [
+                busy.eq(1), total.eq(p.x_size * p.y_size), sram_addr.eq(p.sram_base),
+                x_size.eq(p.x_size), x_stride.eq(p.x_stride), x.eq(0),
+                row_elem.eq(p.dram_base),
+            ]
+
+        # AW: a burst goes out together with its length into the length queue
+        m.d.comb += [
+            self.aw.payload.eq(splitter.req.payload),
+            self.aw.valid.eq(splitter.req.valid & (llevel < ob)),
+            splitter.req.ready.eq(self.aw.ready & (llevel < ob)),
+        ]
+        lpush = Signal()
+        lpop = Signal()
+        with m.If(self.aw.valid & self.aw.ready):
+            m.d.comb += lpush.eq(1)
+            for k in range(ob):
+                with m.If(ltail == k):
+                    m.d.sync += lens[k].eq(splitter.req.payload.len)
+            m.d.sync += ltail.eq(Mux(ltail == ob - 1, 0, ltail + 1))
+        m.d.sync += llevel.eq(llevel + lpush - lpop)
+
+        m.d.comb += self.b.ready.eq(1)
+        got_b = Signal()
+        m.d.comb += got_b.eq(self.b.valid)
+        m.d.sync += bpending.eq(bpending + lpush - got_b)
+
+        # element reader
+        advance = Signal()
+        m.d.comb += [advance.eq(~e_valid | e_ready), self.acc.addr.eq(sram_addr),
+                     # the read port holds its data while not enabled (en's init is 1)
+                     self.acc.en.eq(advance & busy & (total != 0))]
+        with m.If(advance):
+            with m.If(busy & (total != 0)):
+                m.d.sync += [
+                    e_valid.eq(1), total.eq(total - 1), sram_addr.eq(sram_addr + 1),
+                    e_last.eq(x == x_size - 1),
+                    e_slot.eq((row_elem + x)[:ceil_log2(self.slots)] if self.slots > 1 else 0),
+                    x.eq(x + 1),
+                ]
+                with m.If(x == x_size - 1):
+                    m.d.sync += [x.eq(0), row_elem.eq(row_elem + x_stride)]
+            with m.Else():
+                m.d.sync += e_valid.eq(0)
+
+        # truncate each lane to the output width
+        elem = Signal(E * 8)
+        acc_data = self.acc.data
+        m.d.comb += elem.eq(Cat(*(acc_data.word_select(k, self.acc_width)[:self.out_width]
+                                   for k in range(self.lanes))))
+
+        # W: beats of the current burst, wlast on its final beat
+        beats_left = Signal(5)  # beats remaining in the burst at the head of the queue
+        in_burst = Signal()
+        head_len = Signal(4)
+        for k in range(ob):
+            with m.If(lhead == k):
+                m.d.comb += head_len.eq(lens[k])
+        can_send = Signal()
+        m.d.comb += can_send.eq(in_burst | (llevel != 0))
+        cur_left = Signal(5)
+        m.d.comb += cur_left.eq(Mux(in_burst, beats_left, head_len + 1))
+        m.d.comb += self.w.payload.last.eq(cur_left == 1)
+        w_fire = Signal()
+        m.d.comb += w_fire.eq(self.w.valid & self.w.ready)
+        with m.If(w_fire):
+            with m.If(cur_left == 1):
+                m.d.sync += in_burst.eq(0)
+                m.d.comb += lpop.eq(1)
+                m.d.sync += lhead.eq(Mux(lhead == ob - 1, 0, lhead + 1))
+            with m.Else():
+                m.d.sync += [in_burst.eq(1), beats_left.eq(cur_left - 1)]
+
+        if self.chunks > 1:
+            chunk = Signal(range(self.chunks))
+            m.d.comb += [
+                self.w.payload.data.eq(elem.word_select(chunk, W * 8)),
+                self.w.payload.strb.eq(-1),
+                self.w.valid.eq(e_valid & can_send),
+            ]
+            with m.If(w_fire):
+                m.d.sync += chunk.eq(chunk + 1)
+                with m.If(chunk == self.chunks - 1):
+                    m.d.sync += chunk.eq(0)
+                    m.d.comb += e_ready.eq(1)
+        else:
+            # pack elements into a beat; the beat is sent when its last slot (or the row's last
+            # element) has been placed
+            wbuf = Signal(W * 8)
+            wstrb = Signal(W)
+            wfull = Signal()
+            m.d.comb += [
+                self.w.payload.data.eq(wbuf), self.w.payload.strb.eq(wstrb),
+                self.w.valid.eq(wfull & can_send),
+            ]
+            empty_next = Signal()
+            m.d.comb += empty_next.eq(~wfull | w_fire)
+            with m.If(w_fire):
+                m.d.sync += [wfull.eq(0), wstrb.eq(0), wbuf.eq(0)]
+            m.d.comb += e_ready.eq(empty_next)
+            with m.If(e_valid & empty_next):
+                placed = Signal(W * 8)
+                strb = Signal(W)
+                m.d.comb += [
+                    placed.eq(elem << (e_slot * (E * 8))),
+                    strb.eq(Const((1 << E) - 1, W) << (e_slot * E)),
+                ]
+                base_buf = Mux(wfull, 0, wbuf)
+                base_strb = Mux(wfull, 0, wstrb)
+                m.d.sync += [wbuf.eq(base_buf | placed), wstrb.eq(base_strb | strb)]
+                with m.If(e_last | (e_slot == self.slots - 1)):
+                    m.d.sync += wfull.eq(1)
+
+        # done: every element read and sent, every burst answered
+        sending = Signal()
+        if self.chunks > 1:
+            m.d.comb += sending.eq(e_valid)
+        else:
+            m.d.comb += sending.eq(e_valid | wfull)
+        with m.If(busy & (total == 0) & ~sending & ~splitter.busy & (bpending == 0)
+                  & (llevel == 0)):
+            m.d.sync += busy.eq(0)
+        m.d.comb += self.mem_wait.eq((self.w.valid & ~self.w.ready)
+                                     | (self.aw.valid & ~self.aw.ready)
+                                     | (busy & (total == 0) & ~sending & (bpending != 0)))
+        return m

@@ -1,0 +1,89 @@
+"""The instruction life cycle shared by load, compute and store.
+
+Every module takes the next instruction from its queue, waits until each dependency token it
+must pop is available and pops them together, runs the instruction, then waits until each queue
+it must push to has room and pushes: pop-before-run, push-after-finish (ARCHITECTURE.md).
+:func:`instruction_sequencer` builds that state machine inside a module's ``elaborate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth.hdl import Module, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+from .regs import MODULE_STATES
+
+__all__ = ["ModuleStatusSignature", "instruction_sequencer"]
+
+
+class ModuleStatusSignature(wiring.Signature):
+    """Debug and event signals every execution module exports to the register block."""
+
+    def __init__(self) -> None:
+        super().__init__({
+            "busy": Out(1),  # executing an instruction (popping, running, pushing)
+            "token_wait": Out(1),  # waiting to pop or push a token
+            "mem_wait": Out(1),  # waiting for memory
+            "state": Out(4),  # MODULE_STATES code
+            "done": Out(32),  # instructions completed since launch
+        })
+
+
+def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
+                          pops: Sequence[tuple[Value, object]],
+                          pushes: Sequence[tuple[Value, object]],
+                          exec_busy: Value, status, clear: Value) -> Signal:
+    """Build the pop/run/push state machine; return the one-cycle ``go`` pulse.
+
+    ``insn`` is a register (of the queue's payload shape) that receives the instruction.
+    ``pops``/``pushes`` are (flag bit of ``insn``, token interface) pairs. At ``go`` the module
+    starts executing ``insn``; it reports completion by dropping ``exec_busy`` (sampled from the
+    cycle after ``go`` on). ``clear`` (launch) resets the instruction counter.
+    """
+    go = Signal(name="go")
+    done = Signal(32, name="done_count")
+    m.d.comb += status.done.eq(done)
+    with m.If(clear):
+        m.d.sync += done.eq(0)
+    with m.FSM(name="sequencer"):
+        with m.State("IDLE"):
+            m.d.comb += [insn_stream.ready.eq(1), status.state.eq(MODULE_STATES["idle"])]
+            with m.If(insn_stream.valid):
+                m.d.sync += insn.eq(insn_stream.payload)
+                m.next = "POP"
+        with m.State("POP"):
+            ok = Signal(name="pop_ok")
+            m.d.comb += [ok.eq(1), status.busy.eq(1),
+                         status.state.eq(MODULE_STATES["pop_tokens"])]
+            for flag, q in pops:
+                with m.If(flag & ~q.avail):
+                    m.d.comb += ok.eq(0)
+            with m.If(ok):
+                for flag, q in pops:
+                    m.d.comb += q.pop.eq(flag)
+                m.d.comb += go.eq(1)
+                m.next = "RUN"
+            with m.Else():
+                m.d.comb += status.token_wait.eq(1)
+        with m.State("RUN"):
+            m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
+            with m.If(~exec_busy):
+                m.next = "PUSH"
+        with m.State("PUSH"):
+            ok = Signal(name="push_ok")
+            m.d.comb += [ok.eq(1), status.busy.eq(1),
+                         status.state.eq(MODULE_STATES["push_tokens"])]
+            for flag, q in pushes:
+                with m.If(flag & ~q.ready):
+                    m.d.comb += ok.eq(0)
+            with m.If(ok):
+                for flag, q in pushes:
+                    m.d.comb += q.push.eq(flag)
+                m.d.sync += done.eq(done + 1)
+                m.next = "IDLE"
+            with m.Else():
+                m.d.comb += status.token_wait.eq(1)
+    return go

@@ -1,0 +1,50 @@
+"""Verilog generation for the VTA core (``vta verilog``, boards, tsim)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vta.isa import Config
+
+from .regs import describe
+
+__all__ = ["generate", "describe_ports", "describe_core"]
+
+
+def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core") -> str:
+    """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` as module ``name``."""
+    from amaranth.back import verilog
+
+    from .core import VTACore
+
+    core = VTACore(cfg, bus_width=bus_width)
+    return verilog.convert(core, name=name, emit_src=False)
+
+
+def describe_ports(cfg: Config, *, bus_width: int = 64) -> list[dict[str, Any]]:
+    """The core's Verilog ports: name, direction and width (clk and rst first)."""
+    from .core import VTACore
+
+    core = VTACore(cfg, bus_width=bus_width)
+    core._MustUse__silence = True  # only its signature is needed
+    ports: list[dict[str, Any]] = [{"name": "clk", "dir": "input", "width": 1},
+                                   {"name": "rst", "dir": "input", "width": 1}]
+    for pname, member in core.signature.members.items():
+        ports.append({"name": pname, "dir": "input" if member.flow.name == "In" else "output",
+                      "width": member.shape.width if hasattr(member.shape, "width")
+                      else int(member.shape)})
+    return ports
+
+
+def describe_core(cfg: Config, *, bus_width: int = 64, name: str = "vta_core") -> dict[str, Any]:
+    """The JSON description written next to the Verilog by ``vta verilog``."""
+    return {
+        "module": name,
+        "bus_width": bus_width,
+        "clock": "clk",
+        "reset": {"name": "rst", "active": "high", "synchronous": True},
+        "ports": describe_ports(cfg, bus_width=bus_width),
+        "registers": describe(),
+        "config": cfg.to_dict(),
+        "derived": cfg.describe()["derived"],
+    }

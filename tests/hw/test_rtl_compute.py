@@ -1,0 +1,249 @@
+"""The compute module (vta.hw.compute.Compute): GEMM, ALU, LOAD UOP/ACC and the hazards.
+
+The reference is a per-micro-op numpy/Python interpreter of ARCHITECTURE.md's GEMM/ALU
+semantics written here, executed strictly in program order, so any pipeline hazard in the RTL
+(back-to-back micro-ops on the same accumulator entry, as dst or as ALU src) shows up as a
+mismatch.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.sim import Simulator
+from vta.hw.compute import Compute
+from vta.hw.decode import insn_layouts
+from vta.hw.testbench import ReadResponder, stream_put
+from vta.isa import Config
+from vta.isa.insn import AluInsn, GemmInsn, Insn, MemInsn, Uop, encode_uops, encode_word
+from vta.isa.layout import AluOp, MemType, Opcode
+
+pytestmark = pytest.mark.sim
+
+UOP_DRAM = 0x400  # byte address of the micro-ops in the test DRAM
+
+
+def wrap32(x: int) -> int:
+    return (x + 2**31) % 2**32 - 2**31
+
+
+def alu_ref(op: int, a: int, b: int) -> int:
+    """One ALU lane on Python integers (mathematical result wrapped to int32)."""
+    if op == AluOp.MIN:
+        return min(a, b)
+    if op == AluOp.MAX:
+        return max(a, b)
+    if op == AluOp.ADD:
+        return wrap32(a + b)
+    if op == AluOp.SHR:
+        return wrap32(a >> b) if b >= 0 else wrap32(a << -b)
+    if op == AluOp.MUL:
+        return wrap32(a * b)
+    raise ValueError(op)
+
+
+def reference(cfg: Config, insns: list[Insn], uops: list[Uop], acc: np.ndarray,
+              inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
+    """Execute GEMM/ALU instructions micro-op by micro-op; returns the new accumulators."""
+    acc = acc.astype(np.int64).copy()
+    for insn in insns:
+        if isinstance(insn, MemInsn):
+            continue  # LOAD UOP: the uops are given
+        for o in range(insn.iter_out):
+            for i in range(insn.iter_in):
+                for u in range(insn.uop_bgn, insn.uop_end):
+                    uop = uops[u]
+                    d = uop.dst_idx + o * insn.dst_factor_out + i * insn.dst_factor_in
+                    s = uop.src_idx + o * insn.src_factor_out + i * insn.src_factor_in
+                    if insn.reset_reg:  # GEMM and ALU (the functional simulator's semantics)
+                        acc[d] = 0
+                        continue
+                    if isinstance(insn, GemmInsn):
+                        w = uop.wgt_idx + o * insn.wgt_factor_out + i * insn.wgt_factor_in
+                        x = inp[s].reshape(cfg.batch, cfg.block_in).astype(np.int64)
+                        wt = wgt[w].reshape(cfg.block_out, cfg.block_in).astype(np.int64)
+                        res = acc[d] + (x @ wt.T).reshape(-1)
+                        acc[d] = [wrap32(int(v)) for v in res]
+                    else:
+                        src = [insn.imm] * acc.shape[1] if insn.use_imm else list(acc[s])
+                        acc[d] = [alu_ref(insn.alu_opcode, int(a), int(b))
+                                  for a, b in zip(acc[d], src)]
+    return acc.astype(np.int32)
+
+
+def run_compute(cfg: Config, insns: list[Insn], uops: list[Uop], *, seed: int = 0,
+                acc_range: tuple[int, int] = (-2**31, 2**31)):
+    """Run ``insns`` (after a LOAD UOP of ``uops``) on Compute; return (rtl acc, reference)."""
+    rng = np.random.default_rng(seed)
+    lanes = cfg.batch * cfg.block_out
+    acc0 = rng.integers(*acc_range, (cfg.acc_depth, lanes), dtype=np.int64).astype(np.int32)
+    inp = rng.integers(-128, 128, (cfg.inp_depth, cfg.batch * cfg.block_in), dtype=np.int8)
+    wgt = rng.integers(-128, 128, (cfg.wgt_depth, cfg.block_out * cfg.block_in), dtype=np.int8)
+    dram = np.zeros(0x2000, np.uint8)
+    ub = np.frombuffer(encode_uops(uops, cfg), np.uint8)
+    dram[UOP_DRAM:UOP_DRAM + len(ub)] = ub
+    load_uops = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP, sram_base=0,
+                        dram_base=UOP_DRAM // 4, y_size=1, x_size=len(uops), x_stride=len(uops))
+    program = [load_uops, *insns]
+
+    lays = insn_layouts(cfg)
+    bus = 8
+    dut = Compute(cfg, insn_layout=lays.insn, bus_bytes=bus)
+    m = Module()
+    m.submodules.dut = dut
+
+    def rows(a: np.ndarray) -> list[int]:
+        return [int.from_bytes(r.tobytes(), "little") for r in a]
+
+    m.submodules.inp = inp_mem = Memory(shape=inp.shape[1] * 8, depth=cfg.inp_depth,
+                                        init=rows(inp))
+    m.submodules.wgt = wgt_mem = Memory(shape=wgt.shape[1] * 8, depth=cfg.wgt_depth,
+                                        init=rows(wgt))
+    m.submodules.acc = acc_mem = Memory(shape=lanes * 32, depth=cfg.acc_depth, init=rows(acc0))
+    gran = bus * 8 if cfg.acc_elem_bytes > bus else None
+    acc_wr = acc_mem.write_port(granularity=gran)
+    wiring.connect(m, dut.acc_wr, acc_wr)
+    wiring.connect(m, dut.acc_rd_dst, acc_mem.read_port(transparent_for=(acc_wr,)))
+    wiring.connect(m, dut.acc_rd_src, acc_mem.read_port(transparent_for=(acc_wr,)))
+    wiring.connect(m, dut.inp_rd, inp_mem.read_port())
+    wiring.connect(m, dut.wgt_rd, wgt_mem.read_port())
+    responder = ReadResponder(dram, dut.req, dut.rdata, bus_bytes=bus, latency=2)
+    got = np.zeros_like(acc0)
+    cycles = {}
+
+    async def bench(ctx) -> None:
+        for q in (dut.pop_prev, dut.pop_next):
+            ctx.set(q.avail, 1)
+        for q in (dut.push_prev, dut.push_next):
+            ctx.set(q.ready, 1)
+        for k, insn in enumerate(program):
+            start = None
+            await stream_put(ctx, dut.insn, encode_word(insn, cfg))
+            for n in range(100000):
+                _clk, _rst, busy = await ctx.tick().sample(dut.status.busy)
+                if busy and start is None:
+                    start = n
+                if not busy and start is not None:
+                    break
+            cycles[k] = n
+        for i in range(cfg.acc_depth):
+            got[i] = np.frombuffer(ctx.get(acc_mem.data[i]).to_bytes(lanes * 4, "little"),
+                                   np.int32)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(responder.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    return got, reference(cfg, insns, uops, acc0, inp, wgt), cycles
+
+
+def random_uops(rng: random.Random, n: int, *, dst: int, src: int, wgt: int) -> list[Uop]:
+    return [Uop(rng.randrange(dst), rng.randrange(src), rng.randrange(wgt)) for _ in range(n)]
+
+
+def test_gemm_random_loops(small_cfg: Config) -> None:
+    """Random micro-ops and loop nests (factors may be 0: repeated dst), reset and accumulate."""
+    rng = random.Random(1)
+    uops = random_uops(rng, 24, dst=16, src=64, wgt=16)
+    insns: list[Insn] = []
+    for _ in range(6):
+        bgn = rng.randrange(20)
+        insns.append(GemmInsn(
+            reset_reg=int(rng.random() < 0.2), uop_bgn=bgn, uop_end=bgn + rng.randint(1, 4),
+            iter_out=rng.randint(1, 3), iter_in=rng.randint(1, 3),
+            dst_factor_out=rng.randint(0, 16), dst_factor_in=rng.randint(0, 8),
+            src_factor_out=rng.randint(0, 32), src_factor_in=rng.randint(0, 16),
+            wgt_factor_out=rng.randint(0, 8), wgt_factor_in=rng.randint(0, 8)))
+    got, expected, _ = run_compute(small_cfg, insns, uops)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_gemm_back_to_back_same_accumulator(small_cfg: Config) -> None:
+    """The HLS hazard: consecutive micro-ops (and loop iterations) accumulating into one entry,
+    at distance 1, 2 and 3 in the pipeline."""
+    uops = [Uop(5, 1, 2), Uop(5, 2, 3), Uop(6, 3, 4), Uop(5, 4, 5), Uop(6, 5, 6), Uop(7, 0, 0),
+            Uop(5, 6, 7)]
+    insns = [
+        GemmInsn(uop_bgn=0, uop_end=7, iter_out=1, iter_in=1),
+        GemmInsn(uop_bgn=0, uop_end=1, iter_out=3, iter_in=4, src_factor_in=1, wgt_factor_out=1),
+        GemmInsn(uop_bgn=0, uop_end=2, iter_out=2, iter_in=2, src_factor_out=3, wgt_factor_in=2),
+    ]
+    got, expected, _ = run_compute(small_cfg, insns, uops, seed=4)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_gemm_empty_loops_are_noops(small_cfg: Config) -> None:
+    uops = [Uop(1, 1, 1), Uop(2, 2, 2)]
+    insns = [GemmInsn(uop_bgn=0, uop_end=2, iter_out=0, iter_in=3),
+             GemmInsn(uop_bgn=0, uop_end=2, iter_out=2, iter_in=0),
+             GemmInsn(uop_bgn=1, uop_end=1, iter_out=2, iter_in=2),
+             GemmInsn(reset_reg=1, uop_bgn=1, uop_end=2, iter_out=1, iter_in=1)]
+    got, expected, _ = run_compute(small_cfg, insns, uops)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("op", list(AluOp), ids=[o.name for o in AluOp])
+def test_alu_immediates(small_cfg: Config, op: AluOp) -> None:
+    """Every ALU op with positive, negative and extreme immediates (SHR < 0 shifts left)."""
+    imms = {AluOp.SHR: [0, 1, 7, 31, -1, -5, -31, 3]}.get(op, [0, 1, -1, 32767, -32768, 77])
+    uops = [Uop(k, 0, 0) for k in range(8)]
+    insns = [AluInsn(alu_opcode=op, use_imm=1, imm=imm, uop_bgn=k % 4, uop_end=k % 4 + 4,
+                     iter_out=1, iter_in=2, dst_factor_in=8 + k)
+             for k, imm in enumerate(imms)]
+    got, expected, _ = run_compute(small_cfg, insns, uops, seed=int(op))
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("op", list(AluOp), ids=[o.name for o in AluOp])
+def test_alu_acc_source_and_hazards(small_cfg: Config, op: AluOp) -> None:
+    """acc[dst] = op(acc[dst], acc[src]) where src is the dst of the previous 1, 2 or 3
+    micro-ops (forwarding / transparent reads), plus src == dst."""
+    uops = [Uop(1, 0, 0), Uop(2, 1, 0), Uop(3, 2, 0), Uop(4, 2, 0), Uop(5, 2, 0), Uop(5, 5, 0),
+            Uop(6, 5, 0), Uop(1, 6, 0)]
+    insns = [AluInsn(alu_opcode=op, uop_bgn=0, uop_end=8, iter_out=2, iter_in=2,
+                     dst_factor_out=16, src_factor_out=16, dst_factor_in=0, src_factor_in=0)]
+    acc_range = (-40, 40) if op == AluOp.SHR else (-2**31, 2**31)
+    got, expected, _ = run_compute(small_cfg, insns, uops, seed=10 + int(op), acc_range=acc_range)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_alu_reset(small_cfg: Config) -> None:
+    uops = [Uop(k, k + 1, 0) for k in range(4)]
+    insns = [AluInsn(alu_opcode=AluOp.ADD, reset_reg=1, uop_bgn=0, uop_end=3, iter_out=1,
+                     iter_in=1),
+             AluInsn(alu_opcode=AluOp.ADD, uop_bgn=2, uop_end=4, iter_out=1, iter_in=1)]
+    got, expected, _ = run_compute(small_cfg, insns, uops, seed=8)
+    np.testing.assert_array_equal(got, expected)
+    assert not got[:2].any()
+
+
+def test_alu_large_shift_amounts(small_cfg: Config) -> None:
+    """Shift amounts of 32 or more: right shifts fill with the sign, left shifts give 0."""
+    uops = [Uop(k, 0, 0) for k in range(4)]
+    insns = [AluInsn(alu_opcode=AluOp.SHR, use_imm=1, imm=imm, uop_bgn=0, uop_end=4,
+                     iter_out=1, iter_in=1, dst_factor_out=0)
+             for imm in (0,)] + [
+        AluInsn(alu_opcode=AluOp.SHR, use_imm=1, imm=40, uop_bgn=0, uop_end=2, iter_out=1,
+                iter_in=1),
+        AluInsn(alu_opcode=AluOp.SHR, use_imm=1, imm=-33, uop_bgn=2, uop_end=4, iter_out=1,
+                iter_in=1)]
+    got, expected, _ = run_compute(small_cfg, insns, uops, seed=3)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_gemm_throughput_one_uop_per_cycle(small_cfg: Config) -> None:
+    """A GEMM of N micro-op iterations occupies compute for N + a small constant cycles."""
+    uops = [Uop(k, k, k % 8) for k in range(16)]
+    small = GemmInsn(uop_bgn=0, uop_end=16, iter_out=1, iter_in=1)
+    big = GemmInsn(uop_bgn=0, uop_end=16, iter_out=4, iter_in=4, dst_factor_in=0)
+    got, expected, cycles = run_compute(small_cfg, [small, big], uops)
+    np.testing.assert_array_equal(got, expected)
+    n_small, n_big = 16, 256
+    assert cycles[2] - cycles[1] == n_big - n_small
+    assert cycles[1] - n_small <= 8
