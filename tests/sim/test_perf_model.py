@@ -24,8 +24,15 @@ P = PerfParams(bus_bytes=8, mem_latency=10, max_burst=16, insn_overhead=2, gemm_
 
 
 def fetch_done(n: int) -> float:
-    """When fetch delivers the n-th instruction (1-based): 2 beats each, bursts of 8 insns."""
-    return math.ceil(n / 8) * P.mem_latency + 2 * n
+    """When fetch delivers the n-th instruction (1-based): 2 beats each, bursts of 8
+    instructions pipelined (4 in flight, so one burst per 16 cycles after the latency)."""
+    return P.mem_latency + 16 * ((n - 1) // 8) + 2 * ((n - 1) % 8 + 1)
+
+
+def read_train(bursts: int, beats_per_burst: int) -> float:
+    """Latency, then one burst per max(beats, (latency + beats) / 4) cycles."""
+    period = max(beats_per_burst, (P.mem_latency + beats_per_burst) / 4)
+    return P.mem_latency + beats_per_burst + (bursts - 1) * period
 
 
 @pytest.mark.unit
@@ -45,7 +52,7 @@ def test_load_moves_one_bus_word_per_cycle_plus_burst_latency(cfg: Config) -> No
     ld = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP, dram_base=0, y_size=3, x_size=5,
                  x_stride=5)
     s = estimate([ld, FinishInsn()], cfg, params=P)
-    port = 3 * (10 + 10)  # one burst per row: latency + 10 beats
+    port = read_train(3, 10)  # one 10-beat burst per row
     # the LOAD's transfer waits for fetch to free the port (2 instructions fetched in one burst)
     start = fetch_done(1)
     begin = max(start + 2, fetch_done(2))
@@ -60,7 +67,7 @@ def test_tokens_serialise_modules(cfg: Config) -> None:
     g = GemmInsn(uop_bgn=0, uop_end=1, iter_out=1, iter_in=100, pop_prev_dep=1)
     s = estimate([ld, g, FinishInsn()], cfg, params=P)
     # the GEMM cannot start before the load has finished and the token arrived
-    load_end = max(fetch_done(1) + 2, fetch_done(3)) + (10 + 4)
+    load_end = max(fetch_done(1) + 2, fetch_done(3)) + read_train(1, 4)
     assert s["cycles"] == math.ceil(load_end + 1 + 2 + 100 + 4 + 2)
     assert s["modules"]["compute"]["token_wait"] > 0
 

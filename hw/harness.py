@@ -1,0 +1,283 @@
+"""What every whole-core simulation harness shares (Amaranth sim, cocotb, Verilator tsim).
+
+Pure Python (no Amaranth): placing the instruction stream outside the user's DRAM image, the
+static statistics of a program, turning the core's counter registers into statistics, naming the
+stuck modules and queues of a deadlock, and building a Chrome trace from instruction spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from vta.isa import Config
+from vta.isa.errors import DeadlockError, ProgramError
+from vta.isa.insn import AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
+from vta.isa.layout import AluOp, MemType, Opcode
+
+from .regs import MODULE_STATES, REGISTER_MAP
+
+#: The instruction stream starts on the first page boundary after the DRAM image.
+PROGRAM_ALIGN = 4096
+MODULE_NAMES = ("load", "compute", "store")
+
+#: Counter registers read after a run (and by the watchdog).
+COUNTER_REGS = (
+    "cycles", "fetched", "load_done", "compute_done", "store_done",
+    "load_busy", "compute_busy", "store_busy",
+    "load_token_wait", "compute_token_wait", "store_token_wait",
+    "load_mem_wait", "compute_mem_wait", "store_mem_wait",
+    "gemm_uops", "alu_uops", "bytes_read", "bytes_written",
+)
+#: Registers whose change means the core made progress.
+PROGRESS_REGS = ("fetched", "load_done", "compute_done", "store_done", "gemm_uops", "alu_uops",
+                 "bytes_read", "bytes_written")
+#: Registers read to explain a deadlock.
+DEBUG_REGS = ("status", "states", "tokens_l2c", "tokens_c2l", "tokens_c2s", "tokens_s2c",
+              "queue_load", "queue_compute", "queue_store", "fetched", "load_done",
+              "compute_done", "store_done")
+
+
+class CycleLimitError(ProgramError):
+    """The program did not finish within the cycle budget (max_cycles)."""
+
+
+def align_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass
+class MemoryImage:
+    """The simulated device memory: the user's DRAM image, then the instruction stream."""
+
+    mem: np.ndarray  # uint8, whole address space of the model
+    user_bytes: int  # length of the user's DRAM image (writes beyond it are errors)
+    insn_addr: int  # byte address of the instruction stream
+    insn_count: int
+
+    def user_dram(self) -> np.ndarray:
+        return self.mem[:self.user_bytes].copy()
+
+
+def place_program(dram: np.ndarray, program: bytes) -> MemoryImage:
+    """Lay out memory: DRAM image at 0, the program on the next 4 KiB page, padded to a page."""
+    n = len(dram)
+    insn_addr = align_up(max(n, 1), PROGRAM_ALIGN)
+    size = align_up(insn_addr + len(program), PROGRAM_ALIGN)
+    if size > 1 << 32:
+        raise ProgramError(f"the DRAM image ({n} bytes) plus the program does not fit the 32-bit "
+                           f"address space of the core")
+    mem = np.zeros(size, dtype=np.uint8)
+    mem[:n] = dram
+    mem[insn_addr:insn_addr + len(program)] = np.frombuffer(program, dtype=np.uint8)
+    return MemoryImage(mem, n, insn_addr, len(program) // 16)
+
+
+# ---------------------------------------------------------------------- static statistics
+def module_of(insn: Insn) -> str:
+    """Which module executes ``insn`` (load, compute or store)."""
+    return insn.module
+
+
+def uop_iterations(insn: GemmInsn | AluInsn) -> int:
+    return max(insn.uop_end - insn.uop_bgn, 0) * insn.iter_out * insn.iter_in
+
+
+def program_stats(insns: Sequence[Insn], cfg: Config) -> dict[str, Any]:
+    """The statistics every backend reports, from the program alone (same keys as fsim):
+    instruction counts per opcode and module, micro-op iterations, bytes per memory type."""
+    per_opcode = {op.name: 0 for op in Opcode}
+    per_module = dict.fromkeys(MODULE_NAMES, 0)
+    loaded = {m.name: 0 for m in MemType if m != MemType.OUT}
+    stored = 0
+    gemm_uops = alu_uops = useful_gemm_uops = 0
+    for insn in insns:
+        per_opcode[Opcode(insn.opcode).name] += 1
+        per_module[module_of(insn)] += 1
+        if isinstance(insn, MemInsn):
+            nbytes = insn.y_size * insn.x_size * cfg.elem_bytes(insn.memory_type)
+            if insn.opcode == Opcode.STORE:
+                stored += nbytes
+            elif insn.memory_type in MemType._value2member_map_:
+                loaded[MemType(insn.memory_type).name] += nbytes
+        elif isinstance(insn, GemmInsn):
+            n = uop_iterations(insn)
+            gemm_uops += n
+            if not insn.reset_reg:
+                useful_gemm_uops += n
+        elif isinstance(insn, AluInsn):
+            alu_uops += uop_iterations(insn)
+    return {
+        "insn_count": len(insns),
+        "insns_per_opcode": per_opcode,
+        "insns_per_module": per_module,
+        "gemm_uops": gemm_uops,
+        "alu_uops": alu_uops,
+        "useful_macs": useful_gemm_uops * cfg.macs_per_cycle,
+        "bytes_loaded": loaded,
+        "bytes_stored": stored,
+    }
+
+
+def run_stats(insns: Sequence[Insn], cfg: Config, counters: Mapping[str, int], *,
+              backend: str, bus_width: int, extra: Mapping[str, Any] | None = None
+              ) -> dict[str, Any]:
+    """Static program statistics plus the core's counters: cycles, per-module busy/wait, bytes."""
+    stats = program_stats(insns, cfg)
+    cycles = counters["cycles"]
+    stats["backend"] = backend
+    stats["bus_width"] = bus_width
+    stats["cycles"] = cycles
+    # busy: cycles with an instruction in progress, including its token and memory waits
+    stats["modules"] = {
+        m: {"busy": counters[f"{m}_busy"], "token_wait": counters[f"{m}_token_wait"],
+            "mem_wait": counters[f"{m}_mem_wait"], "idle": cycles - counters[f"{m}_busy"],
+            "insns": counters[f"{m}_done"]}
+        for m in MODULE_NAMES}
+    stats["hw_counters"] = {k: counters[k] for k in COUNTER_REGS if k in counters}
+    peak = cycles * cfg.macs_per_cycle
+    stats["gemm_utilization"] = stats["useful_macs"] / peak if peak else 0.0
+    stats["bytes_moved"] = {"read": counters["bytes_read"], "written": counters["bytes_written"]}
+    if extra:
+        stats.update(extra)
+    return stats
+
+
+# ---------------------------------------------------------------------- deadlock diagnosis
+_QUEUE_OF_POP = {  # (module, flag) -> token queue it pops
+    ("load", "pop_next_dep"): ("c2l", "compute->load"),
+    ("compute", "pop_prev_dep"): ("l2c", "load->compute"),
+    ("compute", "pop_next_dep"): ("s2c", "store->compute"),
+    ("store", "pop_prev_dep"): ("c2s", "compute->store"),
+}
+_STATE_NAMES = {v: k for k, v in MODULE_STATES.items()}
+
+
+def module_streams(insns: Sequence[Insn]) -> dict[str, list[int]]:
+    """Program indices of the instructions each module executes, in order."""
+    streams: dict[str, list[int]] = {m: [] for m in MODULE_NAMES}
+    for i, insn in enumerate(insns):
+        streams[module_of(insn)].append(i)
+    return streams
+
+
+def describe_deadlock(regs: Mapping[str, int], insns: Sequence[Insn], idle: int) -> str:
+    """One line naming the stuck modules, the instruction each is on and the empty queues."""
+    streams = module_streams(insns)
+    states = regs.get("states", 0)
+    parts = []
+    for k, m in enumerate(MODULE_NAMES):
+        done = regs.get(f"{m}_done", 0)
+        stream = streams[m]
+        if done >= len(stream):
+            continue
+        idx = stream[done]
+        insn = insns[idx]
+        state = _STATE_NAMES.get((states >> (4 * (k + 1))) & 0xF, "?")
+        waits = []
+        for flag in ("pop_prev_dep", "pop_next_dep"):
+            q = _QUEUE_OF_POP.get((m, flag))
+            if q and getattr(insn, flag) and regs.get(f"tokens_{q[0]}", 0) == 0:
+                waits.append(f"a token on {q[1]} (empty)")
+        what = f"waiting for {' and '.join(waits)}" if waits else f"in state {state}"
+        parts.append(f"{m} stuck at instruction {idx} ({Opcode(insn.opcode).name}) {what}")
+    if not parts:
+        parts.append(f"fetch stuck after {regs.get('fetched', 0)} of {len(insns)} instructions")
+    tokens = " ".join(f"{q}={regs.get('tokens_' + q, 0)}" for q in ("l2c", "c2l", "c2s", "s2c"))
+    return (f"deadlock: no progress for {idle} cycles; " + "; ".join(parts)
+            + f" (tokens {tokens}; check the program's push/pop flags)")
+
+
+def deadlock_error(regs: Mapping[str, int], insns: Sequence[Insn], idle: int) -> DeadlockError:
+    return DeadlockError(describe_deadlock(regs, insns, idle))
+
+
+# ---------------------------------------------------------------------- trace
+@dataclass(frozen=True)
+class Span:
+    """One instruction of one module: it left idle at ``start``, began running (left the
+    decode / token-wait states) at ``run_start`` and completed at ``end`` (exclusive)."""
+
+    module: str
+    index: int  # program index
+    start: int
+    end: int
+    run_start: int | None = None
+
+
+_WAIT_STATES = (MODULE_STATES["decode"], MODULE_STATES["pop_tokens"])
+
+
+def spans_from_samples(samples: Iterable[Sequence[int]], insns: Sequence[Insn]) -> list[Span]:
+    """Instruction spans from samples ``(cycle, states, load_done, compute_done, store_done)``
+    taken every cycle, or at least at every cycle where one of them changed. An instruction
+    starts when its module leaves idle and ends when the module's done counter increments."""
+    streams = module_streams(insns)
+    spans: list[Span] = []
+    start: list[int | None] = [None, None, None]
+    run: list[int | None] = [None, None, None]
+    last_done = [0, 0, 0]
+    for cycle, states, *done in samples:
+        for k in range(3):
+            stream = streams[MODULE_NAMES[k]]
+            for j in range(last_done[k], done[k]):
+                s = start[k] if start[k] is not None else cycle
+                if j < len(stream):
+                    spans.append(Span(MODULE_NAMES[k], stream[j], s, cycle,
+                                      run[k] if run[k] is not None else s))
+                start[k] = run[k] = None
+            last_done[k] = max(last_done[k], done[k])
+            state = (states >> (4 * (k + 1))) & 0xF
+            if state and start[k] is None:
+                start[k] = cycle
+            if state and state not in _WAIT_STATES and run[k] is None:
+                run[k] = cycle
+    return spans
+
+
+def chrome_trace(spans: Sequence[Span], insns: Sequence[Insn], *, clock_mhz: float = 100.0,
+                 process: str = "vta") -> list[dict[str, Any]]:
+    """Chrome trace events: one track (thread) per module, each instruction a complete event.
+
+    Timestamps are microseconds at ``clock_mhz`` (1 cycle = 10 ns at 100 MHz); ``args`` carries
+    the cycle numbers and the instruction's fields.
+    """
+    us = 1.0 / clock_mhz
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": process}}]
+    for k, m in enumerate(MODULE_NAMES):
+        events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": k, "args": {"name": m}})
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": k,
+                       "args": {"sort_index": k}})
+    for s in spans:
+        insn = insns[s.index]
+        name = Opcode(insn.opcode).name
+        if isinstance(insn, MemInsn) and insn.memory_type in MemType._value2member_map_:
+            name += f" {MemType(insn.memory_type).name}"
+        elif isinstance(insn, AluInsn) and insn.alu_opcode in AluOp._value2member_map_:
+            name += f" {AluOp(insn.alu_opcode).name}"
+        run = s.start if s.run_start is None else s.run_start
+        tid = MODULE_NAMES.index(s.module)
+        if run > s.start:
+            events.append({"name": "wait", "cat": "wait", "ph": "X", "pid": 0, "tid": tid,
+                           "ts": s.start * us, "dur": (run - s.start) * us,
+                           "args": {"index": s.index, "start_cycle": s.start,
+                                    "end_cycle": run}})
+        args: dict[str, Any] = {"index": s.index, "start_cycle": run, "end_cycle": s.end}
+        if not isinstance(insn, FinishInsn):
+            args.update({k: v for k, v in insn.to_dict().items() if k != "opcode"})
+        events.append({"name": name, "cat": s.module, "ph": "X", "pid": 0, "tid": tid,
+                       "ts": run * us, "dur": max(s.end - run, 1) * us, "args": args})
+    return events
+
+
+def reg_offsets(names: Iterable[str]) -> list[tuple[str, int]]:
+    return [(n, REGISTER_MAP[n]) for n in names]
+
+
+__all__ = ["MemoryImage", "place_program", "program_stats", "run_stats", "describe_deadlock",
+           "deadlock_error", "Span", "spans_from_samples", "chrome_trace", "CycleLimitError",
+           "COUNTER_REGS", "PROGRESS_REGS", "DEBUG_REGS", "MODULE_NAMES", "module_streams",
+           "align_up", "reg_offsets"]

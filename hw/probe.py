@@ -1,0 +1,62 @@
+"""The core with its per-module debug state on extra output ports, for simulation harnesses.
+
+:class:`ProbedCore` has every port of :class:`vta.hw.core.VTACore` plus ``debug_states`` (the
+``states`` register: fetch, load, compute, store state codes, 4 bits each) and
+``debug_{load,compute,store}_done`` (instructions completed per module). The harnesses sample them
+every cycle to build per-instruction timelines (``--trace``) without perturbing the design: the
+signals are the ones the host register block already reads. The core itself is unchanged; the
+wrapper elaborates it and taps the register block's inputs.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+from vta.isa import Config
+
+from .core import VTACore
+
+#: Extra output ports and the register each one mirrors.
+DEBUG_PORTS = {"debug_states": ("states", 16), "debug_load_done": ("load_done", 32),
+               "debug_compute_done": ("compute_done", 32),
+               "debug_store_done": ("store_done", 32)}
+
+
+class ProbedCore(wiring.Component):
+    """:class:`VTACore` plus ``debug_*`` output ports (see the module docstring)."""
+
+    def __init__(self, cfg: Config, *, bus_width: int = 64) -> None:
+        self.core = VTACore(cfg, bus_width=bus_width)
+        self.core._MustUse__silence = True  # elaborated through this wrapper
+        self.cfg = cfg
+        self.bus_width = bus_width
+        members = dict(self.core.signature.members)
+        for name, (_reg, width) in DEBUG_PORTS.items():
+            members[name] = Out(width)
+        super().__init__(members)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        inner = self.core.elaborate(platform)
+        m.submodules.core = inner
+        for name, member in self.core.signature.members.items():
+            outer, port = getattr(self, name), getattr(self.core, name)
+            if member.flow == wiring.In:
+                m.d.comb += port.eq(outer)
+            else:
+                m.d.comb += outer.eq(port)
+        regs = inner.submodules.regs
+        for name, (reg, _width) in DEBUG_PORTS.items():
+            m.d.comb += getattr(self, name).eq(getattr(regs, f"ro_{reg}"))
+        return m
+
+
+def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core") -> str:
+    """Verilog of :class:`ProbedCore` (the tsim harness's design)."""
+    from amaranth.back import verilog
+
+    return verilog.convert(ProbedCore(cfg, bus_width=bus_width), name=name, emit_src=False)
+
+
+__all__ = ["ProbedCore", "DEBUG_PORTS", "generate"]

@@ -1,0 +1,404 @@
+"""tsim: cycle-accurate simulation of the whole VTA core with Verilator (``--backend tsim``).
+
+The core's Verilog (:func:`vta.hw.verilog.generate`) is compiled by Verilator together with a C++
+harness (``harness.cpp``: a DRAM model behind the AXI4 master port with configurable latency and
+bandwidth, an AXI4-Lite host driver, a watchdog) into a shared library driven through ctypes.
+Builds are cached in ``$VTA_CACHE_DIR/tsim`` (else ``$XDG_CACHE_HOME/vta-kit/tsim``, else
+``~/.cache/vta-kit/tsim``) under a hash of the Verilog, the harness and the build options, so a
+design is compiled once (a few minutes for the default config) and reused until it changes.
+
+>>> result = run_program(program, dram, Config.preset("small"))   # doctest: +SKIP
+>>> result.stats["cycles"], result.stats["gemm_utilization"]       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from vta.isa import Config
+from vta.isa.errors import VTAError
+from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
+from vta.isa.insn import Insn
+
+from ..axi_model import AxiAccessError, AxiProtocolError
+from ..harness import (
+    COUNTER_REGS,
+    DEBUG_REGS,
+    PROGRESS_REGS,
+    CycleLimitError,
+    chrome_trace,
+    deadlock_error,
+    place_program,
+    run_stats,
+    spans_from_samples,
+)
+from ..regs import CONTROL_LAUNCH, REGISTER_MAP
+
+#: PYNQ-Z1-like DRAM behind a 64-bit HP port at 100 MHz: ~32 cycles to the first read beat,
+#: 8 bytes per cycle (800 MB/s) shared by reads and writes.
+DEFAULT_MEM_LATENCY = 32
+DEFAULT_MEM_WRITE_LATENCY = 16
+DEFAULT_MEM_BANDWIDTH = 8.0
+#: Cycles without progress before the watchdog declares a deadlock.
+DEFAULT_IDLE_LIMIT = 100_000
+#: Verilator (and C++) optimisation used for the cached builds.
+VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert")
+OPT_FAST = "-O2"
+#: Cached models kept per cache directory (the oldest are deleted when a new one is built).
+KEEP_BUILDS = 12
+
+_FINISHED, _DEADLOCK, _CYCLE_LIMIT, _ERROR = 1, 2, 3, 4
+
+
+class TsimBuildError(VTAError):
+    """Verilator or the C++ compiler failed to build the tsim model."""
+
+
+class ToolMissingError(VTAError):
+    """A required external tool (verilator, g++) is not installed."""
+
+
+def cache_root() -> Path:
+    """Where tsim builds are cached (honours $VTA_CACHE_DIR and $XDG_CACHE_HOME)."""
+    if os.environ.get("VTA_CACHE_DIR"):
+        return Path(os.environ["VTA_CACHE_DIR"]) / "tsim"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vta-kit" / "tsim"
+
+
+def _harness_source() -> str:
+    return resources.files("vta.hw.tsim").joinpath("harness.cpp").read_text()
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ToolMissingError(f"{name} is not installed; tsim needs it (apt-get install {name}, "
+                               f"or use --backend rtl)")
+    return path
+
+
+@functools.cache
+def _verilator_version() -> str:
+    out = subprocess.run([_tool("verilator"), "--version"], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def _source_key(cfg: Config, bus_width: int, vcd: bool) -> str:
+    """A hash of everything the Verilog is generated from (the hw sources, Amaranth, the
+    config): lets a cached build be found without regenerating the Verilog."""
+    import amaranth
+
+    h = hashlib.sha256()
+    hw_dir = Path(__file__).resolve().parent.parent
+    for path in sorted(hw_dir.rglob("*.py")):
+        h.update(str(path.relative_to(hw_dir)).encode())
+        h.update(path.read_bytes())
+    for part in (amaranth.__version__, cfg.to_json(), str(bus_width), str(vcd),
+                 _harness_source(), _verilator_version(), *VERILATOR_FLAGS, OPT_FAST):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Build:
+    """A compiled tsim model: the shared library and what it was built from."""
+
+    path: Path
+    key: str
+    bus_width: int
+    vcd: bool
+
+
+_LOCK = threading.Lock()
+_LOADED: dict[Path, ctypes.CDLL] = {}
+
+
+def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool = False,
+          jobs: int = 1) -> Build:
+    """Compile (or find in the cache) the tsim model of ``cfg``; returns the library path."""
+    from ..probe import generate  # the core plus debug_* ports for --trace
+
+    root = cache_root()
+    index = root / "index" / _source_key(cfg, bus_width, vcd)
+    if index.exists():
+        key = index.read_text().strip()
+        lib = root / key / "libvtatsim.so"
+        if lib.exists():
+            return Build(lib, key, bus_width, vcd)
+    verilog = generate(cfg, bus_width=bus_width, name="vta_core")
+    harness = _harness_source()
+    debug_ports = "debug_states" in verilog
+    options = [*VERILATOR_FLAGS, f"OPT_FAST={OPT_FAST}", f"BUS_BYTES={bus_width // 8}",
+               f"vcd={vcd}", f"debug_ports={debug_ports}"]
+    h = hashlib.sha256()
+    for part in (verilog, harness, "\0".join(options), _verilator_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    key = h.hexdigest()[:20]
+    final = root / key
+    lib = final / "libvtatsim.so"
+    if lib.exists():
+        _write_index(index, key)
+        return Build(lib, key, bus_width, vcd)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TsimBuildError(f"cannot create the tsim cache directory {root}: "
+                             f"{e.strerror or e}; set VTA_CACHE_DIR to a writable "
+                             f"directory") from None
+    import fcntl
+
+    with open(root / f"{key}.lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        if lib.exists():  # another process built it while we waited
+            return Build(lib, key, bus_width, vcd)
+        work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+        try:
+            _compile(work, verilog, harness, bus_width=bus_width, vcd=vcd,
+                     debug_ports=debug_ports, verbose=verbose, jobs=jobs)
+            (work / "KEY").write_text("\n".join(options) + "\n")
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(work, final)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+    _write_index(index, key)
+    _prune(root, keep=KEEP_BUILDS, current=final)
+    return Build(lib, key, bus_width, vcd)
+
+
+def _prune(root: Path, *, keep: int, current: Path) -> None:
+    """Delete the least recently built models beyond ``keep`` (never ``current``)."""
+    builds = sorted((p for p in root.iterdir() if (p / "libvtatsim.so").exists()),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        if old != current:
+            shutil.rmtree(old, ignore_errors=True)
+            (root / f"{old.name}.lock").unlink(missing_ok=True)
+
+
+def _write_index(index: Path, key: str) -> None:
+    index.parent.mkdir(parents=True, exist_ok=True)
+    tmp = index.with_name(f".{index.name}.{os.getpid()}")
+    tmp.write_text(key + "\n")
+    os.replace(tmp, index)
+
+
+def _run(cmd: list[str], cwd: Path, verbose: bool, what: str) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=not verbose, text=True)
+    if proc.returncode:
+        tail = "\n".join(((proc.stderr or "") + (proc.stdout or "")).strip().splitlines()[-15:])
+        raise TsimBuildError(f"{what} failed (exit {proc.returncode}) in {cwd}:\n{tail}")
+
+
+def _compile(work: Path, verilog: str, harness: str, *, bus_width: int, vcd: bool,
+             debug_ports: bool, verbose: bool, jobs: int) -> None:
+    """Verilate and build the design and the harness into ``work/libvtatsim.so``.
+
+    ``--exe`` with ``-shared`` at link time makes Verilator's own makefile build the runtime and
+    link everything into a shared library exporting only the harness's C ABI.
+    """
+    verilator = _tool("verilator")
+    _tool("g++")
+    (work / "vta_core.v").write_text(verilog)
+    (work / "harness.cpp").write_text(harness)
+    cflags = ["-fPIC", "-fvisibility=hidden", "-std=c++17", f"-DBUS_BYTES={bus_width // 8}"]
+    if debug_ports:
+        cflags.append("-DHAVE_DEBUG_PORTS")
+    cmd = [verilator, "--cc", "--exe", "--build", *VERILATOR_FLAGS, "-Wno-fatal", "-Wno-lint",
+           "-Wno-style", "-Wno-SYMRSVDWORD", "--top-module", "vta_core", "--prefix", "Vvta_core",
+           "--Mdir", "obj", "-j", str(jobs), "-CFLAGS", " ".join(cflags),
+           "-LDFLAGS", "-shared -Wl,-Bsymbolic", "-o", "libvtatsim.so",
+           "-MAKEFLAGS", f"OPT_FAST={OPT_FAST} OPT_SLOW=-O0 OPT_GLOBAL=-O2"]
+    if vcd:
+        cmd.append("--trace")
+    cmd += ["vta_core.v", "harness.cpp"]
+    _run(cmd, work, verbose, "verilator")
+    os.replace(work / "obj" / "libvtatsim.so", work / "libvtatsim.so")
+    shutil.rmtree(work / "obj", ignore_errors=True)
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    with _LOCK:
+        if path in _LOADED:
+            return _LOADED[path]
+        lib = ctypes.CDLL(str(path))
+        vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
+        sig = {
+            "tsim_create": (vp, [ctypes.c_char_p]),
+            "tsim_free": (None, [vp]),
+            "tsim_bus_bytes": (i32, []),
+            "tsim_has_trace_ports": (i32, []),
+            "tsim_mem_alloc": (ctypes.POINTER(ctypes.c_uint8), [vp, u64, u64]),
+            "tsim_config": (None, [vp, u32, u32, ctypes.c_double, ctypes.c_double, u64, u32,
+                                   i32]),
+            "tsim_reset": (i32, [vp, i32]),
+            "tsim_reg_write": (i32, [vp, u32, u32]),
+            "tsim_reg_read": (ctypes.c_int64, [vp, u32]),
+            "tsim_cycle": (u64, [vp]),
+            "tsim_error": (ctypes.c_char_p, [vp]),
+            "tsim_run": (i32, [vp, u64, u64, ctypes.POINTER(u32), i32]),
+            "tsim_sample_count": (u64, [vp]),
+            "tsim_samples": (None, [vp, ctypes.POINTER(u64)]),
+            "tsim_axi_stats": (None, [vp, ctypes.POINTER(u64)]),
+        }
+        for name, (res, args) in sig.items():
+            fn = getattr(lib, name)
+            fn.restype = res
+            fn.argtypes = args
+        _LOADED[path] = lib
+        return lib
+
+
+class TsimModel:
+    """One instance of the compiled core plus harness (create, load memory, run, read back)."""
+
+    def __init__(self, build_: Build, vcd: str | os.PathLike[str] | None = None) -> None:
+        self.lib = _load(build_.path)
+        self.bus_width = build_.bus_width
+        self.handle = self.lib.tsim_create(os.fsencode(vcd) if vcd else None)
+        self.mem_view: np.ndarray | None = None
+
+    def close(self) -> None:
+        if self.handle:
+            self.lib.tsim_free(self.handle)
+            self.handle = None
+
+    def __enter__(self) -> TsimModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fail(self) -> None:
+        msg = self.lib.tsim_error(self.handle).decode()
+        kind, _, text = msg.partition(": ")
+        if kind == "access":
+            raise AxiAccessError(text)
+        raise AxiProtocolError(text or msg)
+
+    def load_memory(self, mem: np.ndarray, write_limit: int) -> None:
+        ptr = self.lib.tsim_mem_alloc(self.handle, len(mem), write_limit)
+        self.mem_view = np.ctypeslib.as_array(ptr, shape=(len(mem),))
+        self.mem_view[:] = mem
+
+    def configure(self, *, latency: int, write_latency: int, bandwidth: float | None,
+                  stall: float, seed: int, max_outstanding: int = 8, trace: bool) -> None:
+        self.lib.tsim_config(self.handle, latency, write_latency, float(bandwidth or 0.0),
+                             float(stall), seed, max_outstanding, int(trace))
+
+    def reset(self, cycles: int = 4) -> None:
+        if self.lib.tsim_reset(self.handle, cycles):
+            self._fail()
+
+    def write(self, addr: int, value: int) -> None:
+        if self.lib.tsim_reg_write(self.handle, addr, value & 0xFFFF_FFFF):
+            self._fail()
+
+    def read(self, addr: int) -> int:
+        v = self.lib.tsim_reg_read(self.handle, addr)
+        if v < 0:
+            self._fail()
+        return int(v)
+
+    def read_regs(self, names: Sequence[str]) -> dict[str, int]:
+        return {n: self.read(REGISTER_MAP[n]) for n in names}
+
+    @property
+    def cycle(self) -> int:
+        return int(self.lib.tsim_cycle(self.handle))
+
+    def run(self, *, max_cycles: int | None, idle_limit: int) -> int:
+        addrs = (ctypes.c_uint32 * len(PROGRESS_REGS))(*(REGISTER_MAP[n] for n in PROGRESS_REGS))
+        status = self.lib.tsim_run(self.handle, max_cycles or 0, idle_limit, addrs,
+                                   len(PROGRESS_REGS))
+        if status == _ERROR:
+            self._fail()
+        return status
+
+    def samples(self) -> list[tuple[int, ...]]:
+        """The debug-port samples recorded with ``trace=True`` (cycle, states, done x3)."""
+        n = int(self.lib.tsim_sample_count(self.handle))
+        buf = (ctypes.c_uint64 * (5 * n))()
+        self.lib.tsim_samples(self.handle, buf)
+        flat = list(buf)
+        return [tuple(flat[5 * i:5 * i + 5]) for i in range(n)]
+
+    def axi_stats(self) -> dict[str, int]:
+        buf = (ctypes.c_uint64 * 4)()
+        self.lib.tsim_axi_stats(self.handle, buf)
+        return dict(zip(("read_bursts", "write_bursts", "read_beats", "write_beats"), buf))
+
+
+def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: Config, *,
+                bus_width: int = 64, mem_latency: int = DEFAULT_MEM_LATENCY,
+                mem_write_latency: int = DEFAULT_MEM_WRITE_LATENCY,
+                mem_bandwidth: float | None = DEFAULT_MEM_BANDWIDTH, mem_stall: float = 0.0,
+                seed: int = 0, idle_limit: int = DEFAULT_IDLE_LIMIT,
+                max_cycles: int | None = None, trace: bool = False,
+                vcd: str | os.PathLike[str] | None = None) -> RunResult:
+    """Run ``program`` on the Verilator model of the core; byte-identical to fsim.
+
+    ``mem_latency`` cycles to the first read beat, ``mem_bandwidth`` bytes per cycle shared by
+    reads and writes (``None``: one bus word per cycle), ``mem_stall`` random backpressure
+    probability. ``idle_limit`` cycles without progress raise
+    :class:`vta.isa.errors.DeadlockError` naming the stuck modules and queues; ``max_cycles``
+    bounds the run (:class:`CycleLimitError`). ``vcd`` dumps waveforms to that file (a separate,
+    cached ``--trace`` build). The stats carry total cycles, per-module busy / token-wait /
+    memory-wait cycles, GEMM utilisation and bytes moved.
+    """
+    program = as_program_bytes(program, cfg)
+    insns = check_program(program, cfg)
+    image = place_program(as_dram(dram), program)
+    b = build(cfg, bus_width=bus_width, vcd=vcd is not None)
+    with TsimModel(b, vcd=vcd) as model:
+        if trace and not model.lib.tsim_has_trace_ports():
+            raise VTAError("this core has no debug_* trace ports; --trace needs a core that "
+                           "exports them (see hw/README.md)")
+        model.load_memory(image.mem, image.user_bytes)
+        model.configure(latency=mem_latency, write_latency=mem_write_latency,
+                        bandwidth=mem_bandwidth, stall=mem_stall, seed=seed, trace=trace)
+        model.reset()
+        model.write(REGISTER_MAP["insn_addr"], image.insn_addr)
+        model.write(REGISTER_MAP["insn_count"], image.insn_count)
+        model.write(REGISTER_MAP["control"], CONTROL_LAUNCH)
+        start = model.cycle
+        status = model.run(max_cycles=max_cycles, idle_limit=idle_limit)
+        if status == _DEADLOCK:
+            raise deadlock_error(model.read_regs(DEBUG_REGS), insns, idle_limit)
+        if status == _CYCLE_LIMIT:
+            raise CycleLimitError(f"the program did not finish within {max_cycles} cycles; "
+                                  f"raise max_cycles")
+        counters = model.read_regs(COUNTER_REGS)
+        dram_out = image.mem[:0].copy()
+        assert model.mem_view is not None
+        dram_out = model.mem_view[:image.user_bytes].copy()
+        events = None
+        if trace:
+            samples = [(c - start, *rest) for c, *rest in model.samples() if c >= start]
+            events = chrome_trace(spans_from_samples(samples, insns), insns)
+        extra: dict[str, Any] = {
+            "mem_latency": mem_latency, "mem_bandwidth": mem_bandwidth, "axi": model.axi_stats()}
+    stats = run_stats(insns, cfg, counters, backend="tsim", bus_width=bus_width, extra=extra)
+    return RunResult(dram=dram_out, stats=stats, trace=events)
+
+
+__all__ = ["run_program", "build", "Build", "TsimModel", "cache_root", "TsimBuildError",
+           "ToolMissingError", "DEFAULT_MEM_LATENCY", "DEFAULT_MEM_BANDWIDTH",
+           "DEFAULT_IDLE_LIMIT"]

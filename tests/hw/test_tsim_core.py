@@ -1,0 +1,219 @@
+"""tsim: the core's Verilog under Verilator with the C++ harness (vta.hw.tsim).
+
+References: the functional simulator byte for byte (random token-correct programs under several
+memory latencies, bandwidths and backpressure), numpy for tiled matmuls, the Amaranth-simulator
+backend cycle for cycle (same RTL, same memory timing), and broken programs for the watchdog.
+The model is built once per design into the user cache (a minute or two the first time).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from vta.hw.axi_model import AxiAccessError
+from vta.isa import FinishInsn, GemmInsn, MemInsn, MemType, Opcode, Uop, encode_program
+from vta.isa.errors import DeadlockError, ProgramError
+from vta.isa.insn import encode_uops
+
+pytestmark = pytest.mark.tsim
+
+
+def require_verilator() -> None:
+    for tool in ("verilator", "g++"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (make test installs it with apt-get as root)")
+
+
+@pytest.fixture(scope="module")
+def small_build(small_cfg):
+    require_verilator()
+    from vta.hw import tsim
+
+    return tsim.build(small_cfg)
+
+
+def fsim_dram(program: bytes, dram: np.ndarray, cfg) -> np.ndarray:
+    from vta.sim import fsim
+
+    return np.asarray(fsim.run(program, dram, cfg).dram, dtype=np.uint8)
+
+
+def tiny_gemm(cfg, *, deadlock: bool = False, store_at: int = 256):
+    """LOAD UOP/INP/WGT, GEMM reset + accumulate, STORE, FINISH (optionally a deadlock)."""
+    rng = np.random.default_rng(5)
+    dram = np.zeros(512, dtype=np.uint8)
+    dram[0:4] = np.frombuffer(encode_uops([Uop(0, 0, 0)], cfg), np.uint8)
+    dram[64:128] = rng.integers(0, 256, 64, dtype=np.uint8)
+    dram[128:256] = rng.integers(0, 256, 128, dtype=np.uint8)
+    one = {"y_size": 1, "x_size": 1, "x_stride": 1}
+    prog = [
+        MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP, **one),
+        MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP,
+                dram_base=64 // cfg.inp_elem_bytes, **one),
+        MemInsn(opcode=Opcode.LOAD, memory_type=MemType.WGT,
+                dram_base=128 // cfg.wgt_elem_bytes, push_next_dep=1, **one),
+        GemmInsn(reset_reg=1, uop_end=1, iter_out=1, iter_in=1),
+        GemmInsn(uop_end=1, iter_out=1, iter_in=1, pop_prev_dep=1, push_next_dep=1),
+        *([GemmInsn(uop_end=1, iter_out=1, iter_in=1, pop_prev_dep=1)] if deadlock else []),
+        MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT,
+                dram_base=store_at // cfg.out_elem_bytes, pop_prev_dep=1, push_prev_dep=1,
+                **one),
+        FinishInsn(pop_next_dep=1),
+    ]
+    return encode_program(prog, cfg), dram
+
+
+@pytest.mark.unit
+def test_cache_dir_honours_environment(monkeypatch, tmp_path):
+    from vta.hw.tsim import cache_root
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "a"))
+    assert cache_root() == tmp_path / "a" / "tsim"
+    monkeypatch.delenv("VTA_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert cache_root() == tmp_path / "x" / "vta-kit" / "tsim"
+
+
+def test_build_is_cached(small_build, small_cfg):
+    from vta.hw import tsim
+
+    mtime = small_build.path.stat().st_mtime_ns
+    again = tsim.build(small_cfg)
+    assert again.path == small_build.path
+    assert again.path.stat().st_mtime_ns == mtime  # not rebuilt
+
+
+def test_random_programs_match_fsim(small_build, small_cfg):
+    from vta.hw import tsim
+    from vta.isa.progen import random_program
+
+    settings = [dict(mem_latency=1, mem_bandwidth=None), dict(mem_latency=32),
+                dict(mem_latency=5, mem_bandwidth=2.0), dict(mem_latency=3, mem_stall=0.4)]
+    for k in range(40):
+        program, dram = random_program(small_cfg, 30_000 + k)
+        opts = settings[k % len(settings)]
+        r = tsim.run_program(program, dram, small_cfg, seed=k, **opts)
+        expect = fsim_dram(program, dram, small_cfg)
+        diff = np.flatnonzero(r.dram != expect)
+        assert diff.size == 0, (f"random program seed {30_000 + k} ({opts}): {diff.size} bytes "
+                                f"differ from fsim, first at {int(diff[0]):#x}")
+
+
+@pytest.mark.parametrize("double_buffer", [False, True])
+def test_tiled_matmul_matches_numpy_and_stats(small_build, small_cfg, double_buffer):
+    from vta.hw import tsim
+    from vta.isa.programs import matmul_program
+
+    rng = np.random.default_rng(11)
+    a = rng.integers(-128, 128, (16, 24))
+    b = rng.integers(-128, 128, (12, 24))
+    mm = matmul_program(small_cfg, 16, 12, 24, a=a, b=b, double_buffer=double_buffer)
+    r = tsim.run_program(mm.program, mm.dram, small_cfg, trace=True)
+    assert (mm.read_c(r.dram) == mm.plan.reference(a, b)).all()
+    s = r.stats
+    # one GEMM micro-op per cycle at most: useful MACs cannot exceed cycles x peak
+    assert s["useful_macs"] == 16 * 12 * 24 // small_cfg.batch * small_cfg.batch
+    assert 0 < s["gemm_utilization"] <= 1
+    assert s["cycles"] >= s["hw_counters"]["gemm_uops"]
+    for m in ("load", "compute", "store"):
+        mod = s["modules"][m]
+        # busy counts every cycle of an instruction, including its token and memory waits
+        assert mod["token_wait"] <= mod["busy"] <= s["cycles"]
+        assert mod["mem_wait"] <= mod["busy"]
+        assert mod["idle"] == s["cycles"] - mod["busy"]
+    assert s["bytes_moved"]["written"] == s["bytes_stored"]
+    # the trace: every instruction once, spans of one module never overlap
+    spans = [e for e in r.trace if e["ph"] == "X" and e["cat"] != "wait"]
+    assert sorted(e["args"]["index"] for e in spans) == list(range(s["insn_count"]))
+    for tid in (0, 1, 2):
+        mine = sorted((e["args"]["start_cycle"], e["args"]["end_cycle"]) for e in spans
+                      if e["tid"] == tid)
+        assert all(e0 <= s1 for (_, e0), (s1, _) in zip(mine, mine[1:]))
+
+
+def test_cycle_exact_against_amaranth_simulator(small_build, small_cfg):
+    """Same RTL, same memory timing: tsim and the Amaranth simulator count the same cycles."""
+    from vta.hw import tsim
+    from vta.hw.simulate import run_program as rtl_run
+    from vta.isa.progen import random_program
+
+    program, dram = random_program(small_cfg, 4242)
+    a = tsim.run_program(program, dram, small_cfg, mem_latency=6, mem_write_latency=1,
+                         mem_bandwidth=None)
+    b = rtl_run(program, dram, small_cfg, mem_latency=6)
+    assert (a.dram == b.dram).all()
+    assert a.stats["hw_counters"] == b.stats["hw_counters"]
+
+
+def test_deadlock_names_module_and_queue(small_build, small_cfg):
+    from vta.hw import tsim
+
+    program, dram = tiny_gemm(small_cfg, deadlock=True)
+    with pytest.raises(DeadlockError, match=r"compute stuck at instruction 5 \(GEMM\) waiting "
+                                            r"for a token on load->compute"):
+        tsim.run_program(program, dram, small_cfg, idle_limit=2000)
+
+
+def test_store_beyond_image_and_cycle_limit(small_build, small_cfg):
+    from vta.hw import tsim
+    from vta.hw.harness import CycleLimitError
+
+    program, dram = tiny_gemm(small_cfg, store_at=512)
+    with pytest.raises(AxiAccessError, match="beyond the 512-byte DRAM image") as e:
+        tsim.run_program(program, dram, small_cfg)
+    assert isinstance(e.value, ProgramError)
+    program, dram = tiny_gemm(small_cfg)
+    with pytest.raises(CycleLimitError, match="within 20 cycles"):
+        tsim.run_program(program, dram, small_cfg, max_cycles=20)
+
+
+@pytest.mark.slow
+def test_vcd_dump(small_cfg, tmp_path):
+    require_verilator()
+    from vta.hw import tsim
+
+    program, dram = tiny_gemm(small_cfg)
+    vcd = tmp_path / "wave.vcd"
+    r = tsim.run_program(program, dram, small_cfg, vcd=vcd)
+    assert (r.dram == fsim_dram(program, dram, small_cfg)).all()
+    text = vcd.read_text()
+    assert "$enddefinitions" in text and " clk " in text and "m_axi_arvalid" in text
+
+
+@pytest.mark.slow
+def test_bus_128_random_programs_match_fsim(small_cfg):
+    require_verilator()
+    from vta.hw import tsim
+    from vta.isa.progen import random_program
+
+    for k in range(20):
+        program, dram = random_program(small_cfg, 40_000 + k)
+        r = tsim.run_program(program, dram, small_cfg, bus_width=128, mem_latency=4 + k,
+                             mem_stall=0.2 * (k % 2), seed=k)
+        assert (r.dram == fsim_dram(program, dram, small_cfg)).all(), f"seed {40_000 + k}"
+
+
+def test_cli_sim_backend_tsim(small_build, small_cfg, tmp_path):
+    import json
+
+    from vta.cli.main import main
+    from vta.isa.progen import random_program
+
+    program, dram = random_program(small_cfg, 99)
+    (tmp_path / "p.bin").write_bytes(program)
+    (tmp_path / "d.bin").write_bytes(dram.tobytes())
+    rc = main(["sim", str(tmp_path / "p.bin"), "--dram", str(tmp_path / "d.bin"),
+               "-o", str(tmp_path / "out.bin"), "--preset", "small", "--backend", "tsim",
+               "--stats", str(tmp_path / "s.json"), "--trace", str(tmp_path / "t.json"), "-q"])
+    assert rc == 0
+    out = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.uint8)
+    assert (out == fsim_dram(program, dram, small_cfg)).all()
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert stats["backend"] == "tsim" and stats["cycles"] > 0
+    assert set(stats["modules"]) == {"load", "compute", "store"}
+    assert {"gemm_utilization", "bytes_moved", "useful_macs"} <= set(stats)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X" and e["cat"] != "wait"]
+    assert len(spans) == stats["insn_count"]
