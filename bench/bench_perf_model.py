@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from perf_samples import collect  # noqa: E402
-
 from vta.isa import Config, decode_program  # noqa: E402
 from vta.sim.perf import DEFAULT_PARAMS, FITTED, PerfModel, calibrate  # noqa: E402
 

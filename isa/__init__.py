@@ -41,6 +41,8 @@ from .insn import (
 from .layout import (
     INSN_BITS,
     INSN_BYTES,
+    INSN_QUEUE_DEPTH,
+    TOKEN_QUEUE_DEPTH,
     UOP_BITS,
     UOP_BYTES,
     AluOp,
@@ -50,8 +52,6 @@ from .layout import (
     MemType,
     Opcode,
     build_layouts,
-    TOKEN_QUEUE_DEPTH,
-    INSN_QUEUE_DEPTH,
 )
 
 __all__ = [

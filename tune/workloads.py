@@ -41,12 +41,9 @@ def register_workload(w: Workload) -> None:
 
 
 def _load_builtin() -> None:
-    # operator templates live beside the compiler binding; import lazily (it pulls the compiler)
-    if not WORKLOADS:
-        try:
-            from . import vta_tasks  # noqa: F401
-        except ImportError:
-            pass
+    # the operator templates register themselves when their module is imported (it imports
+    # the compiler only when a template runs)
+    from . import vta_tasks  # noqa: F401
 
 
 def known_workloads() -> dict[str, Workload]:

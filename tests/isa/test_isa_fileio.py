@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from vta.isa.errors import FileError
 from vta.isa.fileio import read_bytes, write_atomic
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vta.cli.main import main
 from vta.isa import Config
 from vta.tune import Measurer, RandomTuner, TuningLog
@@ -13,7 +12,6 @@ from vta.tune import Measurer, RandomTuner, TuningLog
 @pytest.mark.sim
 def test_tuning_log_applies_best_knobs(tmp_path) -> None:
     import onnx
-
     from vta.compiler.graph import zoo
     from vta.compiler.graph.module import load_module
     from vta.tune.vta_tasks import tasks_from_model

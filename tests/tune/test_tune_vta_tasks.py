@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vta.isa import Config
 from vta.tune import Measurer, RandomTuner, Task, XGBTuner
 from vta.tune.task import task_features
@@ -67,7 +66,6 @@ def test_workload_spec_errors(small: Config) -> None:
 @pytest.mark.sim
 def test_tasks_from_a_zoo_model(tmp_path, small: Config) -> None:
     import onnx
-
     from vta.compiler.graph import zoo
     from vta.tune.vta_tasks import tasks_from_model
 

@@ -1,0 +1,52 @@
+"""`vta tune`: a workload tuned through the CLI, resumed from its log, plotted; bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vta.cli.main import main
+
+SPEC = "conv2d:H=8,W=8,CI=8,CO=8,K=3,S=1,P=1"
+
+
+def _records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.sim
+def test_tune_resume_and_plot(tmp_path, capsys) -> None:
+    log = tmp_path / "t.jsonl"
+    args = ["tune", "--workload", SPEC, "--preset", "small", "--batch", "3", "--log", str(log),
+            "--tuner", "random"]
+    assert main([*args, "--trials", "6"]) == 0
+    out = capsys.readouterr().out
+    first = _records(log)
+    assert len(first) == 6 and "best config" in out
+    best = min(r["result"]["cost"] for r in first if r["result"]["cost"] is not None)
+    assert f"{best:,.0f}" in out
+    assert main([*args, "--trials", "9", "--resume"]) == 0
+    recs = _records(log)
+    assert len(recs) == 9 and recs[:6] == first
+    assert len({r["config"]["index"] for r in recs}) == 9  # resume re-measured nothing
+    png = tmp_path / "curve.png"
+    assert main(["tune", "--plot", str(log), "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv, needle", [
+    (["tune"], "give MODEL.onnx or --workload"),
+    (["tune", "--plot", "nothing.jsonl"], "--plot needs -o"),
+    (["tune", "--plot", "missing.jsonl", "-o", "x.png"], "does not exist"),
+    (["tune", "--workload", "conv2d:CI=6", "--preset", "small"], "not a multiple of 4"),
+    (["tune", "--workload", "nope"], "unknown workload"),
+    (["tune", "--workload", SPEC, "--trials", "0"], "must be positive"),
+])
+def test_tune_bad_input_is_one_line(tmp_path, monkeypatch, capsys, argv, needle) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("vta tune: error: ") and needle in err
+    assert not (tmp_path / "x.png").exists()
