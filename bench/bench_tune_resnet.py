@@ -45,7 +45,11 @@ def exhaustive(task, jobs: int, timeout: float) -> dict[int, float | None]:
     """Cost of every valid configuration (None: invalid or over the time limit)."""
     import hashlib
 
-    path = cache_dir() / (hashlib.sha1(task.key.encode()).hexdigest()[:16] + ".json")
+    from vta.sim.perf import DEFAULT_PARAMS, params_dict
+
+    # the costs depend on the workload and on the performance model's constants
+    key = task.key + json.dumps(params_dict(DEFAULT_PARAMS), sort_keys=True)
+    path = cache_dir() / (hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if path.exists():
         return {int(k): v for k, v in json.loads(path.read_text()).items()}
     valid = task.space.valid_indices()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .common import add_config_args, config_from_args
 
@@ -87,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
     from vta.tune.progress import ProgressBar
 
     log = TuningLog(args.log) if args.log else TuningLog(None)
-    if args.log and not args.resume:
-        log.records = []  # keep the file, do not resume from it
+    if args.log and not args.resume:  # keep the file; resume nothing, transfer from it
+        prior, log.records = log.records, []
+    else:
+        prior = []
     ex = make_executor(args.jobs, args.scheduler)
     rows = []
     try:
@@ -97,6 +100,11 @@ def run(args: argparse.Namespace) -> int:
             measurer = Measurer(args.measure, executor=ex, timeout=args.timeout,
                                 config=cfg.to_dict())
             tuner = TUNERS[args.tuner](task, seed=args.seed)
+            if args.tuner == "xgb" and args.log:  # transfer from other workloads in the log
+                others = [r for r in prior + log.records if r.workload != task.key]
+                if others and (used := tuner.add_prior(others)):
+                    print(f"  cost model primed with {used} records of similar workloads",
+                          file=sys.stderr)
             res = tuner.tune(args.trials, measurer, batch_size=args.batch, log=log,
                              early_stopping=args.early_stopping, progress=bar)
             bar.update(res.trials, f"best {res.best_cost}", force=True)

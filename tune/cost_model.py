@@ -58,7 +58,7 @@ class XGBoostCostModel:
             groups.append(len(self._prior[1]))
         if len(y) < 2 or np.all(y == y[0]):
             return  # nothing to rank yet
-        d = xgb.DMatrix(x, label=y)
+        d = xgb.DMatrix(x, label=y, nthread=1)
         d.set_group(groups)
         params = {"objective": "rank:pairwise", "max_depth": 6, "eta": 0.3, "gamma": 1e-4,
                   "min_child_weight": 1, "subsample": 1.0, "seed": self.seed, "nthread": 1,
@@ -71,7 +71,7 @@ class XGBoostCostModel:
             return np.zeros(len(indices))
         import xgboost as xgb
 
-        return self._booster.predict(xgb.DMatrix(self.features(indices)))
+        return self._booster.predict(xgb.DMatrix(self.features(indices), nthread=1))
 
 
 def _labels(costs: Sequence[float | None]) -> np.ndarray:

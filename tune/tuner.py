@@ -177,16 +177,29 @@ class XGBTuner(Tuner):
         self.plan_size = plan_size
         self.epsilon = epsilon
 
-    def add_prior(self, records: list[Record]) -> None:
-        """Transfer: train on earlier records of a similar workload (same feature length)."""
-        ok = [r for r in records if r.config.get("index") is not None]
-        if not ok:
-            return
-        try:
-            feats = np.stack([self.model.feature_fn(int(r.config["index"])) for r in ok])
-        except Exception:  # noqa: BLE001 - a different space: nothing to transfer
-            return
-        self.model.add_prior(feats, [r.cost if r.ok else None for r in ok])
+    def add_prior(self, records: list[Record]) -> int:
+        """Transfer: train on earlier records of similar workloads (same template). Each
+        record's features are computed in its own workload's space; records whose features
+        differ in length from this task's are skipped. Returns the number used."""
+        tasks: dict[str, Task | None] = {}
+        feats, costs = [], []
+        width = len(task_features(self.task, 0))
+        for r in records:
+            if r.workload not in tasks:
+                try:
+                    tasks[r.workload] = Task.from_json(r.task)
+                except Exception:  # noqa: BLE001 - a template this process cannot build
+                    tasks[r.workload] = None
+            t = tasks[r.workload]
+            if t is None or t.name != self.task.name:
+                continue
+            f = task_features(t, int(r.config["index"]))
+            if len(f) == width:
+                feats.append(f)
+                costs.append(r.cost if r.ok else None)
+        if feats:
+            self.model.add_prior(np.stack(feats), costs)
+        return len(feats)
 
     def next_batch(self, size: int) -> list[int]:
         if not self.model.fitted:

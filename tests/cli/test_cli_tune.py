@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from vta.cli.main import main
 
 SPEC = "conv2d:H=8,W=8,CI=8,CO=8,K=3,S=1,P=1"
@@ -30,6 +29,12 @@ def test_tune_resume_and_plot(tmp_path, capsys) -> None:
     recs = _records(log)
     assert len(recs) == 9 and recs[:6] == first
     assert len({r["config"]["index"] for r in recs}) == 9  # resume re-measured nothing
+    # another conv workload with the XGBoost tuner: the log's records prime its cost model
+    other = ["tune", "--workload", "conv2d:H=8,W=8,CI=8,CO=8,K=1,S=1,P=0", "--preset", "small",
+             "--batch", "3", "--trials", "3", "--log", str(log)]
+    assert main(other) == 0
+    assert "primed with 9 records" in capsys.readouterr().err
+    assert len(_records(log)) == 12
     png = tmp_path / "curve.png"
     assert main(["tune", "--plot", str(log), "-o", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 from vta.isa.errors import FileError
 from vta.tune import (
@@ -122,12 +123,21 @@ def test_best_per_workload_and_transfer(tmp_path) -> None:
         assert rec.cost == min(ok)
         task = Task.create("test.quadratic", (n,))
         assert task.instantiate(task.space.get(rec.config["index"])) == rec.cost
-    # transfer: a model primed with the 8x8 records ranks the 9x9 space before any measurement
+    # transfer: a model primed with the 8x8 records ranks the 9x9 space before any measurement;
+    # each record is featurized in its own (8x8) space, where its index means (a, b)
     t9 = Task.create("test.quadratic", (9,))
     tuner = XGBTuner(t9, seed=0)
-    tuner.add_prior([r for r in read_log(p) if json.loads(r.workload)[1][0] == 8])
+    prior = [r for r in read_log(p) if json.loads(r.workload)[1][0] == 8]
+    assert tuner.add_prior(prior) == len(prior)
+    t8 = Task.create("test.quadratic", (8,))
+    r0 = prior[0]
+    vals = t8.space.get(r0.config["index"]).values
+    assert tuner.model._prior[0][0].tolist() == [vals["a"], vals["b"]]
     tuner.model.fit([], [])
     assert tuner.model.fitted
+    scores = tuner.model.predict(list(range(len(t9.space))))
+    best_guess = t9.space.get(int(np.argmax(scores))).values
+    assert abs(best_guess["a"] - 3) + abs(best_guess["b"] - 5) <= 2  # near the true optimum
 
 
 @pytest.mark.unit
