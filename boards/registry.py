@@ -1,0 +1,217 @@
+"""The board registry: one declarative entry per supported FPGA board.
+
+Each :class:`Board` names its device, the resource budget of that device (from the vendor's
+datasheet, counted the way its family counts them), the clock target, the width of the memory
+port the VTA core gets, the base address of its host registers on the processor's bus, the flow
+that finishes the design (Vivado, Quartus or the open ECP5 flow) and the default :class:`Config`.
+
+Budget units, per family:
+
+- Xilinx 7-series / UltraScale+: 6-input LUTs, flip-flops, 36 Kb block RAMs (a RAMB18 counts
+  0.5), DSP48 slices. (UltraRAM of the ZU7EV is listed in the notes, not in the budget.)
+- Intel Cyclone V: ALMs, registers, M10K blocks, variable-precision DSP blocks (one 27x27 or
+  two 18x19 or three 9x9 multipliers each).
+- Lattice ECP5: 4-input LUTs, flip-flops, 18 Kb EBR blocks (DP16KD), 18x18 multipliers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vta.isa import Config, VTAError
+
+
+class BoardError(VTAError):
+    """An unknown board name or a request a board does not support."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Counts of the four resource kinds every board budget and every report uses."""
+
+    lut: float
+    ff: float
+    bram: float
+    dsp: float
+
+    KINDS = ("lut", "ff", "bram", "dsp")
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in self.KINDS}
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a device family calls its resources and how yosys synthesises for it."""
+
+    name: str
+    vendor: str
+    #: Human names of the units of :class:`Resources` (``lut``, ``ff``, ``bram``, ``dsp``).
+    units: dict[str, str]
+    #: The yosys synthesis command (without ``-top``), or ``None`` when yosys has none.
+    synth: str
+    #: True when the figures are a yosys-based estimate rather than the vendor flow's mapping.
+    estimate_note: str = ""
+
+
+FAMILIES: dict[str, Family] = {
+    "xc7": Family(
+        "xc7", "xilinx",
+        {"lut": "LUT6", "ff": "FF", "bram": "RAMB36", "dsp": "DSP48E1"},
+        "synth_xilinx -family xc7 -flatten -noiopad -noclkbuf"),
+    "xcup": Family(
+        "xcup", "xilinx",
+        {"lut": "LUT6", "ff": "FF", "bram": "RAMB36", "dsp": "DSP48E2"},
+        "synth_xilinx -family xcup -flatten -noiopad -noclkbuf"),
+    "cyclonev": Family(
+        "cyclonev", "intel",
+        {"lut": "ALM", "ff": "register", "bram": "M10K", "dsp": "DSP block"},
+        "synth_intel_alm -family cyclonev -noiopad -noclkbuf",
+        "estimate: yosys synth_intel_alm maps to Cyclone V ALUTs, M10Ks and multipliers; ALMs "
+        "are counted as one per 6-input ALUT and one per two smaller or arithmetic ALUTs, and "
+        "DSP blocks as one per 27x27, 1/2 per 18x18 and 1/3 per 9x9 multiplier; Quartus packs "
+        "differently"),
+    "ecp5": Family(
+        "ecp5", "lattice",
+        {"lut": "LUT4", "ff": "FF", "bram": "EBR (DP16KD)", "dsp": "MULT18X18D"},
+        "synth_ecp5 -abc9"),
+}
+
+
+@dataclass(frozen=True)
+class Board:
+    """One FPGA board the kit can target."""
+
+    name: str
+    title: str
+    family: str
+    part: str
+    #: Resource budget of the device (see the module docstring for units).
+    budget: Resources
+    clock_mhz: float
+    #: Width in bits of the AXI memory port of the core (64 or 128).
+    bus_width: int
+    #: Byte address of the core's host registers on the processor's bus.
+    reg_base: int
+    #: Size of the register window (bytes).
+    reg_span: int
+    #: "vivado", "quartus" or "open".
+    flow: str
+    #: The default configuration's parameters (overrides of :class:`Config`'s defaults).
+    config_params: dict[str, int] = field(default_factory=dict)
+    notes: str = ""
+    #: Flow-specific details (Vivado board part, nextpnr device/package, ...).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fam(self) -> Family:
+        return FAMILIES[self.family]
+
+    @property
+    def vendor(self) -> str:
+        return self.fam.vendor
+
+    @property
+    def default_config(self) -> Config:
+        """The configuration this board is built with unless told otherwise."""
+        return Config(**self.config_params)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description (``vta boards --json``)."""
+        return {
+            "name": self.name, "title": self.title, "vendor": self.vendor,
+            "family": self.family, "part": self.part, "clock_mhz": self.clock_mhz,
+            "bus_width": self.bus_width, "reg_base": f"0x{self.reg_base:08X}",
+            "reg_span": f"0x{self.reg_span:X}", "flow": self.flow,
+            "budget": {k: int(v) for k, v in self.budget.as_dict().items()},
+            "units": dict(self.fam.units),
+            "default_config": self.default_config.params,
+            "notes": self.notes,
+        }
+
+
+#: The PYNQ config of TVM, shared by the processor-based boards.
+_PYNQ_CONFIG: dict[str, int] = {}
+
+#: A configuration that fits the LFE5U-85F (416 KiB of EBR, 156 multipliers): 1x8x8 GEMM
+#: (64 multipliers), 8 KiB micro-op, 8 KiB input, 32 KiB weight and 32 KiB accumulator buffers.
+_ULX3S_CONFIG = {"LOG_BLOCK": 3, "LOG_UOP_BUFF_SIZE": 13, "LOG_INP_BUFF_SIZE": 13,
+                 "LOG_WGT_BUFF_SIZE": 15, "LOG_ACC_BUFF_SIZE": 15}
+
+_BOARDS: tuple[Board, ...] = (
+    Board(
+        name="pynq-z1", title="PYNQ-Z1", family="xc7", part="xc7z020clg400-1",
+        # Zynq-7020: 53,200 LUTs, 106,400 FFs, 140 RAMB36 (4.9 Mb), 220 DSP48E1 (DS190).
+        budget=Resources(lut=53200, ff=106400, bram=140, dsp=220),
+        clock_mhz=100.0, bus_width=64, reg_base=0x43C0_0000, reg_span=0x1_0000, flow="vivado",
+        config_params=_PYNQ_CONFIG,
+        notes="Zynq-7000; VTA on M_AXI_GP0, memory through S_AXI_HP0 (64-bit)",
+        extra={"ps_ip": "processing_system7", "ps_master": "M_AXI_GP0",
+               "ps_slave": "S_AXI_HP0", "ps_clk": "FCLK_CLK0", "ps_rst": "FCLK_RESET0_N",
+               "board_part": "www.digilentinc.com:pynq-z1:part0:1.0"}),
+    Board(
+        name="ultra96-v2", title="Ultra96-V2", family="xcup", part="xczu3eg-sbva484-1-e",
+        # ZU3EG: 70,560 LUTs, 141,120 FFs, 216 RAMB36 (7.6 Mb), 360 DSP48E2 (DS891).
+        budget=Resources(lut=70560, ff=141120, bram=216, dsp=360),
+        clock_mhz=200.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
+        config_params=_PYNQ_CONFIG,
+        notes="Zynq UltraScale+; VTA on M_AXI_HPM0_FPD, memory through S_AXI_HP0_FPD (128-bit)",
+        extra={"ps_ip": "zynq_ultra_ps_e", "ps_master": "M_AXI_HPM0_FPD",
+               "ps_slave": "S_AXI_HP0_FPD", "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0",
+               "board_part": "avnet.com:ultra96v2:part0:1.2"}),
+    Board(
+        name="zcu104", title="ZCU104", family="xcup", part="xczu7ev-ffvc1156-2-e",
+        # ZU7EV: 230,400 LUTs, 460,800 FFs, 312 RAMB36 (11 Mb), 96 UltraRAM, 1,728 DSP48E2.
+        budget=Resources(lut=230400, ff=460800, bram=312, dsp=1728),
+        clock_mhz=250.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
+        config_params=_PYNQ_CONFIG,
+        notes="Zynq UltraScale+; 96 UltraRAM blocks (27 Mb) not counted in the BRAM budget",
+        extra={"ps_ip": "zynq_ultra_ps_e", "ps_master": "M_AXI_HPM0_FPD",
+               "ps_slave": "S_AXI_HP0_FPD", "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0",
+               "board_part": "xilinx.com:zcu104:part0:1.1"}),
+    Board(
+        name="de10-nano", title="DE10-Nano", family="cyclonev", part="5CSEBA6U23I7",
+        # Cyclone V SE A6: 41,509 ALMs, 166,036 registers, 5,570 Kb of M10K (557 blocks),
+        # 112 variable-precision DSP blocks (Cyclone V device overview).
+        budget=Resources(lut=41509, ff=166036, bram=557, dsp=112),
+        clock_mhz=100.0, bus_width=64, reg_base=0xFF20_0000, reg_span=0x1_0000, flow="quartus",
+        config_params=_PYNQ_CONFIG,
+        notes="Cyclone V SoC; VTA on the lightweight HPS-to-FPGA bridge, memory through the "
+              "FPGA-to-SDRAM port (64-bit)",
+        extra={"family_name": "Cyclone V"}),
+    Board(
+        name="ulx3s-85f", title="ULX3S-85F", family="ecp5", part="LFE5U-85F-6BG381C",
+        # LFE5U-85F: 83,640 LUT4s and FFs (41,820 slices), 208 EBR of 18 Kb (3,744 Kb),
+        # 156 18x18 multipliers (ECP5 family datasheet).
+        budget=Resources(lut=83640, ff=83640, bram=208, dsp=156),
+        clock_mhz=100.0, bus_width=64, reg_base=0x8000_0000, reg_span=0x1_0000, flow="open",
+        config_params=_ULX3S_CONFIG,
+        notes="fully open flow (yosys, nextpnr-ecp5, ecppack); no hard processor: the host "
+              "reaches the registers (at 0x80000000 in the serial bridge's address space) and an "
+              "on-chip memory over the USB serial port",
+        extra={"nextpnr_device": "--85k", "package": "CABGA381", "speed": "6",
+               "board_clock_mhz": 25.0}),
+)
+
+_BY_NAME = {b.name: b for b in _BOARDS}
+
+
+def all_boards() -> list[Board]:
+    """Every registered board, in registry order."""
+    return list(_BOARDS)
+
+
+def board_names() -> list[str]:
+    return [b.name for b in _BOARDS]
+
+
+def get_board(name: str | Board) -> Board:
+    """The board called ``name`` (case-insensitive; ``_`` and ``-`` are interchangeable)."""
+    if isinstance(name, Board):
+        return name
+    key = str(name).strip().lower().replace("_", "-")
+    board = _BY_NAME.get(key)
+    if board is None:
+        raise BoardError(f"unknown board {name!r}; known boards: {', '.join(board_names())}")
+    return board

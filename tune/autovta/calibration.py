@@ -1,0 +1,83 @@
+"""Calibrating the resource model against real yosys synthesis (cached on disk).
+
+:data:`CALIBRATION_POINTS` is a handful of small-to-medium configurations spanning the features
+of the model (GEMM shape, batch, buffer sizes, bus width); each synthesis takes minutes, so the
+reports are cached (:mod:`vta.tune.autovta.synthcache`) and a calibration reuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from vta.isa import Config
+
+from .resources import KINDS, ResourceModel
+from .synthcache import cached_synthesis, synthesize
+
+#: (config parameters, bus width): small to medium cores, cheapest first.
+CALIBRATION_POINTS: tuple[tuple[dict[str, int], int], ...] = (
+    (dict(LOG_BATCH=0, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=10, LOG_INP_BUFF_SIZE=10,
+          LOG_WGT_BUFF_SIZE=10, LOG_ACC_BUFF_SIZE=11), 64),
+    (dict(LOG_BATCH=0, LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13,
+          LOG_WGT_BUFF_SIZE=15, LOG_ACC_BUFF_SIZE=15), 64),
+    (dict(LOG_BATCH=1, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=12, LOG_INP_BUFF_SIZE=12,
+          LOG_WGT_BUFF_SIZE=12, LOG_ACC_BUFF_SIZE=13), 128),
+    (dict(LOG_BATCH=0, LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=12, LOG_INP_BUFF_SIZE=14,
+          LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16), 128),
+    (dict(LOG_BATCH=1, LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
+          LOG_WGT_BUFF_SIZE=15, LOG_ACC_BUFF_SIZE=16), 64),
+    (dict(LOG_BATCH=0, LOG_BLOCK=4), 64),
+    (dict(LOG_BATCH=0, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13,
+          LOG_WGT_BUFF_SIZE=14, LOG_ACC_BUFF_SIZE=15), 128),
+)
+
+
+def calibration_points() -> list[tuple[Config, int]]:
+    return [(Config(**p), bw) for p, bw in CALIBRATION_POINTS]
+
+
+def synthesis_samples(board: str, points: Sequence[tuple[Config, int]] | None = None, *,
+                      synth: bool = False, progress: Callable[[str], None] | None = None
+                      ) -> tuple[list[tuple[Config, int, dict[str, float]]], list[str]]:
+    """(samples, missing): cached synthesis results of ``points`` for ``board`` as
+    ``(cfg, bus_width, used)``; with ``synth`` the missing ones are synthesized (minutes each)
+    and cached. ``missing`` names the points without a report."""
+    samples, missing = [], []
+    pts = list(points) if points is not None else calibration_points()
+    for k, (cfg, bw) in enumerate(pts):
+        entry = cached_synthesis(board, cfg, bw)
+        if entry is None and synth:
+            if progress:
+                progress(f"[{k + 1}/{len(pts)}] synthesizing {cfg.batch}x{cfg.block_in}x"
+                         f"{cfg.block_out} bus {bw} for {board} (minutes)")
+            entry = synthesize(board, cfg, bw, progress=None)
+        if entry is None:
+            missing.append(f"{cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{bw}")
+            continue
+        samples.append((cfg, bw, {k2: float(entry["used"][k2]) for k2 in KINDS}))
+    return samples, missing
+
+
+def calibrated_model(board: Any, *, synth: bool = False,
+                     points: Sequence[tuple[Config, int]] | None = None,
+                     progress: Callable[[str], None] | None = None,
+                     min_samples: int = 3) -> tuple[ResourceModel, list[str]]:
+    """The resource model for ``board`` calibrated on its cached synthesis reports (with
+    ``synth``: synthesizing the missing calibration points first). With fewer than
+    ``min_samples`` reports, the shipped coefficients are kept. Returns the model and notes."""
+    from vta.boards import get_board
+
+    b = get_board(board)
+    model = ResourceModel.for_board(b)
+    samples, missing = synthesis_samples(b.name, points, synth=synth, progress=progress)
+    notes = []
+    if len(samples) >= min_samples:
+        model.calibrate(samples)
+    else:
+        notes.append(f"resource model: {len(samples)} synthesis report(s) cached for {b.name}; "
+                     f"using the shipped coefficients ({model.source}); run with --calibrate "
+                     f"to synthesize the calibration set")
+    if missing and samples:
+        notes.append(f"resource model: no synthesis yet for {', '.join(missing)}")
+    return model, notes

@@ -1,0 +1,287 @@
+"""A target network's VTA layers, and their cycles on a candidate configuration.
+
+Evaluating a hardware candidate on a network needs the instruction stream of every layer that
+runs on VTA, lowered for that candidate's :class:`~vta.isa.Config`. Quantization is the expensive
+part of compiling a network (it runs the float and int8 graphs on calibration samples), and it
+does not depend on the configuration. So a network is compiled ONCE (with the default config) to
+get its quantized graph and tensor shapes; what survives is a small JSON-able list of
+:class:`VTALayer` (convolution geometry plus the requantization shift and clip bounds), cached on
+disk per model. For each candidate, every layer is lowered as the compiler lowers it
+(:mod:`vta.compiler.graph.vta_lower`: its group plan, its default schedule ``best_tiling`` and
+``lower_conv``) at placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its
+cycles. No data is computed per candidate.
+
+The placeholder addresses do not change the estimate: the compiler's memory plan aligns every
+tensor to at least 256 bytes (a multiple of any bus width), and the performance model only looks
+at addresses modulo the bus width.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vta.isa import Config
+from vta.isa.errors import VTAError
+from vta.isa.fileio import write_atomic
+
+#: Bumped when the layer extraction changes (invalidates the on-disk cache).
+LAYERS_FORMAT = 2
+
+
+class NetworkError(VTAError):
+    """A target network that cannot be loaded or has no layer VTA can run."""
+
+
+def cache_dir(*parts: str) -> Path:
+    """The kit's user cache (``$VTA_CACHE_DIR``, else ``$XDG_CACHE_HOME/vta-kit``, else
+    ``~/.cache/vta-kit``), subdirectory ``autovta/<parts>``."""
+    if os.environ.get("VTA_CACHE_DIR"):
+        base = Path(os.environ["VTA_CACHE_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vta-kit"
+    return base.joinpath("autovta", *parts)
+
+
+def kit_version() -> str:
+    """The installed kit's version (part of every cache key)."""
+    try:
+        from importlib.metadata import version
+
+        return version("vta-kit")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "0+unknown"
+
+
+@dataclass(frozen=True)
+class VTALayer:
+    """One layer the compiler offloads to VTA (a quantized conv2d, grouped or not, or dense):
+    what its lowering depends on besides the configuration."""
+
+    name: str
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    #: conv attributes the lowering reads: group, strides, pads, dilations
+    attrs: tuple[tuple[str, Any], ...]
+    #: requantization: one right shift for the layer, or one per output channel
+    shift: int | tuple[int, ...]
+    lo: int
+    hi: int
+
+    @property
+    def attr_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.attrs}
+
+    def plan(self, cfg: Config) -> Any:
+        """The compiler's :class:`GroupPlan` on ``cfg`` (raises ``LoweringError``)."""
+        from vta.compiler.graph.vta_lower import group_plan
+
+        return group_plan(cfg, self.x_shape, self.w_shape, self.attr_dict)
+
+    @property
+    def macs(self) -> int:
+        from vta.compiler.graph.vta_lower import conv_geom
+
+        g = conv_geom(self.x_shape, self.w_shape, self.attr_dict)
+        return int(g.macs) // int(self.attr_dict.get("group", 1))
+
+    @property
+    def shape_key(self) -> tuple:
+        """Layers with equal keys lower to the same instruction streams."""
+        shift = "vector" if isinstance(self.shift, tuple) else self.shift == 0
+        return (self.x_shape, self.w_shape, self.attrs, shift)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "x_shape": list(self.x_shape), "w_shape": list(self.w_shape),
+                "attrs": self.attr_dict,
+                "shift": list(self.shift) if isinstance(self.shift, tuple) else self.shift,
+                "lo": self.lo, "hi": self.hi}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> VTALayer:
+        return cls(d["name"], tuple(d["x_shape"]), tuple(d["w_shape"]), _attrs(d["attrs"]),
+                   tuple(d["shift"]) if isinstance(d["shift"], list) else int(d["shift"]),
+                   int(d["lo"]), int(d["hi"]))
+
+
+def _attrs(a: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    keep = ("group", "strides", "pads", "dilations")
+    return tuple((k, tuple(a[k]) if isinstance(a[k], list | tuple) else a[k])
+                 for k in keep if k in a)
+
+
+@dataclass(frozen=True)
+class Network:
+    """The VTA layers of a model (what AutoVTA needs of it)."""
+
+    name: str
+    layers: tuple[VTALayer, ...]
+    #: layers that run on the CPU whatever the configuration (first conv kept float, grouped)
+    cpu_layers: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def macs(self) -> int:
+        return sum(layer.macs for layer in self.layers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": LAYERS_FORMAT, "name": self.name, "source": self.source,
+                "layers": [layer.to_json() for layer in self.layers],
+                "cpu_layers": list(self.cpu_layers)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Network:
+        return cls(d["name"], tuple(VTALayer.from_json(x) for x in d["layers"]),
+                   tuple(d.get("cpu_layers", ())), d.get("source", ""))
+
+
+def _zoo_names() -> list[str]:
+    from vta.compiler.graph import zoo
+
+    return list(zoo.ZOO)
+
+
+def _model_bytes(model: str, zoo_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
+    """(name, ONNX bytes) of a zoo name or an ONNX file."""
+    from vta.compiler.graph import zoo
+    from vta.compiler.graph.errors import ModelError
+
+    if model in zoo.ZOO:
+        return model, zoo.build(model, **dict(zoo_kwargs)).SerializeToString()
+    p = Path(model)
+    if p.suffix.lower() != ".onnx" and not p.exists():
+        raise NetworkError(f"unknown model {model!r}: give a zoo model "
+                           f"({', '.join(_zoo_names())}) or an .onnx file")
+    if zoo_kwargs:
+        raise NetworkError(f"zoo options ({', '.join(zoo_kwargs)}) apply to zoo models only, "
+                           f"not to {model}")
+    if not p.exists():
+        raise ModelError(f"model file {p} does not exist")
+    if p.is_dir():
+        raise ModelError(f"model file {p} is a directory, not an .onnx file")
+    return p.stem, p.read_bytes()
+
+
+def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
+    """Compile the model once (default config) and keep its VTA layers' geometry and
+    requantization parameters."""
+    import onnx
+    from vta.compiler.graph.module import VTA_OPS, compile_graph
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+
+    try:
+        proto = onnx.load_from_string(model_bytes)
+    except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
+        raise NetworkError(f"{source or name} is not a valid ONNX file "
+                           f"({type(e).__name__})") from None
+    graph = from_onnx(proto, source=source or name)
+    module = compile_graph(graph, Config())
+    qg, shapes = module.graph, module.shapes
+    layers, cpu = [], []
+    for n in qg.nodes:
+        if n.op not in VTA_OPS:
+            if n.op in ("Conv", "Dense", "ConvTranspose"):
+                cpu.append(n.name)  # kept in float by the quantizer
+            continue
+        shift = n.attrs["shift"]
+        layers.append(VTALayer(n.name, tuple(shapes[n.inputs[0]]),
+                               tuple(qg.params[n.inputs[1]].shape), _attrs(n.attrs),
+                               tuple(int(v) for v in shift) if isinstance(shift, list)
+                               else int(shift), int(n.attrs["lo"]), int(n.attrs["hi"])))
+    if not layers:
+        raise NetworkError(f"{source or name} has no convolution or dense layer VTA can run")
+    return Network(name, tuple(layers), tuple(cpu), source or name)
+
+
+def load_network(model: str, *, use_cache: bool = True, **zoo_kwargs: Any) -> Network:
+    """The VTA layers of a zoo model (``resnet18``, ...; ``zoo_kwargs`` such as ``image_size``)
+    or of an ONNX file; cached on disk by the model's content and the kit version."""
+    name, data = _model_bytes(model, {k: v for k, v in zoo_kwargs.items() if v is not None})
+    key = hashlib.sha256(data + f"|{kit_version()}|{LAYERS_FORMAT}".encode()).hexdigest()[:24]
+    path = cache_dir("networks") / f"{name}-{key}.json"
+    if use_cache and path.exists():
+        try:
+            return Network.from_json(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache entry: rebuild it
+    net = extract_layers(data, name, model)
+    if use_cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(net.to_json()), "network cache")
+        except (OSError, VTAError):
+            pass  # a read-only cache is not an error
+    return net
+
+
+# --------------------------------------------------------------------------- performance
+@dataclass
+class NetworkPerf:
+    """Cycles of a network's VTA layers on one configuration."""
+
+    cycles: int
+    #: layer name -> cycles (layers that lower on this configuration)
+    layer_cycles: dict[str, int] = field(default_factory=dict)
+    #: layer name -> why it does not fit this configuration's buffers (runs on the CPU)
+    unmapped: dict[str, str] = field(default_factory=dict)
+    gemm_uops: int = 0
+    bytes_loaded: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not self.unmapped
+
+
+def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
+    """The layer's instruction stream for ``cfg`` as the compiler builds it (its group plan,
+    its default schedule :func:`best_tiling`), at placeholder addresses that keep the
+    compiler's relative offsets (raises ``LoweringError`` when it does not fit the buffers)."""
+    from vta.compiler.graph.pack import ceil_div
+    from vta.compiler.graph.vta_lower import Addrs, best_tiling, concat_programs, lower_conv
+
+    gp = layer.plan(cfg)
+    g = gp.geom
+    t = best_tiling(cfg, g)
+    cbg, obg = ceil_div(g.c, cfg.block_in), ceil_div(g.o, cfg.block_out)
+    vector = isinstance(layer.shift, tuple)
+    shift: int | list[int] = list(layer.shift) if vector else layer.shift
+    parts = []
+    for k in range(gp.count):
+        a = Addrs(inp=k * cbg * g.h * g.w, wgt=k * obg * cbg * g.kh * g.kw, bias=k * obg,
+                  out=k * obg * g.oh * g.ow, uop=0, shift=k * obg if vector else -1)
+        insns, _ = lower_conv(cfg, g, a, shift=shift, lo=layer.lo, hi=layer.hi, tiling=t,
+                              cb_total=gp.cb_total, ob_total=gp.ob_total)
+        parts.append(insns)
+    return concat_programs(parts)
+
+
+def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPerf:
+    """Sum the performance model's cycles over the network's VTA layers on ``cfg``."""
+    from vta.compiler.graph.vta_lower import LoweringError
+    from vta.sim.perf import estimate
+
+    out = NetworkPerf(0)
+    memo: dict[tuple, dict[str, Any] | str] = {}
+    for layer in net.layers:
+        key = layer.shape_key
+        if key not in memo:
+            try:
+                memo[key] = estimate(lower_layer(layer, cfg), cfg, bus_width=bus_width)
+            except LoweringError as e:
+                memo[key] = str(e)
+        st = memo[key]
+        if isinstance(st, str):
+            out.unmapped[layer.name] = st
+            continue
+        out.layer_cycles[layer.name] = int(st["cycles"])
+        out.cycles += int(st["cycles"])
+        out.gemm_uops += int(st.get("gemm_uops", 0))
+        loaded = st.get("bytes_loaded", 0)
+        out.bytes_loaded += int(sum(loaded.values()) if isinstance(loaded, dict) else loaded)
+    return out

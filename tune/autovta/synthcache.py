@@ -1,0 +1,113 @@
+"""Real synthesis of candidate cores, cached on disk (each yosys run takes minutes).
+
+A report is stored as JSON in the user cache (``$VTA_CACHE_DIR/autovta/synth``, else
+``$XDG_CACHE_HOME/vta-kit/autovta/synth``, else ``~/.cache/vta-kit/autovta/synth``) under a key
+made of the configuration's parameters, the bus width, the board and the kit version. A hash of
+the hardware and synthesis sources is stored with each report (``hw_hash``) so that a report
+made from other sources can be recognised, but it is not part of the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vta.isa import Config
+from vta.isa.errors import VTAError
+from vta.isa.fileio import write_atomic
+
+from .network import cache_dir, kit_version
+
+SYNTH_FORMAT = 1
+
+
+def hw_hash() -> str:
+    """A short hash of the sources that decide the synthesized netlist (vta.hw, boards.synth)."""
+    h = hashlib.sha256()
+    for pkg, pattern in (("vta.hw", "*.py"), ("vta.boards", "synth.py")):
+        try:
+            root = resources.files(pkg)
+        except ModuleNotFoundError:
+            continue
+        for f in sorted(Path(str(root)).glob(pattern)):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def synth_key(board: str, cfg: Config, bus_width: int) -> str:
+    """The cache key of one (board, config, bus width) under this kit version."""
+    blob = json.dumps({"board": board, "config": cfg.params, "bus_width": bus_width,
+                       "kit": kit_version(), "format": SYNTH_FORMAT}, sort_keys=True)
+    p = cfg.params
+    label = (f"{board}-b{p['LOG_BATCH']}k{p['LOG_BLOCK']}-u{p['LOG_UOP_BUFF_SIZE']}"
+             f"i{p['LOG_INP_BUFF_SIZE']}w{p['LOG_WGT_BUFF_SIZE']}a{p['LOG_ACC_BUFF_SIZE']}"
+             f"-bus{bus_width}")
+    return f"{label}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def _path(board: str, cfg: Config, bus_width: int) -> Path:
+    return cache_dir("synth") / f"{synth_key(board, cfg, bus_width)}.json"
+
+
+def cached_synthesis(board: str, cfg: Config, bus_width: int) -> dict[str, Any] | None:
+    """The cached synthesis entry, or None when this point was never synthesized."""
+    from vta.boards import get_board
+
+    name = get_board(board).name
+    p = _path(name, cfg, bus_width)
+    if not p.exists():
+        return None
+    try:
+        entry = json.loads(p.read_text())
+        if entry.get("format") != SYNTH_FORMAT or "used" not in entry:
+            return None
+        return entry
+    except (OSError, ValueError):
+        return None
+
+
+def synthesize(board: str, cfg: Config, bus_width: int | None = None, *,
+               use_cache: bool = True, progress: Callable[[str], None] | None = None,
+               timeout: float = 3600.0) -> dict[str, Any]:
+    """Synthesize the core for ``cfg`` with yosys for ``board`` (cached); returns the entry:
+    ``used`` ({lut, ff, bram, dsp} in the board's units), ``seconds``, ``report`` (the full
+    :meth:`vta.boards.synth.SynthReport.to_dict`), ``cached`` (whether it came from the cache)."""
+    from vta.boards import get_board
+    from vta.boards.synth import synthesize as yosys_synthesize
+    from vta.hw.verilog import generate
+
+    b = get_board(board)
+    bw = int(bus_width or b.bus_width)
+    if use_cache:
+        entry = cached_synthesis(b.name, cfg, bw)
+        if entry is not None:
+            return {**entry, "cached": True}
+    import tempfile
+
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="vta-autovta-synth-") as tmp:
+        src = Path(tmp) / "vta_core.v"
+        src.write_text(generate(cfg, bus_width=bw, name="vta_core"))
+        rep = yosys_synthesize(b, [src], "vta_core", workdir=Path(tmp) / "work",
+                               progress=progress, config=cfg, timeout=timeout)
+    entry = {
+        "format": SYNTH_FORMAT, "key": synth_key(b.name, cfg, bw), "board": b.name,
+        "family": b.family, "config": cfg.params, "bus_width": bw, "kit": kit_version(),
+        "hw_hash": hw_hash(), "seconds": round(time.monotonic() - t0, 1),
+        "used": rep.used.as_dict(), "report": rep.to_dict(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if use_cache:
+        path = _path(b.name, cfg, bw)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(entry, indent=1), "synthesis cache entry")
+        except (OSError, VTAError):
+            pass
+    return {**entry, "cached": False}
