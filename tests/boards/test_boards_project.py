@@ -157,7 +157,6 @@ def test_verilog_board_uses_the_board_default_config(tmp_path) -> None:
     """`vta verilog --board ulx3s-85f` without --config builds the board's own (1x8x8) core."""
     from vta.boards import get_board
     from vta.cli.main import main
-
     from vta.isa import Config
 
     assert main(["verilog", "--board", "ulx3s-85f", "-o", str(tmp_path / "p")]) == 0
