@@ -4,7 +4,7 @@ The generic machinery (spaces, tasks, measurement executors, the XGBoost ranking
 annealing, tuners and logs) lives here; ``vta_tasks`` binds it to the compiler's operators.
 """
 
-from .log import Record, TuningLog, best_per_workload, read_log
+from .log import LogRecord, TuningLog, best_per_workload, read_log
 from .measure import (
     MeasureError,
     Measurer,
@@ -22,5 +22,5 @@ __all__ = [
     "ConfigSpace", "ConfigEntity", "SpaceError", "Task", "TaskError", "template", "features",
     "Measurer", "MeasureResult", "MeasureError", "WrongResult", "make_executor",
     "close_executor", "register_measurer", "Tuner", "XGBTuner", "RandomTuner", "GridTuner",
-    "TUNERS", "TuneResult", "TuningLog", "Record", "read_log", "best_per_workload",
+    "TUNERS", "TuneResult", "TuningLog", "LogRecord", "read_log", "best_per_workload",
 ]

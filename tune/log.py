@@ -33,7 +33,7 @@ def kit_version() -> str:
 
 
 @dataclass
-class Record:
+class LogRecord:
     workload: str
     task: dict[str, Any]
     config: dict[str, Any]
@@ -58,7 +58,7 @@ class Record:
                 "version": self.version or kit_version()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Record:
+    def from_json(cls, d: dict[str, Any]) -> LogRecord:
         r = d["result"]
         return cls(d["workload"], d.get("task", {}), d["config"], r.get("cost"), r.get("error"),
                    r.get("kind", "ok" if r.get("error") is None else "error"),
@@ -71,12 +71,12 @@ class TuningLog:
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path is not None else None
-        self.records: list[Record] = []
+        self.records: list[LogRecord] = []
         if self.path is not None and self.path.exists():
             _cut_partial_tail(self.path)
             self.records = read_log(self.path)
 
-    def append(self, records: Iterable[Record]) -> None:
+    def append(self, records: Iterable[LogRecord]) -> None:
         records = list(records)
         self.records += records
         if self.path is None or not records:
@@ -90,13 +90,13 @@ class TuningLog:
         except OSError as e:
             raise FileError(f"cannot append to tuning log {self.path}: {e.strerror or e}") from None
 
-    def for_workload(self, key: str) -> list[Record]:
+    def for_workload(self, key: str) -> list[LogRecord]:
         return [r for r in self.records if r.workload == key]
 
     def measured_indices(self, key: str) -> set[int]:
         return {int(r.config["index"]) for r in self.for_workload(key)}
 
-    def best(self, key: str) -> Record | None:
+    def best(self, key: str) -> LogRecord | None:
         return best_record(self.for_workload(key))
 
 
@@ -111,12 +111,12 @@ def _cut_partial_tail(path: Path) -> None:
         raise FileError(f"cannot open tuning log {path}: {e.strerror or e}") from None
 
 
-def best_record(records: Iterable[Record]) -> Record | None:
+def best_record(records: Iterable[LogRecord]) -> LogRecord | None:
     ok = [r for r in records if r.ok]
     return min(ok, key=lambda r: r.cost) if ok else None
 
 
-def iter_log(path: str | Path) -> Iterator[Record]:
+def iter_log(path: str | Path) -> Iterator[LogRecord]:
     p = Path(path)
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -129,20 +129,20 @@ def iter_log(path: str | Path) -> Iterator[Record]:
             continue
         try:
             d = json.loads(line)
-            yield Record.from_json(d)
+            yield LogRecord.from_json(d)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             if n == len(lines):  # a line cut short by a crash: ignore it
                 return
             raise FileError(f"{p}:{n}: not a tuning record ({e})") from None
 
 
-def read_log(path: str | Path) -> list[Record]:
+def read_log(path: str | Path) -> list[LogRecord]:
     return list(iter_log(path))
 
 
-def best_per_workload(path: str | Path) -> dict[str, Record]:
+def best_per_workload(path: str | Path) -> dict[str, LogRecord]:
     """The best valid record of each workload in a log (what `vta compile --tuning-log` applies)."""
-    best: dict[str, Record] = {}
+    best: dict[str, LogRecord] = {}
     for r in iter_log(path):
         if r.ok and (r.workload not in best or r.cost < best[r.workload].cost):
             best[r.workload] = r

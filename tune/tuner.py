@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .cost_model import XGBoostCostModel
-from .log import Record, TuningLog
+from .log import LogRecord, TuningLog
 from .measure import Measurer, MeasureResult
 from .sa import SimulatedAnnealing, diverse_batch
 from .task import Task, task_features
@@ -93,7 +93,7 @@ class Tuner:
             before = result.best_cost
             self._record(res, result)
             if log is not None:
-                log.append(Record(key, self.task.to_json(), self.space.get(r.index).to_json(),
+                log.append(LogRecord(key, self.task.to_json(), self.space.get(r.index).to_json(),
                                   r.cost, r.error, r.kind, r.elapsed, self.name,
                                   result.trials - len(res) + k + 1)
                            for k, r in enumerate(res))
@@ -177,7 +177,7 @@ class XGBTuner(Tuner):
         self.plan_size = plan_size
         self.epsilon = epsilon
 
-    def add_prior(self, records: list[Record]) -> int:
+    def add_prior(self, records: list[LogRecord]) -> int:
         """Transfer: train on earlier records of similar workloads (same template). Each
         record's features are computed in its own workload's space; records whose features
         differ in length from this task's are skipped. Returns the number used."""
