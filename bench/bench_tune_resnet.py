@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from vta.isa import Config
+from vta.isa.fileio import user_cache_dir
 from vta.tune import (
     Measurer,
     MeasureResult,
@@ -34,9 +34,7 @@ from vta.tune.vta_tasks import RESNET18_LAYERS, default_knobs_cost, resnet18_tas
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("VTA_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vta-kit")
-    d = Path(base) / "tune-bench"
+    d = user_cache_dir("tune-bench")
     d.mkdir(parents=True, exist_ok=True)
     return d
 

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 from pathlib import Path
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.fileio import user_cache_dir
 from vta.isa.image import as_program_bytes
 
 
 def _cache() -> Path:
-    base = os.environ.get("VTA_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vta-kit")
-    d = Path(base) / "perf-samples"
+    d = user_cache_dir("perf-samples")
     d.mkdir(parents=True, exist_ok=True)
     return d
 

@@ -11,6 +11,16 @@ from pathlib import Path
 from .errors import FileError
 
 
+def user_cache_dir(*parts: str) -> Path:
+    """The kit's user cache: ``$VTA_CACHE_DIR``, else ``$XDG_CACHE_HOME/vta-kit``, else
+    ``~/.cache/vta-kit``; with ``parts`` a subdirectory of it (not created here)."""
+    if os.environ.get("VTA_CACHE_DIR"):
+        base = Path(os.environ["VTA_CACHE_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vta-kit"
+    return base.joinpath(*parts)
+
+
 def read_bytes(path: str | Path, what: str = "file") -> bytes:
     """Read a whole file; a missing or unreadable file is a FileError naming it."""
     p = Path(path)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
+from vta.isa.fileio import user_cache_dir
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
 
@@ -73,10 +74,7 @@ class ToolMissingError(VTAError):
 
 def cache_root() -> Path:
     """Where tsim builds are cached (honours $VTA_CACHE_DIR and $XDG_CACHE_HOME)."""
-    if os.environ.get("VTA_CACHE_DIR"):
-        return Path(os.environ["VTA_CACHE_DIR"]) / "tsim"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vta-kit" / "tsim"
+    return user_cache_dir("tsim")
 
 
 def _harness_source() -> str:

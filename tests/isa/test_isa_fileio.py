@@ -29,3 +29,18 @@ def test_write_atomic_missing_directory(tmp_path) -> None:
         write_atomic(tmp_path / "no" / "x.bin", b"")
     with pytest.raises(FileError, match="does not exist"):
         read_bytes(tmp_path / "nothing.bin")
+
+
+@pytest.mark.unit
+def test_user_cache_dir_precedence(tmp_path, monkeypatch) -> None:
+    from pathlib import Path
+
+    from vta.isa.fileio import user_cache_dir
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "v"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert user_cache_dir("tsim") == tmp_path / "v" / "tsim"
+    monkeypatch.delenv("VTA_CACHE_DIR")
+    assert user_cache_dir("a", "b") == tmp_path / "x" / "vta-kit" / "a" / "b"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert user_cache_dir() == Path.home() / ".cache" / "vta-kit"

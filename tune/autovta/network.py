@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import write_atomic
+from vta.isa.fileio import user_cache_dir, write_atomic
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
 LAYERS_FORMAT = 2
@@ -41,11 +40,7 @@ class NetworkError(VTAError):
 def cache_dir(*parts: str) -> Path:
     """The kit's user cache (``$VTA_CACHE_DIR``, else ``$XDG_CACHE_HOME/vta-kit``, else
     ``~/.cache/vta-kit``), subdirectory ``autovta/<parts>``."""
-    if os.environ.get("VTA_CACHE_DIR"):
-        base = Path(os.environ["VTA_CACHE_DIR"])
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vta-kit"
-    return base.joinpath("autovta", *parts)
+    return user_cache_dir("autovta", *parts)
 
 
 def kit_version() -> str:
