@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from vta.tune.autovta.explore import explore
     from vta.tune.autovta.network import load_network
     from vta.tune.autovta.resources import KINDS, ResourceModel
-    from vta.tune.autovta.synthcache import cache_dir
+    from vta.tune.autovta.synthcache import cache_dir, hw_hash
     from vta.tune.progress import ProgressBar
 
     board = get_board(args.board)
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     for f in sorted((cache_dir("synth")).glob(f"{board.name}-*.json")):
         e = json.loads(f.read_text())
         if (json.dumps(e["config"], sort_keys=True), e["bus_width"]) in seen:
+            continue
+        if e.get("hw_hash") != hw_hash():  # made from older hardware sources
             continue
         from vta.isa import Config
 
@@ -121,9 +123,39 @@ def main(argv: list[str] | None = None) -> int:
         out.update(reference=ref.to_json(), best=best.to_json(),
                    speedup=ref.cycles / best.cycles, evaluated=len(res.points),
                    fitting=res.fitting_size, tuner=res.tuner)
+        out["ceiling"] = ceiling(res, net, model, board)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str) + "\n")
     return 0
+
+
+def ceiling(res, net, model, board) -> dict:
+    """The most any fitting core can gain: the network's MACs at the largest GEMM core that
+    fits (by the resource model), perfectly utilised, against the default's cycles; and what
+    the next larger GEMM shapes would need."""
+    from vta.isa import Config
+    from vta.tune.autovta.resources import KINDS
+
+    fitting = [p for p in res.points if p.fits]
+    macs = max(p.cand.cfg.macs_per_cycle for p in fitting)
+    bound = net.macs / macs
+    ref = res.reference
+    print(f"  ceiling: the largest fitting GEMM core has {macs} MACs/cycle; at 100% "
+          f"utilisation {net.name} takes >= {bound:,.0f} cycles, at most "
+          f"{ref.cycles / bound:.2f}x fewer than the default")
+    need = {}
+    base = ref.cand.cfg.params
+    for lb, lk in ((1, 4), (0, 5)):
+        cfg = Config(**{**base, "LOG_BATCH": lb, "LOG_BLOCK": lk})
+        est = model.estimate(cfg, ref.cand.bus_width)
+        over = [f"{k.upper()} {est[k]:,.0f}/{board.budget.as_dict()[k]:,.0f}" for k in KINDS
+                if est[k] > board.budget.as_dict()[k]]
+        need[f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}"] = est
+        print(f"    {cfg.batch}x{cfg.block_in}x{cfg.block_out} ({cfg.macs_per_cycle} MACs): "
+              f"{'fits' if not over else 'over budget: ' + ', '.join(over)}")
+    return {"macs_per_cycle": macs, "compute_bound_cycles": bound,
+            "max_speedup": ref.cycles / bound, "larger_cores": need}
+
 
 
 if __name__ == "__main__":

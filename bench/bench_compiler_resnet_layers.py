@@ -7,12 +7,20 @@ performance model vta.sim.perf), or "auto" (tsim if available, else perf). The r
 GEMM core's peak (BATCH x BLOCK_IN x BLOCK_OUT MACs per cycle) and, for latency hiding, the same
 layer without virtual threads measured in the same run.
 
+Roofline: a layer is compute-bound when its ideal GEMM cycles (MACs / peak) exceed the cycles
+the 64-bit memory port needs to move its tensors once (input + weights + output bytes at 8 bytes
+per cycle); the goal (>= 88% of peak with virtual threads) is judged on those layers. The
+"ceiling" column is the best utilisation the ISA allows: besides the GEMM micro-ops, every
+output entry needs a GEMM reset and one ALU pass per epilogue step (here shift, max, min), each
+a micro-op per cycle, so ceiling = ideal / max(GEMM + reset + ALU micro-ops, memory cycles).
+
     .venv/bin/python bench/bench_compiler_resnet_layers.py [--layers C2,C6] [--check]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import time
 
 import numpy as np
@@ -29,6 +37,30 @@ LAYERS = {
     "C10": (14, 14, 256, 512, 3, 2), "C11": (14, 14, 256, 512, 1, 2),
     "C12": (7, 7, 512, 512, 3, 1),
 }
+
+
+#: bytes per cycle of the memory port (tsim's default PYNQ-like 64-bit port at one word/cycle)
+PORT_BYTES_PER_CYCLE = 8.0
+#: ALU passes of the benchmark's epilogue (>> 8, then clip = max and min)
+EPILOGUE_ALU_PASSES = 3
+#: the goal: utilisation with virtual threads on the compute-bound layers
+GOAL = 0.88
+
+
+def roofline(cfg: Config, name: str) -> dict:
+    """Ideal GEMM cycles, memory cycles at the port's bandwidth and the ISA ceiling."""
+    h, w, ic, oc, k, s = LAYERS[name]
+    pad = k // 2
+    oh = (h + 2 * pad - k) // s + 1
+    ow = (w + 2 * pad - k) // s + 1
+    macs = oh * ow * oc * ic * k * k
+    ideal = macs / cfg.macs_per_cycle
+    dram = h * w * ic + oc * ic * k * k + oh * ow * oc  # int8 tensors, each moved once
+    mem = dram / PORT_BYTES_PER_CYCLE
+    entries = oh * ow * (oc // cfg.block_out) * cfg.batch  # accumulator entries (1 x BLOCK)
+    uops = entries * (ic // cfg.block_in) * k * k + entries * (1 + EPILOGUE_ALU_PASSES)
+    return {"ideal": ideal, "mem": mem, "intensity": ideal / mem,
+            "compute_bound": ideal >= mem, "ceiling": ideal / max(uops, mem)}
 
 
 def pick_backend(name: str) -> str:
@@ -86,12 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg = Config()
     backend = pick_backend(args.backend)
-    print(f"backend: {backend}; config 1x{cfg.block_in}x{cfg.block_out}, peak "
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"{now}; backend: {backend}; config 1x{cfg.block_in}x{cfg.block_out}, peak "
           f"{cfg.macs_per_cycle} MACs/cycle; utilisation = ideal GEMM cycles / cycles")
+    print(f"roofline: compute-bound when ideal GEMM cycles >= tensor bytes / "
+          f"{PORT_BYTES_PER_CYCLE:g} B/cycle (intensity = their ratio); ceiling = best "
+          f"utilisation the ISA allows (GEMM + reset + {EPILOGUE_ALU_PASSES} ALU micro-ops per "
+          "output entry, or memory)")
     hdr = (f"{'layer':6} {'cycles(vt=1)':>13} {'util':>6} {'cycles(vt=2)':>13} {'util':>6} "
-           f"{'speedup':>7} {'insns':>7} knobs (vt=2)")
+           f"{'speedup':>7} {'insns':>7} {'bound':>12} {'ceiling':>7} {'goal':>5}  knobs (vt=2)")
     print(hdr)
     total = {False: 0, True: 0}
+    judged: list[tuple[str, bool]] = []
+    capped: list[str] = []
     for name in args.layers.split(","):
         try:
             r0 = run_layer(cfg, name, backend, False, args.check)
@@ -112,10 +151,28 @@ def main(argv: list[str] | None = None) -> int:
         chk = ""
         if args.check:
             chk = "  fsim " + ("OK" if r0["correct"] and r1["correct"] else "MISMATCH")
+        rl = roofline(cfg, name)
+        bound = f"{'compute' if rl['compute_bound'] else 'memory'} {rl['intensity']:.2f}"
+        goal = "-"
+        if rl["compute_bound"] and rl["ceiling"] < GOAL:
+            goal = "cap"  # compute-bound, but the ISA's per-output work caps it below the goal
+            capped.append(f"{name} ({r1['util']:.1%} of a {rl['ceiling']:.1%} ceiling)")
+        elif rl["compute_bound"] and r1["util"] is not None:
+            ok = r1["util"] >= GOAL
+            judged.append((name, ok))
+            goal = "met" if ok else "MISS"
         print(f"{name:6} {r0['cycles']:>13} {r0['util']:>6.1%} {r1['cycles']:>13} "
-              f"{r1['util']:>6.1%} {sp:>7.2f} {r1['insns']:>7} {ks}{chk}", flush=True)
+              f"{r1['util']:>6.1%} {sp:>7.2f} {r1['insns']:>7} {bound:>12} "
+              f"{rl['ceiling']:>7.1%} {goal:>5}  {ks}{chk}", flush=True)
     print(f"total cycles: {total[False]} without, {total[True]} with virtual threads "
           f"({total[False] / max(total[True], 1):.2f}x)")
+    met = [n for n, ok in judged if ok]
+    missed = [n for n, ok in judged if not ok]
+    print(f"goal (>= {GOAL:.0%} of peak with virtual threads on the compute-bound layers): met "
+          f"on {len(met)}/{len(judged)}" + (f"; missed on {', '.join(missed)}" if missed else ""))
+    if capped:
+        print(f"compute-bound but capped below {GOAL:.0%} by the ISA (reset + epilogue ALU "
+              f"micro-ops per output entry): {', '.join(capped)}")
     return 0
 
 

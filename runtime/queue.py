@@ -433,6 +433,24 @@ class CommandQueue:
         """Run an ALU micro-kernel (TVM's ``VTAPushALUOp``)."""
         self._push(kernel, ALU)
 
+    def preload(self, kernel: UopKernel) -> bool:
+        """LOAD UOP ``kernel`` now, without running it, unless it is resident; returns whether
+        it loaded. A program can so fetch its micro-kernels before its first dependency wait
+        (a later ``push_gemm``/``push_alu`` of the kernel then hits the cache)."""
+        if not isinstance(kernel, UopKernel):
+            raise QueueError(f"preload takes a UopKernel, not {type(kernel).__name__}")
+        if not kernel.final:
+            kernel.finalize()
+        if kernel.key in self.uop_cache:
+            return False
+        self._reserve(1)
+        ev = self.uop_cache.evictions
+        start = self.uop_cache.insert(kernel.key, kernel.size)
+        self.stats["uop_misses"] += 1
+        self.stats["uop_evictions"] += self.uop_cache.evictions - ev
+        self._load_uops(kernel, start)
+        return True
+
     def _push(self, kernel: UopKernel, mode: str) -> None:
         if not isinstance(kernel, UopKernel):
             raise QueueError(f"push_{mode} takes a UopKernel, not {type(kernel).__name__}")

@@ -15,21 +15,34 @@ import numpy as np
 
 
 class XGBoostCostModel:
-    """Rank configurations by predicted throughput; refit after each measured batch."""
+    """Rank configurations by predicted throughput; refit after each measured batch.
+
+    Priors (transfer learning) are kept one ranking group per earlier workload, so only
+    configurations of the same workload are ever compared; the current workload's own group
+    weighs ``own_weight`` times a prior group once it has ``min_own`` measurements.
+    """
 
     def __init__(self, feature_fn: Callable[[int], np.ndarray], *, seed: int = 0,
-                 num_boost_round: int = 60, max_cache: int = 200_000) -> None:
+                 num_boost_round: int = 60, max_cache: int = 200_000,
+                 own_weight: float = 4.0, min_own: int = 2) -> None:
         self.feature_fn = feature_fn
         self.seed = seed
         self.num_boost_round = num_boost_round
+        self.own_weight = own_weight
+        self.min_own = min_own
         self._booster = None
         self._cache: dict[int, np.ndarray] = {}
         self._max_cache = max_cache
-        self._prior: tuple[np.ndarray, np.ndarray] | None = None
+        self._priors: list[tuple[np.ndarray, np.ndarray]] = []
 
     @property
     def fitted(self) -> bool:
         return self._booster is not None
+
+    @property
+    def n_prior(self) -> int:
+        """Records in the prior groups."""
+        return sum(len(y) for _, y in self._priors)
 
     def features(self, indices: Sequence[int]) -> np.ndarray:
         rows = []
@@ -43,23 +56,39 @@ class XGBoostCostModel:
         return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
 
     def add_prior(self, feats: np.ndarray, costs: Sequence[float | None]) -> None:
-        """Data from earlier tuning of a similar workload (transfer learning)."""
-        self._prior = (np.asarray(feats, np.float32), _labels(costs))
+        """Data from earlier tuning of ONE similar workload (transfer learning): added as its
+        own ranking group; call once per earlier workload."""
+        y = _labels(costs)
+        if len(y) >= 2 and not np.all(y == y[0]):
+            self._priors.append((np.asarray(feats, np.float32), y))
 
     def fit(self, indices: Sequence[int], costs: Sequence[float | None]) -> None:
+        """Fit on this workload's measurements (and the priors of matching feature width)."""
         import xgboost as xgb
 
-        x = self.features(indices)
+        xs, ys, groups, weights = [], [], [], []
         y = _labels(costs)
-        groups = [len(y)] if len(y) else []
-        if self._prior is not None and (not len(y) or self._prior[0].shape[1:] == x.shape[1:]):
-            x = np.concatenate([x, self._prior[0]]) if len(y) else self._prior[0]
-            y = np.concatenate([y, self._prior[1]])
-            groups.append(len(self._prior[1]))
-        if len(y) < 2 or np.all(y == y[0]):
+        width = None
+        if len(y) >= 2 and not np.all(y == y[0]):
+            x = self.features(indices)
+            width = x.shape[1]
+            xs.append(x)
+            ys.append(y)
+            groups.append(len(y))
+            weights.append(self.own_weight if len(y) >= self.min_own else 1.0)
+        for px, py in self._priors:
+            if width is None:
+                width = px.shape[1]
+            if px.shape[1] == width:
+                xs.append(px)
+                ys.append(py)
+                groups.append(len(py))
+                weights.append(1.0)
+        if not xs:
             return  # nothing to rank yet
-        d = xgb.DMatrix(x, label=y, nthread=1)
+        d = xgb.DMatrix(np.concatenate(xs), label=np.concatenate(ys), nthread=1)
         d.set_group(groups)
+        d.set_weight(np.asarray(weights, np.float32))
         params = {"objective": "rank:pairwise", "max_depth": 6, "eta": 0.3, "gamma": 1e-4,
                   "min_child_weight": 1, "subsample": 1.0, "seed": self.seed, "nthread": 1,
                   "verbosity": 0}

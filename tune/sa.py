@@ -115,18 +115,19 @@ def diverse_batch(
     exclude: set[int] = frozenset(),
 ) -> list[int]:  # type: ignore[assignment]
     """Pick ``size`` points: mostly from ``ranked`` (best first) balancing score and diversity
-    (knob digits not yet covered by the batch), ~epsilon of them uniformly random."""
-    n_rand = int(round(size * epsilon)) if size > 1 else 0
-    n_rand = max(n_rand, 1) if epsilon > 0 and size >= 10 else n_rand
+    (knob digits not yet covered by the batch); epsilon-greedy: each slot is, with probability
+    ``epsilon``, a uniformly random configuration instead (all of them while ``ranked`` is
+    empty, i.e. before the model has been fitted)."""
+    n_rand = int(rng.binomial(size, epsilon)) if epsilon > 0 else 0
     chosen: list[int] = []
     covered: list[set[int]] = [set() for _ in space.dims]
     pool = [p for p in ranked if p not in exclude]
-    pool_digits = {p: space.digits(p) for p in pool[: 4 * size]}
+    pool_digits = {p: space.digits(p) for p in pool[: 2 * size]}
     while len(chosen) < size - n_rand and pool_digits:
 
         def gain(p: int, rank: int) -> float:
             new = sum(d not in covered[k] for k, d in enumerate(pool_digits[p]))
-            return new - 0.05 * rank
+            return new - 0.25 * rank
 
         ranks = {p: r for r, p in enumerate(pool_digits)}
         best = max(pool_digits, key=lambda p: gain(p, ranks[p]))

@@ -66,10 +66,17 @@ class Tuner:
     def has_next(self) -> bool:
         return len(self.visited) < len(self.space)
 
+    def batch_size_for(self, round_: int, batch_size: int) -> int:
+        """The size of batch number ``round_`` (0-based); ``batch_size`` by default."""
+        return batch_size
+
     def tune(self, n_trial: int, measurer: Measurer, *, batch_size: int = 16,
              log: TuningLog | None = None, early_stopping: int | None = None,
-             progress: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
-        """Measure up to ``n_trial`` configurations (including ones already in ``log``)."""
+             progress: Callable[[dict[str, Any]], None] | None = None,
+             target: float | None = None) -> TuneResult:
+        """Measure up to ``n_trial`` configurations (including ones already in ``log``); stop
+        early when the best has not improved for ``early_stopping`` trials or, with
+        ``target``, once a cost at or below it has been measured."""
         key = self.task.key
         result = TuneResult(self.task, None, None, 0)
         best_trial = 0
@@ -83,8 +90,12 @@ class Tuner:
                 self.update(res)
         t0 = time.perf_counter()
         start_trials = result.trials
+        round_ = 0
         while result.trials < n_trial and self.has_next():
-            size = min(batch_size, n_trial - result.trials)
+            if target is not None and result.best_cost is not None and result.best_cost <= target:
+                break
+            size = min(self.batch_size_for(round_, batch_size), n_trial - result.trials)
+            round_ += 1
             batch = [i for i in self.next_batch(size) if i not in self.visited]
             if not batch:
                 break
@@ -164,27 +175,48 @@ class GridTuner(Tuner):
 
 
 class XGBTuner(Tuner):
-    """AutoTVM's model-guided tuner: XGBoost ranking + parallel simulated annealing."""
+    """AutoTVM's model-guided tuner: XGBoost ranking + parallel simulated annealing.
+
+    ``warmup``: the sizes of the first batches (smaller than ``batch_size``, so the model is
+    refitted often while it knows little); ``epsilon``: the chance of each batch slot being a
+    uniformly random configuration; ``feature_fn(task, index)``: a configuration's features, for
+    this task and for the earlier workloads of :meth:`add_prior` (default: the knobs and the
+    lowered IR's features, :func:`~vta.tune.task.task_features`).
+    """
 
     name = "xgb"
 
     def __init__(self, task: Task, *, seed: int = 0, plan_size: int = 64, epsilon: float = 0.05,
-                 sa_iter: int = 150, parallel_size: int = 64) -> None:
+                 sa_iter: int = 300, parallel_size: int = 128,
+                 warmup: tuple[int, ...] = (2, 2, 4, 4),
+                 feature_fn: Callable[[Task, int], np.ndarray] | None = None) -> None:
         super().__init__(task, seed=seed)
-        self.model = XGBoostCostModel(lambda i: task_features(task, i), seed=seed)
+        self.feature_fn = feature_fn or task_features
+        self.model = XGBoostCostModel(lambda i: self.feature_fn(task, i), seed=seed)
         self.sa = SimulatedAnnealing(task.space, n_iter=sa_iter, parallel_size=parallel_size,
                                      seed=seed)
         self.plan_size = plan_size
         self.epsilon = epsilon
+        self.warmup = tuple(warmup)
+
+    def batch_size_for(self, round_: int, batch_size: int) -> int:
+        if round_ < len(self.warmup):
+            return max(1, min(batch_size, self.warmup[round_]))
+        return batch_size
 
     def add_prior(self, records: list[LogRecord]) -> int:
-        """Transfer: train on earlier records of similar workloads (same template). Each
-        record's features are computed in its own workload's space; records whose features
-        differ in length from this task's are skipped. Returns the number used."""
+        """Transfer: train on earlier records of similar workloads (same template), one ranking
+        group per workload, and fit the model so that the first batch is already model-ranked.
+        Each record's features are computed in its own workload's space; records of this task's
+        own workload and records whose features differ in length from this task's are skipped.
+        Returns the number used."""
         tasks: dict[str, Task | None] = {}
-        feats, costs = [], []
-        width = len(task_features(self.task, 0))
+        groups: dict[str, tuple[list[np.ndarray], list[float | None]]] = {}
+        first = next((i for i in range(len(self.space)) if self.space.is_valid(i)), 0)
+        width = len(self.feature_fn(self.task, first))
         for r in records:
+            if r.workload == self.task.key:
+                continue
             if r.workload not in tasks:
                 try:
                     tasks[r.workload] = Task.from_json(r.task)
@@ -193,13 +225,20 @@ class XGBTuner(Tuner):
             t = tasks[r.workload]
             if t is None or t.name != self.task.name:
                 continue
-            f = task_features(t, int(r.config["index"]))
+            f = self.feature_fn(t, int(r.config["index"]))
             if len(f) == width:
-                feats.append(f)
-                costs.append(r.cost if r.ok else None)
-        if feats:
-            self.model.add_prior(np.stack(feats), costs)
-        return len(feats)
+                g = groups.setdefault(r.workload, ([], []))
+                g[0].append(f)
+                g[1].append(r.cost if r.ok else None)
+        return self.add_prior_groups([(np.stack(f), c) for f, c in groups.values()])
+
+    def add_prior_groups(self, groups: list[tuple[np.ndarray, list[float | None]]]) -> int:
+        """Transfer from ``(features, costs)`` of earlier workloads (one pair per workload,
+        never this task's); refits the model. Returns the number of records given."""
+        for feats, costs in groups:
+            self.model.add_prior(feats, costs)
+        self._refit()
+        return sum(len(c) for _, c in groups)
 
     def next_batch(self, size: int) -> list[int]:
         if not self.model.fitted:
@@ -212,6 +251,9 @@ class XGBTuner(Tuner):
 
     def update(self, results: list[MeasureResult]) -> None:
         super().update(results)
+        self._refit()
+
+    def _refit(self) -> None:
         idx = [i for i, _ in self.measured]
         self.model.fit(idx, [c for _, c in self.measured])
 

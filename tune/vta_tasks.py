@@ -1,11 +1,13 @@
 """Tuning templates for the compiler's VTA operators, their measurers and cost-model features.
 
 Templates: ``vta.conv2d`` and ``vta.dense`` over the knobs of :mod:`vta.compiler.topi`
-(tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread), with configurations that
-overflow a scratchpad filtered out before anything is built. Measurers: ``perf`` (the
-cycle-approximate model, fast) and ``tsim`` (Verilator, cycle-accurate; also checks the output
-against numpy and records a wrong result as invalid). Features: the lowered loop IR's loops
-(extent, nesting) and per-buffer DMA traffic, plus the knobs.
+(tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to 2 x 2 = four virtual
+threads), with configurations that overflow a scratchpad filtered out before anything is built.
+Measurers: ``perf`` (the cycle-approximate model, fast) and ``tsim`` (Verilator, cycle-accurate;
+also checks the output against numpy and records a wrong result as invalid). Features: the
+lowered loop IR's loops (extent, nesting) and per-buffer DMA traffic, plus the knobs, plus
+shape-independent ones (re-load factors, buffer occupancy, work per launch, arithmetic
+intensity) that let a model trained on one workload rank another's (transfer learning).
 """
 
 from __future__ import annotations
@@ -49,13 +51,18 @@ def conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: 
                          knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
 
 
+#: Virtual threads a conv2d configuration may use in all (oc_nthread x h_nthread): the compiler
+#: interleaves nested cthread axes, so 2 x 2 = four threads is a real, distinct program.
+MAX_VIRTUAL_THREADS = 4
+
+
 def _conv_valid(k: dict[str, int], data_shape, kernel_shape, strides, hw: Config, fits) -> bool:
     oh = data_shape[2] // k["tile_h"]
     co_tiles = kernel_shape[0] // k["tile_co"]
     return (fits(k, kernel_shape, strides, hw)
             and (k["h_nthread"] == 1 or oh % k["h_nthread"] == 0)
             and (k["oc_nthread"] == 1 or co_tiles % k["oc_nthread"] == 0)
-            and k["h_nthread"] * k["oc_nthread"] <= 2)
+            and k["h_nthread"] * k["oc_nthread"] <= MAX_VIRTUAL_THREADS)
 
 
 @template("vta.dense")
@@ -200,8 +207,86 @@ def _leaves(node: Any, S: Any):
         yield node
 
 
+def _uop_count(node: Any, S: Any) -> int:
+    if isinstance(node, S.For):
+        return node.extent * _uop_count(node.body, S)
+    if isinstance(node, S.Seq):
+        return sum(_uop_count(st, S) for st in node.stmts)
+    return 1 if node is not None else 0
+
+
+def relative_features(func: Any, args: Sequence[Any], cfg: Config) -> np.ndarray:
+    """Shape-independent features of a lowered VTA function, which transfer between workloads
+    of one template (e.g. across ResNet's layers): per memory scope the DMA traffic relative to
+    the tensor's size (log2 of the re-load factor) and the on-chip buffer's occupancy; the
+    micro-ops per GEMM launch, the launches and DMAs relative to the total work, the compute per
+    loaded byte (arithmetic intensity), per launch and overall, and the virtual threads."""
+    from vta.compiler.tir import stmt as S
+
+    moved = {"inp": 0.0, "wgt": 0.0, "out": 0.0}
+    dmas = {"inp": 0.0, "wgt": 0.0, "out": 0.0}
+    alloc = {S.INP_SCOPE: 0, S.WGT_SCOPE: 0, S.ACC_SCOPE: 0}
+    gemm = [0.0, 0.0]  # launches, micro-op iterations
+    uop_words = [0.0]
+    threads: set[Any] = set()
+
+    def walk(node: Any, trips: float) -> None:
+        if node is None:
+            return
+        if isinstance(node, S.For):
+            walk(node.body, trips * node.extent)
+        elif isinstance(node, S.Seq):
+            for st in node.stmts:
+                walk(st, trips)
+        elif isinstance(node, S.Allocate):
+            sc = getattr(node.buffer, "scope", "")
+            if sc in alloc:
+                alloc[sc] += math.prod(node.buffer.shape[:-2]) if len(node.buffer.shape) > 2 \
+                    else 1
+            walk(node.body, trips)
+        elif isinstance(node, S.Dma):
+            sc = getattr(node.sram, "scope", "")
+            key = ("out" if node.direction == "store" else
+                   "inp" if sc == S.INP_SCOPE else "wgt" if sc == S.WGT_SCOPE else None)
+            if key is not None:
+                moved[key] += trips * node.y_size * node.x_size
+                dmas[key] += trips
+        elif isinstance(node, S.UopKernel):
+            threads.add(node.thread)
+            n_uops = _uop_count(node.body, S)
+            if any(isinstance(x, S.Gemm) for x in S.walk(node.body)):
+                gemm[0] += trips
+                gemm[1] += trips * math.prod(lp.extent for lp in node.loops) * n_uops
+            uop_words[0] += trips * n_uops
+        else:
+            for attr in ("body", "then", "else_"):
+                walk(getattr(node, attr, None), trips)
+
+    walk(func.body, 1.0)
+    size = {k: float(math.prod(t.shape[:-2])) for k, t in zip(("inp", "wgt"), args[:2])}
+    size["out"] = float(math.prod(args[-1].shape[:-2]))
+    work = max(gemm[1], 1.0)
+    lg = math.log2
+    f = [lg(max(moved[k], 1.0) / size[k]) for k in ("inp", "wgt", "out")]
+    f += [alloc[S.INP_SCOPE] / cfg.inp_depth, alloc[S.WGT_SCOPE] / cfg.wgt_depth,
+          alloc[S.ACC_SCOPE] / cfg.acc_depth]
+    launches = max(gemm[0], 1.0)
+    f += [lg(work / launches), lg(launches / work) + lg(size["out"]), lg(launches)
+          - lg(size["out"])]
+    f += [lg((dmas["inp"] + dmas["wgt"]) / launches + 1), lg(uop_words[0] / work + 1e-9)]
+    loaded = moved["inp"] * cfg.inp_elem_bytes + moved["wgt"] * cfg.wgt_elem_bytes
+    f += [lg(work / max(loaded, 1.0)), lg((work / launches) / max(loaded / launches, 1.0))]
+    f += [float(len(threads - {None}) or 1)]
+    return np.array(f)
+
+
+#: Length of :func:`relative_features`.
+N_RELATIVE = 14
 #: Length of :func:`ir_features`: loops (extent, depth), 4 scopes x 3, 3 compute counts.
-N_FEATURES = 2 * MAX_LOOPS + 4 * 3 + 3
+N_IR = 2 * MAX_LOOPS + 4 * 3 + 3
+#: Length of the IR part of a VTA configuration's features (:func:`ir_features` followed by
+#: :func:`relative_features`).
+N_FEATURES = N_IR + N_RELATIVE
 
 
 def _op_features(task: Task, entity: Any) -> np.ndarray:
@@ -211,7 +296,8 @@ def _op_features(task: Task, entity: Any) -> np.ndarray:
 
     try:
         op = task.instantiate(entity)
-        return ir_features(lower_vta(op.sch, op.args, op.cfg, op.name))
+        func = lower_vta(op.sch, op.args, op.cfg, op.name)
+        return np.concatenate([ir_features(func), relative_features(func, op.args, op.cfg)])
     except VTAError:
         return np.full(N_FEATURES, np.nan)
 
@@ -352,6 +438,7 @@ def knob_values(entity: Any) -> dict[str, Any]:
     return dict(entity.values)
 
 
-__all__ = ["N_FEATURES", "RESNET18_LAYERS", "resnet18_task", "tasks_from_model", "conv_task",
-           "tuned_knobs_for_module", "ir_features",
+__all__ = ["N_FEATURES", "N_RELATIVE", "MAX_VIRTUAL_THREADS", "RESNET18_LAYERS",
+           "resnet18_task", "tasks_from_model", "conv_task",
+           "tuned_knobs_for_module", "ir_features", "relative_features",
            "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]

@@ -16,7 +16,7 @@ from typing import Any
 from vta.isa import Config
 
 from ..errors import CodegenError
-from ..passes.sync import COMPUTE, LOAD, STORE, Command, insert_sync, issue
+from ..passes.sync import COMPUTE, LOAD, STORE, Command, group_threads, insert_sync, issue
 from ..tir.expr import Expr, Var, compile_int, free_vars
 from ..tir.stmt import (
     ACC_SCOPE,
@@ -39,6 +39,13 @@ from ..tir.stmt import (
 )
 
 _MEM = {INP_SCOPE: "inp", WGT_SCOPE: "wgt", ACC_SCOPE: "acc"}
+
+
+def _extent(b: Buffer) -> tuple[str, int, int]:
+    """The on-chip entries of a scratchpad buffer, as a footprint interval."""
+    if b.base is None:
+        raise CodegenError(f"buffer {b.name} has no scratchpad base (run AllocateScratchpad)")
+    return (b.scope, b.base, b.base + b.n_elems)
 
 
 class _Eval:
@@ -106,7 +113,9 @@ def _dma(s: Dma, env: dict[Var, int], ev: _Eval, buffers: dict[Buffer, Any]) -> 
         def store(q: Any) -> None:
             q.store_buffer_2d(sram_idx, "out", dev_buf, dram_idx, x, y, stride)
 
-        return Command(STORE, s.thread, store, f"store {s.dram.name}")
+        writes = ((id(dev_buf), dram_idx, dram_idx + (y - 1) * stride + x),)
+        return Command(STORE, s.thread, store, f"store {s.dram.name}", sram=(_extent(s.sram),),
+                       dram_writes=writes)
     pads = [0, 0, 0, 0]  # y0, y1, x0, x1
     sizes = [s.y_size, s.x_size]
     for k, p in enumerate((s.pad_y, s.pad_x)):
@@ -134,7 +143,7 @@ def _dma(s: Dma, env: dict[Var, int], ev: _Eval, buffers: dict[Buffer, Any]) -> 
                          y_pad_before=pads[0], x_pad_after=pads[3], y_pad_after=pads[1],
                          dst_sram_index=sram_idx, dst_memory_type=mem)
 
-    return Command(module, s.thread, load, f"load {s.sram.name}")
+    return Command(module, s.thread, load, f"load {s.sram.name}", sram=(_extent(s.sram),))
 
 
 def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
@@ -202,14 +211,44 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
         else:
             q.push_alu(kern)
 
-    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}")
+    bufs = {id(b): b for leaf in k.leaves for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None))
+            if b is not None}
+    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}",
+                   sram=tuple(_extent(b) for b in bufs.values()),
+                   kernel=(lambda q: q.kernel(sig, build), len(uops)))
 
 
 def emit(func: PrimFunc, cfg: Config, queue: Any, buffers: dict[Buffer, Any]) -> list[Command]:
-    """Generate the operator's commands, place dependency tokens and issue them to ``queue``."""
-    cmds = insert_sync(commands(func, cfg, buffers))
+    """Generate the operator's commands, make each virtual thread's commands contiguous per
+    module run (:func:`~vta.compiler.passes.sync.group_threads`), place dependency tokens and
+    issue them to ``queue``."""
+    cmds = insert_sync(group_threads(commands(func, cfg, buffers)))
+    preload_kernels(cmds, cfg, queue)
     issue(cmds, queue)
     return cmds
 
 
-__all__ = ["commands", "emit"]
+def preload_kernels(cmds: list[Command], cfg: Config, queue: Any) -> int:
+    """Load the micro-kernels of ``cmds`` up front, in order of first use, as many as fit the
+    micro-op buffer together: these LOAD UOPs carry no dependency wait, so they run while the
+    load module fetches the first tiles instead of after them. Returns the micro-ops loaded."""
+    if not hasattr(queue, "preload"):
+        return 0
+    total = 0
+    seen: set[int] = set()
+    for c in cmds:
+        if c.kernel is None:
+            continue
+        get, n = c.kernel
+        kern = get(queue)
+        if id(kern) in seen:
+            continue
+        seen.add(id(kern))
+        if total + n > cfg.uop_depth:
+            break
+        total += n
+        queue.preload(kern)
+    return total
+
+
+__all__ = ["commands", "emit", "preload_kernels"]

@@ -11,6 +11,17 @@ When the producer commands and the consumer run have the same sequence of virtua
 tokens are placed per thread (a push after thread t's last producer command, a pop before thread
 t's first consumer command), so thread 1's loads overlap thread 0's compute; otherwise one push
 after the last producer command and one pop before the first consumer command.
+
+Commands may carry their footprint (the on-chip entries they touch, and for stores the DRAM
+elements they write). With footprints known:
+
+* :func:`group_threads` reorders each maximal run of one module's commands so every virtual
+  thread's commands are contiguous (``G0 G1 A0 A1`` -> ``G0 A0 G1 A1``) when the commands it moves
+  past each other touch disjoint entries. The lockstep interleave of the IR puts the end of one
+  thread's reduction next to the other thread's, so both threads' epilogues and stores bunch up
+  at every tile boundary; grouped, thread 0's store runs while thread 1 still computes.
+* a load -> compute pop goes on the first consumer command that reads what the loads wrote
+  (a GEMM reset or an ALU pass on other entries runs while the loads are in flight).
 """
 
 from __future__ import annotations
@@ -34,6 +45,57 @@ class Command:
     what: str = ""
     pops: list[str] = field(default_factory=list)  # producer modules to pop from first
     pushes: list[str] = field(default_factory=list)  # consumer modules to push to after
+    #: on-chip entries touched, as (scope, first, end) intervals; None: unknown (conflicts
+    #: with everything)
+    sram: tuple[tuple[str, int, int], ...] | None = None
+    #: DRAM elements written (stores), as (buffer key, first, end) intervals
+    dram_writes: tuple[tuple[Any, int, int], ...] = ()
+    #: GEMM/ALU commands: (callable(queue) -> the runtime micro-kernel, micro-op count), so
+    #: the code generator can load micro-kernels ahead (see codegen.vta.emit)
+    kernel: tuple[Any, int] | None = None
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+
+
+def conflict(a: Command, b: Command) -> bool:
+    """Whether two commands may touch the same on-chip entries or write the same DRAM."""
+    if a.sram is None or b.sram is None:
+        return True
+    return _overlap(a.sram, b.sram) or _overlap(a.dram_writes, b.dram_writes)
+
+
+def group_threads(cmds: list[Command]) -> list[Command]:
+    """Make each virtual thread's commands contiguous within every run of one module's
+    commands (threads in order of first appearance), where that only swaps commands of
+    different threads with disjoint footprints. Returns the new list."""
+    out: list[Command] = []
+    i = 0
+    while i < len(cmds):
+        j = i + 1
+        while j < len(cmds) and cmds[j].module == cmds[i].module:
+            j += 1
+        out.extend(_group_run(cmds[i:j]))
+        i = j
+    return out
+
+
+def _group_run(run: list[Command]) -> list[Command]:
+    if len(run) < 3 or any(c.thread is None for c in run):
+        return run
+    order: dict[Any, int] = {}
+    for c in run:
+        order.setdefault(c.thread, len(order))
+    if len(order) < 2:
+        return run
+    new = sorted(run, key=lambda c: order[c.thread])  # stable: each thread keeps its order
+    pos = {id(c): k for k, c in enumerate(new)}
+    for x, a in enumerate(run):
+        for b in run[x + 1:]:
+            if pos[id(a)] > pos[id(b)] and conflict(a, b):
+                return run
+    return new
 
 
 def insert_sync(cmds: list[Command]) -> list[Command]:
@@ -52,7 +114,8 @@ def insert_sync(cmds: list[Command]) -> list[Command]:
             if mod == prod:
                 pending.extend(range(a, b))
             elif mod == cons and pending:
-                _pair(cmds, pending, list(range(a, b)), prod, cons)
+                _pair(cmds, pending, list(range(a, b)), prod, cons,
+                      defer=(prod, cons) == (LOAD, COMPUTE))
                 pending = []
     return cmds
 
@@ -64,18 +127,47 @@ def _groups(cmds: list[Command], idx: list[int]) -> dict[Any, list[int]]:
     return g
 
 
-def _pair(cmds: list[Command], prod: list[int], cons: list[int], pm: str, cm: str) -> None:
+def _first_reader(cmds: list[Command], prod: list[int], cons: list[int]) -> int:
+    """The first of ``cons`` that conflicts with any of ``prod`` (else the first)."""
+    for i in cons:
+        if any(conflict(cmds[i], cmds[p]) for p in prod):
+            return i
+    return cons[0]
+
+
+def _cross_thread(cmds: list[Command], pg: dict[Any, list[int]], cg: dict[Any, list[int]]
+                  ) -> bool:
+    """Whether a consumer of one thread touches what a producer of another thread touched
+    (known footprints only): then per-thread tokens would not order them."""
+    for t, cs in cg.items():
+        for t2, ps in pg.items():
+            if t2 == t:
+                continue
+            for c in cs:
+                if cmds[c].sram is None:
+                    continue
+                if any(cmds[p].sram is not None and conflict(cmds[c], cmds[p]) for p in ps):
+                    return True
+    return False
+
+
+def _pair(cmds: list[Command], prod: list[int], cons: list[int], pm: str, cm: str,
+          defer: bool = False) -> None:
     pg, cg = _groups(cmds, prod), _groups(cmds, cons)
     push_order = sorted(pg, key=lambda t: pg[t][-1])
     pop_order = sorted(cg, key=lambda t: cg[t][0])
-    fine = None not in pg and push_order == pop_order and len(push_order) > 1
+    fine = None not in pg and push_order == pop_order and len(push_order) > 1 \
+        and not _cross_thread(cmds, pg, cg)
     if fine:
+        at = {t: _first_reader(cmds, pg[t], cg[t]) if defer else cg[t][0] for t in push_order}
+        if [at[t] for t in push_order] != sorted(at.values()):
+            at = {t: cg[t][0] for t in push_order}  # pops must stay in push order
         for t in push_order:
             cmds[pg[t][-1]].pushes.append(cm)
-            cmds[cg[t][0]].pops.append(pm)
+            cmds[at[t]].pops.append(pm)
     else:
         cmds[prod[-1]].pushes.append(cm)
-        cmds[cons[0]].pops.append(pm)
+        cmds[_first_reader(cmds, prod, cons) if defer else cons[0]].pops.append(pm)
 
 
 def issue(cmds: list[Command], queue: Any) -> None:
@@ -88,4 +180,5 @@ def issue(cmds: list[Command], queue: Any) -> None:
             queue.dep_push(c.module, p)
 
 
-__all__ = ["Command", "insert_sync", "issue", "EDGES", "LOAD", "COMPUTE", "STORE"]
+__all__ = ["Command", "insert_sync", "group_threads", "conflict", "issue", "EDGES", "LOAD",
+           "COMPUTE", "STORE"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import te
 from ..build import build
-from ..errors import ScheduleError
+from ..errors import CodegenError, ScheduleError
 from ..schedule import Schedule
 from ..te.tensor import Tensor
 from . import nn
@@ -42,18 +42,36 @@ class CpuOp:
         if self.module is None:
             self.module = build(self.sch, self.args, "cpu", name=self.name,
                                 **(self.build_opts or {}))
+        self._ins = [(tuple(t.shape), np.dtype(t.dtype)) for t in self.args[:-1]]
+        self._out = (tuple(self.args[-1].shape), np.dtype(self.out_dtype))
+        self._fast = self.module.flat_entry
 
     def __call__(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Run on ``inputs``; writes into ``out`` when given (C-contiguous, right shape)."""
-        ins = []
-        for x, t in zip(inputs, self.args):
-            a = np.ascontiguousarray(x, dtype=np.dtype(t.dtype))
-            if a.shape != t.shape:
-                a = a.reshape(t.shape) if a.size == prod(t.shape) else a
-            ins.append(a)
+        """Run on ``inputs``; writes into ``out`` when given (C-contiguous, right size and
+        dtype). Inputs of another dtype, layout or a same-size shape are converted first."""
         if out is None:
-            out = np.empty(self.out_shape, np.dtype(self.out_dtype))
-        self.module(*ins, out.reshape(self.args[-1].shape))
+            out = np.empty(self.out_shape, self._out[1])
+        fast = self._fast
+        if fast is not None and len(inputs) == len(self._ins) and fast(*inputs, out) == 0:
+            return out  # checked (dtype, element count, layout) and run natively
+        if len(inputs) != len(self._ins):
+            raise CodegenError(f"{self.name} takes {len(self._ins)} input(s), got "
+                               f"{len(inputs)}")
+        ins = []  # the Python path: convert what the native check refused
+        for k, (x, (shape, dt)) in enumerate(zip(inputs, self._ins)):
+            a = np.ascontiguousarray(x, dtype=dt)
+            if a.shape != shape:
+                if a.size != prod(shape):
+                    raise CodegenError(f"{self.name}: input {k} has shape {a.shape}, expected "
+                                       f"{shape} ({prod(shape)} elements)")
+                a = a.reshape(shape)
+            ins.append(a)
+        shape, dt = self._out
+        if not (isinstance(out, np.ndarray) and out.dtype == dt and out.size == prod(shape)
+                and out.flags.c_contiguous and out.flags.writeable):
+            raise CodegenError(f"{self.name}: out must be a writable C-contiguous {dt} array "
+                               f"of {prod(shape)} elements")
+        self.module(*ins, out if out.shape == shape else out.reshape(shape))
         return out
 
     @property
@@ -69,13 +87,14 @@ def _vec(s: Schedule, t: Tensor, width: int = 0) -> None:
 
 # --------------------------------------------------------------------- element-wise
 def add(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
+    """Element-wise a + b (vectorised; large arrays run at the memory bandwidth)."""
     n = prod(shape)
     a = te.placeholder((n,), dtype, "a")
     b = te.placeholder((n,), dtype, "b")
     c = te.compute((n,), lambda i: a[i] + b[i], name="add")
     s = te.create_schedule(c.op)
     _vec(s, c)
-    return CpuOp("add", s, [a, b, c], tuple(shape), dtype, build_opts=_streaming(n))
+    return CpuOp("add", s, [a, b, c], tuple(shape), dtype)
 
 
 def relu(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
@@ -84,12 +103,7 @@ def relu(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
     c = te.compute((n,), lambda i: te.max(a[i], te.const(0, dtype)), name="relu")
     s = te.create_schedule(c.op)
     _vec(s, c)
-    return CpuOp("relu", s, [a, c], tuple(shape), dtype, build_opts=_streaming(n))
-
-
-def _streaming(n: int) -> dict[str, Any]:
-    """Non-temporal (streaming) output stores when the output is far larger than the caches."""
-    return {"nontemporal_stores": n >= (1 << 21)}
+    return CpuOp("relu", s, [a, c], tuple(shape), dtype)
 
 
 # --------------------------------------------------------------------- pooling
@@ -189,6 +203,8 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
                             f"a kernel with {cig} input channels do not agree")
     sh, sw = strides
     ph, pw = padding
+    if kh == kw == 1 and groups == 1 and ph == pw == 0:
+        return _conv2d_1x1(data_shape, kernel_shape, strides, dtype, bias, relu)
     oh = (h + 2 * ph - kh) // sh + 1
     ow = (w + 2 * pw - kw) // sw + 1
     x = te.placeholder(tuple(data_shape), dtype, "x")
@@ -231,6 +247,67 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
             if mid.op is not out.op and mid.op is not conv.op and mid.name in ("bias",
                                                                                "relu"):
                 mid.compute_inline()
+    return CpuOp("conv2d", s, args + [out], (n, co, oh, ow), dtype)
+
+
+def _conv2d_1x1(data_shape: Sequence[int], kernel_shape: Sequence[int],
+                strides: Sequence[int], dtype: str, bias: bool, relu: bool) -> CpuOp:
+    """1x1 conv2d as a matrix product over the flattened output pixels: the (strided) input is
+    first gathered into a contiguous (C, OH*OW) matrix, then each block of 8 output channels
+    x 16 pixels accumulates in registers over the input channels (a register-blocked GEMM;
+    the row-at-a-time schedule of :func:`conv2d` re-reads its accumulators every step)."""
+    n, ci, h, w = data_shape
+    co = kernel_shape[0]
+    sh, sw = strides
+    oh, ow = (h - 1) // sh + 1, (w - 1) // sw + 1
+    npix = oh * ow
+    k = te.placeholder(tuple(kernel_shape), dtype, "w")
+    if sh == sw == 1:  # the input is already the (C, H*W) matrix (CpuOp passes any shape)
+        x = te.placeholder((n, ci, h * w), dtype, "x")
+
+        def src(a, c, p):  # noqa: ANN001, ANN202 - Expr builders
+            return x[a, c, p]
+        sub = None
+    else:
+        x = te.placeholder(tuple(data_shape), dtype, "x")
+        sub = te.compute((n, ci, npix), lambda a, c, p: x[a, c, (p // ow) * sh, (p % ow) * sw],
+                         name="gather")
+
+        def src(a, c, p):  # noqa: ANN001, ANN202
+            return sub[a, c, p]
+    rc = te.reduce_axis((0, ci), "rc")
+    conv = te.compute((n, co, npix), lambda a, o, p: te.sum(src(a, rc, p) * k[o, rc, 0, 0],
+                                                            axis=[rc]), name="conv")
+    out, args = conv, [x, k]
+    if bias:
+        b = te.placeholder((co,), dtype, "b")
+        args.append(b)
+        out = te.compute(conv.shape, lambda a, o, p: conv[a, o, p] + b[o], name="bias")
+    if relu:
+        prev = out
+        out = te.compute(conv.shape, lambda *i: te.max(prev(*i), te.const(0, dtype)),
+                         name="relu")
+    s = te.create_schedule(out.op)
+    ob = max(d for d in range(1, 9) if co % d == 0)
+    pb = max(d for d in range(1, 17) if npix % d == 0)
+    a, o, p = s[conv].op.axis
+    oo, oi = s[conv].split(o, factor=ob)
+    po, pi = s[conv].split(p, factor=pb)
+    s[conv].reorder(a, oo, po, rc, oi, pi)
+    s[conv].unroll(oi)
+    s[conv].vectorize(pi)
+    if out is not conv:
+        a2, o2, p2 = s[out].op.axis
+        oo2, oi2 = s[out].split(o2, factor=ob)
+        po2, pi2 = s[out].split(p2, factor=pb)
+        s[out].reorder(a2, oo2, po2, oi2, pi2)
+        s[out].vectorize(pi2)
+        s[conv].compute_at(s[out], po2)
+        for mid in s.stages:
+            if mid.op is not out.op and mid.name in ("bias", "relu"):
+                mid.compute_inline()
+    if sub is not None:
+        s[sub].vectorize(s[sub].op.axis[2])
     return CpuOp("conv2d", s, args + [out], (n, co, oh, ow), dtype)
 
 

@@ -98,10 +98,13 @@ class Operator:
     out_shape: tuple[int, ...]
     out_dtype: str = "int8"
     info: dict[str, Any] = field(default_factory=dict)
+    #: default options of :func:`vta.compiler.build` for this operator (``build`` overrides)
+    build_opts: dict[str, Any] = field(default_factory=dict)
     _module: Any = None
 
     def build(self, target: str = "fsim", **kw: Any) -> Any:
-        self._module = build(self.sch, self.args, target, self.cfg, self.name, **kw)
+        opts = {**self.build_opts, **kw}
+        self._module = build(self.sch, self.args, target, self.cfg, self.name, **opts)
         return self._module
 
     @property
@@ -341,8 +344,11 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
                             "tile(s) per group")
     s = conv2d_packed_schedule(env, t, k)
     args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) + [t["res"]]
+    # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
+    # next tile then starts with its loads, not with a reset that waits for its last store
     op = Operator("conv2d_packed", s, args, k, cfg, t["oshape"],
-                  info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding)})
+                  info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding)},
+                  build_opts={"init_in_first_iteration": True})
     if target is not None:
         op.build(target)
     return op
@@ -612,7 +618,8 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, shif
     s[res_gem].tensorize(gbt, env.gemm)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
     args = [data, weight] + ([bias_t] if bias else []) + [res]
-    op = Operator("dense_packed", s, args, kn, cfg, oshape, info={"epilogue": epi})
+    op = Operator("dense_packed", s, args, kn, cfg, oshape, info={"epilogue": epi},
+                  build_opts={"init_in_first_iteration": True})
     if target is not None:
         op.build(target)
     return op

@@ -144,3 +144,77 @@ def test_user_declared_intrinsic_tensorize_on_cpu():
     out = np.zeros(C.shape, np.float32)
     f(x, w, out)
     np.testing.assert_allclose(out, np.einsum("iok,jopk->ijp", x, w), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride,bias,relu,shape", [
+    (1, False, False, (1, 16, 8, 8, 24)), (2, True, True, (1, 12, 9, 9, 10)),
+    (2, False, True, (2, 8, 14, 14, 16)), (1, True, False, (1, 5, 7, 7, 3))])
+def test_conv2d_1x1_as_register_blocked_matrix_product(stride, bias, relu, shape):
+    n, c, h, w, o = shape
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    k = RNG.standard_normal((o, c, 1, 1)).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    op = cpu.conv2d(x.shape, k.shape, (stride, stride), (0, 0), bias=bias, relu=relu)
+    ref = _conv_ref(x, k, stride, 0, 1)
+    if bias:
+        ref = ref + b[None, :, None, None]
+    if relu:
+        ref = np.maximum(ref, 0)
+    got = op(x, k, *([b] if bias else []))
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert "x float>" in op.module.optimized_ir
+
+
+def test_call_path_checks_natively_and_converts_what_it_must():
+    from vta.compiler import CodegenError
+
+    op = cpu.add((3, 10))
+    x = RNG.standard_normal((3, 10)).astype(np.float32)
+    y = RNG.standard_normal((3, 10)).astype(np.float32)
+    np.testing.assert_array_equal(op(x, y), x + y)
+    out = np.empty((3, 10), np.float32)
+    assert op(x, y, out=out) is out
+    np.testing.assert_array_equal(out, x + y)
+    # converted on the Python path: another dtype, a strided view, a flat same-size array,
+    # an ndarray subclass
+    x64, big = x.astype(np.float64), np.repeat(y, 2, axis=1)
+    np.testing.assert_array_equal(op(x64, big[:, ::2]), x + y)
+    np.testing.assert_array_equal(op(x.reshape(-1), y), x + y)
+
+    class Sub(np.ndarray):
+        pass
+
+    np.testing.assert_array_equal(op(x.view(Sub), y), x + y)
+    with pytest.raises(CodegenError, match="input 1 has shape"):
+        op(x, y[:2])
+    with pytest.raises(CodegenError, match="writable C-contiguous float32"):
+        op(x, y, out=np.empty((3, 10), np.float64))
+    ro = np.empty((3, 10), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(CodegenError, match="writable"):
+        op(x, y, out=ro)
+    # the module itself takes exactly its parameters' shapes
+    m = op.module
+    m(x.reshape(-1), y.reshape(-1), out.reshape(-1))
+    with pytest.raises(CodegenError, match="argument a: expected a C-contiguous float32"):
+        m(x, y.reshape(-1), out.reshape(-1))
+    with pytest.raises(CodegenError, match="expected a writable C-contiguous"):
+        m(x.reshape(-1), y.reshape(-1), ro.reshape(-1))
+    with pytest.raises(CodegenError, match="takes 3 arrays"):
+        m(x.reshape(-1))
+    assert op.module.call_flat(x, y, out) and not op.module.call_flat(x64, y, out)
+
+
+def test_nontemporal_stores_keep_the_loop_vectorised():
+    n = 1000
+    A = te.placeholder((n,), "float32", "A")
+    B = te.compute((n,), lambda i: A[i] * 3.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].vectorize(s[B].op.axis[0])
+    f = build(s, [A, B], "cpu", nontemporal_stores=True)
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros_like(a)
+    f(a, b)
+    np.testing.assert_array_equal(b, a * np.float32(3))
+    assert "x float>" in f.optimized_ir and "!nontemporal" in f.optimized_ir

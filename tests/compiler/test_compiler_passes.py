@@ -196,8 +196,22 @@ def test_dump_commands_shows_per_thread_tokens():
     from vta.compiler import topi
 
     small = Config.preset("small")
-    op = topi.dense_packed((2, 3, 1, 4), (4, 3, 4, 4), config=small)
-    op(np.zeros((2, 3, 1, 4), np.int8), np.zeros((4, 3, 4, 4), np.int8))
+    args = (np.zeros((2, 3, 1, 4), np.int8), np.zeros((4, 3, 4, 4), np.int8))
+    op = topi.dense_packed((2, 3, 1, 4), (4, 3, 4, 4), config=small, target=None)
+    # the reset before the reduction: the loads wait for it (compute -> load, per thread)
+    op.build("fsim", init_in_first_iteration=False)
+    op(*args)
     text = op.module.dump_commands()
     assert "load data_buf.t1 t1 pop<-compute" in text
     assert "compute gemm x2 t0 pop<-load push->store" in text
+    # the default: the reset sits in the first reduction step, after the loads, and does not
+    # wait for them (it reads nothing they write); the GEMM does
+    op.build("fsim")
+    op(*args)
+    lines = [ln.split(None, 1)[1] for ln in op.module.dump_commands().splitlines()]
+    assert lines[:4] == ["load    load data_buf.t0 t0",
+                         "load    load weight_buf.t0 t0 push->compute",
+                         "load    load data_buf.t1 t1",
+                         "load    load weight_buf.t1 t1 push->compute"]
+    assert lines[4:8] == ["compute gemm x1 t0", "compute gemm x2 t0 pop<-load push->store",
+                          "compute gemm x1 t1", "compute gemm x2 t1 pop<-load push->store"]

@@ -307,3 +307,77 @@ def test_finalists_are_the_best_then_the_pareto_front(net: Network) -> None:
     assert all(p.pareto for p in fin)
     assert [p.cycles for p in fin[1:]] == sorted(p.cycles for p in fin[1:])
     assert finalists(res, 0) == []
+
+
+@pytest.mark.unit
+def test_synth_finalists_record_fit_and_model_error(net: Network, monkeypatch) -> None:
+    """synth_finalists with a stand-in synthesis (the real one is the slow synth test): the
+    recorded fit and model error follow from the numbers synthesis returned, by hand."""
+    from vta.tune.autovta import finalists as fin_mod
+    from vta.tune.autovta import synthcache
+
+    board = _tight_board()
+    res = explore(board, net, n_trial=1000, ranges=SMALL)
+    calls = []
+
+    def fake_synthesize(bname, cfg, bw, **_):
+        calls.append((bname, cfg.params["LOG_BLOCK"], bw))
+        # 1x8x8 cores "need" twice the BRAM budget, 1x4x4 cores 10 LUTs more than estimated
+        big = cfg.block_in == 8
+        return {"used": {"lut": 1000.0, "ff": 2000.0, "bram": 48.0 if big else 10.0,
+                         "dsp": 4.0}, "seconds": 1.0, "cached": False,
+                "report": {"problems": []}}
+
+    monkeypatch.setattr(synthcache, "synthesize", fake_synthesize)
+    done = fin_mod.synth_finalists(res, 2)
+    assert [p.key for p in done] == [p.key for p in fin_mod.finalists(res, 2)]
+    assert len(calls) == len(done) and all(c[0] == board.name for c in calls)
+    for p in done:
+        used = p.synth["used"]
+        assert p.synth["fits"] == (used["bram"] <= board.budget.bram)
+        for r in KINDS:
+            want = round((p.resources[r] - used[r]) / max(used[r], 1.0), 4)
+            assert p.synth["model_error"][r] == want
+
+
+@pytest.mark.unit
+def test_stale_synthesis_reports_are_not_used(env: Path, monkeypatch, tmp_path: Path) -> None:
+    """A cached report made from other hardware sources is neither reused nor calibrated on."""
+    from vta.tune.autovta import synthcache
+    from vta.tune.autovta.calibration import synthesis_samples
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    cfg, board = Config.preset("small"), get_board("pynq-z1")
+    path = synthcache._path(board.name, cfg, 64)
+    path.parent.mkdir(parents=True)
+    entry = {"format": synthcache.SYNTH_FORMAT, "used": {"lut": 1.0, "ff": 2.0, "bram": 3.0,
+                                                         "dsp": 4.0},
+             "hw_hash": "0" * 16, "report": {}, "seconds": 1.0}
+    path.write_text(json.dumps(entry))
+    assert synthcache.cached_synthesis(board.name, cfg, 64) is None
+    stale = synthcache.cached_synthesis(board.name, cfg, 64, allow_stale=True)
+    assert stale["stale"] and stale["used"]["bram"] == 3.0
+    samples, missing = synthesis_samples(board.name, [(cfg, 64)])
+    assert samples == [] and len(missing) == 1 and "stale" in missing[0]
+    # the same report made from the current sources is used
+    path.write_text(json.dumps({**entry, "hw_hash": synthcache.hw_hash()}))
+    samples, missing = synthesis_samples(board.name, [(cfg, 64)])
+    assert missing == [] and samples[0][2]["bram"] == 3.0
+
+
+@pytest.mark.tsim
+@pytest.mark.slow
+def test_tsim_finalists_match_fsim(net: Network) -> None:
+    """The best finalist of the small space runs a matmul on tsim, bit-exact with fsim, and
+    the performance model's estimate of that program is within 25% of tsim's cycles."""
+    from vta.tune.autovta.finalists import tsim_finalists
+
+    res = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]})
+    done, why = tsim_finalists(res, 1)
+    if why is not None:
+        pytest.skip(why)
+    (p,) = done
+    assert p is res.best and "error" not in p.tsim, p.tsim
+    assert p.tsim["matches_fsim"] is True
+    assert p.tsim["cycles"] > 0
+    assert abs(p.tsim["perf_model_error"]) <= 0.25

@@ -132,8 +132,9 @@ def test_best_per_workload_and_transfer(tmp_path) -> None:
     t8 = Task.create("test.quadratic", (8,))
     r0 = prior[0]
     vals = t8.space.get(r0.config["index"]).values
-    assert tuner.model._prior[0][0].tolist() == [vals["a"], vals["b"]]
-    tuner.model.fit([], [])
+    # one ranking group per earlier workload, and the model is fitted before any measurement
+    assert len(tuner.model._priors) == 1
+    assert tuner.model._priors[0][0][0].tolist() == [vals["a"], vals["b"]]
     assert tuner.model.fitted
     scores = tuner.model.predict(list(range(len(t9.space))))
     best_guess = t9.space.get(int(np.argmax(scores))).values

@@ -42,7 +42,8 @@ def synthesis_samples(board: str, points: Sequence[tuple[Config, int]] | None = 
                       ) -> tuple[list[tuple[Config, int, dict[str, float]]], list[str]]:
     """(samples, missing): cached synthesis results of ``points`` for ``board`` as
     ``(cfg, bus_width, used)``; with ``synth`` the missing ones are synthesized (minutes each)
-    and cached. ``missing`` names the points without a report."""
+    and cached. ``missing`` names the points without a report from the current hardware
+    sources (a stale report, made from older sources, counts as missing)."""
     samples, missing = [], []
     pts = list(points) if points is not None else calibration_points()
     for k, (cfg, bw) in enumerate(pts):
@@ -53,7 +54,10 @@ def synthesis_samples(board: str, points: Sequence[tuple[Config, int]] | None = 
                          f"{cfg.block_out} bus {bw} for {board} (minutes)")
             entry = synthesize(board, cfg, bw, progress=None)
         if entry is None:
-            missing.append(f"{cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{bw}")
+            stale = cached_synthesis(board, cfg, bw, allow_stale=True) is not None
+            missing.append(f"{cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{bw}"
+                           + (" (stale: synthesized from older hardware sources)" if stale
+                              else ""))
             continue
         samples.append((cfg, bw, {k2: float(entry["used"][k2]) for k2 in KINDS}))
     return samples, missing

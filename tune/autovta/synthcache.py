@@ -3,8 +3,10 @@
 A report is stored as JSON in the user cache (``$VTA_CACHE_DIR/autovta/synth``, else
 ``$XDG_CACHE_HOME/vta-kit/autovta/synth``, else ``~/.cache/vta-kit/autovta/synth``) under a key
 made of the configuration's parameters, the bus width, the board and the kit version. A hash of
-the hardware and synthesis sources is stored with each report (``hw_hash``) so that a report
-made from other sources can be recognised, but it is not part of the key.
+the hardware and synthesis sources is stored with each report (``hw_hash``): a report made from
+other sources (an older core) is *stale* and is neither reused by :func:`synthesize` nor used to
+calibrate the resource model (:func:`cached_synthesis` returns None for it unless asked for
+stale reports too).
 """
 
 from __future__ import annotations
@@ -55,8 +57,11 @@ def _path(board: str, cfg: Config, bus_width: int) -> Path:
     return cache_dir("synth") / f"{synth_key(board, cfg, bus_width)}.json"
 
 
-def cached_synthesis(board: str, cfg: Config, bus_width: int) -> dict[str, Any] | None:
-    """The cached synthesis entry, or None when this point was never synthesized."""
+def cached_synthesis(board: str, cfg: Config, bus_width: int, *,
+                     allow_stale: bool = False) -> dict[str, Any] | None:
+    """The cached synthesis entry, or None when this point was never synthesized from the
+    current hardware sources (with ``allow_stale``: from any sources; the entry's ``stale``
+    says which)."""
     from vta.boards import get_board
 
     name = get_board(board).name
@@ -66,6 +71,9 @@ def cached_synthesis(board: str, cfg: Config, bus_width: int) -> dict[str, Any] 
     try:
         entry = json.loads(p.read_text())
         if entry.get("format") != SYNTH_FORMAT or "used" not in entry:
+            return None
+        entry["stale"] = entry.get("hw_hash") != hw_hash()
+        if entry["stale"] and not allow_stale:
             return None
         return entry
     except (OSError, ValueError):
@@ -99,7 +107,7 @@ def synthesize(board: str, cfg: Config, bus_width: int | None = None, *,
     entry = {
         "format": SYNTH_FORMAT, "key": synth_key(b.name, cfg, bw), "board": b.name,
         "family": b.family, "config": cfg.params, "bus_width": bw, "kit": kit_version(),
-        "hw_hash": hw_hash(), "seconds": round(time.monotonic() - t0, 1),
+        "hw_hash": hw_hash(), "stale": False, "seconds": round(time.monotonic() - t0, 1),
         "used": rep.used.as_dict(), "report": rep.to_dict(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
