@@ -45,7 +45,16 @@ def top_verilog(board: Board, cfg: Config, *, ram_kib: int = 64,
     core._MustUse__silence = True  # only its signature is used
     top = ULX3STop(core.signature, clock_mhz=clock_mhz or board.clock_mhz,
                    bus_width=board.bus_width, ram_kib=ram_kib)
-    return verilog.convert(top, name=TOP, emit_src=False)
+    return _drop_zero_memory_init(verilog.convert(top, name=TOP, emit_src=False))
+
+
+#: An ``initial`` block that only sets memory words to zero (the device memory's power-up
+#: state, which ECP5 block RAMs have anyway); yosys spends minutes on 256 Ki such lines.
+_ZERO_INIT = re.compile(r"^  initial begin\n(?:    [^\n\[]+\[\d+\] = \d+'h0+;\n)+  end\n", re.M)
+
+
+def _drop_zero_memory_init(text: str) -> str:
+    return _ZERO_INIT.sub("", text)
 
 
 def _nextpnr_args(board: Board, clock_mhz: float, seed: int = 1) -> list[str]:

@@ -29,7 +29,7 @@ from .tools import Progress, run_tool
 
 #: Name parts that mark a memory as one of VTA's scratchpads (input, weight, accumulator,
 #: micro-op buffers), which belong in block RAM.
-SCRATCHPAD_NAMES = frozenset({"inp", "wgt", "acc", "uop"})
+SCRATCHPAD_NAMES = frozenset({"inp", "wgt", "acc", "out", "uop"})
 #: When no memory has such a name (a design other than the VTA core), memories at least this
 #: large (bits) are treated as scratchpads.
 SCRATCHPAD_MIN_BITS = 4096

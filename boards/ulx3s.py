@@ -23,7 +23,6 @@ from amaranth.hdl import (
     Cat,
     ClockDomain,
     ClockSignal,
-    Const,
     Instance,
     Module,
     Mux,
@@ -31,6 +30,7 @@ from amaranth.hdl import (
     Signal,
 )
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -154,7 +154,22 @@ class UartTx(wiring.Component):
 # --------------------------------------------------------------------------- AXI RAM
 class AxiRam(wiring.Component):
     """An AXI4 slave (INCR bursts, one beat per cycle) over a block RAM, plus a 32-bit side port
-    for the serial bridge that is served only while no AXI burst is in flight."""
+    for the serial bridge that is served only while no AXI burst is in flight.
+
+    Timing: the RAM is split into bit slices as wide as one block RAM is at the RAM's depth
+    (8192 x 2 for 64 KiB on a 64-bit bus, 2048 x 9 for 16 KiB, ...), so each slice is one block
+    RAM and the read data needs no multiplexer; its read address comes from a register
+    through one multiplexer, its read enable is constant and its output goes through two
+    registers (block RAM outputs are slow on ECP5: the first register can sit next to the block
+    RAM, the second anywhere). The write port is driven from registers (a
+    write beat lands one cycle after it was accepted; the response follows the last write).
+    Read data then goes through a small FIFO whose output is a register, so ``rdata``/``rvalid``
+    leave flip-flops and ``rready`` only steers that FIFO; a read is issued only when the FIFO
+    has room for it. A burst's first beat is valid four cycles after its address.
+    """
+
+    #: Read FIFO depth: enough for one beat per cycle with the registered room check.
+    READ_FIFO_DEPTH = 6
 
     def __init__(self, *, bus_width: int, ram_kib: int, init: bytes = b"") -> None:
         self.bus_width = bus_width
@@ -183,75 +198,137 @@ class AxiRam(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.mem = mem = Memory(shape=self.bus_width, depth=self.depth,
-                                        init=self.init)
-        wp = mem.write_port(granularity=8)
-        rp = mem.read_port(transparent_for=())
+        rp = _LaneReadPort(self.bus_width)
+        wp = _LaneWritePort(self.bus_bytes)
+        # slices as wide as one ECP5 block RAM is at this depth (16 Kib: 8192 x 2, 2048 x 9,
+        # ...), so each slice is one block RAM and the read data needs no multiplexer
+        sw = min(max(1, 16384 // self.depth), 32, self.bus_width)
+        for k in range(self.bus_width // sw):
+            init = [w >> (sw * k) & ((1 << sw) - 1) for w in self.init]
+            m.submodules[f"mem{k}"] = mem = Memory(shape=sw, depth=self.depth, init=init)
+            lw = mem.write_port(granularity=8 if sw > 8 else None)
+            lr = mem.read_port(transparent_for=())
+            lanes = wp.en[sw * k // 8:(sw * (k + 1) + 7) // 8]
+            m.d.comb += [lw.addr.eq(wp.addr), lw.data.eq(wp.data[sw * k:sw * (k + 1)]),
+                         lw.en.eq(lanes), lr.addr.eq(rp.addr), lr.en.eq(1),
+                         rp.data[sw * k:sw * (k + 1)].eq(lr.data)]
+        depth = self.READ_FIFO_DEPTH
+        m.submodules.rfifo = rfifo = SyncFIFOBuffered(width=self.bus_width + 1, depth=depth)
 
-        # ---- reads
+        # ---- side port state (serial bridge): latched request, then two cycles on the RAM
+        side_q = Signal()  # cycle 1: the side address is on the RAM
+        side_q2 = Signal()  # cycle 2: read data at the RAM output
+        side_q3 = Signal()  # cycle 3: read data in the first output register
+        side_q4 = Signal()  # cycle 4: read data in the second output register
+        side_word = Signal(self.abits)
+        side_lane = Signal(max(1, self.off - 2))
+        side_wdata = Signal(32)
+        side_we = Signal()
+        side_busy = Signal()
+        m.d.comb += side_busy.eq(side_q | side_q2 | side_q3 | side_q4 | self.side_done)
+
+        # ---- reads: issue into the RAM, data into the FIFO, FIFO to the R channel
         r_addr = Signal(self.abits)
-        r_left = Signal(9)      # beats still to request from the RAM
-        r_out = Signal(9)       # beats still to hand out
-        r_busy = Signal()
+        r_left = Signal(9)      # beats still to read from the RAM
+        r_busy = Signal()       # a burst is accepted and its last beat not yet handed out
+        pipe = Signal()         # the RAM output holds a read issued last cycle
+        pipe_last = Signal()
+        pipe2 = Signal()        # the first output register holds a read issued 2 cycles ago
+        pipe2_last = Signal()
+        pipe3 = Signal()        # the second output register holds a read issued 3 cycles ago
+        pipe3_last = Signal()
+        rd_q = Signal(self.bus_width, reset_less=True)
+        rd_q2 = Signal(self.bus_width, reset_less=True)
+        # beats issued and not yet handed out (in the pipeline or the FIFO), as a counter
+        used = Signal(range(depth + 1))
+        r_more = Signal()       # r_left != 0
         issue = Signal()
-        m.d.comb += [self.rdata.eq(rp.data), self.rlast.eq(r_out == 1), self.rresp.eq(0)]
-        m.d.comb += issue.eq(r_busy & (r_left != 0) & (~self.rvalid | self.rready))
+        pop = Signal()
+        m.d.comb += [issue.eq(r_busy & r_more & (used != depth)),
+                     pop.eq(self.rvalid & self.rready)]
+        m.d.sync += used.eq(used + issue - pop)
         with m.If(issue):
-            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1)]
-        with m.If(self.rvalid & self.rready):
-            m.d.sync += r_out.eq(r_out - 1)
-            with m.If(r_out == 1):
-                m.d.sync += r_busy.eq(0)
-        m.d.sync += self.rvalid.eq(issue | (self.rvalid & ~self.rready))
+            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1), r_more.eq(r_left != 1)]
+        m.d.sync += [pipe.eq(issue), pipe_last.eq(r_left == 1), pipe2.eq(pipe),
+                     pipe2_last.eq(pipe_last), pipe3.eq(pipe2), pipe3_last.eq(pipe2_last),
+                     rd_q.eq(rp.data), rd_q2.eq(rd_q)]
+        m.d.comb += [rfifo.w_data.eq(Cat(rd_q2, pipe3_last)), rfifo.w_en.eq(pipe3),
+                     self.rdata.eq(rfifo.r_data[:self.bus_width]),
+                     self.rlast.eq(rfifo.r_data[-1]), self.rvalid.eq(rfifo.r_rdy),
+                     rfifo.r_en.eq(self.rready), self.rresp.eq(0)]
+        with m.If(self.rvalid & self.rready & self.rlast):
+            m.d.sync += r_busy.eq(0)
 
-        # ---- writes
+        # ---- writes: the write port is driven from registers
         w_addr = Signal(self.abits)
         w_busy = Signal()
-        m.d.comb += self.bresp.eq(0)
-        with m.If(w_busy & ~self.bvalid):
-            m.d.comb += self.wready.eq(1)
-            with m.If(self.wvalid):
-                m.d.sync += w_addr.eq(w_addr + 1)
-                with m.If(self.wlast):
-                    m.d.sync += self.bvalid.eq(1)
+        w_done = Signal()       # the last beat was accepted
+        wq_addr = Signal(self.abits)
+        wq_data = Signal(self.bus_width)
+        wq_en = Signal(self.bus_bytes)
+        wq_last = Signal()
+        m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_data), wp.en.eq(wq_en),
+                     self.bresp.eq(0)]
+        m.d.sync += [wq_en.eq(0), wq_last.eq(0)]
+        m.d.comb += self.wready.eq(w_busy & ~w_done)
+        with m.If(self.wvalid & self.wready):
+            m.d.sync += [w_addr.eq(w_addr + 1), wq_addr.eq(w_addr), wq_data.eq(self.wdata),
+                         wq_en.eq(self.wstrb), wq_last.eq(self.wlast)]
+            with m.If(self.wlast):
+                m.d.sync += w_done.eq(1)
+        with m.If(wq_last):  # the last beat is in the RAM at the end of this cycle
+            m.d.sync += self.bvalid.eq(1)
         with m.If(self.bvalid & self.bready):
-            m.d.sync += [self.bvalid.eq(0), w_busy.eq(0)]
+            m.d.sync += [self.bvalid.eq(0), w_busy.eq(0), w_done.eq(0)]
 
-        # ---- side port (serial bridge), only while no burst is in flight
-        side = Signal()
-        side_pending = Signal()
-        lane = self.side_addr[2:self.off] if self.off > 2 else Const(0, 1)
-        m.d.comb += side.eq((self.side_we | self.side_re) & ~r_busy & ~w_busy & ~side_pending
-                            & ~self.side_done)
-        m.d.sync += side_pending.eq(side)
-        m.d.sync += self.side_done.eq(side_pending & ~self.side_done)
-        m.d.comb += self.side_rdata.eq(rp.data.word_select(lane, 32))
+        # ---- side port, only while no burst is in flight
+        side_req = Signal()
+        m.d.comb += side_req.eq((self.side_we | self.side_re) & ~r_busy & ~w_busy & ~side_busy)
+        with m.If(side_req):
+            m.d.sync += [side_q.eq(1), side_word.eq(self.side_addr[self.off:]),
+                         side_wdata.eq(self.side_wdata), side_we.eq(self.side_we)]
+            if self.off > 2:
+                m.d.sync += side_lane.eq(self.side_addr[2:self.off])
+        with m.If(side_q):
+            m.d.sync += [side_q.eq(0), wq_addr.eq(side_word),
+                         wq_data.eq(side_wdata.replicate(self.bus_width // 32))]
+            with m.If(side_we):
+                for i in range(self.bus_bytes // 4):
+                    with m.If(side_lane == i):
+                        m.d.sync += wq_en[4 * i:4 * i + 4].eq(0xF)
+        m.d.sync += [side_q2.eq(side_q), side_q3.eq(side_q2), side_q4.eq(side_q3),
+                     self.side_done.eq(side_q4)]
+        with m.If(side_q4):
+            m.d.sync += self.side_rdata.eq(rd_q2.word_select(side_lane, 32)
+                                           if self.off > 2 else rd_q2[:32])
 
         # ---- accepting bursts (never while the side port has the RAM)
-        m.d.comb += [self.arready.eq(~r_busy & ~side & ~side_pending),
-                     self.awready.eq(~w_busy & ~side & ~side_pending)]
+        m.d.comb += [self.arready.eq(~r_busy & ~side_busy & ~side_req),
+                     self.awready.eq(~w_busy & ~side_busy & ~side_req)]
         with m.If(self.arvalid & self.arready):
             m.d.sync += [r_addr.eq(self.araddr[self.off:]), r_left.eq(self.arlen + 1),
-                         r_out.eq(self.arlen + 1), r_busy.eq(1)]
+                         r_more.eq(1), r_busy.eq(1)]
         with m.If(self.awvalid & self.awready):
             m.d.sync += [w_addr.eq(self.awaddr[self.off:]), w_busy.eq(1)]
 
-        # ---- RAM ports
-        side_word = self.side_addr[self.off:self.off + self.abits]
-        with m.If(side):
-            m.d.comb += [rp.addr.eq(side_word), rp.en.eq(self.side_re),
-                         wp.addr.eq(side_word), wp.data.eq(self.side_wdata.replicate(
-                             self.bus_width // 32))]
-            with m.If(self.side_we):
-                for i in range(self.bus_bytes // 4):
-                    with m.If(lane == i):
-                        m.d.comb += wp.en[4 * i:4 * i + 4].eq(0xF)
-        with m.Else():
-            m.d.comb += [rp.addr.eq(r_addr), rp.en.eq(issue),
-                         wp.addr.eq(w_addr), wp.data.eq(self.wdata)]
-            with m.If(self.wvalid & self.wready):
-                m.d.comb += wp.en.eq(self.wstrb)
+        # ---- RAM read port: the address register, or the side port's
+        m.d.comb += rp.addr.eq(Mux(side_q, side_word, r_addr))
         return m
+
+
+class _LaneReadPort:
+    """The address and data of the per-lane memories' read ports, as one wide port."""
+
+    def __init__(self, width: int) -> None:
+        self.addr = Signal(32)
+        self.data = Signal(width)
+
+
+class _LaneWritePort:
+    def __init__(self, lanes: int) -> None:
+        self.addr = Signal(32)
+        self.data = Signal(lanes * 8)
+        self.en = Signal(lanes)
 
 
 # --------------------------------------------------------------------------- bridge + SoC
@@ -427,8 +504,10 @@ class ULX3STop(wiring.Component):
             i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
             i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked)
         por = Signal(8, init=255)
+        rst = Signal(init=1)  # registered: the reset net (thousands of loads) starts at a FF
         m.domains.por = ClockDomain("por", reset_less=True)
-        m.d.comb += [ClockSignal("por").eq(clk), cd.clk.eq(clk), cd.rst.eq(por != 0)]
+        m.d.comb += [ClockSignal("por").eq(clk), cd.clk.eq(clk), cd.rst.eq(rst)]
+        m.d.por += rst.eq(por != 0)
         with m.If(~locked):
             m.d.por += por.eq(255)
         with m.Elif(por != 0):

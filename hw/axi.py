@@ -16,7 +16,7 @@ goes back to it in order. :class:`vta.hw.core.VTACore` flattens these onto the `
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -64,6 +64,12 @@ class BurstSplitter(wiring.Component):
     covered by bus-aligned bursts of at most :data:`MAX_BURST` beats that do not cross a
     16-beat-aligned boundary. ``busy`` is high from the accepted command until the last burst is
     handed out. Rows of zero elements issue nothing.
+
+    Timing: the request stream comes from registers. Per row one cycle computes the row's first
+    and last beat (one adder: ``row + x_size - 1``; beats are shifts of element addresses, as
+    both sizes are powers of two), then one burst per cycle follows; a burst's length is 4-bit
+    arithmetic on the low beat bits, and "last burst of the row" is an equality of the 16-beat
+    block numbers.
     """
 
     def __init__(self, *, elem_bytes: int, bus_bytes: int, size_bits: int = 16) -> None:
@@ -81,53 +87,64 @@ class BurstSplitter(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         log_e, log_w = ceil_log2(self.elem_bytes), ceil_log2(self.bus_bytes)
-        log_burst = log_w + ceil_log2(MAX_BURST)
-        wide = ADDR_BITS + self.size_bits + log_e + 2
+        log_b = ceil_log2(MAX_BURST)
+        elem_bits = ADDR_BITS + 2  # element addresses (a row may end past 2**32 elements)
+        beat_bits = elem_bits + max(0, log_e - log_w)
 
-        row_elem = Signal(ADDR_BITS + 1)  # element address of the current row
-        y_left = Signal(self.size_bits)
-        x_size = Signal(self.size_bits)
+        def beat_of(elem, *, last: bool):
+            """The bus beat holding the first (or last) byte of element ``elem``."""
+            if log_e >= log_w:
+                sh = log_e - log_w
+                low = (1 << sh) - 1 if last else 0
+                return Cat(Const(low, sh), elem) if sh else elem
+            return elem >> (log_w - log_e)
+
+        row_elem = Signal(elem_bits)  # element address of the next row
+        row_last = Signal(elem_bits)  # element address of the current row's last element
+        y_left = Signal(self.size_bits)  # rows after the current one
+        x_size_m1 = Signal(self.size_bits)
         x_stride = Signal(self.size_bits)
-        cur = Signal(wide)  # byte address of the next burst
-        end = Signal(wide)  # one past the last byte of the row, rounded up to the bus
+        cur = Signal(beat_bits)  # beat address of the next burst
+        last = Signal(beat_bits)
+        m.d.comb += last.eq(beat_of(row_last, last=True))
 
-        boundary = Signal(wide)
-        nxt = Signal(wide)
-        m.d.comb += [
-            boundary.eq(((cur >> log_burst) + 1) << log_burst),
-            nxt.eq(Mux(boundary < end, boundary, end)),
-            self.req.payload.addr.eq(cur[:ADDR_BITS]),
-            self.req.payload.len.eq(((nxt - cur) >> log_w) - 1),
-        ]
+        out_valid = Signal()
+        out_addr = Signal(ADDR_BITS)
+        out_len = Signal(log_b)
+        m.d.comb += [self.req.valid.eq(out_valid), self.req.payload.addr.eq(out_addr),
+                     self.req.payload.len.eq(out_len)]
+        with m.If(self.req.ready):
+            m.d.sync += out_valid.eq(0)
 
-        row_start = Signal(wide)
-        row_end = Signal(wide)
-        m.d.comb += [
-            row_start.eq((row_elem[:ADDR_BITS] << log_e) >> log_w << log_w),
-            row_end.eq((((row_elem[:ADDR_BITS] + x_size) << log_e) + (self.bus_bytes - 1))
-                       >> log_w << log_w),
-        ]
+        same_block = Signal()
+        m.d.comb += same_block.eq(cur[log_b:] == last[log_b:])
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
-                    p = self.cmd.payload
-                    m.d.sync += [row_elem.eq(p.dram_base), y_left.eq(p.y_size),
-                                 x_size.eq(p.x_size), x_stride.eq(p.x_stride)]
-                    with m.If((p.y_size != 0) & (p.x_size != 0)):
-                        m.next = "ROW"
+                m.d.comb += [self.cmd.ready.eq(1), self.busy.eq(out_valid)]
+                # latched in every idle cycle (no enable from ``valid``: a short path)
+                p = self.cmd.payload
+                m.d.sync += [row_elem.eq(p.dram_base), y_left.eq(p.y_size - 1),
+                             x_size_m1.eq(p.x_size - 1), x_stride.eq(p.x_stride)]
+                with m.If(self.cmd.valid & (p.y_size != 0) & (p.x_size != 0)):
+                    m.next = "ROW"
             with m.State("ROW"):
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += [cur.eq(row_start), end.eq(row_end)]
+                m.d.sync += [cur.eq(beat_of(row_elem, last=False)),
+                             row_last.eq(row_elem + x_size_m1),
+                             row_elem.eq(row_elem + x_stride)]
                 m.next = "BURST"
             with m.State("BURST"):
-                m.d.comb += [self.busy.eq(1), self.req.valid.eq(1)]
-                with m.If(self.req.ready):
-                    m.d.sync += cur.eq(nxt)
-                    with m.If(nxt == end):
-                        m.d.sync += [y_left.eq(y_left - 1), row_elem.eq(row_elem + x_stride)]
-                        with m.If(y_left == 1):
+                m.d.comb += self.busy.eq(1)
+                with m.If(~out_valid | self.req.ready):
+                    m.d.sync += [
+                        out_valid.eq(1), out_addr.eq(cur << log_w),
+                        out_len.eq(Mux(same_block, last[:log_b] - cur[:log_b], ~cur[:log_b])),
+                        cur.eq(Cat(Const(0, log_b), cur[log_b:] + 1)),
+                    ]
+                    with m.If(same_block):
+                        m.d.sync += y_left.eq(y_left - 1)
+                        with m.If(y_left == 0):
                             m.next = "IDLE"
                         with m.Else():
                             m.next = "ROW"

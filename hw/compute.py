@@ -1,29 +1,50 @@
 """The compute module: LOAD UOP/ACC, GEMM, ALU and FINISH.
 
-GEMM and ALU share one pipeline that starts one micro-op iteration per cycle:
+GEMM and ALU share a front end that starts one micro-op iteration per cycle, then each has its
+own pipelined back end; both write the accumulator (and its narrowed copy, the OUT buffer)
+through one write stage ``W``. The accumulator scratchpad has ONE read port (not transparent: a
+single block-RAM copy with no bypass logic around it), and every block-RAM output is registered
+before any logic uses it:
 
-====== =========================================================================
+====== ==================================================================================
 stage  work
-====== =========================================================================
-0      loop counters (o, i, u) -> micro-op memory read address
-1      micro-op fields + o*factor_out + i*factor_in -> acc/inp/wgt read addresses
-2      read data -> GEMM dot products or ALU op -> result register
-3      result -> accumulator write
-====== =========================================================================
+====== ==================================================================================
+S0     loop counters (o, i, u) -> micro-op memory read address
+S1     micro-op -> register
+S2     micro-op fields + o*factor_out + i*factor_in -> registered dst/src/wgt addresses
+R      inp/wgt read addresses (GEMM); accumulator read address(es) (ALU)
+GEMM   D: inp/wgt data -> registers; M: products -> registers; T1: two adder-tree levels
+       -> registers, accumulator read of ``dst``; T2: the remaining levels -> registers, the
+       accumulator data -> register (``acc_q``); A: ``acc_q`` -> forward mux -> add -> W
+ALU    RD: accumulator data -> ``acc_q``; E1: forward muxes -> operand registers; E2: compare,
+       sum, shift amount, MUL partial products -> registers; E3: shift, product sum, select
+W      result -> accumulator and OUT buffer write
+====== ==================================================================================
 
-Back-to-back micro-ops that touch the same accumulator entry are handled by **forwarding**,
-never by stalling: a read issued in stage 1 one cycle before the write of an older micro-op
-(stage 3) takes the result register through a bypass in stage 2, and a read issued in the same
-cycle as that write sees it because the accumulator read ports are transparent to the write
-port. A GEMM/ALU instruction of N micro-op iterations therefore takes N + 3 cycles in the
-pipeline; the next instruction starts after the pipeline has drained.
+Hazards. A read issued in cycle t returns the memory as of t - 1 and is used in t + 2, so the
+writes of t, t + 1 and t + 2 are forwarded from W and its two delayed copies (w1, w2). GEMM never
+stalls: its read is issued in T1, two cycles before the accumulate stage A, so back-to-back
+micro-ops accumulating into one entry run at one per cycle (the micro-op one ahead is in W, two
+ahead in w1, three ahead in w2). ALU micro-ops read in R: ``use_imm`` micro-ops read ``dst`` and
+run at one per cycle, stalling R (an interlock) while the micro-op in RD or E1 writes that entry
+(it would write after the last forwarding point, E1); two-operand micro-ops read ``dst`` and then
+``src`` through the same port in two consecutive cycles (half rate) and stall only while the
+micro-op in RD writes one of them. ``reset_reg`` micro-ops read nothing and never stall.
+
+Consecutive GEMM (or ALU) instructions follow each other without draining the pipeline; an
+instruction that pushes a token, FINISH, LOAD ACC and a switch between GEMM and ALU wait until
+the pipeline is empty.
+
+Every accumulator write (GEMM/ALU results and LOAD ACC data, with the same byte-lane
+granularity) also writes the OUT buffer with each lane truncated to ``out_width`` bits; STORE
+reads the OUT buffer.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory, ReadPort, WritePort
+from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 from vta.isa import Config
@@ -36,7 +57,21 @@ from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
 
-__all__ = ["Compute", "gemm_lanes", "alu_lane"]
+__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN"]
+
+#: Cycles from a micro-op leaving S0 to its accumulator write (S1, S2, R, D, M, T1, T2, A, W).
+GEMM_DRAIN = 9
+#: The same for ALU micro-ops (S1, S2, R, RD, E1, E2, E3, W).
+ALU_DRAIN = 8
+
+
+def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
+    """Write granularity (bits) of the OUT buffer that mirrors the accumulator's: LOAD ACC writes
+    an accumulator element wider than the bus one bus word (``bus/acc_width`` lanes) at a time,
+    which is ``bus/acc_width`` narrowed lanes of the OUT buffer."""
+    if cfg.acc_elem_bytes <= bus_bytes:
+        return None
+    return bus_bytes * 8 // cfg.acc_width * cfg.out_width
 
 
 def _lanes(value, count: int, width: int, *, is_signed: bool = True) -> list:
@@ -44,46 +79,31 @@ def _lanes(value, count: int, width: int, *, is_signed: bool = True) -> list:
     return [lane.as_signed() if is_signed else lane for lane in lanes]
 
 
-def gemm_lanes(cfg: Config, acc, inp, wgt) -> list:
-    """acc + inp x wgt^T, lane by lane (each lane ``acc_width`` bits, wrapping)."""
-    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
-    a = _lanes(acc, B * BO, cfg.acc_width)
-    x = _lanes(inp, B * BI, cfg.inp_width)
-    w = _lanes(wgt, BO * BI, cfg.wgt_width)
-    out = []
-    for b in range(B):
-        for o in range(BO):
-            terms = [x[b * BI + k] * w[o * BI + k] for k in range(BI)]
-            while len(terms) > 1:  # balanced adder tree
-                terms = [terms[j] + terms[j + 1] if j + 1 < len(terms) else terms[j]
-                         for j in range(0, len(terms), 2)]
-            out.append((a[b * BO + o] + terms[0])[:cfg.acc_width])
-    return out
+def _narrow(value, lanes: int, acc_width: int, out_width: int):
+    """Each ``acc_width``-bit lane of ``value`` truncated to its low ``out_width`` bits."""
+    return Cat(*(value.word_select(k, acc_width)[:out_width] for k in range(lanes)))
 
 
-def alu_lane(m: Module, cfg: Config, op, a, b) -> Signal:
-    """One ALU lane: MIN/MAX (signed), ADD, SHR (negative amounts shift left), MUL, wrapping."""
-    aw = cfg.acc_width
-    res = Signal(aw)
-    amt_bits = ceil_log2(aw + 1)
-    neg = b < 0
-    mag = Mux(neg, -b, b)  # |b| (as a wider signed value)
-    amt = Signal(amt_bits)
-    m.d.comb += amt.eq(Mux(mag > aw, aw, mag[:amt_bits]))
-    with m.Switch(op):
-        with m.Case(AluOp.MIN):
-            m.d.comb += res.eq(Mux(a < b, a, b))
-        with m.Case(AluOp.MAX):
-            m.d.comb += res.eq(Mux(a > b, a, b))
-        with m.Case(AluOp.ADD):
-            m.d.comb += res.eq(a + b)
-        with m.Case(AluOp.SHR):
-            m.d.comb += res.eq(Mux(neg, (a << amt)[:aw], a >> amt))
-        with m.Case(AluOp.MUL):
-            m.d.comb += res.eq(a * b)
-        with m.Default():
-            m.d.comb += res.eq(a)
-    return res
+def _tree_level(m: Module, terms: list, levels: int) -> list:
+    """``levels`` levels of a balanced adder tree (pairs summed, an odd term passed on)."""
+    for _ in range(levels):
+        if len(terms) == 1:
+            break
+        terms = [terms[j] + terms[j + 1] if j + 1 < len(terms) else terms[j]
+                 for j in range(0, len(terms), 2)]
+    return terms
+
+
+def _reg(m: Module, value, name: str, *, en=None) -> Signal:
+    """A register of ``value`` (same shape), loaded every cycle or when ``en``."""
+    r = Signal.like(value, name=name) if isinstance(value, Signal) else \
+        Signal(value.shape(), name=name)
+    if en is None:
+        m.d.sync += r.eq(value)
+    else:
+        with m.If(en):
+            m.d.sync += r.eq(value)
+    return r
 
 
 class Compute(wiring.Component):
@@ -92,6 +112,8 @@ class Compute(wiring.Component):
     Token queues: pops load->compute ("prev") and store->compute ("next"), pushes
     compute->load ("prev") and compute->store ("next"). ``finish`` is set when FINISH executes
     (cleared by ``clear``). ``gemm_uop``/``alu_uop`` pulse once per micro-op iteration.
+    ``acc_rd`` is a plain (not transparent) read port; ``out_wr`` writes the OUT buffer
+    (``acc_depth`` entries of ``batch * block_out * out_width`` bits).
     """
 
     def __init__(self, cfg: Config, *, insn_layout: data.Layout, bus_bytes: int) -> None:
@@ -110,10 +132,12 @@ class Compute(wiring.Component):
                                             shape=cfg.inp_elem_bytes * 8)),
             "wgt_rd": In(ReadPort.Signature(addr_width=cfg.log_wgt_depth,
                                             shape=cfg.wgt_elem_bytes * 8)),
-            "acc_rd_dst": In(ReadPort.Signature(addr_width=cfg.log_acc_depth, shape=acc_bits)),
-            "acc_rd_src": In(ReadPort.Signature(addr_width=cfg.log_acc_depth, shape=acc_bits)),
+            "acc_rd": In(ReadPort.Signature(addr_width=cfg.log_acc_depth, shape=acc_bits)),
             "acc_wr": In(WritePort.Signature(addr_width=cfg.log_acc_depth, shape=acc_bits,
                                              granularity=acc_gran)),
+            "out_wr": In(WritePort.Signature(addr_width=cfg.log_acc_depth,
+                                             shape=cfg.out_elem_bytes * 8,
+                                             granularity=out_granularity(cfg, bus_bytes))),
             "status": Out(ModuleStatusSignature()),
             "clear": In(1),
             "finish": Out(1),
@@ -124,8 +148,11 @@ class Compute(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         cfg, W = self.cfg, self.bus_bytes
+        aw = cfg.acc_width
+        lanes = cfg.batch * cfg.block_out
+        acc_bits = cfg.acc_elem_bytes * 8
         mem_layout = self.insn_layout["mem"].shape
-        m.submodules.uop_mem = uop_mem = Memory(shape=32, depth=cfg.uop_depth, init=[])
+        m.submodules.uop_mem = uop_mem = _uop_memory(cfg)
         uop_wr = uop_mem.write_port()
         uop_rd = uop_mem.read_port()
         m.submodules.uop_dma = uop_dma = DMARead(
@@ -141,12 +168,19 @@ class Compute(wiring.Component):
         is_uop_load = Signal()
         m.d.comb += is_uop_load.eq(insn.mem.memory_type == MemType.UOP)
 
-        # ------------------------------------------------------------ loop (stage 0)
-        running = Signal()
-        s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
+        # ------------------------------------------------------------ sequencing
+        running = Signal()  # the loop counters are issuing micro-ops
+        pending = Signal()  # a GEMM/ALU waits for the other kind to leave the pipeline
+        load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
+        pipe_busy = Signal()  # any micro-op in S1 .. W
+        need_drain = Signal()
         exec_busy = Signal()
-        m.d.comb += exec_busy.eq(uop_dma.busy | acc_dma.busy | running | s1_valid | s2_valid
-                                 | s3_valid)
+        m.d.comb += [
+            need_drain.eq(insn.mem.push_prev_dep | insn.mem.push_next_dep
+                          | (opcode == Opcode.FINISH)),
+            exec_busy.eq(uop_dma.busy | acc_dma.busy | running | pending | load_pending
+                         | (need_drain & pipe_busy)),
+        ]
         seq_status = ModuleStatusSignature().create()
         go = instruction_sequencer(
             m, insn_stream=self.insn, insn=insn,
@@ -162,10 +196,19 @@ class Compute(wiring.Component):
             self.status.done.eq(seq_status.done),
         ]
 
-        # LOAD UOP / LOAD ACC
+        # LOAD UOP / LOAD ACC (LOAD ACC shares the accumulator write port: it starts once the
+        # GEMM/ALU pipeline is empty)
+        load_go = Signal()
+        load_ok = Signal()
+        m.d.comb += [load_go.eq((go & (opcode == Opcode.LOAD)) | load_pending),
+                     load_ok.eq(is_uop_load | ~pipe_busy)]
+        with m.If(load_go & ~load_ok):
+            m.d.sync += load_pending.eq(1)
+        with m.Else():
+            m.d.sync += load_pending.eq(0)
         for dma, sel in ((uop_dma, is_uop_load), (acc_dma, ~is_uop_load)):
             m.d.comb += [dma.cmd.payload.eq(insn.mem),
-                         dma.cmd.valid.eq(go & (opcode == Opcode.LOAD) & sel)]
+                         dma.cmd.valid.eq(load_go & load_ok & sel)]
         with m.If(is_uop_load):
             wiring.connect(m, uop_dma.req, wiring.flipped(self.req))
             m.d.comb += [uop_dma.rdata.payload.eq(self.rdata.payload),
@@ -184,13 +227,11 @@ class Compute(wiring.Component):
         with m.Elif(go & (opcode == Opcode.FINISH)):
             m.d.sync += self.finish.eq(1)
 
-        # GEMM / ALU loop state
+        # ------------------------------------------------------------ S0: loop counters
         g, a = insn.gemm, insn.alu
-        is_alu = Signal()
-        alu_op = Signal(3)
-        use_imm = Signal()
-        imm = Signal(signed(16))
-        reset = Signal()
+        ctrl_layout = data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
+                                         "imm": signed(16)})
+        ctrl = Signal(ctrl_layout)  # of the instruction being issued
         uop_bgn = Signal(len(g.uop_end))
         uop_end = Signal(len(g.uop_end))
         iter_out = Signal(14)
@@ -207,12 +248,21 @@ class Compute(wiring.Component):
         u = Signal(len(g.uop_end))
         i = Signal(14)
         o = Signal(14)
+        adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
 
+        last_alu = Signal()  # kind of the micro-ops last issued
+        nonempty = Signal()
+        pend_nonempty = Signal()
+        start_kind = Signal()
+        m.d.comb += start_kind.eq(opcode == Opcode.ALU)
         with m.If(go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU))):
             alu = opcode == Opcode.ALU
+            m.d.comb += nonempty.eq((g.iter_out != 0) & (g.iter_in != 0)
+                                    & (g.uop_end > g.uop_bgn))
             m.d.sync += [
-                is_alu.eq(alu), alu_op.eq(a.alu_opcode), use_imm.eq(a.use_imm), imm.eq(a.imm),
-                reset.eq(g.reset_reg), uop_bgn.eq(g.uop_bgn), uop_end.eq(g.uop_end),
+                ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
+                ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg),
+                uop_bgn.eq(g.uop_bgn), uop_end.eq(g.uop_end),
                 iter_out.eq(g.iter_out), iter_in.eq(g.iter_in),
                 u.eq(g.uop_bgn), i.eq(0), o.eq(0),
                 f["dst_fo"].eq(Mux(alu, a.dst_factor_out, g.dst_factor_out)),
@@ -220,17 +270,26 @@ class Compute(wiring.Component):
                 f["src_fo"].eq(Mux(alu, a.src_factor_out, g.src_factor_out)),
                 f["src_fi"].eq(Mux(alu, a.src_factor_in, g.src_factor_in)),
                 f["wgt_fo"].eq(g.wgt_factor_out), f["wgt_fi"].eq(g.wgt_factor_in),
-                running.eq((g.iter_out != 0) & (g.iter_in != 0) & (g.uop_end > g.uop_bgn)),
             ]
             for k in base:
                 m.d.sync += [base_o[k].eq(0), base[k].eq(0)]
+            # micro-ops of the other kind must leave the pipeline first
+            with m.If(~pipe_busy | (start_kind == last_alu)):
+                m.d.sync += [running.eq(nonempty), last_alu.eq(start_kind)]
+            with m.Else():
+                m.d.sync += [pending.eq(1), pend_nonempty.eq(nonempty)]
+        with m.If(pending & ~pipe_busy):
+            m.d.sync += [pending.eq(0), running.eq(pend_nonempty), last_alu.eq(ctrl.alu)]
 
+        s1_valid = Signal()
+        s1_ctrl = Signal(ctrl_layout)
         s1_base = {k: Signal(len(v), name=f"s1_{k}_base") for k, v in base.items()}
-        m.d.comb += [uop_rd.addr.eq(u), uop_rd.en.eq(1)]
-        m.d.sync += s1_valid.eq(running)
-        for k in base:
-            m.d.sync += s1_base[k].eq(base[k])
-        with m.If(running):
+        m.d.comb += [uop_rd.addr.eq(u), uop_rd.en.eq(adv)]
+        with m.If(adv):
+            m.d.sync += [s1_valid.eq(running), s1_ctrl.eq(ctrl)]
+            for k in base:
+                m.d.sync += s1_base[k].eq(base[k])
+        with m.If(running & adv):
             with m.If(u + 1 != uop_end):
                 m.d.sync += u.eq(u + 1)
             with m.Else():
@@ -249,61 +308,247 @@ class Compute(wiring.Component):
                     with m.Else():
                         m.d.sync += running.eq(0)
 
-        # report "drain" while the last micro-ops of a GEMM/ALU leave the pipeline
-        m.d.comb += self.status.state.eq(Mux(
-            in_run & ~running & (s1_valid | s2_valid | s3_valid), MODULE_STATES["drain"],
-            seq_state))
+        # ------------------------------------------------------------ S1: micro-op register
+        s2_valid = Signal()
+        s2_ctrl = Signal(ctrl_layout)
+        s2_uop = Signal(32)
+        s2_base = {k: Signal(len(v), name=f"s2_{k}_base") for k, v in base.items()}
+        with m.If(adv):
+            m.d.sync += [s2_valid.eq(s1_valid), s2_ctrl.eq(s1_ctrl), s2_uop.eq(uop_rd.data)]
+            for k in base:
+                m.d.sync += s2_base[k].eq(s1_base[k])
 
-        # ------------------------------------------------------------ stage 1: addresses
-        uop = data.View(uop_layout(cfg), uop_rd.data)
-        dst = Signal(aw_acc)
-        src = Signal(aw_src)
-        wgt = Signal(aw_wgt)
-        m.d.comb += [
-            dst.eq(uop.dst_idx + s1_base["dst"]),
-            src.eq(uop.src_idx + s1_base["src"]),
-            wgt.eq(uop.wgt_idx + s1_base["wgt"]),
-            self.acc_rd_dst.addr.eq(dst), self.acc_rd_dst.en.eq(1),
-            self.acc_rd_src.addr.eq(src), self.acc_rd_src.en.eq(1),
-            self.inp_rd.addr.eq(src), self.inp_rd.en.eq(1),
-            self.wgt_rd.addr.eq(wgt), self.wgt_rd.en.eq(1),
-        ]
-        s2_dst = Signal(aw_acc)
-        s2_src = Signal(aw_acc)
-        m.d.sync += [s2_valid.eq(s1_valid), s2_dst.eq(dst), s2_src.eq(src)]
+        # ------------------------------------------------------------ S2: addresses
+        uop = data.View(uop_layout(cfg), s2_uop)
+        r_valid = Signal()
+        r_ctrl = Signal(ctrl_layout)
+        r_dst = Signal(aw_acc)
+        r_src = Signal(aw_src)
+        r_wgt = Signal(aw_wgt)
+        with m.If(adv):
+            m.d.sync += [
+                r_valid.eq(s2_valid), r_ctrl.eq(s2_ctrl),
+                r_dst.eq(uop.dst_idx + s2_base["dst"]),
+                r_src.eq(uop.src_idx + s2_base["src"]),
+                r_wgt.eq(uop.wgt_idx + s2_base["wgt"]),
+            ]
 
-        # ------------------------------------------------------------ stage 2: execute
-        acc_bits = cfg.acc_elem_bytes * 8
-        s3_dst = Signal(aw_acc)
-        s3_result = Signal(acc_bits)
-        acc_dst = Signal(acc_bits)
-        acc_src = Signal(acc_bits)
+        # ------------------------------------------------------------ W (shared)
+        w_valid = Signal()
+        w_dst = Signal(aw_acc)
+        w_result = Signal(acc_bits)
+
+        # the two previous writes: a read issued in cycle t (the read port is not transparent)
+        # returns the memory as of t - 1, registered in t + 1 (acc_q) and used in t + 2, when
+        # the writes of t and t + 1 are in w2 and w1 and the one of t + 2 in W
+        w1_valid, w2_valid = Signal(), Signal()
+        w1_dst, w2_dst = Signal(aw_acc), Signal(aw_acc)
+        w1_result, w2_result = Signal(acc_bits), Signal(acc_bits)
+        m.d.sync += [w1_valid.eq(w_valid), w1_dst.eq(w_dst), w1_result.eq(w_result),
+                     w2_valid.eq(w1_valid), w2_dst.eq(w1_dst), w2_result.eq(w1_result)]
+        acc_q = Signal(acc_bits)
+        m.d.sync += acc_q.eq(self.acc_rd.data)
+
+        # ------------------------------------------------------------ R
+        r_gemm = Signal()
+        r_alu_read = Signal()  # an ALU micro-op in R that reads the accumulator
+        r_two = Signal()  # ... and reads two operands
+        phase = Signal()  # second read cycle of a two-operand ALU micro-op
+        stall = Signal()
         m.d.comb += [
-            acc_dst.eq(Mux(s3_valid & (s3_dst == s2_dst), s3_result, self.acc_rd_dst.data)),
-            acc_src.eq(Mux(s3_valid & (s3_dst == s2_src), s3_result, self.acc_rd_src.data)),
+            r_gemm.eq(r_valid & ~r_ctrl.alu),
+            r_alu_read.eq(r_valid & r_ctrl.alu & ~r_ctrl.reset),
+            r_two.eq(r_alu_read & ~r_ctrl.use_imm),
+            adv.eq(~stall),
+            self.inp_rd.addr.eq(r_src), self.inp_rd.en.eq(1),
+            self.wgt_rd.addr.eq(r_wgt), self.wgt_rd.en.eq(1),
         ]
-        lanes = cfg.batch * cfg.block_out
-        gemm_out = Cat(*gemm_lanes(cfg, acc_dst, self.inp_rd.data, self.wgt_rd.data))
-        imm_ext = Signal(signed(cfg.acc_width))
-        m.d.comb += imm_ext.eq(imm)
-        a_lanes = _lanes(acc_dst, lanes, cfg.acc_width)
-        b_lanes = _lanes(acc_src, lanes, cfg.acc_width)
-        alu_out = Cat(*(alu_lane(m, cfg, alu_op, a_lanes[k], Mux(use_imm, imm_ext, b_lanes[k]))
+        alu_rd_addr = Signal(aw_acc)
+        m.d.comb += alu_rd_addr.eq(Mux(phase, r_src, r_dst))
+
+        # ------------------------------------------------------------ GEMM: M, T1, T2, A
+        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        # D: the block RAM outputs, registered
+        d_valid = _reg(m, r_gemm & adv, "d_valid")
+        d_reset = _reg(m, r_ctrl.reset, "d_reset")
+        d_dst = _reg(m, r_dst, "d_dst")
+        m_valid = _reg(m, d_valid, "m_valid")
+        m_reset = _reg(m, d_reset, "m_reset")
+        m_dst = _reg(m, d_dst, "m_dst")
+        # (the wide datapath registers load only for a valid micro-op: less switching, and a
+        # much faster Verilator model)
+        x = _lanes(_reg(m, self.inp_rd.data, "inp_q", en=d_valid), B * BI, cfg.inp_width)
+        wv = _lanes(_reg(m, self.wgt_rd.data, "wgt_q", en=d_valid), BO * BI, cfg.wgt_width)
+        t1_valid = _reg(m, m_valid, "t1_valid")
+        t1_reset = _reg(m, m_reset, "t1_reset")
+        t1_dst = _reg(m, m_dst, "t1_dst")
+        t2_valid = _reg(m, t1_valid, "t2_valid")
+        t2_reset = _reg(m, t1_reset, "t2_reset")
+        t2_dst = _reg(m, t1_dst, "t2_dst")
+        sums = []
+        for b in range(B):
+            for n in range(BO):
+                prods = [_reg(m, x[b * BI + k] * wv[n * BI + k], f"prod_{b}_{n}_{k}",
+                              en=m_valid)
+                         for k in range(BI)]
+                part = [_reg(m, t, f"part_{b}_{n}_{j}", en=t1_valid)
+                        for j, t in enumerate(_tree_level(m, prods, 2))]
+                sums.append(_reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}", en=t2_valid))
+        a_valid = _reg(m, t2_valid, "a_valid")
+        a_reset = _reg(m, t2_reset, "a_reset")
+        a_dst = _reg(m, t2_dst, "a_dst")
+        # forwarding selects computed one cycle ahead (in T2) from what will be W, w1 and w2
+        sel_w = _reg(m, a_valid & (a_dst == t2_dst), "sel_w")
+        sel_w1 = _reg(m, w_valid & (w_dst == t2_dst), "sel_w1")
+        sel_w2 = _reg(m, w1_valid & (w1_dst == t2_dst), "sel_w2")
+        acc_now = _lanes(Mux(sel_w, w_result, Mux(sel_w1, w1_result, Mux(sel_w2, w2_result,
+                                                                          acc_q))), lanes, aw)
+        gemm_result = Signal(acc_bits)
+        m.d.comb += gemm_result.eq(Mux(a_reset, 0, Cat(*(
+            (acc_now[k] + sums[k])[:aw] for k in range(lanes)))))
+
+        # the accumulator read port: GEMM reads dst in T1, the ALU in R (never both: GEMM and
+        # ALU micro-ops are never in the pipeline together)
+        m.d.comb += [self.acc_rd.addr.eq(Mux(t1_valid, t1_dst, alu_rd_addr)),
+                     self.acc_rd.en.eq(1)]
+
+        # ------------------------------------------------------------ ALU: E1, E2, E3
+        rd_valid = Signal()  # RD: the micro-op whose (last) read was issued a cycle ago
+        rd_ctrl = Signal(ctrl_layout)
+        rd_dst = Signal(aw_acc)
+        rd_src = Signal(aw_acc)
+        e1_valid = Signal()
+        e1_ctrl = Signal(ctrl_layout)
+        e1_dst = Signal(aw_acc)
+        e1_src = Signal(aw_acc)
+        e2_valid = Signal()
+        e2_dst = Signal(aw_acc)
+        e3_valid = Signal()
+        e3_dst = Signal(aw_acc)
+        # interlock: an ALU micro-op in R waits while one ahead would write what it reads
+        # too late to be forwarded (see the module docstring)
+        hit_rd = Signal()
+        hit_e1 = Signal()
+        m.d.comb += [
+            hit_rd.eq(rd_valid & ((rd_dst == r_dst) | (r_two & (rd_dst == r_src[:aw_acc])))),
+            hit_e1.eq(e1_valid & (e1_dst == r_dst)),
+            stall.eq(r_alu_read & ~phase & (r_two | hit_rd | hit_e1)),
+        ]
+        # a two-operand micro-op: phase 0 reads dst (stalled), phase 1 reads src (advances)
+        m.d.sync += phase.eq(r_two & ~phase & ~hit_rd)
+        m.d.sync += [
+            rd_valid.eq(r_valid & r_ctrl.alu & adv), rd_ctrl.eq(r_ctrl),
+            rd_dst.eq(r_dst), rd_src.eq(r_src[:aw_acc]),
+            e1_valid.eq(rd_valid), e1_ctrl.eq(rd_ctrl), e1_dst.eq(rd_dst), e1_src.eq(rd_src),
+        ]
+        # a two-operand micro-op's dst arrives in acc_q in its RD cycle, src in its E1 cycle.
+        # The forwarding selects are registered one cycle ahead: in a stage's next cycle W
+        # holds what is now in E3 (E1..W never stall), w1 what is now in W, w2 what is in w1.
+        def selects(addr, name):
+            return (_reg(m, e3_valid & (e3_dst == addr), f"{name}_w"),
+                    _reg(m, w_valid & (w_dst == addr), f"{name}_w1"),
+                    _reg(m, w1_valid & (w1_dst == addr), f"{name}_w2"))
+
+        def pick(sel, value):
+            return Mux(sel[0], w_result, Mux(sel[1], w1_result, Mux(sel[2], w2_result, value)))
+
+        dst_hold = Signal(acc_bits)
+        m.d.sync += dst_hold.eq(pick(selects(r_dst, "sel_rd"), acc_q))
+        two = Signal()
+        m.d.comb += two.eq(~e1_ctrl.use_imm)
+        op_a = pick(selects(rd_dst, "sel_a"), Mux(two, dst_hold, acc_q))
+        op_b = pick(selects(rd_src, "sel_b"), acc_q)
+        imm_ext = Signal(signed(aw))
+        m.d.comb += imm_ext.eq(e1_ctrl.imm)
+        a_l = _lanes(op_a, lanes, aw)
+        b_l = _lanes(op_b, lanes, aw)
+        e2_ctrl = _reg(m, e1_ctrl, "e2_ctrl")
+        m.d.sync += [e2_valid.eq(e1_valid), e2_dst.eq(e1_dst)]
+        e2_a = [_reg(m, a_l[k], f"e2_a_{k}", en=e1_valid) for k in range(lanes)]
+        e2_b = [_reg(m, Mux(two, b_l[k], imm_ext), f"e2_b_{k}", en=e1_valid)
+                for k in range(lanes)]
+        m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
+        e3_ctrl = _reg(m, e2_ctrl, "e3_ctrl")
+        alu_out = Cat(*(_alu_lane(m, cfg, e3_ctrl.op, e2_a[k], e2_b[k], k, en=e2_valid)
                         for k in range(lanes)))
-        result = Signal(acc_bits)
-        with m.If(reset):  # GEMM and ALU alike (as the functional simulator)
-            m.d.comb += result.eq(0)
-        with m.Elif(is_alu):
-            m.d.comb += result.eq(alu_out)
-        with m.Else():
-            m.d.comb += result.eq(gemm_out)
-        m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst), s3_result.eq(result)]
-        m.d.comb += [self.gemm_uop.eq(s2_valid & ~is_alu), self.alu_uop.eq(s2_valid & is_alu)]
+        alu_result = Signal(acc_bits)
+        m.d.comb += alu_result.eq(Mux(e3_ctrl.reset, 0, alu_out))
 
-        # ------------------------------------------------------------ stage 3: write back
+        # ------------------------------------------------------------ W
+        m.d.sync += [
+            w_valid.eq(a_valid | e3_valid),
+            w_dst.eq(Mux(a_valid, a_dst, e3_dst)),
+            w_result.eq(Mux(a_valid, gemm_result, alu_result)),
+        ]
+        m.d.comb += [self.gemm_uop.eq(m_valid), self.alu_uop.eq(e1_valid)]
+        m.d.comb += pipe_busy.eq(s1_valid | s2_valid | r_valid | d_valid | m_valid | t1_valid
+                                 | t2_valid | a_valid | rd_valid | e1_valid | e2_valid
+                                 | e3_valid | w_valid)
+
         with m.If(acc_dma.busy):
             wiring.connect(m, acc_dma.sram, wiring.flipped(self.acc_wr))
         with m.Else():
-            m.d.comb += [self.acc_wr.addr.eq(s3_dst), self.acc_wr.data.eq(s3_result),
-                         self.acc_wr.en.eq(Mux(s3_valid, -1, 0))]
+            m.d.comb += [self.acc_wr.addr.eq(w_dst), self.acc_wr.data.eq(w_result),
+                         self.acc_wr.en.eq(Mux(w_valid, -1, 0))]
+        # the OUT buffer mirrors every accumulator write, lanes narrowed, same byte enables
+        m.d.comb += [self.out_wr.addr.eq(self.acc_wr.addr),
+                     self.out_wr.data.eq(_narrow(self.acc_wr.data, lanes, aw, cfg.out_width)),
+                     self.out_wr.en.eq(self.acc_wr.en)]
+
+        # report "drain" while micro-ops leave the pipeline
+        m.d.comb += self.status.state.eq(Mux(
+            in_run & ~running & ~pending & pipe_busy, MODULE_STATES["drain"], seq_state))
         return m
+
+
+def _uop_memory(cfg: Config):
+    from amaranth.lib.memory import Memory
+
+    return Memory(shape=32, depth=cfg.uop_depth, init=[])
+
+
+def _alu_lane(m: Module, cfg: Config, op3, a, b, k: int, *, en) -> Signal:
+    """One ALU lane over two pipeline stages (E2 registers into E3; returns E3's result).
+
+    MIN/MAX signed, ADD and MUL wrap (MUL from three half-width partial products), SHR by a
+    negative amount shifts left; shift amounts are clamped to the width (right shifts by >= the
+    width give the sign, left shifts by >= the width give 0)."""
+    aw = cfg.acc_width
+    lo = aw // 2
+    amt_bits = ceil_log2(aw + 1)
+    # E2: compare, sum, shift amount, partial products
+    neg = b < 0
+    mag = Mux(neg, -b, b)
+    amt = Mux(mag > aw, aw, mag[:amt_bits])
+    au, bu = a.as_unsigned(), b.as_unsigned()
+    p0 = au[:lo] * bu[:lo]
+    p1 = au[:lo] * bu[lo:]
+    p2 = au[lo:] * bu[:lo]
+    r = {
+        "lt": _reg(m, a < b, f"e3_lt_{k}", en=en),
+        "sum": _reg(m, (a + b)[:aw], f"e3_sum_{k}", en=en),
+        "neg": _reg(m, neg, f"e3_neg_{k}", en=en),
+        "amt": _reg(m, amt, f"e3_amt_{k}", en=en),
+        "p0": _reg(m, p0[:aw], f"e3_p0_{k}", en=en),
+        "p12": _reg(m, (p1 + p2)[:aw - lo], f"e3_p12_{k}", en=en),
+        "a": _reg(m, a, f"e3_a_{k}", en=en),
+        "b": _reg(m, b, f"e3_b_{k}", en=en),
+    }
+    # E3: select
+    ea = r["a"].as_signed()
+    eb = r["b"].as_signed()
+    res = Signal(aw, name=f"alu_res_{k}")
+    with m.Switch(op3):
+        with m.Case(AluOp.MIN):
+            m.d.comb += res.eq(Mux(r["lt"], ea, eb))
+        with m.Case(AluOp.MAX):
+            m.d.comb += res.eq(Mux(r["lt"], eb, ea))
+        with m.Case(AluOp.ADD):
+            m.d.comb += res.eq(r["sum"])
+        with m.Case(AluOp.SHR):
+            m.d.comb += res.eq(Mux(r["neg"], (ea << r["amt"])[:aw], ea >> r["amt"]))
+        with m.Case(AluOp.MUL):
+            m.d.comb += res.eq(r["p0"] + (r["p12"] << lo))
+        with m.Default():
+            m.d.comb += res.eq(ea)
+    return res

@@ -7,13 +7,14 @@ Block diagram (see hw/README.md)::
                                               |          [store q] --> Store -----+
     m_axi AR/R <-- ReadArbiter <-- fetch, compute (uop/acc), load (inp/wgt)
     m_axi AW/W/B <-- Store
-    scratchpads: inp, wgt (load writes, compute reads), acc (compute writes, compute+store read),
+    scratchpads: inp, wgt (load writes, compute reads), acc (compute writes and reads, one read
+                 port), out (compute writes with every acc write, narrowed; store reads),
                  uop (inside compute)
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -22,7 +23,7 @@ from vta.isa import Config
 from vta.isa.layout import INSN_BITS, INSN_QUEUE_DEPTH, TOKEN_QUEUE_DEPTH
 
 from .axi import ReadArbiter, check_bus_width
-from .compute import Compute
+from .compute import Compute, out_granularity
 from .decode import insn_layouts
 from .fetch import Fetch
 from .host import AXILiteSignature, HostRegisters
@@ -168,9 +169,13 @@ class VTACore(wiring.Component):
         wiring.connect(m, compute.wgt_rd, wgt_mem.read_port())
         acc_wr = acc_mem.write_port(granularity=acc_gran)
         wiring.connect(m, compute.acc_wr, acc_wr)
-        wiring.connect(m, compute.acc_rd_dst, acc_mem.read_port(transparent_for=(acc_wr,)))
-        wiring.connect(m, compute.acc_rd_src, acc_mem.read_port(transparent_for=(acc_wr,)))
-        wiring.connect(m, store.acc_rd, acc_mem.read_port())
+        wiring.connect(m, compute.acc_rd, acc_mem.read_port())  # compute forwards in-flight writes
+        # the OUT buffer: every accumulator write, lanes narrowed to the output width
+        m.submodules.out_mem = out_mem = Memory(shape=cfg.out_elem_bytes * 8,
+                                                depth=cfg.acc_depth, init=[])
+        wiring.connect(m, compute.out_wr,
+                       out_mem.write_port(granularity=out_granularity(cfg, Wb)))
+        wiring.connect(m, store.out_rd, out_mem.read_port())
 
         # ---------------------------------------------------------------- memory port
         for k, client in enumerate((fetch, compute, load)):
@@ -221,8 +226,9 @@ class VTACore(wiring.Component):
             "load_mem_wait": load.status.mem_wait, "compute_mem_wait": compute.status.mem_wait,
             "store_mem_wait": store.status.mem_wait,
             "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
-            "bytes_read": (self.m_axi_rvalid & self.m_axi_rready) * Wb,
-            "bytes_written": _popcount(strobes) * (self.m_axi_wvalid & self.m_axi_wready),
+            # (Mux, not a product with a 1-bit value: no multiplier cell for synthesis to map)
+            "bytes_read": Mux(self.m_axi_rvalid & self.m_axi_rready, Wb, 0),
+            "bytes_written": Mux(self.m_axi_wvalid & self.m_axi_wready, _popcount(strobes), 0),
         }
         for name, inc in events.items():
             counter = Signal(32, name=f"count_{name}")

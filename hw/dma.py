@@ -3,9 +3,9 @@
 :class:`DMARead` executes the data movement of a LOAD (any memory type): ``y_pad_0 + y_size +
 y_pad_1`` rows of ``x_pad_0 + x_size + x_pad_1`` SRAM entries written consecutively from
 ``sram_base``, data row ``y`` read from DRAM element ``dram_base + y * x_stride``, padding written
-as zeros. :class:`DMAWrite` executes a STORE: accumulator entries read consecutively from
-``sram_base``, truncated lane by lane to the output width (low bits) and written to DRAM element
-``dram_base + y * x_stride + x`` with byte strobes.
+as zeros. :class:`DMAWrite` executes a STORE: OUT-buffer entries (the accumulators already
+narrowed to the output width by compute) read consecutively from ``sram_base`` and written to
+DRAM element ``dram_base + y * x_stride + x`` with byte strobes.
 
 Element sizes and the bus width are powers of two and element addresses are element-aligned, so
 an element either spans ``elem/bus`` whole beats (written into the scratchpad one beat-wide slice
@@ -41,6 +41,12 @@ class DMARead(wiring.Component):
     ``cmd`` takes the memory-instruction view (``vta.hw.decode`` ``mem`` layout) and is ready
     only when the engine is idle; ``busy`` stays high until the last SRAM write.
     ``mem_wait`` is high in cycles where the engine waits for read data.
+
+    Timing: an accepted command is latched, its row/column bounds are computed in the next
+    cycle (one setup cycle), then one SRAM entry (or one beat of a wide entry) is written per
+    cycle. Whether the current entry is padding is kept in two flags updated by equality tests
+    of the row/column counters against bounds precomputed at setup, and the SRAM write port is
+    driven from registers (each write lands one cycle after its read beat was taken).
     """
 
     def __init__(self, *, mem_layout: data.Layout, elem_bytes: int, bus_bytes: int,
@@ -66,104 +72,138 @@ class DMARead(wiring.Component):
         wiring.connect(m, wiring.flipped(self.req), splitter.req)
 
         ebits = self.elem_bytes * 8
-        sram_addr = Signal(16)
-        rows = Signal(17)
+        sbits = ceil_log2(self.slots)
+        # the command, latched
+        sram_base = Signal(16)
+        y_pad_0, y_pad_1, x_pad_0, x_pad_1 = (Signal(4) for _ in range(4))
+        y_size = Signal(16)
+        x_size = Signal(16)
+        x_stride = Signal(sbits)  # only its low bits matter (slot of each row's first element)
+        dram_low = Signal(sbits)
+        setup = Signal()
+        active = Signal()
+        # bounds, computed in the setup cycle (17-bit row/column indices)
         cols = Signal(17)
+        y0_m1, yend_m1, x0_m1, xend_m1 = (Signal(17) for _ in range(4))
+        y_has = Signal()
+        x0_zero = Signal()
+        # position
+        sram_addr = Signal(16)
+        rows_left = Signal(17)
+        cols_left = Signal(17)
         r = Signal(17)
         c = Signal(17)
-        y_pad_0 = Signal(4)
-        y_size = Signal(16)
-        x_pad_0 = Signal(4)
-        x_size = Signal(16)
-        x_stride = Signal(16)
-        row_elem = Signal(32)
+        data_row = Signal()  # row r holds data (not padding)
+        data_col = Signal()  # column c holds data
+        row_slot = Signal(sbits)  # slot of the row's first data element in its beat
+        x_slot = Signal(sbits)  # data elements of this row taken so far (mod slots)
         chunk = Signal(range(self.chunks))
-        active = Signal()
+        # the SRAM write, registered
+        wr_addr = Signal(16)
+        wr_data = Signal(self.bus_bytes * 8 if self.chunks > 1 else ebits)
+        wr_en = Signal(len(self.sram.en))
 
-        m.d.comb += self.busy.eq(active | splitter.busy)
+        wr_any = Signal()  # a write is in the registers (wr_en != 0)
+        m.d.comb += self.busy.eq(setup | active | splitter.busy | wr_any)
         p = self.cmd.payload
         _transfer_cmd(m, splitter, p)
-        m.d.comb += self.cmd.ready.eq(~active & ~splitter.busy)
-        with m.If(self.cmd.valid & self.cmd.ready & (p.x_size != 0)):
-            n_rows = p.y_pad_0 + p.y_size + p.y_pad_1
-            m.d.comb += splitter.cmd.valid.eq(1)
+        m.d.comb += self.cmd.ready.eq(~self.busy)
+        with m.If(~self.busy):  # latched in every idle cycle (no enable from ``valid``)
             m.d.sync += [
-                sram_addr.eq(p.sram_base), rows.eq(n_rows),
-                cols.eq(p.x_pad_0 + p.x_size + p.x_pad_1), r.eq(0), c.eq(0),
-                y_pad_0.eq(p.y_pad_0), y_size.eq(p.y_size), x_pad_0.eq(p.x_pad_0),
-                x_size.eq(p.x_size), x_stride.eq(p.x_stride), row_elem.eq(p.dram_base),
-                chunk.eq(0), active.eq(n_rows != 0),
+                sram_base.eq(p.sram_base), y_pad_0.eq(p.y_pad_0), y_pad_1.eq(p.y_pad_1),
+                x_pad_0.eq(p.x_pad_0), x_pad_1.eq(p.x_pad_1), y_size.eq(p.y_size),
+                x_size.eq(p.x_size), x_stride.eq(p.x_stride[:sbits]),
+                dram_low.eq(p.dram_base[:sbits]),
+            ]
+        with m.If(self.cmd.valid & self.cmd.ready & (p.x_size != 0)):
+            m.d.comb += splitter.cmd.valid.eq(1)
+            m.d.sync += setup.eq(1)
+        with m.If(setup):
+            n_rows = y_pad_0 + y_size + y_pad_1
+            n_cols = x_pad_0 + x_size + x_pad_1
+            m.d.sync += [
+                setup.eq(0), active.eq(n_rows != 0), sram_addr.eq(sram_base),
+                rows_left.eq(n_rows), cols.eq(n_cols), cols_left.eq(n_cols), r.eq(0), c.eq(0),
+                y0_m1.eq(y_pad_0 - 1), yend_m1.eq(y_pad_0 + y_size - 1),
+                x0_m1.eq(x_pad_0 - 1), xend_m1.eq(x_pad_0 + x_size - 1),
+                y_has.eq(y_size != 0), x0_zero.eq(x_pad_0 == 0),
+                data_row.eq((y_pad_0 == 0) & (y_size != 0)), data_col.eq(x_pad_0 == 0),
+                row_slot.eq(dram_low), x_slot.eq(0), chunk.eq(0),
             ]
 
-        data_row = Signal()
-        data_col = Signal()
-        x = Signal(17)
-        m.d.comb += [
-            data_row.eq((r >= y_pad_0) & (r < y_pad_0 + y_size)),
-            data_col.eq((c >= x_pad_0) & (c < x_pad_0 + x_size)),
-            x.eq(c - x_pad_0),
-            self.sram.addr.eq(sram_addr),
-        ]
+        m.d.comb += [self.sram.addr.eq(wr_addr), self.sram.en.eq(wr_en)]
+        if self.chunks > 1:
+            m.d.comb += self.sram.data.eq(Cat(*([wr_data] * self.chunks)))
+        else:
+            m.d.comb += self.sram.data.eq(wr_data)
+        m.d.sync += [wr_en.eq(0), wr_any.eq(0), wr_addr.eq(sram_addr)]
+
+        col_end = Signal()  # the current entry is the last data entry of its row
+        m.d.comb += col_end.eq(c == xend_m1)
         advance = Signal()
         with m.If(active):
             with m.If(data_row & data_col):
                 beat = self.rdata.payload.data
                 if self.chunks > 1:
-                    m.d.comb += [
-                        self.rdata.ready.eq(1),
-                        self.sram.data.eq(Cat(*([beat] * self.chunks))),
-                        self.sram.en.eq(Mux(self.rdata.valid, 1 << chunk, 0)),
-                    ]
+                    m.d.comb += self.rdata.ready.eq(1)
                     with m.If(self.rdata.valid):
-                        m.d.sync += chunk.eq(chunk + 1)
+                        m.d.sync += [wr_data.eq(beat), wr_en.eq(1 << chunk), wr_any.eq(1),
+                                     chunk.eq(chunk + 1)]
                         with m.If(chunk == self.chunks - 1):
                             m.d.sync += chunk.eq(0)
                             m.d.comb += advance.eq(1)
                 else:
                     slot = Signal(range(self.slots))
-                    m.d.comb += slot.eq((row_elem + x)[:ceil_log2(self.slots)] if self.slots > 1
-                                        else 0)
+                    m.d.comb += slot.eq((row_slot + x_slot)[:sbits] if self.slots > 1 else 0)
                     m.d.comb += [
-                        self.rdata.ready.eq((slot == self.slots - 1) | (x == x_size - 1)),
-                        self.sram.data.eq(beat.word_select(slot, ebits)),
-                        self.sram.en.eq(self.rdata.valid),
+                        self.rdata.ready.eq((slot == self.slots - 1) | col_end),
                         advance.eq(self.rdata.valid),
                     ]
+                    with m.If(self.rdata.valid):
+                        m.d.sync += [wr_data.eq(beat.word_select(slot, ebits)), wr_en.eq(-1),
+                                     wr_any.eq(1)]
                 m.d.comb += self.mem_wait.eq(~self.rdata.valid)
             with m.Else():
-                m.d.comb += [self.sram.data.eq(0), self.sram.en.eq(-1), advance.eq(1)]
+                m.d.comb += advance.eq(1)
+                m.d.sync += [wr_data.eq(0), wr_en.eq(-1), wr_any.eq(1)]
 
         with m.If(advance):
-            m.d.sync += [sram_addr.eq(sram_addr + 1), c.eq(c + 1)]
-            with m.If(c == cols - 1):
-                m.d.sync += [c.eq(0), r.eq(r + 1)]
+            m.d.sync += sram_addr.eq(sram_addr + 1)
+            with m.If(cols_left == 1):
+                m.d.sync += [c.eq(0), cols_left.eq(cols), data_col.eq(x0_zero), x_slot.eq(0),
+                             r.eq(r + 1), rows_left.eq(rows_left - 1),
+                             data_row.eq(Mux(r == yend_m1, 0,
+                                             Mux((r == y0_m1) & y_has, 1, data_row)))]
                 with m.If(data_row):
-                    m.d.sync += row_elem.eq(row_elem + x_stride)
-                with m.If(r == rows - 1):
+                    m.d.sync += row_slot.eq(row_slot + x_stride)
+                with m.If(rows_left == 1):
                     m.d.sync += active.eq(0)
+            with m.Else():
+                m.d.sync += [c.eq(c + 1), cols_left.eq(cols_left - 1),
+                             data_col.eq(Mux(col_end, 0, Mux(c == x0_m1, 1, data_col)))]
+                with m.If(data_col):
+                    m.d.sync += x_slot.eq(x_slot + 1)
         return m
 
 
 class DMAWrite(wiring.Component):
-    """STORE data movement: accumulator scratchpad -> DRAM, truncating every lane.
+    """STORE data movement: OUT buffer -> DRAM.
 
-    ``acc`` is a synchronous read port on the accumulator memory (``lanes`` lanes of
-    ``acc_width`` bits); DRAM elements have ``lanes`` lanes of ``out_width`` bits. The AXI write
-    address, data and response channels are ``aw``, ``w`` and ``b``. ``busy`` stays high until
-    the last write response has arrived.
+    ``sram`` is a synchronous read port on the OUT buffer (elements of ``elem_bytes`` bytes, the
+    same size in DRAM). The AXI write address, data and response channels are ``aw``, ``w`` and
+    ``b``. ``busy`` stays high until the last write response has arrived.
     """
 
-    def __init__(self, *, mem_layout: data.Layout, lanes: int, acc_width: int, out_width: int,
-                 bus_bytes: int, addr_width: int, max_outstanding: int = 4) -> None:
-        self.lanes, self.acc_width, self.out_width = lanes, acc_width, out_width
-        self.elem_bytes = lanes * out_width // 8
+    def __init__(self, *, mem_layout: data.Layout, elem_bytes: int, bus_bytes: int,
+                 addr_width: int, max_outstanding: int = 4) -> None:
+        self.elem_bytes = elem_bytes
         self.bus_bytes, self.addr_width, self.max_outstanding = bus_bytes, addr_width, \
             max_outstanding
         self.chunks = max(1, self.elem_bytes // bus_bytes)
         self.slots = max(1, bus_bytes // self.elem_bytes)
         super().__init__({
             "cmd": In(stream.Signature(mem_layout)),
-            "acc": In(ReadPort.Signature(addr_width=addr_width, shape=lanes * acc_width)),
+            "sram": In(ReadPort.Signature(addr_width=addr_width, shape=elem_bytes * 8)),
             "aw": Out(stream.Signature(req_layout())),
             "w": Out(stream.Signature(wdata_layout(bus_bytes))),
             "b": In(stream.Signature(0)),
@@ -178,7 +218,7 @@ class DMAWrite(wiring.Component):
         p = self.cmd.payload
         _transfer_cmd(m, splitter, p)
 
-        # ---- element reader: acc entries in order, held on the read port while not taken
+        # ---- element reader: OUT entries in order, held on the read port while not taken
         total = Signal(32)  # elements left to read
         sram_addr = Signal(16)
         x_size = Signal(16)
@@ -232,9 +272,9 @@ class DMAWrite(wiring.Component):
 
         # element reader
         advance = Signal()
-        m.d.comb += [advance.eq(~e_valid | e_ready), self.acc.addr.eq(sram_addr),
+        m.d.comb += [advance.eq(~e_valid | e_ready), self.sram.addr.eq(sram_addr),
                      # the read port holds its data while not enabled (en's init is 1)
-                     self.acc.en.eq(advance & busy & (total != 0))]
+                     self.sram.en.eq(advance & busy & (total != 0))]
         with m.If(advance):
             with m.If(busy & (total != 0)):
                 m.d.sync += [
@@ -248,11 +288,7 @@ class DMAWrite(wiring.Component):
             with m.Else():
                 m.d.sync += e_valid.eq(0)
 
-        # truncate each lane to the output width
-        elem = Signal(E * 8)
-        acc_data = self.acc.data
-        m.d.comb += elem.eq(Cat(*(acc_data.word_select(k, self.acc_width)[:self.out_width]
-                                   for k in range(self.lanes))))
+        elem = self.sram.data
 
         # W: beats of the current burst, wlast on its final beat
         beats_left = Signal(5)  # beats remaining in the burst at the head of the queue

@@ -9,7 +9,7 @@ the shared read channel.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -62,10 +62,18 @@ class Fetch(wiring.Component):
             splitter.cmd.valid.eq(self.start),
         ]
 
-        # flow control: a burst is only requested when the buffer has room for it
+        # flow control: a burst is only requested when the buffer has room for it. ``room`` is
+        # registered (computed from last cycle's level and beats in flight); a request in the
+        # previous cycle is not in that figure yet, so none is made in the cycle right after one.
+        # Read beats only move beats from "in flight" into the buffer, and the buffer only
+        # drains, so the registered figure never overstates the room.
         inflight = Signal(range(MAX_BURST * 4 + 1))  # beats requested, not yet received
+        room_q = Signal()
+        fired_q = Signal()
         room = Signal()
-        m.d.comb += room.eq(buf.level * bpi + inflight + MAX_BURST <= self.buffer_depth * bpi)
+        m.d.sync += room_q.eq(buf.level * bpi + inflight + MAX_BURST
+                              <= self.buffer_depth * bpi)
+        m.d.comb += room.eq(room_q & ~fired_q)
         m.d.comb += [
             self.req.payload.eq(splitter.req.payload),
             self.req.valid.eq(splitter.req.valid & room),
@@ -77,7 +85,9 @@ class Fetch(wiring.Component):
             req_fire.eq(self.req.valid & self.req.ready),
             beat_fire.eq(self.rdata.valid & self.rdata.ready),
         ]
-        m.d.sync += inflight.eq(inflight + (req_fire * (self.req.payload.len + 1)) - beat_fire)
+        m.d.sync += [inflight.eq(inflight + Mux(req_fire, self.req.payload.len + 1, 0)
+                                 - beat_fire),
+                     fired_q.eq(req_fire)]
 
         # assemble instructions from beats
         fetched = Signal(32)

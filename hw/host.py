@@ -32,9 +32,16 @@ class HostRegisters(wiring.Component):
     """AXI4-Lite register file: control, instruction address/count and read-only inputs.
 
     ``readonly`` names the read-only registers of :data:`REGISTER_MAP` fed by ``ro_<name>``
-    inputs. ``launch`` pulses when the host writes 1 to control bit 0 while not ``running``.
-    Control reads back bit 0 = ``running``, bit 1 = ``finished``. A write is accepted when its
-    address and data are both valid; responses are always OKAY.
+    inputs. ``launch`` pulses (one cycle after the write is accepted) when the host writes 1 to
+    control bit 0 while not ``running``. Control reads back bit 0 = ``running``, bit 1 =
+    ``finished``. A write is accepted when its address and data are both valid; responses are
+    always OKAY.
+
+    Timing: reads are pipelined over two cycles (the accepted address selects one of eight
+    registers in each group of eight into a register, the next cycle picks the group), so
+    ``rvalid`` rises two cycles after ``arvalid & arready``; ``arready`` is low while a read is
+    in flight. ``launch`` comes from a register, so its large fan-out (every counter and queue
+    of the core clears at launch) starts at a flip-flop.
     """
 
     def __init__(self, readonly: Sequence[str]) -> None:
@@ -65,34 +72,53 @@ class HostRegisters(wiring.Component):
             m.d.sync += bvalid.eq(0)
         waddr = bus.awaddr[2:]
         byte_mask = Cat(*(bit.replicate(8) for bit in bus.wstrb))
+        launch = Signal()
+        m.d.comb += self.launch.eq(launch)
+        m.d.sync += launch.eq(0)
         with m.If(accept):
             m.d.sync += bvalid.eq(1)
             for name, reg in (("insn_addr", self.insn_addr), ("insn_count", self.insn_count)):
                 with m.If(waddr == REGISTER_MAP[name] >> 2):
                     m.d.sync += reg.eq((reg & ~byte_mask) | (bus.wdata & byte_mask))
             with m.If((waddr == REGISTER_MAP["control"] >> 2) & bus.wstrb[0]
-                      & (bus.wdata & CONTROL_LAUNCH).any() & ~self.running):
-                m.d.comb += self.launch.eq(1)
-        # ---- reads
+                      & (bus.wdata & CONTROL_LAUNCH).any() & ~self.running & ~launch):
+                m.d.sync += launch.eq(1)
+        # ---- reads: stage 1 selects within groups of eight registers, stage 2 the group
+        values: dict[int, object] = {
+            REGISTER_MAP["control"] >> 2: Cat(self.running, self.finished),
+            REGISTER_MAP["insn_addr"] >> 2: self.insn_addr,
+            REGISTER_MAP["insn_count"] >> 2: self.insn_count,
+        }
+        for name in self.readonly:
+            values[REGISTER_MAP[name] >> 2] = getattr(self, f"ro_{name}")
+        n_groups = (max(values) >> 3) + 1
+        groups = [Signal(32, name=f"rd_group{g}") for g in range(n_groups)]
+        group_sel = Signal(range(n_groups))
+        hit = Signal()  # the address is inside the register window
+        stage1 = Signal()
         rvalid = Signal()
         rdata = Signal(32)
+        index = bus.araddr[2:]
         m.d.comb += [bus.rvalid.eq(rvalid), bus.rdata.eq(rdata), bus.rresp.eq(0),
-                     bus.arready.eq(~rvalid)]
+                     bus.arready.eq(~stage1 & ~rvalid)]
         with m.If(rvalid & bus.rready):
             m.d.sync += rvalid.eq(0)
-        with m.If(bus.arvalid & ~rvalid):
-            m.d.sync += rvalid.eq(1)
-            with m.Switch(bus.araddr[2:]):
-                with m.Case(REGISTER_MAP["control"] >> 2):
-                    m.d.sync += rdata.eq(Cat(self.running, self.finished))
-                with m.Case(REGISTER_MAP["insn_addr"] >> 2):
-                    m.d.sync += rdata.eq(self.insn_addr)
-                with m.Case(REGISTER_MAP["insn_count"] >> 2):
-                    m.d.sync += rdata.eq(self.insn_count)
-                for name in self.readonly:
-                    with m.Case(REGISTER_MAP[name] >> 2):
-                        m.d.sync += rdata.eq(getattr(self, f"ro_{name}"))
-                with m.Default():
-                    m.d.sync += rdata.eq(0)
+        m.d.sync += stage1.eq(bus.arvalid & bus.arready)
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += [group_sel.eq(index[3:]), hit.eq(index[3:] < n_groups)]
+            for g, reg in enumerate(groups):
+                with m.Switch(index[:3]):
+                    for k in range(8):
+                        if (g << 3) + k in values:
+                            with m.Case(k):
+                                m.d.sync += reg.eq(values[(g << 3) + k])
+                    with m.Default():
+                        m.d.sync += reg.eq(0)
+        with m.If(stage1):
+            m.d.sync += [rvalid.eq(1), rdata.eq(0)]
+            with m.If(hit), m.Switch(group_sel):
+                for g, reg in enumerate(groups):
+                    with m.Case(g):
+                        m.d.sync += rdata.eq(reg)
         assert CONTROL_FINISHED == 2  # bit 1 of Cat(running, finished)
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
@@ -62,14 +62,18 @@ class Load(wiring.Component):
             status=self.status, clear=self.clear)
         for dma, sel in ((inp, ~is_wgt), (wgt, is_wgt)):
             m.d.comb += [dma.cmd.payload.eq(insn.mem), dma.cmd.valid.eq(go & sel)]
-        # one engine runs at a time: merge their memory streams
-        with m.If(is_wgt):
-            wiring.connect(m, wgt.req, wiring.flipped(self.req))
-            m.d.comb += [wgt.rdata.payload.eq(self.rdata.payload),
-                         wgt.rdata.valid.eq(self.rdata.valid), self.rdata.ready.eq(wgt.rdata.ready)]
-        with m.Else():
-            wiring.connect(m, inp.req, wiring.flipped(self.req))
-            m.d.comb += [inp.rdata.payload.eq(self.rdata.payload),
-                         inp.rdata.valid.eq(self.rdata.valid), self.rdata.ready.eq(inp.rdata.ready)]
+        # one engine runs at a time: merge their memory streams without a select signal. The
+        # request streams come from registers (a valid request picks its payload); read data
+        # goes to both engines, and only the running one takes it (an idle engine's ``ready``
+        # is low and it ignores ``valid``).
+        m.d.comb += [
+            self.req.valid.eq(inp.req.valid | wgt.req.valid),
+            self.req.payload.eq(Mux(wgt.req.valid, wgt.req.payload, inp.req.payload)),
+            inp.req.ready.eq(self.req.ready), wgt.req.ready.eq(self.req.ready),
+            self.rdata.ready.eq(inp.rdata.ready | wgt.rdata.ready),
+        ]
+        for dma in (inp, wgt):
+            m.d.comb += [dma.rdata.payload.eq(self.rdata.payload),
+                         dma.rdata.valid.eq(self.rdata.valid)]
         m.d.comb += self.status.mem_wait.eq(inp.mem_wait | wgt.mem_wait)
         return m

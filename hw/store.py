@@ -1,4 +1,5 @@
-"""The store module: STORE of accumulator entries, truncated to the output width, to DRAM."""
+"""The store module: STORE of OUT-buffer entries (accumulators narrowed to the output width by
+compute as they are written) to DRAM."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ class Store(wiring.Component):
             "insn": In(stream.Signature(insn_layout)),
             "pop_prev": Out(TokenPopSignature()),
             "push_prev": Out(TokenPushSignature()),
-            "acc_rd": In(ReadPort.Signature(addr_width=cfg.log_acc_depth,
-                                            shape=cfg.acc_elem_bytes * 8)),
+            "out_rd": In(ReadPort.Signature(addr_width=cfg.log_acc_depth,
+                                            shape=cfg.out_elem_bytes * 8)),
             "aw": Out(stream.Signature(req_layout())),
             "w": Out(stream.Signature(wdata_layout(bus_bytes))),
             "b": In(stream.Signature(0)),
@@ -38,10 +39,9 @@ class Store(wiring.Component):
         m = Module()
         cfg = self.cfg
         m.submodules.dma = dma = DMAWrite(
-            mem_layout=self.insn_layout["mem"].shape, lanes=cfg.batch * cfg.block_out,
-            acc_width=cfg.acc_width, out_width=cfg.out_width, bus_bytes=self.bus_bytes,
-            addr_width=cfg.log_acc_depth)
-        wiring.connect(m, dma.acc, wiring.flipped(self.acc_rd))
+            mem_layout=self.insn_layout["mem"].shape, elem_bytes=cfg.out_elem_bytes,
+            bus_bytes=self.bus_bytes, addr_width=cfg.log_acc_depth)
+        wiring.connect(m, dma.sram, wiring.flipped(self.out_rd))
         wiring.connect(m, dma.aw, wiring.flipped(self.aw))
         wiring.connect(m, dma.w, wiring.flipped(self.w))
         wiring.connect(m, dma.b, wiring.flipped(self.b))

@@ -44,23 +44,27 @@ class PerfParams:
 
     Structural values (bus, bandwidth, bursts, outstanding reads, one micro-op per cycle) are
     the RTL's and tsim's defaults; the others were fitted to tsim's cycle counts at the default
-    config with ``bench/bench_perf_model.py --calibrate`` (mean error 2.7%, max 9.6% on its
-    30 programs; on the small config, held out of the fit, see the README).
+    config with ``bench/bench_perf_model.py --calibrate`` (mean error 3.6%, max 12.0% on its
+    30 programs, refitted for the pipelined compute datapath: 9/8-cycle GEMM/ALU drains only
+    before a token push, two-operand ALU micro-ops at one per two cycles).
     """
 
     bus_bytes: int = 8            #: memory port data width in bytes (64-bit PYNQ port)
     bandwidth: float = 8.0        #: memory bytes per cycle (tsim's default: one 64-bit word)
     mem_latency: float = 30.0     #: cycles from a read burst request to its first data beat
-    write_latency: float = 1.0    #: cycles a STORE adds after its last write beat
+    write_latency: float = 2.0    #: cycles a STORE adds after its last write beat
     max_burst: int = 16           #: beats per burst
     outstanding: int = 4          #: read bursts in flight on the port (the RTL's arbiter)
-    fetch_per_insn: float = 2.0   #: extra fetch cycles per instruction beyond its data beats
+    fetch_per_insn: float = 3.0   #: extra fetch cycles per instruction beyond its data beats
     insn_overhead: float = 4.3    #: pop/decode/push cycles of every instruction
     mem_overhead: float = 0.0     #: extra cycles of every LOAD/STORE that moves data
     gemm_ii: float = 1.0          #: cycles per GEMM micro-op iteration
-    gemm_latency: float = 1.6     #: GEMM pipeline fill/drain per instruction
-    alu_ii: float = 1.0           #: cycles per ALU micro-op iteration
-    alu_latency: float = 5.4      #: ALU pipeline fill/drain per instruction
+    gemm_latency: float = 1.6     #: GEMM cycles per instruction beyond insn_overhead
+    gemm_drain: float = 9.0       #: GEMM pipeline drain, only before pushing a token
+    alu_ii: float = 1.0           #: cycles per ALU micro-op iteration (immediate or reset)
+    alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op (one acc read port)
+    alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
+    alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting
 
@@ -135,9 +139,16 @@ class PerfModel:
     def _compute_cycles(self, insn: Insn) -> float:
         if isinstance(insn, GemmInsn | AluInsn):
             n = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
+            if not n:
+                return 0.0
+            # the pipeline drains only before a token is pushed (the next instruction of the
+            # same kind starts while the micro-ops of this one are still in flight)
+            pushes = bool(insn.push_prev_dep or insn.push_next_dep)
             if isinstance(insn, GemmInsn):
-                return n * self.p.gemm_ii + (self.p.gemm_latency if n else 0.0)
-            return n * self.p.alu_ii + (self.p.alu_latency if n else 0.0)
+                return n * self.p.gemm_ii + self.p.gemm_latency + \
+                    (self.p.gemm_drain if pushes else 0.0)
+            ii = self.p.alu_ii if insn.use_imm or insn.reset_reg else self.p.alu2_ii
+            return n * ii + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
         return 0.0
 
     # --------------------------------------------------------------------- run

@@ -198,7 +198,7 @@ def test_small_core_on_pynq_through_the_cli(tmp_path, small_cfg, capsys) -> None
     assert main(["synth", "--board", "pynq-z1", "--preset", "small", "--json", str(out),
                  "-q"]) == 0
     table = capsys.readouterr().out
-    assert "scratchpads in block RAM: 4/4" in table
+    assert "scratchpads in block RAM: 5/5" in table
     r = json.loads(out.read_text())
     assert r["config"] == small_cfg.params and r["fits"]
     assert r["resources"]["lut"]["used"] > 1000 and r["resources"]["ff"]["used"] > 500

@@ -1,6 +1,8 @@
 """The STORE DMA engine (vta.hw.dma.DMAWrite) against a numpy model of the STORE semantics.
 
-Accumulator lanes are truncated to the output width (low bits, no saturation); rows go to
+The engine reads the OUT buffer, which holds the accumulator lanes truncated to the output width
+(low bits, no saturation; compute narrows them as it writes, see test_rtl_outbuf.py); here the
+buffer is filled with numpy's truncation of random accumulators. Rows go to
 ``dram_base + y * x_stride``; elements narrower than the bus are written with byte strobes at any
 slot; bursts respect the 16-beat / 4 KiB rules; write data never precedes its address.
 """
@@ -44,14 +46,15 @@ def run_stores(cfg: Config, bus: int, cmds: list[dict[str, int]], *, stall: floa
     rng = np.random.default_rng(seed)
     acc = rng.integers(-2**31, 2**31, (depth, lanes), dtype=np.int64).astype(np.int32)
     dram = rng.integers(0, 256, DRAM_BYTES, dtype=np.uint8)
-    dut = DMAWrite(mem_layout=insn_layouts(cfg).mem, lanes=lanes, acc_width=cfg.acc_width,
-                   out_width=cfg.out_width, bus_bytes=bus, addr_width=cfg.log_acc_depth)
+    dut = DMAWrite(mem_layout=insn_layouts(cfg).mem, elem_bytes=cfg.out_elem_bytes,
+                   bus_bytes=bus, addr_width=cfg.log_acc_depth)
     m = Module()
     m.submodules.dut = dut
-    m.submodules.acc = mem = Memory(
-        shape=lanes * cfg.acc_width, depth=depth,
-        init=[int.from_bytes(row.tobytes(), "little") for row in acc])
-    wiring.connect(m, dut.acc, mem.read_port())
+    out = acc.astype(np.int8)  # the OUT buffer: each lane's low 8 bits
+    m.submodules.out = mem = Memory(
+        shape=lanes * cfg.out_width, depth=depth,
+        init=[int.from_bytes(row.tobytes(), "little") for row in out])
+    wiring.connect(m, dut.sram, mem.read_port())
     got = dram.copy()
     responder = WriteResponder(got, dut.aw, dut.w, dut.b, bus_bytes=bus, stall=stall, seed=seed)
 

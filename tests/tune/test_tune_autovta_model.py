@@ -37,35 +37,35 @@ def test_bram_packing_by_hand() -> None:
 @pytest.mark.unit
 def test_small_core_bram_and_dsp_by_hand() -> None:
     # The small preset (1x4x4): uop 256x32 (0.5), inp 256x32 (0.5), wgt 64x128 (2 RAMB36 at
-    # 512x72), acc 128x128 with three read ports (3 copies x 2), three 255x128 instruction
-    # queues (3 x 2): 15 RAMB36. yosys on this core gives 14 RAMB36 + 2 RAMB18 = 15.
+    # 512x72), acc 128x128 (2 at 512x72), out 128x32 (0.5), three 255x128 instruction queues
+    # (3 x 2): 11.5 RAMB36. yosys on this core gives 11.5.
     small = Config.preset("small")
     m = ResourceModel(family="xc7", dsp_budget=220)
     est = m.estimate(small, 64)
-    assert est["bram"] == 15
-    # 16 GEMM 8x8 multipliers (1 DSP each), 4 ALU 32x32 keeping 32 bits (3 DSP each), one
-    # 16x16 address multiplier: 16 + 12 + 1 = 29 DSP48E1 (what yosys reports).
+    assert est["bram"] == 11.5
+    # 16 GEMM 8x8 multipliers (1 DSP each), 4 ALU lanes of three 16x16 partial products
+    # (1 DSP each), one 16x16 address multiplier: 16 + 12 + 1 = 29 DSP48E1 (what yosys reports).
     assert est["dsp"] == 29
     # 1x8x8 with ULX3S's buffers: uop 2048x32 (2), inp 1024x64 (2), wgt 512x512 (8 at 512x72),
-    # acc 1024x256 (8 at 1024x36, three copies: 24), queues 6 -> 42 (yosys: 42 RAMB36);
-    # DSP: 64 + 8 x 3 + 1 = 89 (yosys: 89 DSP48E1)
+    # acc 1024x256 (8 at 1024x36), out 1024x64 (2 at 1024x36), queues 6 -> 28;
+    # DSP: 64 + 8 x 3 + 1 = 89
     ulx = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=15,
                  LOG_ACC_BUFF_SIZE=15)
-    assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (42, 89)
+    assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 89)
 
 
 @pytest.mark.unit
 def test_soft_multipliers_follow_the_dsp_budget_by_hand() -> None:
-    # Default 1x16x16 under PYNQ-Z1's 220 DSPs. Synthesis estimates 256 (8x8) + 16 x 4
-    # (32x32) + 1 (16x16) + 1 (8x1) + 1 (1x5) = 323 DSPs and moves the smallest multipliers to
-    # logic: 1x5, 8x1 (-2), then 101 of the 8x8 ones -> 220. Real DSP cells: 155 + 16 x 3 + 1.
+    # Default 1x16x16 under PYNQ-Z1's 220 DSPs. Synthesis estimates 256 (8x8) + 16 x 3
+    # (16x16 ALU partial products) + 1 (16x16 address) = 305 DSPs and moves the smallest
+    # multipliers to logic: 85 of the 8x8 ones -> 220 DSP cells.
     used, soft, bits = soft_multipliers(Config(), "xc7", 220)
-    assert (used, soft, bits) == (204, 101, 101 * 64)
+    assert (used, soft, bits) == (220, 85, 85 * 64)
     assert soft_multipliers(Config(), "xc7", None) == (256 + 48 + 1, 0, 0)
     # ... and cost 134 LUTs each (the measured lone 8x8 multiplier)
     with_budget = ResourceModel(dsp_budget=220).estimate(Config(), 64)["lut"]
     without = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
-    assert with_budget - without == pytest.approx(101 * 134)
+    assert with_budget - without == pytest.approx(85 * 134)
 
 
 @pytest.mark.unit

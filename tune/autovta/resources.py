@@ -2,10 +2,10 @@
 
 It follows the structure of :class:`vta.hw.core.VTACore`:
 
-- Block RAM from the memories' shapes: the input, weight and micro-op scratchpads (one write,
-  one read port), the accumulator (one write, THREE read ports: GEMM/ALU destination, ALU
-  source, store; a simple-dual-port block RAM gives one read port, so synthesis keeps one copy
-  per read port) and the three 128-bit instruction queues. Each memory is tiled with the
+- Block RAM from the memories' shapes: the input, weight, micro-op and accumulator
+  scratchpads, the OUT buffer (the accumulators narrowed to the output width, which STORE
+  reads) — each one write and one read port, i.e. one simple-dual-port block-RAM copy — and
+  the three 128-bit instruction queues. Each memory is tiled with the
   family's best block-RAM aspect ratio (a half-size block counts 0.5, as the board budgets do).
 - DSP blocks from the multipliers: ``batch x block_out x block_in`` GEMM multipliers
   (inp x wgt bits) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode),
@@ -71,22 +71,25 @@ def memories(cfg: Config) -> list[Memory]:
         Memory("uop", cfg.uop_depth, 32),
         Memory("inp", cfg.inp_depth, cfg.inp_elem_bytes * 8),
         Memory("wgt", cfg.wgt_depth, cfg.wgt_elem_bytes * 8),
-        Memory("acc", cfg.acc_depth, cfg.acc_elem_bytes * 8, read_ports=3),
+        Memory("acc", cfg.acc_depth, cfg.acc_elem_bytes * 8),
+        Memory("out", cfg.acc_depth, cfg.out_elem_bytes * 8),
         *(Memory(f"{m}_queue", q, INSN_BITS) for m in ("load", "compute", "store")),
     ]
 
 
 #: Multipliers outside the datapath, as yosys finds them in every core (address arithmetic):
 #: (a bits, b bits, count).
-FIXED_MULTIPLIERS = ((16, 16, 1), (8, 1, 1), (1, 5, 1))
+FIXED_MULTIPLIERS = ((16, 16, 1),)
 
 
 def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
     """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
-    (acc x acc, one per lane) and the fixed address multipliers."""
+    (per lane, three half-width partial products of the acc-width operands) and the fixed
+    address multipliers."""
     lanes = cfg.batch * cfg.block_out
+    half = cfg.acc_width // 2
     return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),
-            (cfg.acc_width, cfg.acc_width, lanes), *FIXED_MULTIPLIERS]
+            (half, half, 3 * lanes), *FIXED_MULTIPLIERS]
 
 
 def dsp_cost(family: str, a: int, b: int) -> float:
