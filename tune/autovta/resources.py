@@ -157,15 +157,16 @@ def _default_coef(kind: str) -> np.ndarray:
 
 
 #: Coefficients of :func:`features` for xc7: the fit to the 6 PYNQ-Z1 (xc7z020) yosys
-#: reports of :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS` made so far (see
-#: docs/autovta.md); other families start from these until calibrated on their own reports.
+#: reports of :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS` (all but the default
+#: 1x16x16) of the pipelined core with the OUT buffer (see docs/autovta.md); other families
+#: start from these until calibrated on their own reports.
 DEFAULT_COEF: dict[str, list[float]] = {
-    "lut": [4024, 22.6, 438.6, 36.27],
-    "ff": [3247, 0.315, 58.43, 8.278],
+    "lut": [3053.1, 13.01, 695.5, 56.59],
+    "ff": [4139.1, 9.488, 306.2, 34.73],
 }
 #: Mean relative error of the shipped model on those reports (LUT/FF: leave-one-out).
 DEFAULT_CALIBRATION_ERROR: dict[str, float] = {
-    "lut": 0.0807, "ff": 0.0225, "bram": 0.0276, "dsp": 0.0000,
+    "lut": 0.0090, "ff": 0.0105, "bram": 0.0077, "dsp": 0.0000,
 }
 DEFAULT_CALIBRATION_SAMPLES = 6
 
