@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["stream_put", "stream_get", "ReadResponder", "WriteResponder"]
+__all__ = ["stream_put", "stream_get", "split_bursts", "ReadResponder", "WriteResponder"]
 
 
 async def stream_put(ctx: Any, stream: Any, payload: Any) -> None:
@@ -41,6 +42,28 @@ async def stream_get(ctx: Any, stream: Any) -> Any:
     (payload,) = await ctx.tick().sample(stream.payload).until(stream.valid)
     ctx.set(stream.ready, 0)
     return payload
+
+
+async def split_bursts(ctx: Any, splitter: Any, cmd: tuple[int, int, int, int],
+                       ready: Callable[[], int] = lambda: 1) -> list[tuple[int, int]]:
+    """Give a burst splitter one transfer ``(dram_base, y_size, x_size, x_stride)`` and collect
+    its bursts as ``(byte address, beats)`` until it is idle; ``ready()`` drives the request
+    stream's ready each cycle (back-pressure)."""
+    base, ys, xs, stride = cmd
+    await stream_put(ctx, splitter.cmd, {"dram_base": base, "y_size": ys, "x_size": xs,
+                                         "x_stride": stride})
+    got = []
+    while True:
+        rdy = ready()
+        ctx.set(splitter.req.ready, rdy)
+        _, _, busy, valid, payload = await ctx.tick().sample(
+            splitter.busy, splitter.req.valid, splitter.req.payload)
+        if valid and rdy:
+            got.append((int(payload.addr), int(payload.len) + 1))
+        if not busy and not valid:
+            break
+    ctx.set(splitter.req.ready, 0)
+    return got
 
 
 def _check_burst(addr: int, length: int, bus_bytes: int) -> None:

@@ -10,7 +10,7 @@ from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from vta.hw.axi import BurstSplitter, ReadArbiter, check_bus_width
 from vta.hw.queues import TokenQueue
-from vta.hw.testbench import ReadResponder, stream_put
+from vta.hw.testbench import ReadResponder, split_bursts, stream_put
 
 pytestmark = pytest.mark.sim
 
@@ -65,18 +65,8 @@ def test_burst_splitter_covers_rows_exactly(elem: int, bus: int) -> None:
     bursts: list[tuple[int, int]] = []
 
     async def bench(ctx) -> None:
-        for base, ys, xs, stride in cmds:
-            await stream_put(ctx, dut.cmd, {"dram_base": base, "y_size": ys, "x_size": xs,
-                                            "x_stride": stride})
-            ctx.set(dut.req.ready, 1)
-            while True:
-                _, _, busy, valid, payload = await ctx.tick().sample(
-                    dut.busy, dut.req.valid, dut.req.payload)
-                if valid:
-                    bursts.append((int(payload.addr), int(payload.len) + 1))
-                if not busy and not valid:
-                    break
-            ctx.set(dut.req.ready, 0)
+        for cmd in cmds:
+            bursts.extend(await split_bursts(ctx, dut, cmd))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

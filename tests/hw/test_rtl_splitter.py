@@ -9,7 +9,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 from vta.hw.axi import MAX_BURST, BurstSplitter
-from vta.hw.testbench import stream_put
+from vta.hw.testbench import split_bursts, stream_put
 
 pytestmark = pytest.mark.sim
 
@@ -41,19 +41,8 @@ def test_bursts_under_backpressure(elem: int, bus: int) -> None:
     got: list[tuple[int, int]] = []
 
     async def bench(ctx) -> None:
-        for base, ys, xs, stride in cmds:
-            await stream_put(ctx, dut.cmd, {"dram_base": base, "y_size": ys, "x_size": xs,
-                                            "x_stride": stride})
-            while True:
-                ready = int(rng.random() < 0.5)
-                ctx.set(dut.req.ready, ready)
-                _, _, busy, valid, payload = await ctx.tick().sample(
-                    dut.busy, dut.req.valid, dut.req.payload)
-                if valid and ready:
-                    got.append((int(payload.addr), int(payload.len) + 1))
-                if not busy and not valid:
-                    break
-            ctx.set(dut.req.ready, 0)
+        for cmd in cmds:
+            got.extend(await split_bursts(ctx, dut, cmd, lambda: int(rng.random() < 0.5)))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
