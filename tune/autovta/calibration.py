@@ -47,14 +47,16 @@ def synthesis_samples(board: str, points: Sequence[tuple[Config, int]] | None = 
     samples, missing = [], []
     pts = list(points) if points is not None else calibration_points()
     for k, (cfg, bw) in enumerate(pts):
-        entry = cached_synthesis(board, cfg, bw)
+        entry = cached_synthesis(board, cfg, bw, allow_stale=True)
+        stale = entry is not None and entry["stale"]
+        if stale:
+            entry = None
         if entry is None and synth:
             if progress:
                 progress(f"[{k + 1}/{len(pts)}] synthesizing {cfg.batch}x{cfg.block_in}x"
                          f"{cfg.block_out} bus {bw} for {board} (minutes)")
             entry = synthesize(board, cfg, bw, progress=None)
         if entry is None:
-            stale = cached_synthesis(board, cfg, bw, allow_stale=True) is not None
             missing.append(f"{cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{bw}"
                            + (" (stale: synthesized from older hardware sources)" if stale
                               else ""))
