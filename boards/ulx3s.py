@@ -76,6 +76,13 @@ def pll_params(fin_mhz: float, fout_mhz: float) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- UART
+def _uart_divisor(divisor: int) -> int:
+    """A UART's clock cycles per bit, checked (at least 4)."""
+    if divisor < 4:
+        raise ValueError(f"UART divisor must be at least 4, not {divisor!r}")
+    return divisor
+
+
 class UartRx(wiring.Component):
     """8N1 receiver; ``divisor`` clock cycles per bit. ``valid`` pulses for one cycle."""
 
@@ -84,9 +91,7 @@ class UartRx(wiring.Component):
     valid: Out(1)
 
     def __init__(self, divisor: int) -> None:
-        if divisor < 4:
-            raise ValueError(f"UART divisor must be at least 4, not {divisor!r}")
-        self.divisor = divisor
+        self.divisor = _uart_divisor(divisor)
         super().__init__()
 
     def elaborate(self, platform) -> Module:
@@ -129,9 +134,7 @@ class UartTx(wiring.Component):
     ready: Out(1)
 
     def __init__(self, divisor: int) -> None:
-        if divisor < 4:
-            raise ValueError(f"UART divisor must be at least 4, not {divisor!r}")
-        self.divisor = divisor
+        self.divisor = _uart_divisor(divisor)
         super().__init__()
 
     def elaborate(self, platform) -> Module:
