@@ -139,6 +139,10 @@ _PYNQ_CONFIG: dict[str, int] = {}
 _ULX3S_CONFIG = {"LOG_BLOCK": 3, "LOG_UOP_BUFF_SIZE": 13, "LOG_INP_BUFF_SIZE": 13,
                  "LOG_WGT_BUFF_SIZE": 15, "LOG_ACC_BUFF_SIZE": 15}
 
+#: The Zynq UltraScale+ processing system's block-design names (Ultra96-V2, ZCU104).
+_ZYNQMP_PS = {"ps_ip": "zynq_ultra_ps_e", "ps_master": "M_AXI_HPM0_FPD",
+              "ps_slave": "S_AXI_HP0_FPD", "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0"}
+
 _BOARDS: tuple[Board, ...] = (
     Board(
         name="pynq-z1", title="PYNQ-Z1", family="xc7", part="xc7z020clg400-1",
@@ -157,9 +161,7 @@ _BOARDS: tuple[Board, ...] = (
         clock_mhz=200.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
         config_params=_PYNQ_CONFIG,
         notes="Zynq UltraScale+; VTA on M_AXI_HPM0_FPD, memory through S_AXI_HP0_FPD (128-bit)",
-        extra={"ps_ip": "zynq_ultra_ps_e", "ps_master": "M_AXI_HPM0_FPD",
-               "ps_slave": "S_AXI_HP0_FPD", "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0",
-               "board_part": "avnet.com:ultra96v2:part0:1.2"}),
+        extra={**_ZYNQMP_PS, "board_part": "avnet.com:ultra96v2:part0:1.2"}),
     Board(
         name="zcu104", title="ZCU104", family="xcup", part="xczu7ev-ffvc1156-2-e",
         # ZU7EV: 230,400 LUTs, 460,800 FFs, 312 RAMB36 (11 Mb), 96 UltraRAM, 1,728 DSP48E2.
@@ -167,9 +169,7 @@ _BOARDS: tuple[Board, ...] = (
         clock_mhz=250.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
         config_params=_PYNQ_CONFIG,
         notes="Zynq UltraScale+; 96 UltraRAM blocks (27 Mb) not counted in the BRAM budget",
-        extra={"ps_ip": "zynq_ultra_ps_e", "ps_master": "M_AXI_HPM0_FPD",
-               "ps_slave": "S_AXI_HP0_FPD", "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0",
-               "board_part": "xilinx.com:zcu104:part0:1.1"}),
+        extra={**_ZYNQMP_PS, "board_part": "xilinx.com:zcu104:part0:1.1"}),
     Board(
         name="de10-nano", title="DE10-Nano", family="cyclonev", part="5CSEBA6U23I7",
         # Cyclone V SE A6: 41,509 ALMs, 166,036 registers, 5,570 Kb of M10K (557 blocks),
