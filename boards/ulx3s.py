@@ -34,6 +34,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
+from vta.hw.options import REPLICA_ATTR
 
 from .registry import BoardError
 
@@ -161,8 +162,10 @@ class AxiRam(wiring.Component):
 
     Timing: the RAM is split into bit slices as wide as one block RAM is at the RAM's depth
     (8192 x 2 for 64 KiB on a 64-bit bus, 2048 x 9 for 16 KiB, ...), so each slice is one block
-    RAM and the read data needs no multiplexer; its read address comes from a register
-    through one multiplexer, its read enable is constant and its output goes through two
+    RAM and the read data needs no multiplexer. The read and write addresses are registers
+    kept in one copy per group of :data:`SLICES_PER_ADDRESS` slices (the slices spread over the
+    die's block-RAM rows; one address register for all of them was the design's slowest net),
+    the read enable is constant and the block RAM output goes through two
     registers (block RAM outputs are slow on ECP5: the first register can sit next to the block
     RAM, the second anywhere). The write port is driven from registers (a
     write beat lands one cycle after it was accepted; the response follows the last write).
@@ -173,6 +176,8 @@ class AxiRam(wiring.Component):
 
     #: Read FIFO depth: enough for one beat per cycle with the registered room check.
     READ_FIFO_DEPTH = 6
+    #: Block-RAM slices that share one copy of the read and the write address register.
+    SLICES_PER_ADDRESS = 4
 
     def __init__(self, *, bus_width: int, ram_kib: int, init: bytes = b"") -> None:
         self.bus_width = bus_width
@@ -201,20 +206,32 @@ class AxiRam(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        rp = _LaneReadPort(self.bus_width)
-        wp = _LaneWritePort(self.bus_bytes)
+        rp_data = Signal(self.bus_width)
         # slices as wide as one ECP5 block RAM is at this depth (16 Kib: 8192 x 2, 2048 x 9,
         # ...), so each slice is one block RAM and the read data needs no multiplexer
         sw = min(max(1, 16384 // self.depth), 32, self.bus_width)
-        for k in range(self.bus_width // sw):
+        n_slices = self.bus_width // sw
+        groups = -(-n_slices // self.SLICES_PER_ADDRESS)
+
+        def copies(name: str) -> list[Signal]:
+            """One address register per slice group (kept apart through synthesis)."""
+            return [Signal(self.abits, name=f"{name}_{g}", attrs={REPLICA_ATTR: 1})
+                    for g in range(groups)]
+
+        r_addrs = copies("r_addr")  # read address: the burst's next beat, or the side port's
+        wq_addrs = copies("wq_addr")  # write address of the beat in wq_*
+        wq_data = Signal(self.bus_width)
+        wq_en = Signal(self.bus_bytes)
+        for k in range(n_slices):
+            g = k // self.SLICES_PER_ADDRESS
             init = [w >> (sw * k) & ((1 << sw) - 1) for w in self.init]
             m.submodules[f"mem{k}"] = mem = Memory(shape=sw, depth=self.depth, init=init)
             lw = mem.write_port(granularity=8 if sw > 8 else None)
             lr = mem.read_port(transparent_for=())
-            lanes = wp.en[sw * k // 8:(sw * (k + 1) + 7) // 8]
-            m.d.comb += [lw.addr.eq(wp.addr), lw.data.eq(wp.data[sw * k:sw * (k + 1)]),
-                         lw.en.eq(lanes), lr.addr.eq(rp.addr), lr.en.eq(1),
-                         rp.data[sw * k:sw * (k + 1)].eq(lr.data)]
+            lanes = wq_en[sw * k // 8:(sw * (k + 1) + 7) // 8]
+            m.d.comb += [lw.addr.eq(wq_addrs[g]), lw.data.eq(wq_data[sw * k:sw * (k + 1)]),
+                         lw.en.eq(lanes), lr.addr.eq(r_addrs[g]), lr.en.eq(1),
+                         rp_data[sw * k:sw * (k + 1)].eq(lr.data)]
         depth = self.READ_FIFO_DEPTH
         m.submodules.rfifo = rfifo = SyncFIFOBuffered(width=self.bus_width + 1, depth=depth)
 
@@ -231,7 +248,6 @@ class AxiRam(wiring.Component):
         m.d.comb += side_busy.eq(side_q | side_q2 | side_q3 | side_q4 | self.side_done)
 
         # ---- reads: issue into the RAM, data into the FIFO, FIFO to the R channel
-        r_addr = Signal(self.abits)
         r_left = Signal(9)      # beats still to read from the RAM
         r_busy = Signal()       # a burst is accepted and its last beat not yet handed out
         pipe = Signal()         # the RAM output holds a read issued last cycle
@@ -251,10 +267,11 @@ class AxiRam(wiring.Component):
                      pop.eq(self.rvalid & self.rready)]
         m.d.sync += used.eq(used + issue - pop)
         with m.If(issue):
-            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1), r_more.eq(r_left != 1)]
+            m.d.sync += [r_left.eq(r_left - 1), r_more.eq(r_left != 1)]
+            m.d.sync += [a.eq(a + 1) for a in r_addrs]
         m.d.sync += [pipe.eq(issue), pipe_last.eq(r_left == 1), pipe2.eq(pipe),
                      pipe2_last.eq(pipe_last), pipe3.eq(pipe2), pipe3_last.eq(pipe2_last),
-                     rd_q.eq(rp.data), rd_q2.eq(rd_q)]
+                     rd_q.eq(rp_data), rd_q2.eq(rd_q)]
         m.d.comb += [rfifo.w_data.eq(Cat(rd_q2, pipe3_last)), rfifo.w_en.eq(pipe3),
                      self.rdata.eq(rfifo.r_data[:self.bus_width]),
                      self.rlast.eq(rfifo.r_data[-1]), self.rvalid.eq(rfifo.r_rdy),
@@ -266,17 +283,14 @@ class AxiRam(wiring.Component):
         w_addr = Signal(self.abits)
         w_busy = Signal()
         w_done = Signal()       # the last beat was accepted
-        wq_addr = Signal(self.abits)
-        wq_data = Signal(self.bus_width)
-        wq_en = Signal(self.bus_bytes)
         wq_last = Signal()
-        m.d.comb += [wp.addr.eq(wq_addr), wp.data.eq(wq_data), wp.en.eq(wq_en),
-                     self.bresp.eq(0)]
+        m.d.comb += self.bresp.eq(0)
         m.d.sync += [wq_en.eq(0), wq_last.eq(0)]
         m.d.comb += self.wready.eq(w_busy & ~w_done)
         with m.If(self.wvalid & self.wready):
-            m.d.sync += [w_addr.eq(w_addr + 1), wq_addr.eq(w_addr), wq_data.eq(self.wdata),
+            m.d.sync += [w_addr.eq(w_addr + 1), wq_data.eq(self.wdata),
                          wq_en.eq(self.wstrb), wq_last.eq(self.wlast)]
+            m.d.sync += [a.eq(w_addr) for a in wq_addrs]
             with m.If(self.wlast):
                 m.d.sync += w_done.eq(1)
         with m.If(wq_last):  # the last beat is in the RAM at the end of this cycle
@@ -284,17 +298,25 @@ class AxiRam(wiring.Component):
         with m.If(self.bvalid & self.bready):
             m.d.sync += [self.bvalid.eq(0), w_busy.eq(0), w_done.eq(0)]
 
-        # ---- side port, only while no burst is in flight
+        # ---- side port, only while no burst is in flight. The bridge holds its request until
+        # side_done; a registered copy of it (side_want) closes the burst channels, so their
+        # ready signals come from registers only (a burst accepted in the request's first cycle
+        # delays the side access until it is over)
+        side_want = Signal()
+        m.d.sync += side_want.eq(self.side_we | self.side_re)
         side_req = Signal()
-        m.d.comb += side_req.eq((self.side_we | self.side_re) & ~r_busy & ~w_busy & ~side_busy)
+        m.d.comb += side_req.eq(side_want & (self.side_we | self.side_re) & ~r_busy & ~w_busy
+                                & ~side_busy)
         with m.If(side_req):
             m.d.sync += [side_q.eq(1), side_word.eq(self.side_addr[self.off:]),
                          side_wdata.eq(self.side_wdata), side_we.eq(self.side_we)]
+            # the side port reads through the (idle) burst read address registers
+            m.d.sync += [a.eq(self.side_addr[self.off:]) for a in r_addrs]
             if self.off > 2:
                 m.d.sync += side_lane.eq(self.side_addr[2:self.off])
         with m.If(side_q):
-            m.d.sync += [side_q.eq(0), wq_addr.eq(side_word),
-                         wq_data.eq(side_wdata.replicate(self.bus_width // 32))]
+            m.d.sync += [side_q.eq(0), wq_data.eq(side_wdata.replicate(self.bus_width // 32))]
+            m.d.sync += [a.eq(side_word) for a in wq_addrs]
             with m.If(side_we):
                 for i in range(self.bus_bytes // 4):
                     with m.If(side_lane == i):
@@ -306,32 +328,14 @@ class AxiRam(wiring.Component):
                                            if self.off > 2 else rd_q2[:32])
 
         # ---- accepting bursts (never while the side port has the RAM)
-        m.d.comb += [self.arready.eq(~r_busy & ~side_busy & ~side_req),
-                     self.awready.eq(~w_busy & ~side_busy & ~side_req)]
+        m.d.comb += [self.arready.eq(~r_busy & ~side_busy & ~side_want),
+                     self.awready.eq(~w_busy & ~side_busy & ~side_want)]
         with m.If(self.arvalid & self.arready):
-            m.d.sync += [r_addr.eq(self.araddr[self.off:]), r_left.eq(self.arlen + 1),
-                         r_more.eq(1), r_busy.eq(1)]
+            m.d.sync += [r_left.eq(self.arlen + 1), r_more.eq(1), r_busy.eq(1)]
+            m.d.sync += [a.eq(self.araddr[self.off:]) for a in r_addrs]
         with m.If(self.awvalid & self.awready):
             m.d.sync += [w_addr.eq(self.awaddr[self.off:]), w_busy.eq(1)]
-
-        # ---- RAM read port: the address register, or the side port's
-        m.d.comb += rp.addr.eq(Mux(side_q, side_word, r_addr))
         return m
-
-
-class _LaneReadPort:
-    """The address and data of the per-lane memories' read ports, as one wide port."""
-
-    def __init__(self, width: int) -> None:
-        self.addr = Signal(32)
-        self.data = Signal(width)
-
-
-class _LaneWritePort:
-    def __init__(self, lanes: int) -> None:
-        self.addr = Signal(32)
-        self.data = Signal(lanes * 8)
-        self.en = Signal(lanes)
 
 
 # --------------------------------------------------------------------------- bridge + SoC

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from .common import add_config_args, config_from_args
+from .common import (
+    BOARD_DEFAULT,
+    add_config_args,
+    add_core_options_arg,
+    board_from_args,
+    config_from_args,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,13 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "clock target. Other boards: use 'vta verilog --board NAME -o DIR' and the "
                     "vendor tool.")
     p.add_argument("--board", required=True, metavar="NAME", help="a board with the open flow")
-    add_config_args(p)
+    add_config_args(p, default=BOARD_DEFAULT)
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="directory for the bitstream, logs and reports")
     p.add_argument("--clock", type=float, metavar="MHZ",
                    help="clock target in MHz (default: the board's)")
     p.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
                    help="on-chip device memory in KiB, a power of two (default: 64)")
+    add_core_options_arg(p)
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument("--allow-timing-fail", action="store_true",
                    help="exit 0 even when the achieved Fmax is below the target")
@@ -34,11 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.boards import BoardError, get_board
+    from vta.boards import BoardError
     from vta.boards.openflow import TimingError, build_bitstream
     from vta.isa.fileio import write_atomic
 
-    board = get_board(args.board)
+    board = board_from_args(args)
     ram = args.ram_kib
     if ram < 1 or ram & (ram - 1):
         raise BoardError(f"--ram-kib must be a power of two, not {ram}")

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from .common import add_config_args, config_from_args
+from .common import (
+    BOARD_DEFAULT,
+    add_config_args,
+    add_core_options_arg,
+    board_from_args,
+    config_from_args,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "budget. Exit status 2 when a resource overflows. Takes minutes for the "
                     "default configuration.")
     p.add_argument("--board", required=True, metavar="NAME", help="a board from 'vta boards'")
-    add_config_args(p)
+    add_config_args(p, default=BOARD_DEFAULT)
+    add_core_options_arg(p)
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     p.add_argument("--workdir", metavar="DIR",
                    help="keep yosys' scripts, logs and checkpoint in DIR")
@@ -29,11 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vta.boards import get_board
     from vta.boards.synth import ResourceError, synth_core
     from vta.isa.fileio import write_atomic
 
-    board = get_board(args.board)
+    board = board_from_args(args)
     cfg = config_from_args(args) if (args.config or args.preset) else board.default_config
 
     def progress(line: str) -> None:

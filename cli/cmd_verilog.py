@@ -14,7 +14,14 @@ from pathlib import Path
 
 from vta.isa import VTAError
 
-from .common import add_config_args, config_from_args
+from .common import (
+    BOARD_DEFAULT,
+    add_config_args,
+    add_core_options_arg,
+    board_from_args,
+    config_from_args,
+    core_options_from_args,
+)
 
 
 class VerilogError(VTAError):
@@ -26,9 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "verilog", help="generate the core's Verilog",
         description="Write the VTA core's Verilog (from the Amaranth description) and a JSON "
                     "description of its ports, host register map and configuration.")
-    add_config_args(p)
+    add_config_args(p, default=f"the PYNQ 1x16x16 config; with --board {BOARD_DEFAULT}")
     p.add_argument("--bus-width", type=int, choices=(64, 128), default=None,
                    help="AXI memory data width in bits (default 64)")
+    add_core_options_arg(p, board=False)
     p.add_argument("--name", default="vta_core", help="Verilog module name (default vta_core)")
     p.add_argument("--board", metavar="NAME",
                    help="write a complete board project instead (see `vta boards`)")
@@ -52,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                                "package or drop --board") from None
         # no --config/--preset: the board's own default configuration
         chosen = cfg if (args.config or args.preset) else None
-        paths = write_project(args.board, chosen, out)
+        paths = write_project(board_from_args(args), chosen, out)
         for path in paths:
             print(path)
         return 0
@@ -63,14 +71,15 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.fileio import write_atomic
 
     bus_width = args.bus_width or 64
-    text = generate(cfg, bus_width=bus_width, name=args.name)
+    options = core_options_from_args(args)
+    text = generate(cfg, bus_width=bus_width, name=args.name, options=options)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise VerilogError(f"cannot create output directory {out}: {e.strerror}") from None
     v_path, j_path = out / f"{args.name}.v", out / f"{args.name}.json"
     write_atomic(v_path, text, "Verilog file")
-    desc = describe_core(cfg, bus_width=bus_width, name=args.name)
+    desc = describe_core(cfg, bus_width=bus_width, name=args.name, options=options)
     write_atomic(j_path, json.dumps(desc, indent=2) + "\n", "core description")
     print(v_path)
     print(j_path)

@@ -213,23 +213,36 @@ class ReadArbiter(wiring.Component):
                     m.d.sync += owners[k].eq(granted)
             m.d.sync += tail.eq(Mux(tail == depth - 1, 0, tail + 1))
 
-        head_owner = Signal(id_bits)
-        for k in range(depth):
-            with m.If(head == k):
-                m.d.comb += head_owner.eq(owners[k])
         # read data is routed to the owner of the oldest burst; the level counts bursts whose
-        # request left the arbiter, so beats can never arrive for an empty queue
+        # request left the arbiter, so beats can never arrive for an empty queue. The owner at
+        # the head is kept one-hot in registers (head_is[k]: a burst is outstanding and the
+        # oldest belongs to client k), computed from the queue's next state, so routing a
+        # beat is one AND gate after the memory's valid.
+        head_is = Signal(n)
         for k in range(n):
             m.d.comb += [
                 self.rdata[k].payload.eq(self.r.payload),
-                self.rdata[k].valid.eq(self.r.valid & (level != 0) & (head_owner == k)),
+                self.rdata[k].valid.eq(self.r.valid & head_is[k]),
             ]
-            with m.If(head_owner == k):
-                m.d.comb += self.r.ready.eq(self.rdata[k].ready & (level != 0))
+        m.d.comb += self.r.ready.eq(_any(head_is[k] & self.rdata[k].ready for k in range(n)))
         with m.If(self.r.valid & self.r.ready & self.r.payload.last):
             m.d.comb += pop.eq(1)
-            m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
-        m.d.sync += level.eq(level + push - pop)
+        next_head = Signal(ptr_bits)
+        m.d.comb += next_head.eq(Mux(pop, Mux(head == depth - 1, 0, head + 1), head))
+        m.d.sync += [head.eq(next_head), level.eq(level + push - pop)]
+        # the next head owner: none when the queue empties; the request granted now when it
+        # lands at the head of an empty queue; else the queued owner at the next head
+        next_owner = Signal(id_bits)
+        for k in range(depth):
+            with m.If(next_head == k):
+                m.d.comb += next_owner.eq(owners[k])
+        only_new = Signal()
+        m.d.comb += only_new.eq((level == 0) | ((level == 1) & pop))
+        with m.If(only_new):
+            m.d.comb += next_owner.eq(granted)
+        nonempty_next = Signal()
+        m.d.comb += nonempty_next.eq(Mux(only_new, push, 1))
+        m.d.sync += head_is.eq(Mux(nonempty_next, 1 << next_owner, 0))
         return m
 
 

@@ -9,7 +9,7 @@ before any logic uses it:
 ====== ==================================================================================
 stage  work
 ====== ==================================================================================
-S0     loop counters (o, i, u) -> micro-op memory read address
+S0     loop counters (o, i, u; counting down) -> micro-op memory read address
 S1     micro-op -> register
 S2     micro-op fields + o*factor_out + i*factor_in -> registered dst/src/wgt addresses
 R      inp/wgt read addresses (GEMM); accumulator read address(es) (ALU)
@@ -42,17 +42,20 @@ reads the OUT buffer.
 
 from __future__ import annotations
 
+import operator
+
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
+from amaranth.utils import exact_log2
 from vta.isa import Config
 from vta.isa.layout import AluOp, MemType, Opcode
 
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
+from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
@@ -94,16 +97,27 @@ def _tree_level(m: Module, terms: list, levels: int) -> list:
     return terms
 
 
-def _reg(m: Module, value, name: str, *, en=None) -> Signal:
-    """A register of ``value`` (same shape), loaded every cycle or when ``en``."""
-    r = Signal.like(value, name=name) if isinstance(value, Signal) else \
-        Signal(value.shape(), name=name)
+def _reg(m: Module, value, name: str, *, en=None, replica: bool = False) -> Signal:
+    """A register of ``value`` (same shape), loaded every cycle or when ``en``; ``replica``
+    marks it as a deliberate copy (:data:`REPLICA_ATTR`)."""
+    attrs = {REPLICA_ATTR: 1} if replica else {}
+    r = Signal.like(value, name=name, attrs=attrs) if isinstance(value, Signal) else \
+        Signal(value.shape(), name=name, attrs=attrs)
     if en is None:
         m.d.sync += r.eq(value)
     else:
         with m.If(en):
             m.d.sync += r.eq(value)
     return r
+
+
+def _copies(m: Module, value, name: str, n: int, *, en=None, replicate: bool) -> list:
+    """``n`` registers of ``value`` (one per datapath lane) when ``replicate``, else one register
+    ``n`` times: a control signal that steers every bit of the datapath then drives each lane
+    from a flip-flop of its own instead of one net across the whole datapath."""
+    if not replicate or n == 1:
+        return [_reg(m, value, name, en=en)] * n
+    return [_reg(m, value, f"{name}_l{k}", en=en, replica=True) for k in range(n)]
 
 
 class Compute(wiring.Component):
@@ -114,10 +128,18 @@ class Compute(wiring.Component):
     (cleared by ``clear``). ``gemm_uop``/``alu_uop`` pulse once per micro-op iteration.
     ``acc_rd`` is a plain (not transparent) read port; ``out_wr`` writes the OUT buffer
     (``acc_depth`` entries of ``batch * block_out * out_width`` bits).
+
+    ``options`` (:class:`~vta.hw.options.CoreOptions`) selects the variants: per-lane copies
+    of the control registers (``replicate_control``) and a GEMM stage C between D and M in
+    which every multiplier loads a private copy of its operands (``replicate_operands``).
     """
 
-    def __init__(self, cfg: Config, *, insn_layout: data.Layout, bus_bytes: int) -> None:
+    def __init__(self, cfg: Config, *, insn_layout: data.Layout, bus_bytes: int,
+                 options: CoreOptions | None = None) -> None:
         self.cfg, self.insn_layout, self.bus_bytes = cfg, insn_layout, bus_bytes
+        self.options = options = CoreOptions.coerce(options)
+        #: cycles from a GEMM micro-op leaving S0 to its accumulator write
+        self.gemm_drain = GEMM_DRAIN + options.extra_gemm_latency
         acc_bits = cfg.acc_elem_bytes * 8
         acc_gran = bus_bytes * 8 if cfg.acc_elem_bytes > bus_bytes else None
         super().__init__({
@@ -233,8 +255,7 @@ class Compute(wiring.Component):
                                          "imm": signed(16)})
         ctrl = Signal(ctrl_layout)  # of the instruction being issued
         uop_bgn = Signal(len(g.uop_end))
-        uop_end = Signal(len(g.uop_end))
-        iter_out = Signal(14)
+        uop_n = Signal(len(g.uop_end))  # micro-ops per inner iteration
         iter_in = Signal(14)
         aw_acc, aw_inp, aw_wgt = cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
         aw_src = max(aw_acc, aw_inp)
@@ -245,9 +266,12 @@ class Compute(wiring.Component):
             ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
         base = {k: Signal(w, name=f"{k}_base") for k, w in (
             ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
+        # the loops count down what is left (the "last" tests are equalities with a constant,
+        # independent of each other: no adder and comparator chain from u through i to o)
         u = Signal(len(g.uop_end))
-        i = Signal(14)
-        o = Signal(14)
+        u_left = Signal(len(g.uop_end))
+        i_left = Signal(14)
+        o_left = Signal(14)
         adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
 
         last_alu = Signal()  # kind of the micro-ops last issued
@@ -255,16 +279,18 @@ class Compute(wiring.Component):
         pend_nonempty = Signal()
         start_kind = Signal()
         m.d.comb += start_kind.eq(opcode == Opcode.ALU)
-        with m.If(go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU))):
+        m.d.comb += nonempty.eq((g.iter_out != 0) & (g.iter_in != 0) & (g.uop_end > g.uop_bgn))
+        # The loop registers load the instruction's fields in every cycle in which they are
+        # idle (the sequencer starts a GEMM/ALU only then): their load enable comes from two
+        # registers instead of the sequencer's decision logic.
+        with m.If(~running & ~pending):
             alu = opcode == Opcode.ALU
-            m.d.comb += nonempty.eq((g.iter_out != 0) & (g.iter_in != 0)
-                                    & (g.uop_end > g.uop_bgn))
             m.d.sync += [
                 ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
                 ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg),
-                uop_bgn.eq(g.uop_bgn), uop_end.eq(g.uop_end),
-                iter_out.eq(g.iter_out), iter_in.eq(g.iter_in),
-                u.eq(g.uop_bgn), i.eq(0), o.eq(0),
+                uop_bgn.eq(g.uop_bgn), uop_n.eq(g.uop_end - g.uop_bgn), iter_in.eq(g.iter_in),
+                u.eq(g.uop_bgn), u_left.eq(g.uop_end - g.uop_bgn), i_left.eq(g.iter_in),
+                o_left.eq(g.iter_out),
                 f["dst_fo"].eq(Mux(alu, a.dst_factor_out, g.dst_factor_out)),
                 f["dst_fi"].eq(Mux(alu, a.dst_factor_in, g.dst_factor_in)),
                 f["src_fo"].eq(Mux(alu, a.src_factor_out, g.src_factor_out)),
@@ -273,6 +299,7 @@ class Compute(wiring.Component):
             ]
             for k in base:
                 m.d.sync += [base_o[k].eq(0), base[k].eq(0)]
+        with m.If(go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU))):
             # micro-ops of the other kind must leave the pipeline first
             with m.If(~pipe_busy | (start_kind == last_alu)):
                 m.d.sync += [running.eq(nonempty), last_alu.eq(start_kind)]
@@ -290,18 +317,18 @@ class Compute(wiring.Component):
             for k in base:
                 m.d.sync += s1_base[k].eq(base[k])
         with m.If(running & adv):
-            with m.If(u + 1 != uop_end):
-                m.d.sync += u.eq(u + 1)
+            with m.If(u_left != 1):
+                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1)]
             with m.Else():
-                m.d.sync += u.eq(uop_bgn)
-                with m.If(i + 1 != iter_in):
-                    m.d.sync += i.eq(i + 1)
+                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n)]
+                with m.If(i_left != 1):
+                    m.d.sync += i_left.eq(i_left - 1)
                     for k in base:
                         m.d.sync += base[k].eq(base[k] + f[f"{k}_fi"])
                 with m.Else():
-                    m.d.sync += i.eq(0)
-                    with m.If(o + 1 != iter_out):
-                        m.d.sync += o.eq(o + 1)
+                    m.d.sync += i_left.eq(iter_in)
+                    with m.If(o_left != 1):
+                        m.d.sync += o_left.eq(o_left - 1)
                         for k in base:
                             m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
                                          base[k].eq(base_o[k] + f[f"{k}_fo"])]
@@ -368,44 +395,81 @@ class Compute(wiring.Component):
 
         # ------------------------------------------------------------ GEMM: M, T1, T2, A
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        rep = self.options.replicate_control
+        stage_c = self.options.replicate_operands
+
+        def lane_regs(value, name: str, *, same=None) -> list:
+            """Per-lane copies of a register of ``value``; without replication ``same`` (an
+            existing register of ``value``) when given."""
+            if same is not None and not rep:
+                return [same] * lanes
+            return _copies(m, value, name, lanes, replicate=rep)
+
         # D: the block RAM outputs, registered
         d_valid = _reg(m, r_gemm & adv, "d_valid")
+        d_valids = lane_regs(r_gemm & adv, "d_valid", same=d_valid)
         d_reset = _reg(m, r_ctrl.reset, "d_reset")
         d_dst = _reg(m, r_dst, "d_dst")
-        m_valid = _reg(m, d_valid, "m_valid")
-        m_reset = _reg(m, d_reset, "m_reset")
-        m_dst = _reg(m, d_dst, "m_dst")
         # (the wide datapath registers load only for a valid micro-op: less switching, and a
         # much faster Verilator model)
         x = _lanes(_reg(m, self.inp_rd.data, "inp_q", en=d_valid), B * BI, cfg.inp_width)
-        wv = _lanes(_reg(m, self.wgt_rd.data, "wgt_q", en=d_valid), BO * BI, cfg.wgt_width)
+        wgt_bits = BI * cfg.wgt_width
+        wv = [w for n in range(BO) for w in _lanes(
+            _reg(m, self.wgt_rd.data[n * wgt_bits:(n + 1) * wgt_bits], f"wgt_q_{n}",
+                 en=d_valids[n]), BI, cfg.wgt_width)]
+        pre_valid, pre_reset, pre_dst = d_valid, d_reset, d_dst
+        pre_valids = d_valids
+        if stage_c:  # C: a private copy of both operands per multiplier
+            pre_valid = _reg(m, d_valid, "c_valid")
+            pre_valids = lane_regs(d_valid, "c_valid", same=pre_valid)
+            pre_reset = _reg(m, d_reset, "c_reset")
+            pre_dst = _reg(m, d_dst, "c_dst")
+        m_valid = _reg(m, pre_valid, "m_valid")
+        m_valids = lane_regs(pre_valid, "m_valid", same=m_valid)
+        m_reset = _reg(m, pre_reset, "m_reset")
+        m_dst = _reg(m, pre_dst, "m_dst")
+
+        def operands(b: int, n: int, k: int) -> tuple:
+            xa, wa = x[b * BI + k], wv[n * BI + k]
+            if not stage_c:
+                return xa, wa
+            en = pre_valids[b * BO + n]
+            return (_reg(m, xa, f"inp_c_{b}_{n}_{k}", en=en, replica=True),
+                    _reg(m, wa, f"wgt_c_{b}_{n}_{k}", en=en, replica=True))
         t1_valid = _reg(m, m_valid, "t1_valid")
+        t1_valids = lane_regs(m_valid, "t1_valid", same=t1_valid)
         t1_reset = _reg(m, m_reset, "t1_reset")
         t1_dst = _reg(m, m_dst, "t1_dst")
         t2_valid = _reg(m, t1_valid, "t2_valid")
+        t2_valids = lane_regs(t1_valid, "t2_valid", same=t2_valid)
         t2_reset = _reg(m, t1_reset, "t2_reset")
         t2_dst = _reg(m, t1_dst, "t2_dst")
         sums = []
         for b in range(B):
             for n in range(BO):
-                prods = [_reg(m, x[b * BI + k] * wv[n * BI + k], f"prod_{b}_{n}_{k}",
-                              en=m_valid)
+                k_lane = b * BO + n
+                prods = [_reg(m, operator.mul(*operands(b, n, k)), f"prod_{b}_{n}_{k}",
+                              en=m_valids[k_lane])
                          for k in range(BI)]
-                part = [_reg(m, t, f"part_{b}_{n}_{j}", en=t1_valid)
+                part = [_reg(m, t, f"part_{b}_{n}_{j}", en=t1_valids[k_lane])
                         for j, t in enumerate(_tree_level(m, prods, 2))]
-                sums.append(_reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}", en=t2_valid))
+                sums.append(_reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}",
+                                 en=t2_valids[k_lane]))
         a_valid = _reg(m, t2_valid, "a_valid")
-        a_reset = _reg(m, t2_reset, "a_reset")
+        a_valids = lane_regs(t2_valid, "a_valid", same=a_valid)
+        a_resets = lane_regs(t2_reset, "a_reset")
         a_dst = _reg(m, t2_dst, "a_dst")
         # forwarding selects computed one cycle ahead (in T2) from what will be W, w1 and w2
-        sel_w = _reg(m, a_valid & (a_dst == t2_dst), "sel_w")
-        sel_w1 = _reg(m, w_valid & (w_dst == t2_dst), "sel_w1")
-        sel_w2 = _reg(m, w1_valid & (w1_dst == t2_dst), "sel_w2")
-        acc_now = _lanes(Mux(sel_w, w_result, Mux(sel_w1, w1_result, Mux(sel_w2, w2_result,
-                                                                          acc_q))), lanes, aw)
-        gemm_result = Signal(acc_bits)
-        m.d.comb += gemm_result.eq(Mux(a_reset, 0, Cat(*(
-            (acc_now[k] + sums[k])[:aw] for k in range(lanes)))))
+        sel_w = lane_regs(a_valid & (a_dst == t2_dst), "sel_w")
+        sel_w1 = lane_regs(w_valid & (w_dst == t2_dst), "sel_w1")
+        sel_w2 = lane_regs(w1_valid & (w1_dst == t2_dst), "sel_w2")
+        w_l, w1_l, w2_l, acc_l = (_lanes(v, lanes, aw)
+                                  for v in (w_result, w1_result, w2_result, acc_q))
+        gemm_l = []
+        for k in range(lanes):
+            now = Mux(sel_w[k], w_l[k], Mux(sel_w1[k], w1_l[k], Mux(sel_w2[k], w2_l[k],
+                                                                     acc_l[k])))
+            gemm_l.append(Mux(a_resets[k], 0, (now + sums[k])[:aw]))
 
         # the accumulator read port: GEMM reads dst in T1, the ALU in R (never both: GEMM and
         # ALU micro-ops are never in the pipeline together)
@@ -445,45 +509,47 @@ class Compute(wiring.Component):
         # The forwarding selects are registered one cycle ahead: in a stage's next cycle W
         # holds what is now in E3 (E1..W never stall), w1 what is now in W, w2 what is in w1.
         def selects(addr, name):
-            return (_reg(m, e3_valid & (e3_dst == addr), f"{name}_w"),
-                    _reg(m, w_valid & (w_dst == addr), f"{name}_w1"),
-                    _reg(m, w1_valid & (w1_dst == addr), f"{name}_w2"))
+            return (lane_regs(e3_valid & (e3_dst == addr), f"{name}_w"),
+                    lane_regs(w_valid & (w_dst == addr), f"{name}_w1"),
+                    lane_regs(w1_valid & (w1_dst == addr), f"{name}_w2"))
 
-        def pick(sel, value):
-            return Mux(sel[0], w_result, Mux(sel[1], w1_result, Mux(sel[2], w2_result, value)))
+        def pick(sel, k: int, value):
+            return Mux(sel[0][k], w_l[k], Mux(sel[1][k], w1_l[k], Mux(sel[2][k], w2_l[k],
+                                                                       value)))
 
-        dst_hold = Signal(acc_bits)
-        m.d.sync += dst_hold.eq(pick(selects(r_dst, "sel_rd"), acc_q))
-        two = Signal()
-        m.d.comb += two.eq(~e1_ctrl.use_imm)
-        op_a = pick(selects(rd_dst, "sel_a"), Mux(two, dst_hold, acc_q))
-        op_b = pick(selects(rd_src, "sel_b"), acc_q)
+        sel_rd = selects(r_dst, "sel_rd")
+        dst_hold = [_reg(m, pick(sel_rd, k, acc_l[k]), f"dst_hold_{k}") for k in range(lanes)]
+        # a two-operand micro-op in E1 (its dst is in dst_hold, its src in acc_q)
+        two = lane_regs(~rd_ctrl.use_imm, "two")
+        sel_a = selects(rd_dst, "sel_a")
+        sel_b = selects(rd_src, "sel_b")
         imm_ext = Signal(signed(aw))
         m.d.comb += imm_ext.eq(e1_ctrl.imm)
-        a_l = _lanes(op_a, lanes, aw)
-        b_l = _lanes(op_b, lanes, aw)
+        e1_valids = lane_regs(rd_valid, "e1_valid", same=e1_valid)
+        e2_valids = lane_regs(e1_valid, "e2_valid", same=e2_valid)
         e2_ctrl = _reg(m, e1_ctrl, "e2_ctrl")
         m.d.sync += [e2_valid.eq(e1_valid), e2_dst.eq(e1_dst)]
-        e2_a = [_reg(m, a_l[k], f"e2_a_{k}", en=e1_valid) for k in range(lanes)]
-        e2_b = [_reg(m, Mux(two, b_l[k], imm_ext), f"e2_b_{k}", en=e1_valid)
-                for k in range(lanes)]
+        e2_a = [_reg(m, pick(sel_a, k, Mux(two[k], dst_hold[k], acc_l[k])), f"e2_a_{k}",
+                     en=e1_valids[k]) for k in range(lanes)]
+        e2_b = [_reg(m, Mux(two[k], pick(sel_b, k, acc_l[k]), imm_ext), f"e2_b_{k}",
+                     en=e1_valids[k]) for k in range(lanes)]
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
-        e3_ctrl = _reg(m, e2_ctrl, "e3_ctrl")
-        alu_out = Cat(*(_alu_lane(m, cfg, e3_ctrl.op, e2_a[k], e2_b[k], k, en=e2_valid)
-                        for k in range(lanes)))
-        alu_result = Signal(acc_bits)
-        m.d.comb += alu_result.eq(Mux(e3_ctrl.reset, 0, alu_out))
+        e3_ops = lane_regs(e2_ctrl.op, "e3_op")
+        e3_resets = lane_regs(e2_ctrl.reset, "e3_reset")
+        alu_l = [Mux(e3_resets[k], 0, _alu_lane(m, cfg, e3_ops[k], e2_a[k], e2_b[k], k,
+                                                en=e2_valids[k]))
+                 for k in range(lanes)]
 
         # ------------------------------------------------------------ W
         m.d.sync += [
             w_valid.eq(a_valid | e3_valid),
             w_dst.eq(Mux(a_valid, a_dst, e3_dst)),
-            w_result.eq(Mux(a_valid, gemm_result, alu_result)),
+            w_result.eq(Cat(*(Mux(a_valids[k], gemm_l[k], alu_l[k]) for k in range(lanes)))),
         ]
         m.d.comb += [self.gemm_uop.eq(m_valid), self.alu_uop.eq(e1_valid)]
-        m.d.comb += pipe_busy.eq(s1_valid | s2_valid | r_valid | d_valid | m_valid | t1_valid
-                                 | t2_valid | a_valid | rd_valid | e1_valid | e2_valid
-                                 | e3_valid | w_valid)
+        m.d.comb += pipe_busy.eq(s1_valid | s2_valid | r_valid | d_valid | pre_valid | m_valid
+                                 | t1_valid | t2_valid | a_valid | rd_valid | e1_valid
+                                 | e2_valid | e3_valid | w_valid)
 
         with m.If(acc_dma.busy):
             wiring.connect(m, acc_dma.sram, wiring.flipped(self.acc_wr))
@@ -510,17 +576,22 @@ def _uop_memory(cfg: Config):
 def _alu_lane(m: Module, cfg: Config, op3, a, b, k: int, *, en) -> Signal:
     """One ALU lane over two pipeline stages (E2 registers into E3; returns E3's result).
 
-    MIN/MAX signed, ADD and MUL wrap (MUL from three half-width partial products), SHR by a
-    negative amount shifts left; shift amounts are clamped to the width (right shifts by >= the
-    width give the sign, left shifts by >= the width give 0)."""
+    MIN/MAX signed, ADD and MUL wrap (MUL from three half-width partial products, summed in
+    E3), SHR by a negative amount shifts left; shift amounts are clamped to the width (right
+    shifts by >= the width give the sign, left shifts by >= the width give 0)."""
     aw = cfg.acc_width
     lo = aw // 2
-    amt_bits = ceil_log2(aw + 1)
+    log_aw = exact_log2(aw)
     # E2: compare, sum, shift amount, partial products
-    neg = b < 0
-    mag = Mux(neg, -b, b)
-    amt = Mux(mag > aw, aw, mag[:amt_bits])
     au, bu = a.as_unsigned(), b.as_unsigned()
+    neg = bu[aw - 1]
+    # the amount is |b| clamped to aw, from bit tests: b > aw (b >= 0) when a bit above
+    # log2(aw) is set or bit log2(aw) and a lower one are; b < -aw (b < 0) when the bits from
+    # log2(aw) up are not all ones; else |b| <= aw fits in log2(aw) + 1 bits
+    too_big = Mux(neg, ~bu[log_aw:].all(),
+                  (bu[log_aw + 1:] != 0) | (bu[log_aw] & (bu[:log_aw] != 0)))
+    low = bu[:log_aw + 1]
+    amt = Mux(too_big, aw, Mux(neg, (-low)[:log_aw + 1], low))
     p0 = au[:lo] * bu[:lo]
     p1 = au[:lo] * bu[lo:]
     p2 = au[lo:] * bu[:lo]
@@ -530,7 +601,10 @@ def _alu_lane(m: Module, cfg: Config, op3, a, b, k: int, *, en) -> Signal:
         "neg": _reg(m, neg, f"e3_neg_{k}", en=en),
         "amt": _reg(m, amt, f"e3_amt_{k}", en=en),
         "p0": _reg(m, p0[:aw], f"e3_p0_{k}", en=en),
-        "p12": _reg(m, (p1 + p2)[:aw - lo], f"e3_p12_{k}", en=en),
+        # (the two cross products are registered apart: a multiplier and an adder in one
+        # cycle was the ALU's slowest path)
+        "p1": _reg(m, p1[:aw - lo], f"e3_p1_{k}", en=en),
+        "p2": _reg(m, p2[:aw - lo], f"e3_p2_{k}", en=en),
         "a": _reg(m, a, f"e3_a_{k}", en=en),
         "b": _reg(m, b, f"e3_b_{k}", en=en),
     }
@@ -548,7 +622,7 @@ def _alu_lane(m: Module, cfg: Config, op3, a, b, k: int, *, en) -> Signal:
         with m.Case(AluOp.SHR):
             m.d.comb += res.eq(Mux(r["neg"], (ea << r["amt"])[:aw], ea >> r["amt"]))
         with m.Case(AluOp.MUL):
-            m.d.comb += res.eq(r["p0"] + (r["p12"] << lo))
+            m.d.comb += res.eq(r["p0"] + ((r["p1"] + r["p2"])[:aw - lo] << lo))
         with m.Default():
             m.d.comb += res.eq(ea)
     return res

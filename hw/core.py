@@ -14,6 +14,9 @@ Block diagram (see hw/README.md)::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
@@ -28,6 +31,7 @@ from .decode import insn_layouts
 from .fetch import Fetch
 from .host import AXILiteSignature, HostRegisters
 from .load import Load
+from .options import CoreOptions
 from .queues import TokenQueue
 from .regs import CORE_ID, REGISTER_MAP
 from .store import Store
@@ -51,9 +55,12 @@ class VTACore(wiring.Component):
 
     All ports are flat signals (``s_axil_*``, ``m_axi_*``, ``interrupt``) so the generated
     Verilog keeps their names; the clock domain is ``sync`` (``clk``/``rst``).
+    ``options`` (:class:`~vta.hw.options.CoreOptions`, or a dict of them) selects hardware
+    variants that shorten the critical path on some FPGAs without changing the results.
     """
 
-    def __init__(self, cfg: Config, *, bus_width: int = 64) -> None:
+    def __init__(self, cfg: Config, *, bus_width: int = 64,
+                 options: CoreOptions | Mapping[str, Any] | None = None) -> None:
         try:
             if not isinstance(cfg, Config):
                 raise TypeError(f"Configuration must be a vta.isa.Config, not {cfg!r}")
@@ -62,6 +69,7 @@ class VTACore(wiring.Component):
             self._MustUse__silence = True  # never built: no "created but never used" warning
             raise
         self.cfg = cfg
+        self.options = CoreOptions.coerce(options)
         self.bus_bytes = bus_width // 8
         W = bus_width
         members: dict[str, object] = {}
@@ -93,7 +101,9 @@ class VTACore(wiring.Component):
         m.submodules.regs = regs = HostRegisters(READONLY_REGS)
         m.submodules.fetch = fetch = Fetch(insn_layout=lays.insn, bus_bytes=Wb)
         m.submodules.load = load = Load(cfg, insn_layout=lays.insn, bus_bytes=Wb)
-        m.submodules.compute = compute = Compute(cfg, insn_layout=lays.insn, bus_bytes=Wb)
+        m.submodules.compute = compute = Compute(
+            cfg, insn_layout=lays.insn, bus_bytes=Wb,
+            options=self.options)
         m.submodules.store = store = Store(cfg, insn_layout=lays.insn, bus_bytes=Wb)
         m.submodules.arbiter = arb = ReadArbiter(clients=3, bus_bytes=Wb)
         queues = {}

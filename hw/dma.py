@@ -219,7 +219,7 @@ class DMAWrite(wiring.Component):
         _transfer_cmd(m, splitter, p)
 
         # ---- element reader: OUT entries in order, held on the read port while not taken
-        total = Signal(32)  # elements left to read
+        rows_left = Signal(16)  # rows with elements left to read (no x * y multiplier)
         sram_addr = Signal(16)
         x_size = Signal(16)
         x_stride = Signal(16)
@@ -244,7 +244,7 @@ class DMAWrite(wiring.Component):
         with m.If(self.cmd.valid & self.cmd.ready & (p.x_size != 0) & (p.y_size != 0)):
             m.d.comb += splitter.cmd.valid.eq(1)
             m.d.sync += [
-                busy.eq(1), total.eq(p.x_size * p.y_size), sram_addr.eq(p.sram_base),
+                busy.eq(1), rows_left.eq(p.y_size), sram_addr.eq(p.sram_base),
                 x_size.eq(p.x_size), x_stride.eq(p.x_stride), x.eq(0),
                 row_elem.eq(p.dram_base),
             ]
@@ -274,17 +274,18 @@ class DMAWrite(wiring.Component):
         advance = Signal()
         m.d.comb += [advance.eq(~e_valid | e_ready), self.sram.addr.eq(sram_addr),
                      # the read port holds its data while not enabled (en's init is 1)
-                     self.sram.en.eq(advance & busy & (total != 0))]
+                     self.sram.en.eq(advance & busy & (rows_left != 0))]
         with m.If(advance):
-            with m.If(busy & (total != 0)):
+            with m.If(busy & (rows_left != 0)):
                 m.d.sync += [
-                    e_valid.eq(1), total.eq(total - 1), sram_addr.eq(sram_addr + 1),
+                    e_valid.eq(1), sram_addr.eq(sram_addr + 1),
                     e_last.eq(x == x_size - 1),
                     e_slot.eq((row_elem + x)[:ceil_log2(self.slots)] if self.slots > 1 else 0),
                     x.eq(x + 1),
                 ]
                 with m.If(x == x_size - 1):
-                    m.d.sync += [x.eq(0), row_elem.eq(row_elem + x_stride)]
+                    m.d.sync += [x.eq(0), row_elem.eq(row_elem + x_stride),
+                                 rows_left.eq(rows_left - 1)]
             with m.Else():
                 m.d.sync += e_valid.eq(0)
 
@@ -358,10 +359,10 @@ class DMAWrite(wiring.Component):
             m.d.comb += sending.eq(e_valid)
         else:
             m.d.comb += sending.eq(e_valid | wfull)
-        with m.If(busy & (total == 0) & ~sending & ~splitter.busy & (bpending == 0)
+        with m.If(busy & (rows_left == 0) & ~sending & ~splitter.busy & (bpending == 0)
                   & (llevel == 0)):
             m.d.sync += busy.eq(0)
         m.d.comb += self.mem_wait.eq((self.w.valid & ~self.w.ready)
                                      | (self.aw.valid & ~self.aw.ready)
-                                     | (busy & (total == 0) & ~sending & (bpending != 0)))
+                                     | (busy & (rows_left == 0) & ~sending & (bpending != 0)))
         return m

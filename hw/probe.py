@@ -16,6 +16,7 @@ from amaranth.lib.wiring import Out
 from vta.isa import Config
 
 from .core import VTACore
+from .options import CoreOptions
 
 #: Extra output ports and the register each one mirrors.
 DEBUG_PORTS = {"debug_states": ("states", 16), "debug_load_done": ("load_done", 32),
@@ -26,8 +27,9 @@ DEBUG_PORTS = {"debug_states": ("states", 16), "debug_load_done": ("load_done", 
 class ProbedCore(wiring.Component):
     """:class:`VTACore` plus ``debug_*`` output ports (see the module docstring)."""
 
-    def __init__(self, cfg: Config, *, bus_width: int = 64) -> None:
-        self.core = VTACore(cfg, bus_width=bus_width)
+    def __init__(self, cfg: Config, *, bus_width: int = 64,
+                 options: CoreOptions | None = None) -> None:
+        self.core = VTACore(cfg, bus_width=bus_width, options=options)
         self.core._MustUse__silence = True  # elaborated through this wrapper
         self.cfg = cfg
         self.bus_width = bus_width

@@ -39,6 +39,7 @@ from .harness import (
     run_stats,
     spans_from_samples,
 )
+from .options import CoreOptions
 from .regs import CONTROL_FINISHED, CONTROL_LAUNCH, REGISTER_MAP
 
 #: Defaults of the embedded memory model: first-beat latency in cycles, no bandwidth limit.
@@ -106,7 +107,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 idle_limit: int = DEFAULT_IDLE_LIMIT, trace: bool = False,
                 mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                 mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
-                vcd: str | None = None) -> RunResult:
+                vcd: str | None = None, options: CoreOptions | None = None) -> RunResult:
     """Run ``program`` on the Amaranth simulation of :class:`VTACore` and return the result.
 
     ``dram`` is the initial device memory (byte 0 at address 0); the result's ``dram`` has the
@@ -115,11 +116,13 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     backpressure, seeded by ``seed``) shape the memory model. Raises
     :class:`vta.isa.errors.DeadlockError` naming the stuck modules and queues after
     ``idle_limit`` cycles without progress, and :class:`CycleLimitError` past ``max_cycles``.
+    ``options`` selects a hardware variant of :class:`VTACore` (:class:`CoreOptions`).
     """
     return run_programs([(program, dram)], cfg, bus_width=bus_width, max_cycles=max_cycles,
                         idle_limit=idle_limit, trace=trace, mem_latency=mem_latency,
                         mem_bandwidth=mem_bandwidth, mem_stall=mem_stall, seed=seed,
-                        poll_interval=poll_interval, vcd=vcd)[0]
+                        poll_interval=poll_interval, vcd=vcd,
+                        options=options)[0]
 
 
 def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes]],
@@ -127,7 +130,8 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                  idle_limit: int = DEFAULT_IDLE_LIMIT, trace: bool = False,
                  mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                  mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
-                 vcd: str | None = None, reset_between: bool = True) -> list[RunResult]:
+                 vcd: str | None = None, reset_between: bool = True,
+                 options: CoreOptions | None = None) -> list[RunResult]:
     """Run several ``(program, dram)`` jobs one after the other on ONE simulated core.
 
     The core is elaborated once; between jobs it is reset (``reset_between``) and given a fresh
@@ -151,7 +155,7 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
         prepared.append(Job(program, insns, image, memory))
     if not prepared:
         return []
-    core = ProbedCore(cfg, bus_width=bus_width)
+    core = ProbedCore(cfg, bus_width=bus_width, options=options)
     top = Module()
     top.domains.sync = cd = ClockDomain("sync")
     top.submodules.core = core

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from vta.isa import Config
 
+from .options import CoreOptions
 from .regs import describe
 
 __all__ = ["generate", "describe_ports", "describe_core"]
 
 
-def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core") -> str:
-    """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` as module ``name``."""
+def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
+             options: CoreOptions | Mapping[str, Any] | None = None) -> str:
+    """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` as module ``name``
+    (``options``: its hardware variant, :class:`~vta.hw.options.CoreOptions`)."""
     from amaranth.back import verilog
 
     from .core import VTACore
 
-    core = VTACore(cfg, bus_width=bus_width)
+    core = VTACore(cfg, bus_width=bus_width, options=options)
     return verilog.convert(core, name=name, emit_src=False)
 
 
@@ -36,11 +40,13 @@ def describe_ports(cfg: Config, *, bus_width: int = 64) -> list[dict[str, Any]]:
     return ports
 
 
-def describe_core(cfg: Config, *, bus_width: int = 64, name: str = "vta_core") -> dict[str, Any]:
+def describe_core(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
+                  options: CoreOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON description written next to the Verilog by ``vta verilog``."""
     return {
         "module": name,
         "bus_width": bus_width,
+        "core_options": CoreOptions.coerce(options).as_dict(),
         "clock": "clk",
         "reset": {"name": "rst", "active": "high", "synchronous": True},
         "ports": describe_ports(cfg, bus_width=bus_width),

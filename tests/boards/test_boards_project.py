@@ -165,3 +165,24 @@ def test_verilog_board_uses_the_board_default_config(tmp_path) -> None:
     assert main(["verilog", "--board", "ulx3s-85f", "--preset", "small",
                  "-o", str(tmp_path / "q")]) == 0
     assert Config.from_json(tmp_path / "q" / "vta_config.json") == Config.preset("small")
+
+
+@pytest.mark.unit
+def test_board_commands_take_core_options(tmp_path, capsys) -> None:
+    """``--core-options`` replaces the board's variants in the generated core; bad names are
+    one-line errors of every board command, before any tool runs."""
+    from vta.cli.main import main
+
+    assert main(["verilog", "--board", "ulx3s-85f", "--preset", "small", "--core-options",
+                 "replicate_operands", "-o", str(tmp_path / "p")]) == 0
+    assert "inp_c_0_0_0" in (tmp_path / "p" / "vta_core.v").read_text()
+    assert main(["verilog", "--board", "ulx3s-85f", "--preset", "small", "--core-options", "",
+                 "-o", str(tmp_path / "q")]) == 0
+    assert "inp_c_0_0_0" not in (tmp_path / "q" / "vta_core.v").read_text()
+    capsys.readouterr()
+    for cmd in (["synth", "--board", "pynq-z1"], ["build", "--board", "ulx3s-85f", "-o",
+                                                  str(tmp_path / "b")]):
+        assert main([*cmd, "--preset", "small", "--core-options", "fast_please"]) == 2
+        err = capsys.readouterr().err
+        assert "fast_please" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "b").exists()

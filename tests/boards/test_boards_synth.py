@@ -186,6 +186,46 @@ def test_missing_module_is_a_tool_error(tmp_path, demo_v) -> None:
         synthesize("pynq-z1", [demo_v], "no_such_top", workdir=tmp_path)
 
 
+class Copies(wiring.Component):
+    """One 8-bit register and two registered copies of it, each multiplied by its own input:
+    the copies are identical logic, so yosys merges them unless they are marked replicas."""
+
+    a: In(8)
+    b0: In(8)
+    b1: In(8)
+    p0: Out(16)
+    p1: Out(16)
+
+    def __init__(self, replica: bool) -> None:
+        self.replica = replica
+        super().__init__()
+
+    def elaborate(self, platform) -> Module:
+        from vta.hw.options import REPLICA_ATTR
+
+        m = Module()
+        attrs = {REPLICA_ATTR: 1} if self.replica else {}
+        q = Signal(8)
+        c0, c1 = Signal(8, attrs=attrs), Signal(8, attrs=attrs)
+        m.d.sync += [q.eq(self.a), c0.eq(q), c1.eq(q)]
+        m.d.comb += [self.p0.eq(c0 * self.b0), self.p1.eq(c1 * self.b1)]
+        return m
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("replica", [False, True])
+def test_replica_registers_survive_synthesis(tmp_path, replica: bool) -> None:
+    """Registers marked as replicas keep their own flip-flops (8 + 2 x 8); unmarked copies
+    are merged into one (8 + 8)."""
+    from amaranth.back import verilog
+
+    src = tmp_path / "copies.v"
+    src.write_text(verilog.convert(Copies(replica), name="copies"))
+    r = synthesize("ulx3s-85f", [src], "copies", workdir=tmp_path / "work")
+    assert r.cells["TRELLIS_FF"] == (24 if replica else 16)
+    assert r.dsp_cells == 2
+
+
 # --------------------------------------------------------------------------- the VTA core
 @pytest.mark.synth
 @pytest.mark.slow

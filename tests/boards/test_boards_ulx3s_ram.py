@@ -101,6 +101,54 @@ def test_side_port_between_bursts_sees_burst_writes() -> None:
     sim.run()
 
 
+def test_side_request_racing_a_read_burst() -> None:
+    """A side read raised in the cycle a read burst is offered: the burst (accepted first)
+    streams the right data, the side access waits for it and reads the right word; a burst
+    offered while a side access is pending waits for it."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, 1024, dtype=np.uint8).tobytes()
+    words = np.frombuffer(image, "<u8")
+    ram = AxiRam(bus_width=64, ram_kib=1, init=image)
+    got: dict[str, list[int]] = {"beats": [], "side": []}
+
+    async def bench(ctx) -> None:
+        ctx.set(ram.rready, 1)
+        for first in ("burst", "side"):
+            ctx.set(ram.side_addr, 0x84)
+            ctx.set(ram.side_re, 1)
+            if first == "side":  # the side request is one cycle ahead of the burst
+                await ctx.tick()
+            ctx.set(ram.araddr, 0x100)
+            ctx.set(ram.arlen, 3)
+            ctx.set(ram.arvalid, 1)
+            accepted = side_done = False
+            beats = 0
+            while not (side_done and beats == 4):
+                _, _, arready, rvalid, rdata, done, sdata = await ctx.tick().sample(
+                    ram.arready, ram.rvalid, ram.rdata, ram.side_done, ram.side_rdata)
+                if arready and not accepted:
+                    accepted = True
+                    ctx.set(ram.arvalid, 0)
+                    # the burst goes first only when it was offered first
+                    assert (first == "burst") == (not side_done)
+                if rvalid:
+                    got["beats"].append(rdata)
+                    beats += 1
+                if done and not side_done:
+                    side_done = True
+                    got["side"].append(sdata)
+                    ctx.set(ram.side_re, 0)
+            await ctx.tick()
+
+    sim = Simulator(ram)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [int(w) for w in words[0x100 // 8:0x100 // 8 + 4]]
+    assert got["beats"] == want * 2
+    assert got["side"] == [int(words[0x80 // 8]) >> 32] * 2
+
+
 @pytest.mark.unit
 def test_zero_memory_init_blocks_are_dropped_and_others_kept() -> None:
     """The board top's Verilog leaves out initial blocks that only zero a memory (the block

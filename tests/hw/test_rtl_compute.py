@@ -249,6 +249,34 @@ def test_alu_large_shift_amounts(small_cfg: Config) -> None:
     np.testing.assert_array_equal(got, expected)
 
 
+#: Shift amounts around the clamping boundaries (|amount| = 32, the 6-bit limit 63/64, the
+#: 16-bit immediate's extremes): the amount is clamped with bit tests, not a comparator.
+SHIFT_EDGES = [31, 32, 33, 34, 47, 48, 63, 64, 65, 100, 1000, 32767,
+               -1, -31, -32, -33, -34, -48, -63, -64, -65, -100, -1000, -32768]
+
+
+def test_alu_shift_amount_boundaries(small_cfg: Config) -> None:
+    """Every amount of :data:`SHIFT_EDGES` as an immediate (each on its own entry), then as a
+    two-operand source (the amounts loaded into the accumulator by a MIN with themselves)."""
+    n = len(SHIFT_EDGES)
+    uops = [Uop(k, 0, 0) for k in range(n)]
+    insns = [AluInsn(alu_opcode=AluOp.SHR, use_imm=1, imm=imm, uop_bgn=k, uop_end=k + 1,
+                     iter_out=1, iter_in=1) for k, imm in enumerate(SHIFT_EDGES)]
+    got, expected, _ = run_compute(small_cfg, insns, uops, seed=11)
+    np.testing.assert_array_equal(got, expected)
+    # two-operand: entry n + k holds amount k (ADD of the immediate to an entry zeroed by a
+    # reset), then SHR entry k by entry n + k
+    amounts = [Uop(n + k, 0, 0) for k in range(n)]
+    pairs = [Uop(k, n + k, 0) for k in range(n)]
+    setup = [AluInsn(reset_reg=1, uop_bgn=n, uop_end=2 * n, iter_out=1, iter_in=1)]
+    setup += [AluInsn(alu_opcode=AluOp.ADD, use_imm=1, imm=imm, uop_bgn=n + k,
+                      uop_end=n + k + 1, iter_out=1, iter_in=1)
+              for k, imm in enumerate(SHIFT_EDGES)]
+    shift = AluInsn(alu_opcode=AluOp.SHR, uop_bgn=2 * n, uop_end=3 * n, iter_out=1, iter_in=1)
+    got, expected, _ = run_compute(small_cfg, [*setup, shift], uops + amounts + pairs, seed=12)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_gemm_throughput_one_uop_per_cycle(small_cfg: Config) -> None:
     """A GEMM of N micro-op iterations occupies compute for N + a small constant cycles."""
     uops = [Uop(k, k, k % 8) for k in range(16)]

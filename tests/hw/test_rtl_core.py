@@ -42,13 +42,18 @@ def test_matmul_matches_fsim(small_cfg: Config, bus_width: int) -> None:
 
 
 @pytest.mark.sim
-def test_random_programs_match_fsim(small_cfg: Config) -> None:
-    """Token-correct random programs (every LOAD/STORE/GEMM/ALU feature) on one core."""
+@pytest.mark.parametrize("options", [{}, {"replicate_control": True},
+                                     {"replicate_control": True, "replicate_operands": True}],
+                         ids=["plain", "control", "control+operands"])
+def test_random_programs_match_fsim(small_cfg: Config, options: dict) -> None:
+    """Token-correct random programs (every LOAD/STORE/GEMM/ALU feature) on one core, also
+    on the hardware variants (per-lane control copies; the extra GEMM operand stage)."""
     from vta.hw.simulate import run_programs
     from vta.isa.progen import random_program
 
     jobs = [random_program(small_cfg, seed, n_insns=30) for seed in range(100, 104)]
-    results = run_programs(jobs, small_cfg, mem_stall=0.25, seed=3)
+    results = run_programs(jobs, small_cfg, mem_stall=0.25, seed=3,
+                           options=options)
     for (program, dram), res in zip(jobs, results):
         np.testing.assert_array_equal(res.dram, _fsim(program, dram, small_cfg).dram)
 
@@ -166,14 +171,16 @@ def test_bus_width_is_validated(small_cfg: Config) -> None:
 
 # --------------------------------------------------------------------------- Verilog
 @pytest.mark.synth
-@pytest.mark.parametrize("preset,bus_width", [
-    ("small", 64), pytest.param("small", 128, marks=pytest.mark.slow),
-    pytest.param("default", 64, marks=pytest.mark.slow)])
-def test_verilog_lints_clean(preset: str, tmp_path, bus_width: int) -> None:
+@pytest.mark.parametrize("preset,bus_width,options", [
+    ("small", 64, None), pytest.param("small", 128, None, marks=pytest.mark.slow),
+    pytest.param("default", 64, None, marks=pytest.mark.slow),
+    ("small", 64, {"replicate_control": True, "replicate_operands": True})])
+def test_verilog_lints_clean(preset: str, tmp_path, bus_width: int, options) -> None:
     verilator = require_tool("verilator")
     from vta.hw.verilog import generate
 
-    text = generate(Config.preset(preset), bus_width=bus_width, name="vta_core")
+    text = generate(Config.preset(preset), bus_width=bus_width, name="vta_core",
+                    options=options)
     for port in ("s_axil_awaddr", "m_axi_arlen", "m_axi_wstrb", "m_axi_bready", "interrupt"):
         assert f" {port}" in text
     path = tmp_path / "vta_core.v"
@@ -212,6 +219,31 @@ def test_cli_verilog_errors(tmp_path, capsys) -> None:
     assert main(["verilog", "--preset", "small", "--name", "bad-name", "-o",
                  str(tmp_path / "d")]) == 2
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.unit
+def test_cli_verilog_core_options(tmp_path, capsys) -> None:
+    """``--core-options`` builds the variant (its operand stage and replica registers are in
+    the Verilog, the options in the description); unknown names are one-line errors."""
+    from vta.cli.main import main
+
+    plain, variant = tmp_path / "plain", tmp_path / "variant"
+    assert main(["verilog", "--preset", "small", "-o", str(plain)]) == 0
+    assert main(["verilog", "--preset", "small", "--core-options",
+                 "replicate_operands, replicate_control", "-o", str(variant)]) == 0
+    assert json.loads((plain / "vta_core.json").read_text())["core_options"] == {}
+    assert json.loads((variant / "vta_core.json").read_text())["core_options"] == {
+        "replicate_control": True, "replicate_operands": True}
+    for out, present in ((plain, False), (variant, True)):
+        text = (out / "vta_core.v").read_text()
+        assert ("inp_c_0_0_0" in text) is present  # the operand copy of multiplier (0, 0, 0)
+        assert ("vta_replica" in text) is present
+    capsys.readouterr()
+    assert main(["verilog", "--preset", "small", "--core-options", "replicate_all", "-o",
+                 str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "replicate_all" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.unit

@@ -81,10 +81,11 @@ def build(cfg: Config, uops: list[Uop], body: list[Insn], *, seed: int = 0,
 
 
 def check(cfg: Config, prog: list[Insn], dram: np.ndarray, *, bus_width: int = 64,
-          mem_stall: float = 0.0) -> dict:
+          mem_stall: float = 0.0, options: dict | None = None) -> dict:
     from vta.hw.simulate import run_program
 
-    got = run_program(prog, dram, cfg, bus_width=bus_width, mem_stall=mem_stall)
+    got = run_program(prog, dram, cfg, bus_width=bus_width, mem_stall=mem_stall,
+                      options=options)
     want = _fsim(prog, dram, cfg)
     np.testing.assert_array_equal(got.dram, want.dram)
     return got.stats
@@ -149,7 +150,16 @@ def test_two_operand_alu_hazards(small_cfg: Config, op: AluOp) -> None:
     check(small_cfg, prog, dram)
 
 
-def test_alu_right_after_gemm_and_back(small_cfg: Config) -> None:
+#: The plain core and the variant with every option on: per-lane control copies and a private
+#: operand copy per multiplier (one more stage before the multipliers; forwarding must not
+#: change).
+VARIANTS = pytest.mark.parametrize(
+    "options", [{}, {"replicate_control": True, "replicate_operands": True}],
+    ids=["plain", "replicated"])
+
+
+@VARIANTS
+def test_alu_right_after_gemm_and_back(small_cfg: Config, options: dict) -> None:
     """GEMM accumulating into entries that the next ALU instruction reads (as dst and as src)
     at once, then a GEMM on what the ALU just wrote."""
     uops = [Uop(2, 3, 1), Uop(2, 4, 2), Uop(3, 5, 3), Uop(5, 2, 0)]
@@ -163,10 +173,12 @@ def test_alu_right_after_gemm_and_back(small_cfg: Config) -> None:
                     iter_out=1, iter_in=1),
             GemmInsn(uop_bgn=0, uop_end=4, iter_out=2, iter_in=1, wgt_factor_out=2)]
     prog, dram = build(small_cfg, uops, body, seed=21)
-    check(small_cfg, prog, dram)
+    check(small_cfg, prog, dram, options=options)
 
 
-def test_gemm_back_to_back_same_entry_across_instructions(small_cfg: Config) -> None:
+@VARIANTS
+def test_gemm_back_to_back_same_entry_across_instructions(small_cfg: Config,
+                                                          options: dict) -> None:
     """Every micro-op of several consecutive GEMM instructions accumulates into entry 7 (no
     drain between the instructions), then a reset instruction and more accumulation."""
     uops = [Uop(7, k, k % N_WGT) for k in range(6)]
@@ -176,22 +188,26 @@ def test_gemm_back_to_back_same_entry_across_instructions(small_cfg: Config) -> 
             GemmInsn(reset_reg=1, uop_bgn=2, uop_end=3, iter_out=1, iter_in=1),
             GemmInsn(uop_bgn=0, uop_end=6, iter_out=1, iter_in=1)]
     prog, dram = build(small_cfg, uops, body, seed=5, acc_range=(-1000, 1000))
-    check(small_cfg, prog, dram)
+    check(small_cfg, prog, dram, options=options)
 
 
-def test_consecutive_gemms_do_not_drain(small_cfg: Config) -> None:
+@VARIANTS
+def test_consecutive_gemms_do_not_drain(small_cfg: Config, options: dict) -> None:
     """Four GEMM instructions of 64 micro-op iterations each keep compute busy for less than
     4 x (64 + the per-instruction sequencing + the pipeline depth): the next instruction starts
     while the previous one's micro-ops are still in the pipeline."""
     from vta.hw.compute import GEMM_DRAIN
+    from vta.hw.options import CoreOptions
+
+    drain = GEMM_DRAIN + CoreOptions.from_dict(options).extra_gemm_latency
 
     uops = [Uop(k % N_ACC, k % N_INP, k % N_WGT) for k in range(16)]
     g = GemmInsn(uop_bgn=0, uop_end=16, iter_out=2, iter_in=2, dst_factor_in=0)
     busy = {}
     for n in (1, 4):
         prog, dram = build(small_cfg, uops, [g] * n, seed=n)
-        stats = check(small_cfg, prog, dram)
+        stats = check(small_cfg, prog, dram, options=options)
         busy[n] = stats["hw_counters"]["compute_busy"]
         assert stats["hw_counters"]["gemm_uops"] == 64 * n
     per_insn = (busy[4] - busy[1]) / 3
-    assert 64 <= per_insn < 64 + GEMM_DRAIN
+    assert 64 <= per_insn < 64 + drain

@@ -78,14 +78,15 @@ def memories(cfg: Config) -> list[Memory]:
 
 
 #: Multipliers outside the datapath, as yosys finds them in every core (address arithmetic):
-#: (a bits, b bits, count).
-FIXED_MULTIPLIERS = ((16, 16, 1),)
+#: (a bits, b bits, count). None since the STORE DMA counts rows instead of multiplying
+#: ``x_size * y_size``.
+FIXED_MULTIPLIERS: tuple[tuple[int, int, int], ...] = ()
 
 
 def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
     """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
     (per lane, three half-width partial products of the acc-width operands) and the fixed
-    address multipliers."""
+    address multipliers (:data:`FIXED_MULTIPLIERS`)."""
     lanes = cfg.batch * cfg.block_out
     half = cfg.acc_width // 2
     return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),

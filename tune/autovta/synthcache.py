@@ -53,8 +53,14 @@ def hw_hash() -> str:
 
 def synth_key(board: str, cfg: Config, bus_width: int) -> str:
     """The cache key of one (board, config, bus width) under this kit version."""
-    blob = json.dumps({"board": board, "config": cfg.params, "bus_width": bus_width,
-                       "kit": kit_version(), "format": SYNTH_FORMAT}, sort_keys=True)
+    from vta.boards import get_board
+
+    key = {"board": board, "config": cfg.params, "bus_width": bus_width,
+           "kit": kit_version(), "format": SYNTH_FORMAT}
+    options = get_board(board).core_options
+    if options:  # (only when set: the keys of boards without options stay what they were)
+        key["core_options"] = options
+    blob = json.dumps(key, sort_keys=True)
     p = cfg.params
     label = (f"{board}-b{p['LOG_BATCH']}k{p['LOG_BLOCK']}-u{p['LOG_UOP_BUFF_SIZE']}"
              f"i{p['LOG_INP_BUFF_SIZE']}w{p['LOG_WGT_BUFF_SIZE']}a{p['LOG_ACC_BUFF_SIZE']}"
@@ -110,7 +116,7 @@ def synthesize(board: str, cfg: Config, bus_width: int | None = None, *,
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vta-autovta-synth-") as tmp:
         src = Path(tmp) / "vta_core.v"
-        src.write_text(generate(cfg, bus_width=bw, name="vta_core"))
+        src.write_text(generate(cfg, bus_width=bw, name="vta_core", options=b.core_options))
         rep = yosys_synthesize(b, [src], "vta_core", workdir=Path(tmp) / "work",
                                progress=progress, config=cfg, timeout=timeout)
     entry = {

@@ -1,0 +1,74 @@
+"""Hardware variant options of the VTA core that do not change what it computes.
+
+A :class:`CoreOptions` selects implementation choices that trade flip-flops (and, for some,
+one cycle of GEMM latency) for a shorter critical path on a given FPGA family. Every variant
+executes the same ISA with the same results as the functional simulator; the options are not
+part of ``vta_config.json`` (a program does not depend on them) but of the board a core is
+built for (``Board.core_options`` in :mod:`vta.boards.registry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from vta.isa.errors import ConfigError
+
+__all__ = ["CoreOptions", "REPLICA_ATTR"]
+
+#: Attribute of registers that duplicate another on purpose (a private copy next to the logic it
+#: drives); the synthesis scripts mark the flip-flops that drive such a signal ``keep`` so yosys
+#: does not merge the copies back into one.
+REPLICA_ATTR = "vta_replica"
+
+
+@dataclass(frozen=True)
+class CoreOptions:
+    """Implementation variants of :class:`vta.hw.core.VTACore`.
+
+    ``replicate_control``: every output lane of the compute datapath gets its own copy of the
+    registers that steer it (stage valids used as load enables, accumulator forwarding selects,
+    the ALU opcode, reset and operand selects), so no control net fans out across the whole
+    ``batch * block_out * acc_width``-bit datapath. No extra latency; ``lanes`` times as many
+    of those flip-flops.
+
+    ``replicate_operands``: a GEMM stage between the scratchpad outputs and the multipliers in
+    which every multiplier loads a private copy of its two operands: the long wires from the
+    block RAMs to distant multipliers (ECP5's DSP rows) then end in a flip-flop. One more
+    cycle per GEMM pipeline drain and ``batch * block_in * block_out`` operand-register pairs.
+    """
+
+    replicate_control: bool = False
+    replicate_operands: bool = False
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None) -> CoreOptions:
+        """Options from a mapping (a board's ``core_options``); unknown names and values that
+        are not booleans raise :class:`ConfigError`."""
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown core option(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(sorted(known))})")
+        for name, value in values.items():
+            if not isinstance(value, bool):
+                raise ConfigError(f"core option {name} must be true or false, not {value!r}")
+        return cls(**values)
+
+    @classmethod
+    def coerce(cls, options: CoreOptions | Mapping[str, Any] | None) -> CoreOptions:
+        """``options`` as a :class:`CoreOptions` (``None`` is the default core)."""
+        return options if isinstance(options, CoreOptions) else cls.from_dict(options)
+
+    def as_dict(self) -> dict[str, bool]:
+        """The options that differ from the default core (an empty dict for the default)."""
+        default = CoreOptions()
+        return {k: v for k, v in asdict(self).items() if v != getattr(default, k)}
+
+    @property
+    def extra_gemm_latency(self) -> int:
+        """Cycles the variant adds between a GEMM micro-op's operands and its accumulator
+        write."""
+        return int(self.replicate_operands)
