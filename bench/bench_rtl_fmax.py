@@ -369,9 +369,8 @@ def main() -> int:
         from vta.hw.options import CoreOptions
         from vta.isa.errors import ConfigError
 
-        names = [n.strip() for n in args.core_options.split(",") if n.strip()]
         try:
-            _OPTIONS = CoreOptions.from_dict(dict.fromkeys(names, True)).as_dict()
+            _OPTIONS = CoreOptions.from_names(args.core_options).as_dict()
         except ConfigError as e:
             ap.error(str(e))
 

@@ -48,8 +48,7 @@ def core_options_from_args(args: argparse.Namespace) -> dict[str, bool] | None:
         return None
     from vta.hw.options import CoreOptions
 
-    return CoreOptions.from_dict(
-        dict.fromkeys((n.strip() for n in names.split(",") if n.strip()), True)).as_dict()
+    return CoreOptions.from_names(names).as_dict()
 
 
 def board_from_args(args: argparse.Namespace) -> Any:

@@ -405,11 +405,16 @@ class Compute(wiring.Component):
                 return [same] * lanes
             return _copies(m, value, name, lanes, replicate=rep)
 
+        def stage(name: str, valid, reset, dst) -> tuple:
+            """A GEMM pipeline stage's control registers loaded from the previous stage's:
+            valid, its per-lane copies (load enables of the lanes' datapath registers), reset
+            and dst."""
+            v = _reg(m, valid, f"{name}_valid")
+            return (v, lane_regs(valid, f"{name}_valid", same=v),
+                    _reg(m, reset, f"{name}_reset"), _reg(m, dst, f"{name}_dst"))
+
         # D: the block RAM outputs, registered
-        d_valid = _reg(m, r_gemm & adv, "d_valid")
-        d_valids = lane_regs(r_gemm & adv, "d_valid", same=d_valid)
-        d_reset = _reg(m, r_ctrl.reset, "d_reset")
-        d_dst = _reg(m, r_dst, "d_dst")
+        d_valid, d_valids, d_reset, d_dst = stage("d", r_gemm & adv, r_ctrl.reset, r_dst)
         # (the wide datapath registers load only for a valid micro-op: less switching, and a
         # much faster Verilator model)
         x = _lanes(_reg(m, self.inp_rd.data, "inp_q", en=d_valid), B * BI, cfg.inp_width)
@@ -417,17 +422,10 @@ class Compute(wiring.Component):
         wv = [w for n in range(BO) for w in _lanes(
             _reg(m, self.wgt_rd.data[n * wgt_bits:(n + 1) * wgt_bits], f"wgt_q_{n}",
                  en=d_valids[n]), BI, cfg.wgt_width)]
-        pre_valid, pre_reset, pre_dst = d_valid, d_reset, d_dst
-        pre_valids = d_valids
+        pre_valid, pre_valids, pre_reset, pre_dst = d_valid, d_valids, d_reset, d_dst
         if stage_c:  # C: a private copy of both operands per multiplier
-            pre_valid = _reg(m, d_valid, "c_valid")
-            pre_valids = lane_regs(d_valid, "c_valid", same=pre_valid)
-            pre_reset = _reg(m, d_reset, "c_reset")
-            pre_dst = _reg(m, d_dst, "c_dst")
-        m_valid = _reg(m, pre_valid, "m_valid")
-        m_valids = lane_regs(pre_valid, "m_valid", same=m_valid)
-        m_reset = _reg(m, pre_reset, "m_reset")
-        m_dst = _reg(m, pre_dst, "m_dst")
+            pre_valid, pre_valids, pre_reset, pre_dst = stage("c", d_valid, d_reset, d_dst)
+        m_valid, m_valids, m_reset, m_dst = stage("m", pre_valid, pre_reset, pre_dst)
 
         def operands(b: int, n: int, k: int) -> tuple:
             xa, wa = x[b * BI + k], wv[n * BI + k]
@@ -436,14 +434,8 @@ class Compute(wiring.Component):
             en = pre_valids[b * BO + n]
             return (_reg(m, xa, f"inp_c_{b}_{n}_{k}", en=en, replica=True),
                     _reg(m, wa, f"wgt_c_{b}_{n}_{k}", en=en, replica=True))
-        t1_valid = _reg(m, m_valid, "t1_valid")
-        t1_valids = lane_regs(m_valid, "t1_valid", same=t1_valid)
-        t1_reset = _reg(m, m_reset, "t1_reset")
-        t1_dst = _reg(m, m_dst, "t1_dst")
-        t2_valid = _reg(m, t1_valid, "t2_valid")
-        t2_valids = lane_regs(t1_valid, "t2_valid", same=t2_valid)
-        t2_reset = _reg(m, t1_reset, "t2_reset")
-        t2_dst = _reg(m, t1_dst, "t2_dst")
+        t1_valid, t1_valids, t1_reset, t1_dst = stage("t1", m_valid, m_reset, m_dst)
+        t2_valid, t2_valids, t2_reset, t2_dst = stage("t2", t1_valid, t1_reset, t1_dst)
         sums = []
         for b in range(B):
             for n in range(BO):

@@ -58,6 +58,13 @@ class CoreOptions:
         return cls(**values)
 
     @classmethod
+    def from_names(cls, text: str) -> CoreOptions:
+        """The options named in a comma-separated list (``--core-options``; ``""`` is the
+        plain core) turned on; unknown names raise :class:`ConfigError`."""
+        names = (n.strip() for n in text.split(","))
+        return cls.from_dict(dict.fromkeys((n for n in names if n), True))
+
+    @classmethod
     def coerce(cls, options: CoreOptions | Mapping[str, Any] | None) -> CoreOptions:
         """``options`` as a :class:`CoreOptions` (``None`` is the default core)."""
         return options if isinstance(options, CoreOptions) else cls.from_dict(options)
