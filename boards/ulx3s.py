@@ -379,79 +379,80 @@ class UartSoC(wiring.Component):
                   "bresp", "bvalid"):
             m.d.comb += getattr(core, f"m_axi_{p}").eq(getattr(ram, p))
 
-        cmd = Signal(8)
+        is_write = Signal()  # the command is CMD_WRITE (else CMD_READ)
         addr = Signal(32)
         data = Signal(32)
         count = Signal(4)
         m.d.comb += self.busy.eq(0)
-        awdone = Signal()  # AXI-Lite address handshake done (AW or AR)
-        wdone = Signal()
+        # the AXI-Lite requests to the core's registers come from flip-flops (valid set on
+        # entering REG, cleared by its handshake); responses are always accepted (one request
+        # is outstanding at a time and REG waits for its response)
+        ar_valid, aw_valid, w_valid = Signal(), Signal(), Signal()
+        m.d.comb += [core.s_axil_araddr.eq(addr), core.s_axil_awaddr.eq(addr),
+                     core.s_axil_wdata.eq(data), core.s_axil_wstrb.eq(0xF),
+                     core.s_axil_arvalid.eq(ar_valid), core.s_axil_awvalid.eq(aw_valid),
+                     core.s_axil_wvalid.eq(w_valid), core.s_axil_rready.eq(1),
+                     core.s_axil_bready.eq(1)]
+        with m.If(ar_valid & core.s_axil_arready):
+            m.d.sync += ar_valid.eq(0)
+        with m.If(aw_valid & core.s_axil_awready):
+            m.d.sync += aw_valid.eq(0)
+        with m.If(w_valid & core.s_axil_wready):
+            m.d.sync += w_valid.eq(0)
         is_reg = addr[31]
         with m.FSM():
             with m.State("CMD"), m.If(urx.valid & ((urx.data == CMD_WRITE) |
                                                      (urx.data == CMD_READ))):
-                m.d.sync += [cmd.eq(urx.data), count.eq(0)]
+                m.d.sync += [is_write.eq(urx.data == CMD_WRITE), count.eq(0)]
                 m.next = "ADDR"
             with m.State("ADDR"), m.If(urx.valid):
                 m.d.sync += [addr.eq(Cat(addr[8:], urx.data)),
                              count.eq(count + 1)]
                 with m.If(count == 3):
                     m.d.sync += count.eq(0)
-                    with m.If(cmd == CMD_WRITE):
+                    with m.If(is_write):
                         m.next = "DATA"
                     with m.Else():
                         m.next = "ACCESS"
             with m.State("DATA"), m.If(urx.valid):
                 m.d.sync += [data.eq(Cat(data[8:], urx.data)), count.eq(count + 1)]
                 with m.If(count == 3):
-                    m.d.sync += [count.eq(0), awdone.eq(0), wdone.eq(0)]
+                    m.d.sync += count.eq(0)
                     m.next = "ACCESS"
             with m.State("ACCESS"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(is_reg):
+                    m.d.sync += [ar_valid.eq(~is_write), aw_valid.eq(is_write),
+                                 w_valid.eq(is_write)]
                     m.next = "REG"
                 with m.Else():
                     m.next = "MEM"
             with m.State("MEM"):
                 m.d.comb += [self.busy.eq(1), ram.side_addr.eq(addr), ram.side_wdata.eq(data),
-                             ram.side_we.eq(cmd == CMD_WRITE), ram.side_re.eq(cmd == CMD_READ)]
+                             ram.side_we.eq(is_write), ram.side_re.eq(~is_write)]
                 with m.If(ram.side_done):
-                    with m.If(cmd == CMD_READ):
+                    with m.If(~is_write):
                         m.d.sync += data.eq(ram.side_rdata)
                     m.next = "REPLY"
             with m.State("REG"):
                 m.d.comb += self.busy.eq(1)
-                with m.If(cmd == CMD_WRITE):
-                    m.d.comb += [core.s_axil_awaddr.eq(addr), core.s_axil_wdata.eq(data),
-                                 core.s_axil_wstrb.eq(0xF),
-                                 core.s_axil_awvalid.eq(~awdone), core.s_axil_wvalid.eq(~wdone),
-                                 core.s_axil_bready.eq(1)]
-                    with m.If(core.s_axil_awready):
-                        m.d.sync += awdone.eq(1)
-                    with m.If(core.s_axil_wready):
-                        m.d.sync += wdone.eq(1)
-                    with m.If(core.s_axil_bvalid):
-                        m.next = "REPLY"
-                with m.Else():
-                    m.d.comb += [core.s_axil_araddr.eq(addr), core.s_axil_rready.eq(1)]
-                    m.d.comb += core.s_axil_arvalid.eq(~awdone)
-                    with m.If(core.s_axil_arready):
-                        m.d.sync += awdone.eq(1)
-                    with m.If(core.s_axil_rvalid):
-                        m.d.sync += data.eq(core.s_axil_rdata)
-                        m.next = "REPLY"
+                with m.If(is_write & core.s_axil_bvalid):
+                    m.next = "REPLY"
+                with m.If(~is_write & core.s_axil_rvalid):
+                    m.d.sync += data.eq(core.s_axil_rdata)
+                    m.next = "REPLY"
             with m.State("REPLY"):
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += [count.eq(0), awdone.eq(0), wdone.eq(0)]
+                m.d.sync += count.eq(0)
                 m.next = "SEND"
             with m.State("SEND"):
                 m.d.comb += self.busy.eq(1)
                 m.d.comb += [utx.valid.eq(1),
-                             utx.data.eq(Mux(cmd == CMD_WRITE, CMD_WRITE,
+                             utx.data.eq(Mux(is_write, CMD_WRITE,
                                              data.word_select(count[:2], 8)))]
                 with m.If(utx.ready):
                     m.d.sync += count.eq(count + 1)
-                    with m.If((cmd == CMD_WRITE) | (count == 3)):
+                    with m.If(is_write | (count == 3)):
                         m.next = "CMD"
         return m
 

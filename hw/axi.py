@@ -227,22 +227,25 @@ class ReadArbiter(wiring.Component):
         m.d.comb += self.r.ready.eq(_any(head_is[k] & self.rdata[k].ready for k in range(n)))
         with m.If(self.r.valid & self.r.ready & self.r.payload.last):
             m.d.comb += pop.eq(1)
-        next_head = Signal(ptr_bits)
-        m.d.comb += next_head.eq(Mux(pop, Mux(head == depth - 1, 0, head + 1), head))
-        m.d.sync += [head.eq(next_head), level.eq(level + push - pop)]
-        # the next head owner: none when the queue empties; the request granted now when it
-        # lands at the head of an empty queue; else the queued owner at the next head
-        next_owner = Signal(id_bits)
-        for k in range(depth):
-            with m.If(next_head == k):
-                m.d.comb += next_owner.eq(owners[k])
-        only_new = Signal()
-        m.d.comb += only_new.eq((level == 0) | ((level == 1) & pop))
-        with m.If(only_new):
-            m.d.comb += next_owner.eq(granted)
-        nonempty_next = Signal()
-        m.d.comb += nonempty_next.eq(Mux(only_new, push, 1))
-        m.d.sync += head_is.eq(Mux(nonempty_next, 1 << next_owner, 0))
+        head_next = Signal(ptr_bits)  # the head after a pop
+        m.d.comb += head_next.eq(Mux(head == depth - 1, 0, head + 1))
+        m.d.sync += [head.eq(Mux(pop, head_next, head)), level.eq(level + push - pop)]
+
+        def owner_onehot(ptr, only_new) -> object:
+            """head_is for the head pointer ``ptr``: none when the queue empties; the request
+            granted now when it lands at the head of an empty queue; else the queued owner."""
+            owner = Signal(id_bits)
+            for k in range(depth):
+                with m.If(ptr == k):
+                    m.d.comb += owner.eq(owners[k])
+            with m.If(only_new):
+                m.d.comb += owner.eq(granted)
+            return Mux(only_new & ~push, 0, Const(1, n) << owner)
+
+        # both outcomes are computed from registers and the grant; the pop (late: it depends
+        # on the clients' ready and the memory's last) only selects between them
+        m.d.sync += head_is.eq(Mux(pop, owner_onehot(head_next, level == 1),
+                                   owner_onehot(head, level == 0)))
         return m
 
 

@@ -266,12 +266,16 @@ class Compute(wiring.Component):
             ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
         base = {k: Signal(w, name=f"{k}_base") for k, w in (
             ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
-        # the loops count down what is left (the "last" tests are equalities with a constant,
-        # independent of each other: no adder and comparator chain from u through i to o)
+        # the loops count down what is left (no adder and comparator chain from u through i
+        # to o)
         u = Signal(len(g.uop_end))
         u_left = Signal(len(g.uop_end))
         i_left = Signal(14)
         o_left = Signal(14)
+        # ... and whether each is at its last iteration, as flags updated with the counters
+        # (the loop control is then independent of the counters' width)
+        u_last, i_last, o_last = Signal(), Signal(), Signal()
+        uop_n_one, iter_in_one = Signal(), Signal()
         adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
 
         last_alu = Signal()  # kind of the micro-ops last issued
@@ -283,14 +287,18 @@ class Compute(wiring.Component):
         # The loop registers load the instruction's fields in every cycle in which they are
         # idle (the sequencer starts a GEMM/ALU only then): their load enable comes from two
         # registers instead of the sequencer's decision logic.
+        n_uops = (g.uop_end - g.uop_bgn)[:len(u_left)]
         with m.If(~running & ~pending):
             alu = opcode == Opcode.ALU
             m.d.sync += [
                 ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
                 ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg),
-                uop_bgn.eq(g.uop_bgn), uop_n.eq(g.uop_end - g.uop_bgn), iter_in.eq(g.iter_in),
-                u.eq(g.uop_bgn), u_left.eq(g.uop_end - g.uop_bgn), i_left.eq(g.iter_in),
+                uop_bgn.eq(g.uop_bgn), uop_n.eq(n_uops), iter_in.eq(g.iter_in),
+                u.eq(g.uop_bgn), u_left.eq(n_uops), i_left.eq(g.iter_in),
                 o_left.eq(g.iter_out),
+                u_last.eq(n_uops == 1), uop_n_one.eq(n_uops == 1),
+                i_last.eq(g.iter_in == 1), iter_in_one.eq(g.iter_in == 1),
+                o_last.eq(g.iter_out == 1),
                 f["dst_fo"].eq(Mux(alu, a.dst_factor_out, g.dst_factor_out)),
                 f["dst_fi"].eq(Mux(alu, a.dst_factor_in, g.dst_factor_in)),
                 f["src_fo"].eq(Mux(alu, a.src_factor_out, g.src_factor_out)),
@@ -317,18 +325,18 @@ class Compute(wiring.Component):
             for k in base:
                 m.d.sync += s1_base[k].eq(base[k])
         with m.If(running & adv):
-            with m.If(u_left != 1):
-                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1)]
+            with m.If(~u_last):
+                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1), u_last.eq(u_left == 2)]
             with m.Else():
-                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n)]
-                with m.If(i_left != 1):
-                    m.d.sync += i_left.eq(i_left - 1)
+                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n), u_last.eq(uop_n_one)]
+                with m.If(~i_last):
+                    m.d.sync += [i_left.eq(i_left - 1), i_last.eq(i_left == 2)]
                     for k in base:
                         m.d.sync += base[k].eq(base[k] + f[f"{k}_fi"])
                 with m.Else():
-                    m.d.sync += i_left.eq(iter_in)
-                    with m.If(o_left != 1):
-                        m.d.sync += o_left.eq(o_left - 1)
+                    m.d.sync += [i_left.eq(iter_in), i_last.eq(iter_in_one)]
+                    with m.If(~o_last):
+                        m.d.sync += [o_left.eq(o_left - 1), o_last.eq(o_left == 2)]
                         for k in base:
                             m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
                                          base[k].eq(base_o[k] + f[f"{k}_fo"])]
@@ -352,12 +360,18 @@ class Compute(wiring.Component):
         r_dst = Signal(aw_acc)
         r_src = Signal(aw_src)
         r_wgt = Signal(aw_wgt)
+        r_alu_read = Signal()  # an ALU micro-op in R that reads the accumulator
+        r_two = Signal()  # ... and reads two operands
+        s2_dst, s2_src = Signal(aw_acc), Signal(aw_src)
+        s2_alu_read = Signal()
+        m.d.comb += [s2_dst.eq(uop.dst_idx + s2_base["dst"]),
+                     s2_src.eq(uop.src_idx + s2_base["src"]),
+                     s2_alu_read.eq(s2_valid & s2_ctrl.alu & ~s2_ctrl.reset)]
         with m.If(adv):
             m.d.sync += [
-                r_valid.eq(s2_valid), r_ctrl.eq(s2_ctrl),
-                r_dst.eq(uop.dst_idx + s2_base["dst"]),
-                r_src.eq(uop.src_idx + s2_base["src"]),
+                r_valid.eq(s2_valid), r_ctrl.eq(s2_ctrl), r_dst.eq(s2_dst), r_src.eq(s2_src),
                 r_wgt.eq(uop.wgt_idx + s2_base["wgt"]),
+                r_alu_read.eq(s2_alu_read), r_two.eq(s2_alu_read & ~s2_ctrl.use_imm),
             ]
 
         # ------------------------------------------------------------ W (shared)
@@ -378,14 +392,10 @@ class Compute(wiring.Component):
 
         # ------------------------------------------------------------ R
         r_gemm = Signal()
-        r_alu_read = Signal()  # an ALU micro-op in R that reads the accumulator
-        r_two = Signal()  # ... and reads two operands
         phase = Signal()  # second read cycle of a two-operand ALU micro-op
         stall = Signal()
         m.d.comb += [
             r_gemm.eq(r_valid & ~r_ctrl.alu),
-            r_alu_read.eq(r_valid & r_ctrl.alu & ~r_ctrl.reset),
-            r_two.eq(r_alu_read & ~r_ctrl.use_imm),
             adv.eq(~stall),
             self.inp_rd.addr.eq(r_src), self.inp_rd.en.eq(1),
             self.wgt_rd.addr.eq(r_wgt), self.wgt_rd.en.eq(1),
@@ -404,6 +414,13 @@ class Compute(wiring.Component):
             if same is not None and not rep:
                 return [same] * lanes
             return _copies(m, value, name, lanes, replicate=rep)
+
+        def lane_map(value_of, name: str) -> list:
+            """Per-lane registers of ``value_of(lane)`` (built from per-lane copies); one
+            register for all lanes without replication (then the copies are one register)."""
+            if not rep or lanes == 1:
+                return [_reg(m, value_of(0), name)] * lanes
+            return [_reg(m, value_of(k), f"{name}_l{k}", replica=True) for k in range(lanes)]
 
         def stage(name: str, valid, reset, dst) -> tuple:
             """A GEMM pipeline stage's control registers loaded from the previous stage's:
@@ -436,6 +453,9 @@ class Compute(wiring.Component):
                     _reg(m, wa, f"wgt_c_{b}_{n}_{k}", en=en, replica=True))
         t1_valid, t1_valids, t1_reset, t1_dst = stage("t1", m_valid, m_reset, m_dst)
         t2_valid, t2_valids, t2_reset, t2_dst = stage("t2", t1_valid, t1_reset, t1_dst)
+        # a reset micro-op sums nothing into nothing: its sums and accumulator data registers
+        # load zero (a flip-flop's synchronous reset, not a multiplexer in A)
+        t2_zero = lane_regs(t1_valid & t1_reset, "t2_zero")
         sums = []
         for b in range(B):
             for n in range(BO):
@@ -445,23 +465,33 @@ class Compute(wiring.Component):
                          for k in range(BI)]
                 part = [_reg(m, t, f"part_{b}_{n}_{j}", en=t1_valids[k_lane])
                         for j, t in enumerate(_tree_level(m, prods, 2))]
-                sums.append(_reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}",
-                                 en=t2_valids[k_lane]))
+                total = _reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}",
+                             en=t2_valids[k_lane])
+                with m.If(t2_zero[k_lane]):
+                    m.d.sync += total.eq(0)
+                sums.append(total)
+        for k in range(lanes):
+            with m.If(t2_zero[k]):
+                m.d.sync += acc_q.word_select(k, aw).eq(0)
         a_valid = _reg(m, t2_valid, "a_valid")
         a_valids = lane_regs(t2_valid, "a_valid", same=a_valid)
-        a_resets = lane_regs(t2_reset, "a_reset")
         a_dst = _reg(m, t2_dst, "a_dst")
-        # forwarding selects computed one cycle ahead (in T2) from what will be W, w1 and w2
-        sel_w = lane_regs(a_valid & (a_dst == t2_dst), "sel_w")
-        sel_w1 = lane_regs(w_valid & (w_dst == t2_dst), "sel_w1")
-        sel_w2 = lane_regs(w1_valid & (w1_dst == t2_dst), "sel_w2")
         w_l, w1_l, w2_l, acc_l = (_lanes(v, lanes, aw)
                                   for v in (w_result, w1_result, w2_result, acc_q))
+        # Forwarding into A, decided ahead: in T1 whether the micro-ops that will be in W and
+        # w1 during T2 (now in A and W) write this dst; in T2 their result (then in W or w1,
+        # the newer first) goes into fw_q, and whether the one that will be in W during A (now
+        # in A) writes it into sel_w. A then picks one of three registers (W, fw_q, acc_q).
+        # A reset micro-op forwards nothing (its acc_q and sum are zero).
+        t2_fw1 = lane_regs(a_valid & (a_dst == t1_dst), "t2_fw1")  # W during T2
+        t2_fw2 = lane_regs(w_valid & (w_dst == t1_dst), "t2_fw2")  # w1 during T2
+        fw_q = [_reg(m, Mux(t2_fw1[k], w_l[k], w1_l[k]), f"fw_q_{k}") for k in range(lanes)]
+        use_fw = lane_map(lambda k: (t2_fw1[k] | t2_fw2[k]) & ~t2_reset, "use_fw")
+        sel_w = lane_regs(a_valid & (a_dst == t2_dst) & ~t2_reset, "sel_w")
         gemm_l = []
         for k in range(lanes):
-            now = Mux(sel_w[k], w_l[k], Mux(sel_w1[k], w1_l[k], Mux(sel_w2[k], w2_l[k],
-                                                                     acc_l[k])))
-            gemm_l.append(Mux(a_resets[k], 0, (now + sums[k])[:aw]))
+            now = Mux(sel_w[k], w_l[k], Mux(use_fw[k], fw_q[k], acc_l[k]))
+            gemm_l.append((now + sums[k])[:aw])
 
         # the accumulator read port: GEMM reads dst in T1, the ALU in R (never both: GEMM and
         # ALU micro-ops are never in the pipeline together)
@@ -482,14 +512,21 @@ class Compute(wiring.Component):
         e3_valid = Signal()
         e3_dst = Signal(aw_acc)
         # interlock: an ALU micro-op in R waits while one ahead would write what it reads
-        # too late to be forwarded (see the module docstring)
+        # too late to be forwarded (see the module docstring): hit_rd while the micro-op in RD
+        # writes its dst (or, two-operand, its src), hit_e1 while the one in E1 writes its dst.
+        # Both are registers, computed a cycle ahead from what R, RD and E1 will then hold (R:
+        # the micro-op now in S2 if R advances, else the same; RD: the one now in R if it
+        # advances, else a bubble; E1: the one now in RD), so ``adv`` -- the enable of the whole
+        # front end -- is one gate after flip-flops.
         hit_rd = Signal()
         hit_e1 = Signal()
-        m.d.comb += [
-            hit_rd.eq(rd_valid & ((rd_dst == r_dst) | (r_two & (rd_dst == r_src[:aw_acc])))),
-            hit_e1.eq(e1_valid & (e1_dst == r_dst)),
-            stall.eq(r_alu_read & ~phase & (r_two | hit_rd | hit_e1)),
+        s2_two = s2_alu_read & ~s2_ctrl.use_imm
+        m.d.sync += [
+            hit_rd.eq(adv & r_valid & r_ctrl.alu
+                      & ((r_dst == s2_dst) | (s2_two & (r_dst == s2_src[:aw_acc])))),
+            hit_e1.eq(rd_valid & Mux(adv, rd_dst == s2_dst, rd_dst == r_dst)),
         ]
+        m.d.comb += stall.eq(r_alu_read & ~phase & (r_two | hit_rd | hit_e1))
         # a two-operand micro-op: phase 0 reads dst (stalled), phase 1 reads src (advances)
         m.d.sync += phase.eq(r_two & ~phase & ~hit_rd)
         m.d.sync += [
@@ -527,9 +564,11 @@ class Compute(wiring.Component):
                      en=e1_valids[k]) for k in range(lanes)]
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
         e3_ops = lane_regs(e2_ctrl.op, "e3_op")
-        e3_resets = lane_regs(e2_ctrl.reset, "e3_reset")
-        alu_l = [Mux(e3_resets[k], 0, _alu_lane(m, cfg, e3_ops[k], e2_a[k], e2_b[k], k,
-                                                en=e2_valids[k]))
+        e3_is_mul = lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
+        # a reset micro-op's result: W's synchronous reset (no multiplexer after the ALU)
+        e3_zero = lane_regs(e2_valid & e2_ctrl.reset, "e3_zero")
+        alu_l = [_alu_lane(m, cfg, e3_ops[k], e3_is_mul[k], e2_a[k], e2_b[k], k,
+                           en=e2_valids[k])
                  for k in range(lanes)]
 
         # ------------------------------------------------------------ W
@@ -538,6 +577,9 @@ class Compute(wiring.Component):
             w_dst.eq(Mux(a_valid, a_dst, e3_dst)),
             w_result.eq(Cat(*(Mux(a_valids[k], gemm_l[k], alu_l[k]) for k in range(lanes)))),
         ]
+        for k in range(lanes):
+            with m.If(e3_zero[k]):
+                m.d.sync += w_result.word_select(k, aw).eq(0)
         m.d.comb += [self.gemm_uop.eq(m_valid), self.alu_uop.eq(e1_valid)]
         m.d.comb += pipe_busy.eq(s1_valid | s2_valid | r_valid | d_valid | pre_valid | m_valid
                                  | t1_valid | t2_valid | a_valid | rd_valid | e1_valid
@@ -565,12 +607,17 @@ def _uop_memory(cfg: Config):
     return Memory(shape=32, depth=cfg.uop_depth, init=[])
 
 
-def _alu_lane(m: Module, cfg: Config, op3, a, b, k: int, *, en) -> Signal:
+def _alu_lane(m: Module, cfg: Config, op3, is_mul, a, b, k: int, *, en) -> Signal:
     """One ALU lane over two pipeline stages (E2 registers into E3; returns E3's result).
 
     MIN/MAX signed, ADD and MUL wrap (MUL from three half-width partial products, summed in
     E3), SHR by a negative amount shifts left; shift amounts are clamped to the width (right
-    shifts by >= the width give the sign, left shifts by >= the width give 0)."""
+    shifts by >= the width give the sign, left shifts by >= the width give 0).
+
+    ``op3`` and ``is_mul`` (``op3 == MUL``) are E3 registers. The product's high half is
+    the sum of three terms, reduced to two by a carry-save stage (one LUT level) so that
+    one adder follows, and the product enters the result last (one multiplexer after the
+    adder; the other operations' multiplexer works on registers meanwhile)."""
     aw = cfg.acc_width
     lo = aw // 2
     log_aw = exact_log2(aw)
@@ -603,18 +650,23 @@ def _alu_lane(m: Module, cfg: Config, op3, a, b, k: int, *, en) -> Signal:
     # E3: select
     ea = r["a"].as_signed()
     eb = r["b"].as_signed()
-    res = Signal(aw, name=f"alu_res_{k}")
+    other = Signal(aw, name=f"alu_other_{k}")
     with m.Switch(op3):
         with m.Case(AluOp.MIN):
-            m.d.comb += res.eq(Mux(r["lt"], ea, eb))
+            m.d.comb += other.eq(Mux(r["lt"], ea, eb))
         with m.Case(AluOp.MAX):
-            m.d.comb += res.eq(Mux(r["lt"], eb, ea))
+            m.d.comb += other.eq(Mux(r["lt"], eb, ea))
         with m.Case(AluOp.ADD):
-            m.d.comb += res.eq(r["sum"])
+            m.d.comb += other.eq(r["sum"])
         with m.Case(AluOp.SHR):
-            m.d.comb += res.eq(Mux(r["neg"], (ea << r["amt"])[:aw], ea >> r["amt"]))
-        with m.Case(AluOp.MUL):
-            m.d.comb += res.eq(r["p0"] + ((r["p1"] + r["p2"])[:aw - lo] << lo))
+            m.d.comb += other.eq(Mux(r["neg"], (ea << r["amt"])[:aw], ea >> r["amt"]))
         with m.Default():
-            m.d.comb += res.eq(ea)
-    return res
+            m.d.comb += other.eq(ea)
+    # MUL: p0 + ((p1 + p2) << lo) mod 2**aw; the high half p0_hi + p1 + p2 through a
+    # carry-save stage (sum and majority bits, the latter weighted twice)
+    x, y, z = r["p0"][lo:], r["p1"], r["p2"]
+    save_sum = Signal(aw - lo, name=f"alu_csa_s_{k}")
+    save_carry = Signal(aw - lo, name=f"alu_csa_c_{k}")
+    m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
+    product = Cat(r["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])
+    return Mux(is_mul, product, other)

@@ -46,7 +46,10 @@ class DMARead(wiring.Component):
     cycle (one setup cycle), then one SRAM entry (or one beat of a wide entry) is written per
     cycle. Whether the current entry is padding is kept in two flags updated by equality tests
     of the row/column counters against bounds precomputed at setup, and the SRAM write port is
-    driven from registers (each write lands one cycle after its read beat was taken).
+    driven from registers (each write lands one cycle after its read beat was taken). The
+    read-data ``ready`` comes from registers only (the current entry's slot in its beat and an
+    "end of the row's data" flag, both updated one entry ahead): it feeds the read arbiter's
+    next-owner logic and the memory's read FIFO in the same cycle.
     """
 
     def __init__(self, *, mem_layout: data.Layout, elem_bytes: int, bus_bytes: int,
@@ -84,19 +87,25 @@ class DMARead(wiring.Component):
         active = Signal()
         # bounds, computed in the setup cycle (17-bit row/column indices)
         cols = Signal(17)
-        y0_m1, yend_m1, x0_m1, xend_m1 = (Signal(17) for _ in range(4))
+        y0_m1, yend_m1, x0_m1 = (Signal(17) for _ in range(3))
         y_has = Signal()
         x0_zero = Signal()
         # position
         sram_addr = Signal(16)
         rows_left = Signal(17)
         cols_left = Signal(17)
+        row_last = Signal()  # rows_left == 1 (flags kept with the counters: the row-end
+        col_last = Signal()  # decision is then one register, not a 17-bit comparison)
+        cols_one = Signal()  # cols == 1
         r = Signal(17)
         c = Signal(17)
         data_row = Signal()  # row r holds data (not padding)
         data_col = Signal()  # column c holds data
         row_slot = Signal(sbits)  # slot of the row's first data element in its beat
-        x_slot = Signal(sbits)  # data elements of this row taken so far (mod slots)
+        slot = Signal(sbits)  # slot of the current data element in its beat
+        col_end = Signal()  # the current entry is the last data entry of its row
+        col_end_at0 = Signal()  # ... for c == 0
+        xend_m2 = Signal(17)  # col_end of the next entry of a row: c == xend_m2
         chunk = Signal(range(self.chunks))
         # the SRAM write, registered
         wr_addr = Signal(16)
@@ -124,11 +133,15 @@ class DMARead(wiring.Component):
             m.d.sync += [
                 setup.eq(0), active.eq(n_rows != 0), sram_addr.eq(sram_base),
                 rows_left.eq(n_rows), cols.eq(n_cols), cols_left.eq(n_cols), r.eq(0), c.eq(0),
+                row_last.eq(n_rows == 1), col_last.eq(n_cols == 1), cols_one.eq(n_cols == 1),
                 y0_m1.eq(y_pad_0 - 1), yend_m1.eq(y_pad_0 + y_size - 1),
-                x0_m1.eq(x_pad_0 - 1), xend_m1.eq(x_pad_0 + x_size - 1),
+                x0_m1.eq(x_pad_0 - 1),
                 y_has.eq(y_size != 0), x0_zero.eq(x_pad_0 == 0),
                 data_row.eq((y_pad_0 == 0) & (y_size != 0)), data_col.eq(x_pad_0 == 0),
-                row_slot.eq(dram_low), x_slot.eq(0), chunk.eq(0),
+                row_slot.eq(dram_low), slot.eq(dram_low), chunk.eq(0),
+                xend_m2.eq(x_pad_0 + x_size - 2),
+                col_end.eq((x_pad_0 == 0) & (x_size == 1)),
+                col_end_at0.eq((x_pad_0 == 0) & (x_size == 1)),
             ]
 
         m.d.comb += [self.sram.addr.eq(wr_addr), self.sram.en.eq(wr_en)]
@@ -138,8 +151,6 @@ class DMARead(wiring.Component):
             m.d.comb += self.sram.data.eq(wr_data)
         m.d.sync += [wr_en.eq(0), wr_any.eq(0), wr_addr.eq(sram_addr)]
 
-        col_end = Signal()  # the current entry is the last data entry of its row
-        m.d.comb += col_end.eq(c == xend_m1)
         advance = Signal()
         with m.If(active):
             with m.If(data_row & data_col):
@@ -153,8 +164,6 @@ class DMARead(wiring.Component):
                             m.d.sync += chunk.eq(0)
                             m.d.comb += advance.eq(1)
                 else:
-                    slot = Signal(range(self.slots))
-                    m.d.comb += slot.eq((row_slot + x_slot)[:sbits] if self.slots > 1 else 0)
                     m.d.comb += [
                         self.rdata.ready.eq((slot == self.slots - 1) | col_end),
                         advance.eq(self.rdata.valid),
@@ -169,20 +178,22 @@ class DMARead(wiring.Component):
 
         with m.If(advance):
             m.d.sync += sram_addr.eq(sram_addr + 1)
-            with m.If(cols_left == 1):
-                m.d.sync += [c.eq(0), cols_left.eq(cols), data_col.eq(x0_zero), x_slot.eq(0),
-                             r.eq(r + 1), rows_left.eq(rows_left - 1),
+            with m.If(col_last):
+                m.d.sync += [c.eq(0), cols_left.eq(cols), col_last.eq(cols_one),
+                             data_col.eq(x0_zero), col_end.eq(col_end_at0), r.eq(r + 1),
+                             rows_left.eq(rows_left - 1), row_last.eq(rows_left == 2),
                              data_row.eq(Mux(r == yend_m1, 0,
                                              Mux((r == y0_m1) & y_has, 1, data_row)))]
-                with m.If(data_row):
-                    m.d.sync += row_slot.eq(row_slot + x_stride)
-                with m.If(rows_left == 1):
+                next_row_slot = Mux(data_row, row_slot + x_stride, row_slot)[:sbits]
+                m.d.sync += [row_slot.eq(next_row_slot), slot.eq(next_row_slot)]
+                with m.If(row_last):
                     m.d.sync += active.eq(0)
             with m.Else():
-                m.d.sync += [c.eq(c + 1), cols_left.eq(cols_left - 1),
+                m.d.sync += [c.eq(c + 1), cols_left.eq(cols_left - 1), col_last.eq(cols_left == 2),
+                             col_end.eq(c == xend_m2),
                              data_col.eq(Mux(col_end, 0, Mux(c == x0_m1, 1, data_col)))]
                 with m.If(data_col):
-                    m.d.sync += x_slot.eq(x_slot + 1)
+                    m.d.sync += slot.eq(slot + 1)
         return m
 
 

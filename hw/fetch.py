@@ -4,7 +4,8 @@ LOAD of INP or WGT goes to load, STORE to store, everything else (LOAD UOP/ACC, 
 FINISH) to compute, in program order, stalling while the target queue is full. Fetched
 instructions first land in a small buffer; a burst is only requested when the buffer has room
 for all of it, so read data is always accepted at once and a stalled dispatch can never block
-the shared read channel.
+the shared read channel. Each instruction's destination is decoded as it enters the buffer and
+stored with it, so dispatch is a multiplexer on registered bits.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class Fetch(wiring.Component):
         bpi = self.beats_per_insn
         m.submodules.splitter = splitter = BurstSplitter(
             elem_bytes=INSN_BYTES, bus_bytes=self.bus_bytes, size_bits=32)
-        m.submodules.buffer = buf = fifo.SyncFIFOBuffered(width=INSN_BITS,
+        # each buffered instruction carries its destination (2 bits: to load, to store), decoded
+        # as it is written, so dispatch needs no decoding after the buffer's output register
+        m.submodules.buffer = buf = fifo.SyncFIFOBuffered(width=INSN_BITS + 2,
                                                           depth=self.buffer_depth)
 
         m.d.comb += [
@@ -92,17 +95,26 @@ class Fetch(wiring.Component):
         # assemble instructions from beats
         fetched = Signal(32)
         m.d.comb += self.fetched.eq(fetched)
+        def destination(word) -> object:
+            """The 2 destination bits (to load, to store) of the instruction ``word``."""
+            insn = data.View(self.insn_layout, word)
+            opcode, mtype = insn.mem.opcode, insn.mem.memory_type
+            data_load = (mtype == MemType.INP) | (mtype == MemType.WGT)
+            return Cat((opcode == Opcode.LOAD) & data_load, opcode == Opcode.STORE)
+
         if bpi == 1:
+            word = self.rdata.payload.data[:INSN_BITS]
             m.d.comb += [
-                buf.w_data.eq(self.rdata.payload.data[:INSN_BITS]),
+                buf.w_data.eq(Cat(word, destination(word))),
                 buf.w_en.eq(self.rdata.valid),
                 self.rdata.ready.eq(buf.w_rdy),
             ]
         else:
             parts = [Signal(self.bus_bytes * 8, name=f"part{k}") for k in range(bpi - 1)]
             part = Signal(range(bpi))
+            word = Cat(*parts, self.rdata.payload.data)
             m.d.comb += [
-                buf.w_data.eq(Cat(*parts, self.rdata.payload.data)),
+                buf.w_data.eq(Cat(word, destination(word))),
                 buf.w_en.eq(self.rdata.valid & (part == bpi - 1)),
                 self.rdata.ready.eq((part != bpi - 1) | buf.w_rdy),
             ]
@@ -119,18 +131,11 @@ class Fetch(wiring.Component):
             m.d.sync += fetched.eq(fetched + 1)
 
         # dispatch in order
-        insn = data.View(self.insn_layout, buf.r_data)
-        opcode = insn.mem.opcode
-        mtype = insn.mem.memory_type
         to_load = Signal()
         to_store = Signal()
-        m.d.comb += [
-            to_load.eq((opcode == Opcode.LOAD)
-                       & ((mtype == MemType.INP) | (mtype == MemType.WGT))),
-            to_store.eq(opcode == Opcode.STORE),
-        ]
+        m.d.comb += [to_load.eq(buf.r_data[INSN_BITS]), to_store.eq(buf.r_data[INSN_BITS + 1])]
         for q in (self.load_q, self.compute_q, self.store_q):
-            m.d.comb += q.payload.eq(buf.r_data)
+            m.d.comb += q.payload.eq(buf.r_data[:INSN_BITS])
         with m.If(to_load):
             m.d.comb += [self.load_q.valid.eq(buf.r_rdy), buf.r_en.eq(self.load_q.ready)]
         with m.Elif(to_store):

@@ -90,24 +90,34 @@ def test_burst_splitter_covers_rows_exactly(elem: int, bus: int) -> None:
         assert a // (16 * bus) == (a + n * bus - 1) // (16 * bus)
 
 
-def test_read_arbiter_routes_data_to_owners() -> None:
+@pytest.mark.parametrize("gap,max_len,latency", [(0, 16, 3), (30, 3, 1), (20, 2, 0)])
+def test_read_arbiter_routes_data_to_owners(gap: int, max_len: int, latency: int) -> None:
     """Three clients request bursts at random; each gets exactly its own beats, in order, even
-    with a stalling memory and clients that are slow to take data."""
+    with a stalling memory and clients that are slow to take data. With ``gap`` (random idle
+    cycles between a client's requests) and short bursts (at most ``max_len`` beats) the owner
+    queue runs nearly empty, so a new request often arrives in the cycle the last outstanding
+    burst retires."""
     bus = 8
     mem = np.random.default_rng(0).integers(0, 256, 1 << 14, dtype=np.uint8)
     arb = ReadArbiter(clients=3, bus_bytes=bus)
     m = Module()
     m.submodules.arb = arb
-    responder = ReadResponder(mem, arb.ar, arb.r, bus_bytes=bus, latency=3, stall=0.3, seed=1)
+    responder = ReadResponder(mem, arb.ar, arb.r, bus_bytes=bus, latency=latency, stall=0.3,
+                              seed=1)
+    bursts = 6 if gap == 0 else 40
     plans = {k: [(random.Random(k * 7 + j).randrange(0, 1 << 10) * bus,
-                  random.Random(k * 7 + j + 100).randint(1, 16)) for j in range(6)]
+                  random.Random(k * 7 + j + 100).randint(1, max_len)) for j in range(bursts)]
              for k in range(3)}
     plans = {k: [(a - a % (16 * bus), n) for a, n in v] for k, v in plans.items()}
     received: dict[int, list[int]] = {k: [] for k in range(3)}
 
     def requester(k: int):
+        rng = random.Random(200 + k)
+
         async def bench(ctx) -> None:
             for addr, n in plans[k]:
+                for _ in range(rng.randint(0, gap)):
+                    await ctx.tick()
                 await stream_put(ctx, arb.req[k], {"addr": addr, "len": n - 1})
         return bench
 
