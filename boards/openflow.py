@@ -100,6 +100,8 @@ class BuildResult:
     #: nextpnr's utilization: cell type -> (used, available)
     utilization: dict[str, tuple[int, int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: the main clock's critical path: start and end cell, delay, logic and routing (ns)
+    critical_path: dict[str, Any] = field(default_factory=dict)
 
     @property
     def achieved_mhz(self) -> float:
@@ -119,6 +121,7 @@ class BuildResult:
             "utilization": {k: {"used": u, "available": a}
                             for k, (u, a) in self.utilization.items()},
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            "critical_path": self.critical_path,
             "synth": self.synth.to_dict(),
         }
 
@@ -131,6 +134,11 @@ class BuildResult:
         verdict = "met" if self.timing_met else "NOT met"
         lines.append(f"Fmax {self.achieved_mhz:.1f} MHz against the {self.target_mhz:g} MHz "
                      f"target: timing {verdict}")
+        cp = self.critical_path
+        if cp:
+            lines.append(f"critical path: {cp['from']} -> {cp['to']}, {cp['delay_ns']:.2f} ns "
+                         f"({cp['logic_ns']:.2f} logic, {cp['routing_ns']:.2f} routing, "
+                         f"{cp['cells']} cells)")
         lines.append("times: " + ", ".join(f"{k} {v:.0f} s" for k, v in self.seconds.items()))
         lines.append(f"bitstream: {self.bitstream}")
         return "\n".join(lines)
@@ -142,6 +150,32 @@ _PNR_PROGRESS = re.compile(r"^Info: (Packing|Running|Placed|Max frequency|Routin
 
 def _clean_clock(name: str) -> str:
     return name.removeprefix("$glbnet$")
+
+
+def critical_path(report: dict) -> dict[str, Any]:
+    """The longest register-to-register path within one clock from nextpnr's JSON report:
+    its start and end cell (with nextpnr's placement), total, logic and routing delay (ns)
+    and the number of cells on it; ``{}`` when the report has none."""
+    best: dict[str, Any] = {}
+    for cp in report.get("critical_paths", []):
+        steps = cp.get("path") or []
+        if cp.get("from") != cp.get("to") or not steps:
+            continue
+        delay = sum(float(st.get("delay", 0.0)) for st in steps)
+        if best and delay <= best["delay_ns"]:
+            continue
+        routing = sum(float(st.get("delay", 0.0)) for st in steps if st.get("type") == "routing")
+
+        def cell(end: dict) -> str:
+            loc = end.get("loc")
+            return f"{end.get('cell', '?')}" + (f" @({loc[0]},{loc[1]})" if loc else "")
+
+        best = {"clock": _clean_clock(str(cp["from"]).removeprefix("posedge ")),
+                "from": cell(steps[0].get("from", {})), "to": cell(steps[-1].get("to", {})),
+                "delay_ns": round(delay, 2), "routing_ns": round(routing, 2),
+                "logic_ns": round(delay - routing, 2),
+                "cells": len({st.get("to", {}).get("cell") for st in steps})}
+    return best
 
 
 def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path, *,
@@ -205,7 +239,8 @@ def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path,
             shutil.move(work / name, out / name)
         shutil.move(work / "synth" / "synth.log", out / "yosys.log")
     result = BuildResult(board=board, bitstream=out / "vta_ulx3s.bit", target_mhz=target,
-                         fmax=fmax, synth=report, utilization=util, seconds=seconds)
+                         fmax=fmax, synth=report, utilization=util, seconds=seconds,
+                         critical_path=critical_path(rep))
     return result
 
 

@@ -127,17 +127,29 @@ class DMARead(wiring.Component):
         with m.If(self.cmd.valid & self.cmd.ready & (p.x_size != 0)):
             m.d.comb += splitter.cmd.valid.eq(1)
             m.d.sync += setup.eq(1)
+        # active, data_row and data_col through their next-state values, from which two
+        # flags are registered as well: ``take`` (the current entry is data, read from memory)
+        # and ``pad`` (it is padding). The advance decision is then one gate after flip-flops
+        # and the memory's valid.
+        nxt_active, nxt_row, nxt_col = Signal(), Signal(), Signal()
+        take, pad = Signal(), Signal()
+        m.d.comb += [nxt_active.eq(active), nxt_row.eq(data_row), nxt_col.eq(data_col)]
+        m.d.sync += [active.eq(nxt_active), data_row.eq(nxt_row), data_col.eq(nxt_col),
+                     take.eq(nxt_active & nxt_row & nxt_col),
+                     pad.eq(nxt_active & ~(nxt_row & nxt_col))]
         with m.If(setup):
             n_rows = y_pad_0 + y_size + y_pad_1
             n_cols = x_pad_0 + x_size + x_pad_1
+            m.d.comb += [nxt_active.eq(n_rows != 0),
+                         nxt_row.eq((y_pad_0 == 0) & (y_size != 0)),
+                         nxt_col.eq(x_pad_0 == 0)]
             m.d.sync += [
-                setup.eq(0), active.eq(n_rows != 0), sram_addr.eq(sram_base),
+                setup.eq(0), sram_addr.eq(sram_base),
                 rows_left.eq(n_rows), cols.eq(n_cols), cols_left.eq(n_cols), r.eq(0), c.eq(0),
                 row_last.eq(n_rows == 1), col_last.eq(n_cols == 1), cols_one.eq(n_cols == 1),
                 y0_m1.eq(y_pad_0 - 1), yend_m1.eq(y_pad_0 + y_size - 1),
                 x0_m1.eq(x_pad_0 - 1),
                 y_has.eq(y_size != 0), x0_zero.eq(x_pad_0 == 0),
-                data_row.eq((y_pad_0 == 0) & (y_size != 0)), data_col.eq(x_pad_0 == 0),
                 row_slot.eq(dram_low), slot.eq(dram_low), chunk.eq(0),
                 xend_m2.eq(x_pad_0 + x_size - 2),
                 col_end.eq((x_pad_0 == 0) & (x_size == 1)),
@@ -152,46 +164,46 @@ class DMARead(wiring.Component):
         m.d.sync += [wr_en.eq(0), wr_any.eq(0), wr_addr.eq(sram_addr)]
 
         advance = Signal()
-        with m.If(active):
-            with m.If(data_row & data_col):
-                beat = self.rdata.payload.data
-                if self.chunks > 1:
-                    m.d.comb += self.rdata.ready.eq(1)
-                    with m.If(self.rdata.valid):
-                        m.d.sync += [wr_data.eq(beat), wr_en.eq(1 << chunk), wr_any.eq(1),
-                                     chunk.eq(chunk + 1)]
-                        with m.If(chunk == self.chunks - 1):
-                            m.d.sync += chunk.eq(0)
-                            m.d.comb += advance.eq(1)
-                else:
-                    m.d.comb += [
-                        self.rdata.ready.eq((slot == self.slots - 1) | col_end),
-                        advance.eq(self.rdata.valid),
-                    ]
-                    with m.If(self.rdata.valid):
-                        m.d.sync += [wr_data.eq(beat.word_select(slot, ebits)), wr_en.eq(-1),
-                                     wr_any.eq(1)]
-                m.d.comb += self.mem_wait.eq(~self.rdata.valid)
-            with m.Else():
-                m.d.comb += advance.eq(1)
-                m.d.sync += [wr_data.eq(0), wr_en.eq(-1), wr_any.eq(1)]
+        with m.If(take):
+            beat = self.rdata.payload.data
+            if self.chunks > 1:
+                m.d.comb += self.rdata.ready.eq(1)
+                with m.If(self.rdata.valid):
+                    m.d.sync += [wr_data.eq(beat), wr_en.eq(1 << chunk), wr_any.eq(1),
+                                 chunk.eq(chunk + 1)]
+                    with m.If(chunk == self.chunks - 1):
+                        m.d.sync += chunk.eq(0)
+                        m.d.comb += advance.eq(1)
+            else:
+                m.d.comb += [
+                    self.rdata.ready.eq((slot == self.slots - 1) | col_end),
+                    advance.eq(self.rdata.valid),
+                ]
+                with m.If(self.rdata.valid):
+                    m.d.sync += [wr_data.eq(beat.word_select(slot, ebits)), wr_en.eq(-1),
+                                 wr_any.eq(1)]
+            m.d.comb += self.mem_wait.eq(~self.rdata.valid)
+        with m.If(pad):
+            m.d.comb += advance.eq(1)
+            m.d.sync += [wr_data.eq(0), wr_en.eq(-1), wr_any.eq(1)]
 
         with m.If(advance):
             m.d.sync += sram_addr.eq(sram_addr + 1)
             with m.If(col_last):
                 m.d.sync += [c.eq(0), cols_left.eq(cols), col_last.eq(cols_one),
-                             data_col.eq(x0_zero), col_end.eq(col_end_at0), r.eq(r + 1),
-                             rows_left.eq(rows_left - 1), row_last.eq(rows_left == 2),
-                             data_row.eq(Mux(r == yend_m1, 0,
-                                             Mux((r == y0_m1) & y_has, 1, data_row)))]
+                             col_end.eq(col_end_at0), r.eq(r + 1),
+                             rows_left.eq(rows_left - 1), row_last.eq(rows_left == 2)]
+                m.d.comb += [nxt_col.eq(x0_zero),
+                             nxt_row.eq(Mux(r == yend_m1, 0,
+                                            Mux((r == y0_m1) & y_has, 1, data_row)))]
                 next_row_slot = Mux(data_row, row_slot + x_stride, row_slot)[:sbits]
                 m.d.sync += [row_slot.eq(next_row_slot), slot.eq(next_row_slot)]
                 with m.If(row_last):
-                    m.d.sync += active.eq(0)
+                    m.d.comb += nxt_active.eq(0)
             with m.Else():
                 m.d.sync += [c.eq(c + 1), cols_left.eq(cols_left - 1), col_last.eq(cols_left == 2),
-                             col_end.eq(c == xend_m2),
-                             data_col.eq(Mux(col_end, 0, Mux(c == x0_m1, 1, data_col)))]
+                             col_end.eq(c == xend_m2)]
+                m.d.comb += nxt_col.eq(Mux(col_end, 0, Mux(c == x0_m1, 1, data_col)))
                 with m.If(data_col):
                     m.d.sync += slot.eq(slot + 1)
         return m

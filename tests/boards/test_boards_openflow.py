@@ -72,3 +72,34 @@ def test_open_flow_to_a_bitstream(tmp_path, small_cfg, monkeypatch, capsys) -> N
     assert util["DP16KD"]["used"] == r["synth"]["resources"]["bram"]["used"] == 8
     assert (out / "nextpnr.log").exists() and (out / "yosys.log").exists()
     assert not [p for p in out.iterdir() if p.name.startswith("vta-build-")]
+    # the critical path in the report is the one nextpnr logs for the main clock
+    cp = r["critical_path"]
+    logged = [line for line in (out / "nextpnr.log").read_text().splitlines()
+              if "ns logic," in line]
+    assert cp["clock"] == "por_clk" and f"{cp['logic_ns']:.2f} ns logic" in logged[0]
+    assert "critical path:" in text
+
+
+def _step(kind: str, delay: float, src: str, dst: str) -> dict:
+    return {"type": kind, "delay": delay, "from": {"cell": src, "loc": [1, 2]},
+            "to": {"cell": dst, "loc": [3, 4]}}
+
+
+@pytest.mark.unit
+def test_critical_path_summary_picks_the_longest_same_clock_path() -> None:
+    from vta.boards.openflow import critical_path
+
+    clk = "posedge $glbnet$clk"
+    report = {"critical_paths": [
+        {"from": clk, "to": clk, "path": [
+            _step("clk-to-q", 0.5, "a", "a"), _step("routing", 2.0, "a", "lut"),
+            _step("logic", 0.25, "lut", "lut"), _step("routing", 1.25, "lut", "b")]},
+        # a longer path between the clock and an I/O: not a register-to-register path
+        {"from": "<async>", "to": clk, "path": [_step("routing", 9.0, "io", "ff")]},
+        {"from": clk, "to": clk, "path": [_step("clk-to-q", 0.5, "c", "c"),
+                                          _step("routing", 1.0, "c", "d")]},
+    ]}
+    cp = critical_path(report)
+    assert cp == {"clock": "clk", "from": "a @(1,2)", "to": "b @(3,4)", "delay_ns": 4.0,
+                  "routing_ns": 3.25, "logic_ns": 0.75, "cells": 3}
+    assert critical_path({"critical_paths": []}) == {}
