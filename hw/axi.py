@@ -68,8 +68,8 @@ class BurstSplitter(wiring.Component):
     Timing: the request stream comes from registers. Per row one cycle computes the row's first
     and last beat (one adder: ``row + x_size - 1``; beats are shifts of element addresses, as
     both sizes are powers of two), then one burst per cycle follows; a burst's length is 4-bit
-    arithmetic on the low beat bits, and "last burst of the row" is an equality of the 16-beat
-    block numbers.
+    arithmetic on the low beat bits, and "last burst of the row" is a register (the row's burst
+    count, from the low bits of its first element in the same cycle, counted down).
     """
 
     def __init__(self, *, elem_bytes: int, bus_bytes: int, size_bits: int = 16) -> None:
@@ -116,8 +116,19 @@ class BurstSplitter(wiring.Component):
         with m.If(self.req.ready):
             m.d.sync += out_valid.eq(0)
 
-        same_block = Signal()
-        m.d.comb += same_block.eq(cur[log_b:] == last[log_b:])
+        # "the next burst is the row's last" is a register: the row's burst count minus one
+        # is computed in ROW from the low bits of the row's first element (a 16-beat block
+        # holds 2**log_kb elements; element addresses are element-aligned, so the count does
+        # not depend on the higher address bits) and counted down per burst
+        log_kb = log_b + log_w - log_e
+        if log_kb > 0:
+            n_bursts_m1 = (row_elem[:log_kb] + x_size_m1) >> log_kb
+        elif log_kb == 0:
+            n_bursts_m1 = x_size_m1
+        else:  # an element spans 2**-log_kb blocks
+            n_bursts_m1 = (x_size_m1 << -log_kb) + ((1 << -log_kb) - 1)
+        bursts_left = Signal(self.size_bits + max(0, -log_kb) + 1)
+        same_block = Signal()  # the next burst ends the row (bursts_left == 0)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -132,7 +143,8 @@ class BurstSplitter(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [cur.eq(beat_of(row_elem, last=False)),
                              row_last.eq(row_elem + x_size_m1),
-                             row_elem.eq(row_elem + x_stride)]
+                             row_elem.eq(row_elem + x_stride),
+                             bursts_left.eq(n_bursts_m1), same_block.eq(n_bursts_m1 == 0)]
                 m.next = "BURST"
             with m.State("BURST"):
                 m.d.comb += self.busy.eq(1)
@@ -141,6 +153,7 @@ class BurstSplitter(wiring.Component):
                         out_valid.eq(1), out_addr.eq(cur << log_w),
                         out_len.eq(Mux(same_block, last[:log_b] - cur[:log_b], ~cur[:log_b])),
                         cur.eq(Cat(Const(0, log_b), cur[log_b:] + 1)),
+                        bursts_left.eq(bursts_left - 1), same_block.eq(bursts_left == 1),
                     ]
                     with m.If(same_block):
                         m.d.sync += y_left.eq(y_left - 1)

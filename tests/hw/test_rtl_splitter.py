@@ -31,7 +31,8 @@ def expected_bursts(cmds, elem: int, bus: int) -> list[tuple[int, int]]:
     return out
 
 
-@pytest.mark.parametrize("elem,bus", [(4, 8), (8, 8), (64, 8), (32, 16), (256, 16)])
+@pytest.mark.parametrize("elem,bus", [(4, 8), (8, 8), (64, 8), (32, 16), (256, 16), (512, 8),
+                                      (4, 16)])
 def test_bursts_under_backpressure(elem: int, bus: int) -> None:
     dut = BurstSplitter(elem_bytes=elem, bus_bytes=bus)
     rng = random.Random(elem * 31 + bus)
