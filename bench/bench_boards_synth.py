@@ -4,15 +4,16 @@
    LUT/FF/BRAM/DSP table against the XC7Z020's budget. Goal: fits, LUTs <= 70 %.
    Reference measured in the same run: the small (1x4x4) config on the same board, so the
    ratios show how the core scales (time and LUTs, default / small).
-2. A config that fits the ULX3S-85F (the board's 1x8x8 by default, ``--preset small`` for
-   1x4x4) through the whole open flow (yosys, nextpnr-ecp5, ecppack): the achieved Fmax against
-   the 100 MHz target (goal: >= 100 MHz). Placement noise is large on ECP5 (+-8 % from one
-   seed to the next), so ``--seeds 1,2,3`` places and routes once per seed (one synthesis
-   each) and reports every figure, the median and the best.
+2. A config that fits the ULX3S-85F (1x4x4, ``--preset small``, by default; ``--preset
+   board`` for the board's own 1x8x8) through the whole open flow (yosys, nextpnr-ecp5,
+   ecppack): the achieved Fmax against the 100 MHz target (goal: the median over the seeds
+   >= 100 MHz). The Fmax moves by a few percent from one placement seed to the next, so
+   ``--seeds 1,2,3`` places and routes once per seed (one synthesis each) and reports every
+   figure, the median and the best.
 3. The synthesis, place-and-route and total times of each step.
 
     .venv/bin/python bench/bench_boards_synth.py [--only pynq|ecp5] [--preset NAME]
-        [--seeds LIST] [--clock MHZ] [--json OUT]
+        [--seeds LIST] [--clock MHZ] [--effort timing|fast] [--json OUT]
 
 This takes tens of minutes on one core; the two parts can run as two processes
 (``--only pynq`` and ``--only ecp5``).
@@ -39,12 +40,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=("pynq", "ecp5"),
                     help="run only the PYNQ-Z1 synthesis or only the ULX3S open flow")
-    ap.add_argument("--preset", metavar="NAME",
-                    help="ECP5 part: a built-in config instead of the board's (e.g. small)")
+    ap.add_argument("--preset", metavar="NAME", default="small",
+                    help="ECP5 part: the built-in config to build (default: small, 1x4x4); "
+                         "'board' for the board's own 1x8x8, which does not reach 100 MHz "
+                         "(its GEMM multipliers limit it; use --clock 60 with it)")
     ap.add_argument("--seeds", default="1", metavar="LIST",
                     help="ECP5 part: comma-separated nextpnr placement seeds (default: 1)")
     ap.add_argument("--clock", type=float, default=None, metavar="MHZ",
                     help="ECP5 part: nextpnr's clock target (default: the board's 100 MHz)")
+    ap.add_argument("--effort", choices=("timing", "fast"), default="timing",
+                    help="ECP5 part: nextpnr options, as for 'vta build --effort'")
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args()
@@ -102,7 +107,7 @@ def _ecp5(args: argparse.Namespace) -> dict:
     from vta.isa import Config
 
     ulx = get_board("ulx3s-85f")
-    cfg = Config.preset(args.preset) if args.preset else ulx.default_config
+    cfg = ulx.default_config if args.preset == "board" else Config.preset(args.preset)
     shape = f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}"
     runs = []
     for seed in args.seeds:
@@ -110,7 +115,7 @@ def _ecp5(args: argparse.Namespace) -> dict:
         with tempfile.TemporaryDirectory(prefix="vta-bench-ecp5-") as tmp:
             t = time.monotonic()
             res = build_bitstream(ulx, cfg, Path(tmp), progress=_progress(args.quiet),
-                                  clock_mhz=args.clock, seed=seed)
+                                  clock_mhz=args.clock, seed=seed, effort=args.effort)
             total = time.monotonic() - t
             size = res.bitstream.stat().st_size
         print(res.summary())
@@ -118,14 +123,15 @@ def _ecp5(args: argparse.Namespace) -> dict:
         runs.append({**res.to_dict(), "seed": seed, "bitstream_bytes": size,
                      "wall_s": round(total, 1)})
     fmax = [r["achieved_mhz"] for r in runs]
-    best = max(fmax)
-    print(f"\n== ULX3S-85F {shape}: Fmax per seed "
+    best, median = max(fmax), statistics.median(fmax)
+    print(f"\n== ULX3S-85F {shape} ({args.effort} effort): Fmax per seed "
           + ", ".join(f"{r['seed']}: {r['achieved_mhz']:.1f}" for r in runs)
-          + f" MHz; median {statistics.median(fmax):.1f}, best {best:.1f} MHz")
-    print(f"goal: Fmax >= 100 MHz: best {best:.1f} MHz -> {'MET' if best >= 100 else 'NOT MET'} "
-          f"({best / 100:.2f}x the goal)")
-    return {"ulx3s": {"config": shape, "runs": runs, "median_mhz": statistics.median(fmax),
-                      "best_mhz": best, "goal_met": best >= 100}}
+          + f" MHz; median {median:.1f}, best {best:.1f} MHz")
+    print(f"goal: Fmax >= 100 MHz (the median over the seeds): {median:.1f} MHz -> "
+          f"{'MET' if median >= 100 else 'NOT MET'} ({median / 100:.2f}x the goal; "
+          f"{sum(f >= 100 for f in fmax)} of {len(fmax)} seeds reach it)")
+    return {"ulx3s": {"config": shape, "effort": args.effort, "runs": runs,
+                      "median_mhz": median, "best_mhz": best, "goal_met": median >= 100}}
 
 
 if __name__ == "__main__":

@@ -298,9 +298,10 @@ def _endpoint(seg: dict[str, Any], key: str) -> str:
 
 
 def measure(name: str, ctor: Constructor, cfg, bus_bytes: int, *, freq: float, seed: int,
-            workdir: Path) -> dict[str, Any]:
+            workdir: Path, effort: str = "timing") -> dict[str, Any]:
     """Synthesize and place-and-route one module; return its figures."""
     from amaranth.back import verilog
+    from vta.boards.openflow import pnr_options
     from vta.boards.registry import get_board
     from vta.boards.synth import keep_replicas
     from vta.boards.tools import run_tool
@@ -321,7 +322,7 @@ def measure(name: str, ctor: Constructor, cfg, bus_bytes: int, *, freq: float, s
                      [board.extra["nextpnr_device"], "--package", board.extra["package"],
                       "--speed", board.extra["speed"], "--json", "top.json",
                       "--out-of-context", "--freq", f"{freq:g}", "--report", "report.json",
-                      "--seed", str(seed), "--router", "router2", "--timing-allow-fail"],
+                      "--seed", str(seed), *pnr_options(effort), "--timing-allow-fail"],
                      cwd=workdir, log=workdir / "nextpnr.log", what=f"nextpnr-ecp5 ({name})")
     rep = json.loads((workdir / "report.json").read_text())
     fmax = min((float(v["achieved"]) for v in rep.get("fmax", {}).values()), default=0.0)
@@ -354,6 +355,8 @@ def main() -> int:
                     help="measure only these modules (prefixes match, e.g. dma_read)")
     ap.add_argument("--freq", type=float, default=110.0, help="nextpnr target clock (MHz)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--effort", choices=("timing", "fast"), default="timing",
+                    help="nextpnr options, as for 'vta build --effort' (default: timing)")
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     ap.add_argument("--keep", metavar="DIR", help="keep the work files under DIR/<module>")
     ap.add_argument("--list", action="store_true", help="list the modules and exit")
@@ -402,7 +405,7 @@ def main() -> int:
         root = Path(args.keep) if args.keep else Path(tmp)
         for name, ctor in todo:
             r = measure(name, ctor, cfg, bus_bytes, freq=args.freq, seed=args.seed,
-                        workdir=root / name)
+                        effort=args.effort, workdir=root / name)
             results.append(r)
             secs = sum(r["seconds"].values())
             mark = "" if r["meets_goal"] else "  << below goal"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -241,11 +241,21 @@ class VTACore(wiring.Component):
             "bytes_written": Mux(self.m_axi_wvalid & self.m_axi_wready, _popcount(strobes), 0),
         }
         for name, inc in events.items():
+            # Events are registered before the counters' adders: they come from all over the
+            # core (and from the memory's ready signals), so each 32-bit carry chain starts at
+            # a flip-flop. A count lands a cycle late, which the host cannot see: in the last
+            # running cycle every module is idle (`all_done`), so only `cycles` (from the
+            # `running` flip-flop, not delayed) counts there.
             counter = Signal(32, name=f"count_{name}")
+            if isinstance(inc, Const):
+                event = Mux(running, inc, 0)
+            else:
+                event = Signal(len(Value.cast(inc)), name=f"event_{name}")
+                m.d.sync += event.eq(Mux(running & ~clear, inc, 0))
             with m.If(clear):
                 m.d.sync += counter.eq(0)
-            with m.Elif(running):
-                m.d.sync += counter.eq(counter + inc)
+            with m.Else():
+                m.d.sync += counter.eq(counter + event)
             ro[name] = counter
         for name in READONLY_REGS:
             m.d.comb += getattr(regs, f"ro_{name}").eq(ro[name])

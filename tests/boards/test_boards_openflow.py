@@ -103,3 +103,39 @@ def test_critical_path_summary_picks_the_longest_same_clock_path() -> None:
     assert cp == {"clock": "clk", "from": "a @(1,2)", "to": "b @(3,4)", "delay_ns": 4.0,
                   "routing_ns": 3.25, "logic_ns": 0.75, "cells": 3}
     assert critical_path({"critical_paths": []}) == {}
+
+
+@pytest.mark.unit
+def test_place_and_route_efforts_are_what_the_cli_offers(tmp_path, capsys) -> None:
+    """Each effort's options reach nextpnr; the CLI offers exactly the flow's efforts; an
+    unknown effort is an error before any tool runs (nothing written)."""
+    import argparse
+
+    from vta.boards import BoardError, get_board
+    from vta.boards.openflow import (
+        DEFAULT_EFFORT,
+        PNR_EFFORTS,
+        _nextpnr_args,
+        build_bitstream,
+        build_script,
+        pnr_options,
+    )
+    from vta.cli import cmd_build
+
+    ulx = get_board("ulx3s-85f")
+    timing = _nextpnr_args(ulx, 100.0, seed=3, effort="timing")
+    assert timing[timing.index("--router") + 1] == "router1" and "--tmg-ripup" in timing
+    assert timing[timing.index("--seed") + 1] == "3"
+    fast = _nextpnr_args(ulx, 100.0, effort="fast")
+    assert fast[fast.index("--router") + 1] == "router2" and "--tmg-ripup" not in fast
+    # the shell script of 'vta verilog' runs nextpnr the way 'vta build' does by default
+    assert " ".join(pnr_options(DEFAULT_EFFORT)) in build_script(ulx)
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    cmd_build.register(sub)
+    effort = next(a for a in sub.choices["build"]._actions if a.dest == "effort")
+    assert set(effort.choices) == set(PNR_EFFORTS) and effort.default == DEFAULT_EFFORT
+
+    with pytest.raises(BoardError, match="unknown place-and-route effort 'turbo'.*timing, fast"):
+        build_bitstream(ulx, None, tmp_path / "out", effort="turbo")
+    assert not (tmp_path / "out").exists()
