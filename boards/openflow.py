@@ -60,8 +60,9 @@ def _drop_zero_memory_init(text: str) -> str:
 #: nextpnr-ecp5's placement and routing options per effort. ``timing`` (the default): router1
 #: with timing-driven rip-up, and the analytic placer weighting timing 4x its default (weight 40,
 #: criticality exponent 4); on the small core this took the whole design from 84 MHz (median of
-#: seeds, router2) past 100 MHz in about the same run time. ``fast``: nextpnr's router2, which
-#: converges sooner on congested designs but ignores timing when it rips up.
+#: seeds, router2) past 100 MHz in the same 4-5 minutes when the target is met; when it is not,
+#: router1 makes up to 50 more rip-up passes (tens of minutes). ``fast``: nextpnr's router2,
+#: which converges sooner on congested designs but ignores timing when it rips up.
 PNR_EFFORTS: dict[str, tuple[str, ...]] = {
     "timing": ("--router", "router1", "--tmg-ripup", "--placer-heap-timingweight", "40",
                "--placer-heap-critexp", "4"),
