@@ -1,6 +1,7 @@
 """Per-module Fmax of the VTA hardware on ECP5 (LFE5U-85F-6, the ULX3S-85F), out of context.
 
-Each module of :data:`MODULES` is built for the ULX3S-85F's default config (1x8x8, 64-bit bus),
+Each module of :data:`MODULES` is built for the ULX3S-85F's default config (1x4x4, 64-bit bus;
+``--preset``/``--config`` for another, e.g. the 1x8x8 of the figures in hw/README.md),
 wrapped so that every port goes through a flip-flop (inputs registered before the module,
 outputs after it: only the module's own register-to-register paths are timed), synthesized with
 yosys ``synth_ecp5 -abc9`` and placed and routed by nextpnr-ecp5 ``--out-of-context`` at the

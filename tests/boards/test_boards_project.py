@@ -154,17 +154,18 @@ def test_write_is_atomic(tmp_path, cores, small_cfg) -> None:
 
 @pytest.mark.unit
 def test_verilog_board_uses_the_board_default_config(tmp_path) -> None:
-    """`vta verilog --board ulx3s-85f` without --config builds the board's own (1x8x8) core."""
+    """`vta verilog --board ulx3s-85f` without --config builds the board's own (1x4x4) core;
+    --preset replaces it."""
     from vta.boards import get_board
     from vta.cli.main import main
     from vta.isa import Config
 
     assert main(["verilog", "--board", "ulx3s-85f", "-o", str(tmp_path / "p")]) == 0
     written = Config.from_json(tmp_path / "p" / "vta_config.json")
-    assert written == get_board("ulx3s-85f").default_config and written.block == 8
-    assert main(["verilog", "--board", "ulx3s-85f", "--preset", "small",
+    assert written == get_board("ulx3s-85f").default_config and written.block == 4
+    assert main(["verilog", "--board", "ulx3s-85f", "--preset", "default",
                  "-o", str(tmp_path / "q")]) == 0
-    assert Config.from_json(tmp_path / "q" / "vta_config.json") == Config.preset("small")
+    assert Config.from_json(tmp_path / "q" / "vta_config.json") == Config.preset("default")
 
 
 @pytest.mark.unit

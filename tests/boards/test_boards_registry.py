@@ -73,6 +73,9 @@ def test_cli_lists_boards(capsys) -> None:
     out = capsys.readouterr().out
     for name, (part, _, _) in EXPECTED.items():
         assert name in out and part in out
+    # each row names the GEMM core the board builds by default
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["pynq-z1"][2] == "1x16x16" and rows["ulx3s-85f"][2] == "1x4x4"
     assert main(["boards", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [d["name"] for d in data] == list(EXPECTED)

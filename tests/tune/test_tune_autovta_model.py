@@ -46,9 +46,9 @@ def test_small_core_bram_and_dsp_by_hand() -> None:
     # 16 GEMM 8x8 multipliers (1 DSP each), 4 ALU lanes of three 16x16 partial products
     # (1 DSP each): 16 + 12 = 28 DSP48E1 (what yosys reports).
     assert est["dsp"] == 28
-    # 1x8x8 with ULX3S's buffers: uop 2048x32 (2), inp 1024x64 (2), wgt 512x512 (8 at 512x72),
-    # acc 1024x256 (8 at 1024x36), out 1024x64 (2 at 1024x36), queues 6 -> 28;
-    # DSP: 64 + 8 x 3 = 88
+    # 1x8x8 with 8/8/32/32 KiB buffers (the ULX3S's 1x8x8 build): uop 2048x32 (2), inp 1024x64
+    # (2), wgt 512x512 (8 at 512x72), acc 1024x256 (8 at 1024x36), out 1024x64 (2 at 1024x36),
+    # queues 6 -> 28; DSP: 64 + 8 x 3 = 88
     ulx = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=15,
                  LOG_ACC_BUFF_SIZE=15)
     assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 88)
