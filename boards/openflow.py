@@ -172,8 +172,12 @@ class BuildResult:
         return "\n".join(lines)
 
 
+#: nextpnr's log lines shown as progress: its steps, router1's table rows and, each pass of its
+#: timing-driven rip-up, the worst negative slack (how far a long run still is from the
+#: target), and router2's iterations with the overused wires counting down.
 _PNR_PROGRESS = re.compile(r"^Info: (Packing|Running|Placed|Max frequency|Routing|"
-                           r"Program finished|\s+\d+ \|)|^Info: Device utilisation")
+                           r"Program finished|\s+\d+ \||\s+\d+ arcs ripped up due to negative "
+                           r"slack|\s+iter=\d+ )|^Info: Device utilisation")
 
 
 def _clean_clock(name: str) -> str:

@@ -121,3 +121,31 @@ def test_place_and_route_efforts_are_what_the_cli_offers(tmp_path, capsys) -> No
     with pytest.raises(BoardError, match="unknown place-and-route effort 'turbo'.*timing, fast"):
         build_bitstream(ulx, None, tmp_path / "out", effort="turbo")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.unit
+def test_place_and_route_progress_shows_the_routers_convergence() -> None:
+    """Progress shows nextpnr's steps, router1's rows and rip-up passes (with the worst slack)
+    and router2's iterations, not the placer's per-iteration lines (lines from real logs)."""
+    from vta.boards.openflow import _PNR_PROGRESS
+
+    shown = [
+        "Info: Device utilisation:",
+        "Info: Running main analytical placer, max placement attempts per cell = 66626196.",
+        "Info: Max frequency for clock '$glbnet$por_clk': 79.43 MHz (FAIL at 100.00 MHz)",
+        "Info: Routing 66523 arcs.",
+        "Info:       1000 |      107        892 |  107   892 |     65647|       1.76       1.76|",
+        "Info:     0 arcs ripped up due to negative slack WNS=0.00ns TNS=0.00ns.",
+        "Info:     1843 arcs ripped up due to negative slack WNS=-1.27ns TNS=-212.40ns.",
+        "Info:     iter=1 wires=255027 overused=18312 overuse=21811 archfail=NA",
+        "Info:     iter=28 wires=267219 overused=0 overuse=0 archfail=0",
+    ]
+    hidden = [
+        "Info:     at initial placer iter 0, wirelen = 5817",
+        "Info:     at iteration #1, type ALL: wirelen solved = 5370, spread = 306283, legal = "
+        "321223; time = 1.52s",
+        "Info:     routing clock net $glbnet$por_clk using global 0",
+        "Info: Setting up routing resources...",
+    ]
+    assert [line for line in shown if not _PNR_PROGRESS.search(line)] == []
+    assert [line for line in hidden if _PNR_PROGRESS.search(line)] == []
