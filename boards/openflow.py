@@ -22,7 +22,7 @@ from vta.isa import Config, VTAError
 
 from .registry import Board, BoardError, get_board
 from .synth import SynthReport, keep_replicas, synthesize
-from .tools import Progress, run_tool
+from .tools import Progress, ToolError, run_tool
 from .ulx3s import LPF, ULX3STop
 
 __all__ = ["DEFAULT_EFFORT", "LPF", "PNR_EFFORTS", "BuildResult", "TimingError",
@@ -231,50 +231,77 @@ def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path,
     target = float(clock_mhz or board.clock_mhz)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
-        work = Path(tmp)
-        if progress:
-            progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}"
-                     f"{board.options_note}) and the {board.title} top ({target:g} MHz)")
-        t0 = time.monotonic()
-        if core_verilog is None:
-            from .project import generate_core
+        try:
+            return _build_in(board, cfg, out, Path(tmp), progress=progress, target=target,
+                             ram_kib=ram_kib, seed=seed, effort=effort,
+                             core_verilog=core_verilog, timeout=timeout)
+        except ToolError as e:
+            raise _keep_logs(e, Path(tmp), out) from None
 
-            core_verilog = generate_core(cfg, board)
-        (work / "vta_core.v").write_text(core_verilog)
-        (work / f"{TOP}.v").write_text(top_verilog(board, cfg, ram_kib=ram_kib,
-                                                    clock_mhz=target))
-        (work / "ulx3s.lpf").write_text(LPF)
-        seconds["generate"] = time.monotonic() - t0
-        report = synthesize(board, [work / "vta_core.v", work / f"{TOP}.v"], TOP,
-                            workdir=work / "synth", progress=progress,
-                            json_netlist=work / "vta_ulx3s.json", config=cfg, timeout=timeout)
-        seconds["synthesis"] = report.seconds
-        if progress:
-            progress("nextpnr-ecp5: placing and routing (the first run compiles it, ~30 s)")
-        seconds["place_and_route"] = run_tool(
-            "nextpnr-ecp5", _nextpnr_args(board, target, seed, effort), cwd=work,
-            log=work / "nextpnr.log", progress=progress, watch=_PNR_PROGRESS, timeout=timeout,
-            what="nextpnr-ecp5")
-        seconds["pack"] = run_tool(
-            "ecppack", ["--compress", "vta_ulx3s.config", "vta_ulx3s.bit"], cwd=work,
-            log=work / "ecppack.log", progress=None, timeout=timeout, what="ecppack")
-        rep = json.loads((work / "report.json").read_text())
-        fmax = {_clean_clock(k): round(float(v["achieved"]), 2)
-                for k, v in rep.get("fmax", {}).items()
-                if float(v.get("constraint", target)) >= target - 1e-6}
-        util = {k: (int(v["used"]), int(v["available"]))
-                for k, v in rep.get("utilization", {}).items()}
-        # Move the results out only when everything exists.
-        for name in ("vta_ulx3s.bit", "nextpnr.log", "report.json", "vta_core.v", f"{TOP}.v",
-                     "ulx3s.lpf"):
-            shutil.move(work / name, out / name)
-        shutil.move(work / "synth" / "synth.log", out / "yosys.log")
-    result = BuildResult(board=board, bitstream=out / "vta_ulx3s.bit", target_mhz=target,
-                         fmax=fmax, synth=report, utilization=util, seconds=seconds,
-                         critical_path=critical_path(rep), seed=seed, effort=effort)
-    return result
+
+#: The tools' logs in a build's temporary directory -> their names in the output directory.
+_LOGS = {"synth/pre.log": "yosys-pre.log", "synth/synth.log": "yosys.log",
+         "nextpnr.log": "nextpnr.log", "ecppack.log": "ecppack.log"}
+
+
+def _keep_logs(err: ToolError, work: Path, out: Path) -> ToolError:
+    """Copy the logs a failed build wrote into ``out`` (no bitstream: only what explains the
+    failure) and return ``err`` naming the kept copy of the failing tool's log."""
+    kept: dict[Path, Path | str] = {}
+    for rel, name in _LOGS.items():
+        if (work / rel).exists():
+            shutil.copyfile(work / rel, out / name)
+            kept[work / rel] = out / name
+    return err.with_logs(kept)
+
+
+def _build_in(board: Board, cfg: Config, out: Path, work: Path, *, progress: Progress | None,
+              target: float, ram_kib: int, seed: int, effort: str, core_verilog: str | None,
+              timeout: float) -> BuildResult:
+    """:func:`build_bitstream`'s steps in the temporary directory ``work``; the results are
+    moved to ``out`` only when everything exists."""
+    seconds: dict[str, float] = {}
+    if progress:
+        progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}"
+                 f"{board.options_note}) and the {board.title} top ({target:g} MHz)")
+    t0 = time.monotonic()
+    if core_verilog is None:
+        from .project import generate_core
+
+        core_verilog = generate_core(cfg, board)
+    (work / "vta_core.v").write_text(core_verilog)
+    (work / f"{TOP}.v").write_text(top_verilog(board, cfg, ram_kib=ram_kib,
+                                                clock_mhz=target))
+    (work / "ulx3s.lpf").write_text(LPF)
+    seconds["generate"] = time.monotonic() - t0
+    report = synthesize(board, [work / "vta_core.v", work / f"{TOP}.v"], TOP,
+                        workdir=work / "synth", progress=progress,
+                        json_netlist=work / "vta_ulx3s.json", config=cfg, timeout=timeout)
+    seconds["synthesis"] = report.seconds
+    if progress:
+        progress("nextpnr-ecp5: placing and routing (the first run compiles it, ~30 s)")
+    seconds["place_and_route"] = run_tool(
+        "nextpnr-ecp5", _nextpnr_args(board, target, seed, effort), cwd=work,
+        log=work / "nextpnr.log", progress=progress, watch=_PNR_PROGRESS, timeout=timeout,
+        what="nextpnr-ecp5")
+    seconds["pack"] = run_tool(
+        "ecppack", ["--compress", "vta_ulx3s.config", "vta_ulx3s.bit"], cwd=work,
+        log=work / "ecppack.log", progress=None, timeout=timeout, what="ecppack")
+    rep = json.loads((work / "report.json").read_text())
+    fmax = {_clean_clock(k): round(float(v["achieved"]), 2)
+            for k, v in rep.get("fmax", {}).items()
+            if float(v.get("constraint", target)) >= target - 1e-6}
+    util = {k: (int(v["used"]), int(v["available"]))
+            for k, v in rep.get("utilization", {}).items()}
+    # Move the results out only when everything exists.
+    for name in ("vta_ulx3s.bit", "nextpnr.log", "report.json", "vta_core.v", f"{TOP}.v",
+                 "ulx3s.lpf"):
+        shutil.move(work / name, out / name)
+    shutil.move(work / "synth" / "synth.log", out / "yosys.log")
+    return BuildResult(board=board, bitstream=out / "vta_ulx3s.bit", target_mhz=target,
+                       fmax=fmax, synth=report, utilization=util, seconds=seconds,
+                       critical_path=critical_path(rep), seed=seed, effort=effort)
 
 
 def _open_boards() -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from vta.isa import Config, VTAError
 
 from .registry import Board, Resources, get_board
-from .tools import Progress, run_tool
+from .tools import Progress, ToolError, run_tool
 
 #: Name parts that mark a memory as one of VTA's scratchpads (input, weight, accumulator,
 #: micro-op buffers), which belong in block RAM.
@@ -366,8 +366,11 @@ def synthesize(board: str | Board, sources: Sequence[Path], top: str, *,
     board = get_board(board)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="vta-synth-") as tmp:
-            return synthesize(board, sources, top, workdir=Path(tmp), progress=progress,
-                              json_netlist=json_netlist, config=config, timeout=timeout)
+            try:
+                return synthesize(board, sources, top, workdir=Path(tmp), progress=progress,
+                                  json_netlist=json_netlist, config=config, timeout=timeout)
+            except ToolError as e:
+                raise _temporary_logs(e, Path(tmp)) from None
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -451,5 +454,20 @@ def synth_core(board: str | Board, cfg: Config | None = None, *,
             progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}, "
                      f"{board.bus_width}-bit bus{board.options_note})")
         src.write_text(generate_core(cfg, board))
-        return synthesize(board, [src], "vta_core", workdir=workdir or Path(tmp) / "work",
-                          progress=progress, config=cfg, timeout=timeout)
+        work = workdir or Path(tmp) / "work"
+        try:
+            return synthesize(board, [src], "vta_core", workdir=work, progress=progress,
+                              config=cfg, timeout=timeout)
+        except ToolError as e:
+            if workdir:
+                raise
+            raise _temporary_logs(e, work) from None
+
+
+#: What a yosys error says instead of a log path that is about to be removed.
+KEEP_LOG_NOTE = ("the log was in a temporary directory: give a work directory (vta synth "
+                 "--workdir DIR) to keep it")
+
+
+def _temporary_logs(err: ToolError, workdir: Path) -> ToolError:
+    return err.with_logs({workdir / name: KEEP_LOG_NOTE for name in ("pre.log", "synth.log")})

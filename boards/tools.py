@@ -34,6 +34,16 @@ _MODULES = {
 class ToolError(VTAError):
     """An FPGA tool that is missing, failed or ran out of time."""
 
+    def with_logs(self, moved: dict[Path, Path | str]) -> ToolError:
+        """The same error naming each log of ``moved`` (a temporary path) by its new place: a
+        kept copy, or a note saying how to keep it (for a temporary directory that is removed
+        while the error propagates)."""
+        msg = str(self)
+        for old, new in moved.items():
+            msg = msg.replace(f"(log: {old})", f"(log: {new})" if isinstance(new, Path)
+                              else f"({new})")
+        return ToolError(msg)
+
 
 def tool_argv(name: str) -> list[str]:
     """The command line prefix that runs the YoWASP build of ``name`` (yosys, nextpnr-ecp5,

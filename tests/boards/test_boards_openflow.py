@@ -149,3 +149,57 @@ def test_place_and_route_progress_shows_the_routers_convergence() -> None:
     ]
     assert [line for line in shown if not _PNR_PROGRESS.search(line)] == []
     assert [line for line in hidden if _PNR_PROGRESS.search(line)] == []
+
+
+@pytest.mark.unit
+def test_a_failed_build_keeps_the_failing_tools_log(tmp_path, monkeypatch, small_cfg) -> None:
+    """A tool that fails or runs out of time leaves its log (and the earlier tools' logs) in the
+    output directory, named by the one-line error, and no bitstream and no temporary files."""
+    from types import SimpleNamespace
+
+    from vta.boards import openflow
+    from vta.boards.tools import ToolError
+
+    def synthesize(board, sources, top, *, workdir, **kw):
+        workdir.mkdir()
+        (workdir / "synth.log").write_text("yosys: mapped\n")
+        return SimpleNamespace(seconds=1.0)
+
+    def nextpnr_runs_out_of_time(name, args, *, cwd, log, what="", **kw):
+        log.write_text("Info: Routing..\n")
+        raise ToolError(f"{what} did not finish within 3600 s (log: {log})")
+
+    monkeypatch.setattr(openflow, "synthesize", synthesize)
+    monkeypatch.setattr(openflow, "run_tool", nextpnr_runs_out_of_time)
+    out = tmp_path / "out"
+    with pytest.raises(ToolError) as err:
+        openflow.build_bitstream("ulx3s-85f", small_cfg, out,
+                                 core_verilog="module vta_core(); endmodule\n")
+    assert str(err.value) == ("nextpnr-ecp5 did not finish within 3600 s "
+                              f"(log: {out / 'nextpnr.log'})")
+    assert (out / "nextpnr.log").read_text() == "Info: Routing..\n"
+    assert (out / "yosys.log").read_text() == "yosys: mapped\n"
+    assert sorted(p.name for p in out.iterdir()) == ["nextpnr.log", "yosys.log"]
+
+
+@pytest.mark.unit
+def test_a_failed_synthesis_names_a_log_that_exists(tmp_path, monkeypatch) -> None:
+    """In a temporary directory the error says how to keep the log; in a work directory it
+    names the log there."""
+    from vta.boards import synth
+    from vta.boards.tools import ToolError
+
+    def yosys_fails(name, args, *, cwd, log, **kw):
+        log.write_text("ERROR: syntax error\n")
+        raise ToolError(f"yosys failed (exit 1): ERROR: syntax error (log: {log})")
+
+    monkeypatch.setattr(synth, "run_tool", yosys_fails)
+    src = tmp_path / "top.v"
+    src.write_text("module top(); endmodule\n")
+    with pytest.raises(ToolError) as err:
+        synth.synthesize("ulx3s-85f", [src], "top")
+    assert str(err.value) == f"yosys failed (exit 1): ERROR: syntax error ({synth.KEEP_LOG_NOTE})"
+    with pytest.raises(ToolError) as err:
+        synth.synthesize("ulx3s-85f", [src], "top", workdir=tmp_path / "work")
+    log = tmp_path / "work" / "pre.log"
+    assert str(err.value).endswith(f"(log: {log})") and log.read_text() == "ERROR: syntax error\n"
