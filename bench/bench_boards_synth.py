@@ -4,12 +4,12 @@
    LUT/FF/BRAM/DSP table against the XC7Z020's budget. Goal: fits, LUTs <= 70 %.
    Reference measured in the same run: the small (1x4x4) config on the same board, so the
    ratios show how the core scales (time and LUTs, default / small).
-2. The ULX3S-85F's own config (1x4x4; ``--preset NAME`` or ``--config FILE`` for another, e.g.
-   a 1x8x8 with ``--clock 50``) through the whole open flow (yosys, nextpnr-ecp5, ecppack):
-   the achieved Fmax against the 100 MHz target (goal: the median over the seeds >= 100 MHz;
-   a config that fits the board, which its own does). The Fmax moves by a few percent from one
-   placement seed to the next, so ``--seeds 1,2,3`` places and routes once per seed (one
-   synthesis each) and reports every figure, the median and the best.
+2. The ULX3S-85F's own config (1x4x4; ``--preset NAME`` or ``--config FILE`` for another)
+   through the whole open flow (yosys, nextpnr-ecp5, ecppack): the achieved Fmax against the
+   100 MHz target (goal: the median over the seeds >= 100 MHz, for a config that fits the
+   board, which its own does). The Fmax moves by a few percent from one placement seed to the
+   next, so ``--seeds 1,2,3`` places and routes once per seed (one synthesis each) and reports
+   every figure, the median and the best.
 3. The synthesis, place-and-route and total times of each step.
 
     .venv/bin/python bench/bench_boards_synth.py [--only pynq|ecp5] [--preset NAME | --config F]
@@ -46,7 +46,8 @@ def main() -> int:
                             "1x4x4")
     which.add_argument("--config", metavar="FILE",
                        help="ECP5 part: a vta_config.json to build instead (a 1x8x8 core does "
-                            "not reach 100 MHz: its GEMM multipliers limit it; use --clock 50)")
+                            "not reach 100 MHz, and on the current core does not finish "
+                            "routing within an hour even at --clock 50)")
     ap.add_argument("--seeds", default="1", metavar="LIST",
                     help="ECP5 part: comma-separated nextpnr placement seeds (default: 1)")
     ap.add_argument("--clock", type=float, default=None, metavar="MHZ",

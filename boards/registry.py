@@ -147,8 +147,8 @@ _PYNQ_CONFIG: dict[str, int] = {}
 #: micro-op, input and weight, 2 KiB accumulator buffers), the core that closes timing at the
 #: board's 100 MHz (docs/boards.md: 104.1 MHz with the default seed, median 101.6 over six).
 #: A 1x8x8 core with 8 KiB micro-op and input and 32 KiB weight and accumulator buffers also
-#: fits the LFE5U-85F's block RAM and multipliers, but its GEMM operand -> MULT18X18D paths
-#: hold it at 53-59 MHz: build that one with ``--config`` and ``--clock 50``.
+#: fits the LFE5U-85F's block RAM and multipliers, but its GEMM operand -> MULT18X18D paths held
+#: earlier cores at 53-59 MHz, and the current core does not finish routing within an hour.
 _ULX3S_CONFIG = {"LOG_BLOCK": 2, "LOG_UOP_BUFF_SIZE": 10, "LOG_INP_BUFF_SIZE": 10,
                  "LOG_WGT_BUFF_SIZE": 10, "LOG_ACC_BUFF_SIZE": 11}
 
