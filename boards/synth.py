@@ -454,14 +454,9 @@ def synth_core(board: str | Board, cfg: Config | None = None, *,
             progress(f"generating the core ({cfg.batch}x{cfg.block_in}x{cfg.block_out}, "
                      f"{board.bus_width}-bit bus{board.options_note})")
         src.write_text(generate_core(cfg, board))
-        work = workdir or Path(tmp) / "work"
-        try:
-            return synthesize(board, [src], "vta_core", workdir=work, progress=progress,
-                              config=cfg, timeout=timeout)
-        except ToolError as e:
-            if workdir:
-                raise
-            raise _temporary_logs(e, work) from None
+        # (without a workdir, synthesize works in a temporary directory of its own)
+        return synthesize(board, [src], "vta_core", workdir=workdir, progress=progress,
+                          config=cfg, timeout=timeout)
 
 
 #: What a yosys error says instead of a log path that is about to be removed.

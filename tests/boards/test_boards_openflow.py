@@ -203,3 +203,7 @@ def test_a_failed_synthesis_names_a_log_that_exists(tmp_path, monkeypatch) -> No
         synth.synthesize("ulx3s-85f", [src], "top", workdir=tmp_path / "work")
     log = tmp_path / "work" / "pre.log"
     assert str(err.value).endswith(f"(log: {log})") and log.read_text() == "ERROR: syntax error\n"
+    # the core's synthesis (vta synth) says the same
+    with pytest.raises(ToolError) as err:
+        synth.synth_core("ulx3s-85f")
+    assert str(err.value) == f"yosys failed (exit 1): ERROR: syntax error ({synth.KEEP_LOG_NOTE})"
