@@ -63,10 +63,11 @@ def main() -> int:
         ap.error(f"--seeds: a comma-separated list of integers, not {args.seeds!r}")
     args.cfg = None  # the ECP5 part's config; None: the board's own
     if args.config or args.preset:
-        from vta.isa import Config, VTAError
+        from vta.cli.common import config_from_args
+        from vta.isa import VTAError
 
         try:
-            args.cfg = Config.from_json(args.config) if args.config else Config.preset(args.preset)
+            args.cfg = config_from_args(args)
         except VTAError as e:
             ap.error(str(e))
 

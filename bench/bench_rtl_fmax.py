@@ -383,10 +383,11 @@ def main() -> int:
     board = get_board(BOARD)
     cfg, bus_bytes = board.default_config, board.bus_width // 8
     if args.preset or args.config:
-        from vta.isa import Config, VTAError
+        from vta.cli.common import config_from_args
+        from vta.isa import VTAError
 
         try:
-            cfg = Config.from_json(args.config) if args.config else Config.preset(args.preset)
+            cfg = config_from_args(args)
         except VTAError as e:
             ap.error(str(e))
     todo = [(n, c) for n, c in MODULES
