@@ -431,5 +431,6 @@ def knob_values(entity: Any) -> dict[str, Any]:
 
 
 __all__ = ["N_FEATURES", "N_RELATIVE", "RESNET18_LAYERS",
-           "resnet18_task", "tasks_from_model", "conv_task", "layer_task", "tuning_lookup", "ir_features", "relative_features",
+           "resnet18_task", "tasks_from_model", "conv_task", "layer_task", "tuning_lookup",
+           "ir_features", "relative_features",
            "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]

@@ -2,7 +2,8 @@
 
 The executor keeps activations as numpy arrays; a VTA layer packs its input into the arena at
 the offset the memory plan gave it, runs its (relocated) instruction stream on the device and
-unpacks the output. It lowers nothing: every VTA program was compiled into the module. CPU layers use the int8 reference kernels (bit-exact with VTA) and the
+unpacks the output. It lowers nothing: every VTA program was compiled into the module.
+CPU layers use the int8 reference kernels (bit-exact with VTA) and the
 float kernels. ``target="cpu"`` runs every layer on the CPU.
 """
 
@@ -20,8 +21,8 @@ from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
 
 from .errors import InputError
-from .module import CompiledModule
 from .lowering import packed_input
+from .module import CompiledModule
 from .pack import unpack_activation
 from .quantize import kernel_for
 from .reference import check_feeds

@@ -1,7 +1,8 @@
 """ALU injection: ``pragma alu`` element-wise loops on the accumulator -> VTA ALU micro-ops.
 
 A stage ``D[i] = f(S[i])`` where ``f`` is a chain of add/sub/min/max/shifts/multiply by
-immediates or by another accumulator buffer (a right shift by a buffer: per-lane amounts) becomes one in-place ALU loop nest per operation on
+immediates or by another accumulator buffer (a right shift by a buffer: per-lane amounts)
+becomes one in-place ALU loop nest per operation on
 ``S``'s storage; ``D`` is then an alias of ``S`` (TVM's in-place storage rewrite).
 """
 
