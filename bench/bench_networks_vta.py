@@ -85,7 +85,7 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
         print(msg, flush=True)
     for k in vmacs:
         c = ts.get(k) or perf.get(k)
-        knobs = module.kernels[k].tiling if k in module.kernels else None
+        knobs = module.kernels[k].knobs if k in module.kernels else None
         rec["layers"][k] = {"macs": vmacs[k], "perf": perf.get(k), "tsim": ts.get(k),
                             "util": vmacs[k] / cfg.macs_per_cycle / c if c else None,
                             "knobs": knobs}

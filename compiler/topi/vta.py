@@ -357,10 +357,10 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
         k = conv2d_knobs(data_shape, kernel_shape, strides, padding, config,
                          dilation=dilation, groups=groups, epilogue=epi)
     _check_knobs(k)
-    if not conv2d_valid(k, data_shape, kernel_shape, strides, padding, config, dilation,
-                        groups):
-        raise ScheduleError(f"conv2d knobs {k} do not fit this configuration's buffers (or "
-                            f"do not divide the layer / its {groups} group(s))")
+    opg = kernel_shape[0] // groups
+    if groups > 1 and opg > 1 and opg % k["tile_co"]:
+        raise ScheduleError(f"group conv2d: tile_co={k['tile_co']} must divide the {opg} output "
+                            "tiles per group")
     s = conv2d_packed_schedule(env, t, k)
     args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) \
         + ([t["shift"]] if shift_vector else []) + [t["res"]]
@@ -567,9 +567,6 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     epi = Epilogue(bias, shift, relu, clip, shift_vector)
     kn = {"tile_b": 1, "tile_co": 1, "tile_ci": 1, "oc_nthread": 1}
     kn.update(knobs if knobs else dense_knobs(n, k, m, config, epi))
-    if not dense_valid(kn, n, k, m, config):
-        raise ScheduleError(f"dense knobs {kn} do not fit this configuration's buffers (or do "
-                            "not divide the layer)")
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     weight = te.placeholder(tuple(weight_shape), name="weight", dtype=env.wgt_dtype)
     data_buf = te.compute(data.shape, lambda *i: data(*i), name="data_buf")
