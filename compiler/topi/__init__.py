@@ -17,6 +17,7 @@ from .pack import (
 )
 from .vta import (
     KNOB_NAMES,
+    MAX_VIRTUAL_THREADS,
     Epilogue,
     Operator,
     TransposedConv,
@@ -24,17 +25,22 @@ from .vta import (
     conv2d_fits,
     conv2d_knob_space,
     conv2d_knobs,
+    conv2d_out_hw,
     conv2d_packed,
     conv2d_packed_compute,
     conv2d_packed_schedule,
     conv2d_reference,
     conv2d_transpose_packed,
     conv2d_transpose_reference,
+    conv2d_valid,
+    dense_knob_space,
     dense_knobs,
     dense_packed,
     dense_reference,
+    dense_valid,
     elementwise_packed,
     group_conv2d_packed,
+    pads4,
 )
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "conv2d_packed_schedule", "conv2d_knobs", "conv2d_knob_space", "conv2d_fits",
     "conv2d_reference", "conv2d_acc_reference", "group_conv2d_packed",
     "conv2d_transpose_packed", "conv2d_transpose_reference", "dense_packed", "dense_knobs",
-    "dense_reference", "defaults",
+    "dense_reference", "defaults", "MAX_VIRTUAL_THREADS", "conv2d_out_hw", "conv2d_valid",
+    "dense_knob_space", "dense_valid", "pads4",
     "elementwise_packed",
 ]

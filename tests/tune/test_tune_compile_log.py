@@ -38,5 +38,21 @@ def test_tuning_log_applies_best_knobs(tmp_path) -> None:
             m = load_module(mod)
             assert m.tuned_knobs, "no layer matched the tuned workload"
             assert all(k == best for k in m.tuned_knobs.values())
+            _check_tuned_cycles(m, res.best_cost, x)
     # a schedule changes how, not what: the int8 network computes the same bits
     assert np.array_equal(outs["plain"], outs["tuned"])
+
+
+def _check_tuned_cycles(m, best_cost: float, x: np.ndarray) -> None:  # noqa: ANN001
+    """The manifest carries the cycles `vta tune` measured, and running the module's own
+    program on the perf backend reproduces them."""
+    from vta.compiler.graph.executor import Executor, RunReport
+
+    tuned = [k for k in m.kernels.values() if k.source == "tuning-log"]
+    assert tuned and all(k.cycles == best_cost for k in tuned)
+    rep = RunReport("perf")
+    with Executor(m, "perf") as ex:
+        ex.run({next(iter(m.graph.inputs)): x}, rep)
+    got = {r.node: r.cycles for r in rep.layers}
+    for k in tuned:
+        assert got[k.node] == best_cost, (k.node, got[k.node], best_cost)

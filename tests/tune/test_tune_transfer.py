@@ -139,10 +139,11 @@ def test_four_virtual_threads_are_in_the_space_change_the_program_and_are_exact(
     rng = np.random.default_rng(5)
     data = rng.integers(-128, 128, (1, 2, 8, 8, 1, 4), dtype=np.int8)
     kernel = rng.integers(-128, 128, (4, 2, 3, 3, 4, 4), dtype=np.int8)
+    bias = rng.integers(-1000, 1000, (1, 4, 1, 1, 1, 4), dtype=np.int32)
     op = conv2d_packed((1, 2, 8, 8, 1, 4), (4, 2, 3, 3, 4, 4), strides=(1, 1), padding=(1, 1),
                        knobs=dict(four.values), config=small, target="fsim", **EPILOGUE)
-    ref = conv2d_reference(data, kernel, (1, 1), (1, 1), op.info["epilogue"])
-    assert np.array_equal(op(data, kernel), ref)
+    ref = conv2d_reference(data, kernel, (1, 1), (1, 1), op.info["epilogue"], bias=bias)
+    assert np.array_equal(op(data, kernel, bias), ref)
 
 
 @pytest.mark.sim

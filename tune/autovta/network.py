@@ -244,15 +244,16 @@ class NetworkPerf:
         return not self.unmapped
 
 
-def lower_layer(layer: VTALayer, cfg: Config) -> bytes:
+def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
     """The layer's program for ``cfg`` as the compiler builds it (its template with the
     default knobs for ``cfg``, recorded), at placeholder addresses (raises a VTAError, e.g.
     ``LoweringError``, when it does not fit the buffers)."""
     from vta.compiler.graph.lowering import record_layer
+    from vta.isa import decode_program
 
     vl = layer.plan(cfg)
     r = record_layer(vl.operator(cfg, vl.default(cfg).knobs))
-    return r.rec.relocate(0, sum(-(-s // 256) * 256 for s in r.sizes))
+    return decode_program(r.rec.relocate(0, sum(-(-s // 256) * 256 for s in r.sizes)), cfg)
 
 
 def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPerf:
