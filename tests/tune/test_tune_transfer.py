@@ -155,7 +155,8 @@ def test_relative_features_are_reload_factors(small) -> None:
     from vta.tune.workloads import parse_workload
 
     checked = 0
-    for hw_, th, tw in ((8, 4, 8), (16, 4, 4), (16, 2, 16), (8, 8, 8)):
+    # (8, 8, 8) does not fit with the bias vector in the accumulator; (16, 4, 8) does
+    for hw_, th, tw in ((8, 4, 8), (16, 4, 4), (16, 2, 16), (8, 8, 8), (16, 4, 8)):
         task = parse_workload(f"conv2d:H={hw_},W={hw_},CI=8,CO=8,K=3,S=1,P=1", small)
         e = task.space.from_values(dict(tile_b=1, tile_h=th, tile_w=tw, tile_ci=2, tile_co=2,
                                         oc_nthread=1, h_nthread=1))
