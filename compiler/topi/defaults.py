@@ -4,8 +4,9 @@ vta.sim.perf, the kit's one cycle estimator.
 A candidate is built (te compute -> schedule -> the tir pass pipeline -> code generation in
 record mode) and its recorded program timed by the performance model. Spaces of at most
 :data:`BUDGET` valid settings are searched exhaustively; larger ones start from a few seeds
-(the largest tiles that fit, one per virtual-thread arrangement) and climb to the best
-neighbour (one knob one step up or down) until no neighbour is faster or the budget is spent.
+(the largest tiles that fit, one per virtual-thread arrangement) and, from each seed in turn
+(the fastest first), move to the best neighbour (one knob one step up or down) until no
+neighbour is faster; the search stops when the budget is spent.
 The search is deterministic. Results are cached per (workload, configuration, kit version) in
 the user cache (``vta.isa.fileio.user_cache_dir("knobs")``), so recompiles are fast.
 """
@@ -26,9 +27,9 @@ from vta.isa.fileio import user_cache_dir, write_atomic
 from ..errors import ScheduleError
 
 #: Evaluations per workload before the search stops (exhaustive below this).
-BUDGET = 20
+BUDGET = 24
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 3
+SCHEMA = 4
 
 
 @dataclass(frozen=True)
@@ -98,32 +99,41 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
         threads = sorted({(c.get("oc_nthread", 1), c.get("h_nthread", 1)) for c in cands})
         seeds = [max((c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1))
                       == t), key=seed_key) for t in threads]
-        for c in seeds[:max(1, budget // 3)]:
+        for c in seeds:
             ev(c)
         valid_keys = {tuple(c[n] for n in names) for c in cands}
-        cur = min(seen, key=lambda k: (seen[k], k))
-        while len(seen) < budget:
-            nbrs = []
-            for i, n in enumerate(names):
-                vals = space[n]
-                j = vals.index(cur[i])
-                for jj in (j - 1, j + 1):
-                    if 0 <= jj < len(vals):
-                        k = cur[:i] + (vals[jj],) + cur[i + 1:]
-                        if k in valid_keys and k not in seen:
-                            nbrs.append(k)
-            if not nbrs:
-                break
-            for k in nbrs[:budget - len(seen)]:
-                ev(dict(zip(names, k)))
-            best = min(seen, key=lambda k: (seen[k], k))
-            if best == cur:
-                break
-            cur = best
+        # descend from every seed, the fastest first, while the budget lasts
+        for start in sorted((tuple(c[n] for n in names) for c in seeds),
+                            key=lambda k: (seen[k], k)):
+            _descend(start, space, names, valid_keys, seen, ev, budget)
     best = min(seen, key=lambda k: (seen[k], k))
     if seen[best] == float("inf"):
         raise ScheduleError("no knob setting of this layer lowers onto this configuration")
     return Choice(dict(zip(names, best)), seen[best], len(seen))
+
+
+def _descend(cur: tuple, space: dict[str, list[int]], names: list[str], valid_keys: set,
+             seen: dict[tuple, float], ev: Callable[[dict[str, int]], float],
+             budget: int) -> None:
+    """Best-neighbour descent (one knob one step up or down) from ``cur``."""
+    while len(seen) < budget:
+        nbrs = []
+        for i, n in enumerate(names):
+            vals = space[n]
+            j = vals.index(cur[i])
+            for jj in (j - 1, j + 1):
+                if 0 <= jj < len(vals):
+                    k = cur[:i] + (vals[jj],) + cur[i + 1:]
+                    if k in valid_keys and k not in seen:
+                        nbrs.append(k)
+        if not nbrs:
+            return
+        for k in nbrs[:budget - len(seen)]:
+            ev(dict(zip(names, k)))
+        best = min([cur, *nbrs], key=lambda k: (seen.get(k, float("inf")), k))
+        if best == cur:
+            return
+        cur = best
 
 
 # ----------------------------------------------------------------------------- cache
@@ -185,7 +195,7 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
           "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
           "groups": groups, "epilogue": _epi_key(epilogue), "threads": threads}
-    return _cached(wl, cfg, lambda: search(space, valid, seed_key, cost))
+    return _cached(wl, cfg, lambda: search(space, valid, seed_key, cost, BUDGET))
 
 
 def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
@@ -204,7 +214,7 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}
     return _cached(wl, cfg, lambda: search(
         space, lambda v: T.dense_valid(v, n, k, m, cfg),
-        lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]), cost))
+        lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]), cost, BUDGET))
 
 
 __all__ = ["BUDGET", "Choice", "search", "conv2d_default", "dense_default", "program_cycles"]
