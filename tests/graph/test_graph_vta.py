@@ -353,3 +353,44 @@ def test_per_channel_shifts_on_vta(cfg_name) -> None:
                             / np.linalg.norm(g.params["w"].reshape(36, -1), axis=1)))
     # worst channel's relative weight error
     assert werrs[1] < 0.3 * werrs[0] and errs[1] <= errs[0]
+
+
+@pytest.mark.tsim
+def test_recorded_layers_on_tsim_small_config(small_cfg) -> None:
+    """A compiled module's recorded programs on the Verilator RTL (small config): a plain, a
+    strided, a depthwise conv and a dense layer give the int8 reference's bits, and each
+    layer's tsim cycles are within 10% of the perf-model cycles the manifest records."""
+    from tests.conftest import require_tool
+
+    require_tool("verilator")
+    rng = np.random.default_rng(9)
+
+    def w(*s):  # noqa: ANN002, ANN202
+        return (rng.standard_normal(s) * np.sqrt(2 / np.prod(s[1:]))).astype(np.float32)
+
+    relu = {"activation": "relu", "act_min": 0.0, "act_max": None}
+    conv = {"pads": [1] * 4, "dilations": [1, 1]}
+    nodes = [Node("Conv", "c1", ["x", "w1", "b1"], ["y1"],
+                  dict(conv, strides=[1, 1], group=1, **relu)),
+             Node("Conv", "c2", ["y1", "w2", "b2"], ["y2"],
+                  dict(conv, strides=[2, 2], group=1, **relu)),
+             Node("Conv", "dw", ["y2", "w3", "b3"], ["y3"],
+                  dict(conv, strides=[1, 1], group=16, **relu)),
+             Node("Flatten", "flat", ["y3"], ["f"], {"axis": 1}),
+             Node("Dense", "fc", ["f", "wf", "bf"], ["y"], {})]
+    params = {"w1": w(8, 4, 3, 3), "b1": w(8) * 0.1, "w2": w(16, 8, 3, 3), "b2": w(16) * 0.1,
+              "w3": w(16, 1, 3, 3), "b3": w(16) * 0.1, "wf": w(10, 16 * 4 * 4),
+              "bf": w(10) * 0.1}
+    g = Graph(nodes, {"x": TensorInfo((1, 4, 8, 8))}, ["y"], params, "mini")
+    m = compile_graph(g, small_cfg, keep_first_float=False)
+    assert {k for k, v in m.partition.items() if v == "vta"} == {"c1", "c2", "dw", "fc"}
+    x = rand_input(g, 2)
+    ref = run_quantized(m.graph, x)["y"]
+    rep = RunReport("tsim")
+    with Executor(m, "tsim") as ex:
+        out = ex.run(x, rep)["y"]
+    np.testing.assert_array_equal(out, ref)
+    for r in rep.layers:
+        if r.where == "tsim":
+            est = m.kernels[r.node].cycles
+            assert abs(r.cycles - est) <= 0.1 * r.cycles, (r.node, r.cycles, est)
