@@ -360,7 +360,7 @@ def test_recorded_layers_on_tsim_small_config(small_cfg) -> None:
     """A compiled module's recorded programs on the Verilator RTL (small config): a plain, a
     strided, a depthwise conv and a dense layer give the int8 reference's bits, and each
     layer's tsim cycles are within 10% of the perf-model cycles the manifest records."""
-    from tests.conftest import require_tool
+    from ..conftest import require_tool
 
     require_tool("verilator")
     rng = np.random.default_rng(9)
