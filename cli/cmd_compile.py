@@ -18,8 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--board", metavar="B", help="use a board's default configuration "
                                                 "(see `vta boards`)")
     p.add_argument("--tuning-log", metavar="L",
-                   help="a `vta tune` log: VTA convs whose workload it has tuned run with the "
-                        "best knobs found")
+                   help="a `vta tune` log: VTA layers whose workload it has tuned are compiled "
+                        "with the best knobs found (the manifest records them and the cycles "
+                        "they were measured at); the others get their template's default")
     p.add_argument("--calib", nargs="+", metavar="X.npy", default=[],
                    help="calibration inputs (one input or a stack); default: 4 synthetic "
                         "standard-normal inputs")
@@ -34,9 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "VTA applies the shifts as a vector ALU SHR")
     p.add_argument("--quantize-first", action="store_true",
                    help="quantize the first convolution too (default: it stays float)")
-    p.add_argument("--buffering", choices=("auto", "single", "double"), default="auto",
-                   help="VTA buffer use per layer: auto picks the fewest cycles (performance "
-                        "model); single gives fewer, larger instructions (faster on fsim)")
+    p.add_argument("--buffering", choices=("auto", "single"), default="auto",
+                   help="default schedules: auto picks the fewest cycles (vta.sim.perf) among "
+                        "all knobs, virtual threads included; single keeps to one thread "
+                        "(fewer, larger instructions: faster on fsim)")
     p.add_argument("--host-llvm", action="store_true",
                    help="build the float CPU layers with the operator compiler's LLVM backend "
                         "and store their LLVM IR in the module (host/*.ll)")
@@ -62,15 +64,21 @@ def run(args: argparse.Namespace) -> int:
         cfg = _board_config(args.board)
     else:
         cfg = config_from_args(args)
+    tuned = None
+    if args.tuning_log:
+        from vta.tune.vta_tasks import tuning_lookup
+
+        tuned = tuning_lookup(args.tuning_log, cfg)
     graph = load_onnx(args.model)
     samples = load_samples(graph, args.calib) if args.calib else []
     module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
                            cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
                            keep_first_float=not args.quantize_first, board=board,
-                           slots={"auto": None, "single": 1, "double": 2}[args.buffering],
+                           threads=args.buffering == "auto", tuned=tuned,
                            host_llvm=args.host_llvm, per_channel=args.per_channel)
     if args.tuning_log:
-        _apply_tuning_log(module, args.tuning_log)
+        module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
+                            f"{len(module.tuned_knobs)} VTA layer(s)")
     module.save(args.output)
     print(summary(module, args.output))
     if args.report:
@@ -87,16 +95,6 @@ def _board_config(name: str):  # -> Config
         raise ConfigError(f"--board needs vta.boards, which is not available ({e}); use "
                           f"--config FILE instead") from None
     return get_board(name).default_config
-
-
-def _apply_tuning_log(module, path: str) -> None:  # noqa: ANN001
-    """Store the best knobs of every VTA conv whose workload the log has tuned; those layers
-    then run through the operator compiler with them."""
-    from vta.tune.vta_tasks import tuned_knobs_for_module
-
-    module.tuned_knobs = tuned_knobs_for_module(module, path)
-    module.notes.append(f"tuning log {path}: tuned knobs applied to "
-                        f"{len(module.tuned_knobs)} VTA layer(s)")
 
 
 def summary(m, out: str) -> str:  # noqa: ANN001

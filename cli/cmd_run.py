@@ -17,9 +17,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="fsim", choices=("fsim", "tsim", "rtl", "perf", "cpu"),
                    help="where VTA layers run (default fsim); cpu runs everything on the host")
     p.add_argument("-o", "--output", metavar="Y.npy", help="write the (first) output here")
-    p.add_argument("--kernels", choices=("module", "topi"), default="module",
-                   help="VTA layers: the module's instruction streams (default) or the operator "
-                        "compiler's conv2d schedules (vta.compiler.topi), built at load time")
     p.add_argument("--host", choices=("numpy", "llvm"), default="numpy",
                    help="CPU float layers: numpy (default, the reference) or LLVM-compiled "
                         "kernels of the operator compiler where it has them")
@@ -91,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             module = compile_graph(graph, config_from_args(args))
         cfg = module.cfg
         with Executor(module, args.target, progress=progress_printer(),
-                      lowering=args.kernels, host=args.host) as ex:
+                      host=args.host) as ex:
             outs = ex.run(feeds, report)
     y = outs[graph.outputs[0]]
     if args.output:

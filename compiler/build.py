@@ -167,6 +167,32 @@ class VtaModule:
         return outs
 
 
+def record_func(func: PrimFunc, cfg: Config, offsets: Sequence[int] | None = None,
+                arena_size: int | None = None) -> Any:
+    """Record the VTA program of a lowered function without a device (code generation in
+    record mode): parameter ``k`` is the arena buffer at byte ``offsets[k]`` (default: one
+    after another, 256-byte aligned). Returns the relocatable
+    :class:`~vta.runtime.record.RecordedProgram` (data addresses relative to the arena,
+    micro-ops in its own segment)."""
+    from vta.runtime.arena import Arena
+    from vta.runtime.queue import CommandQueue
+
+    from .codegen.vta import emit
+
+    sizes = [_nbytes(p) for p in func.params]
+    if offsets is None:
+        offsets, off = [], 0
+        for n in sizes:
+            offsets.append(off)
+            off += _round_up(n, 256)
+    size = arena_size or max((o + n for o, n in zip(offsets, sizes)), default=256)
+    arena = Arena(cfg, size)  # np.zeros: pages are only touched if written
+    bufs = {p: arena.alloc_at(o, n) for p, o, n in zip(func.params, offsets, sizes)}
+    q = CommandQueue.recorder(cfg, arena, max_insns=1 << 30)
+    emit(func, cfg, q, bufs)
+    return q.record()
+
+
 def _nbytes(p: Buffer) -> int:
     return int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize
 
@@ -191,19 +217,22 @@ def build(sch: Schedule, args: Sequence[Tensor], target: str = "fsim",
           config: Config | None = None, name: str = "main", **opts: Any) -> Any:
     """Compile a schedule into a callable on numpy arrays.
 
-    ``target``: "fsim", "tsim", "rtl", "perf", "pynq" (VTA, through vta.runtime) or "cpu"
-    (LLVM JIT). ``config`` is the VTA configuration (default: the PYNQ one).
+    ``target``: "fsim", "tsim", "rtl", "perf", "pynq" (VTA, through vta.runtime; ``config``,
+    the VTA configuration, is required) or "cpu" (LLVM JIT, no configuration).
     """
     if target not in TARGETS:
         raise CodegenError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    cfg = config if config is not None else Config()
+    cfg = config
     if target in ("cpu", "llvm"):
         from .codegen.llvm import build_cpu
 
         return build_cpu(sch, args, name=name, **opts)
+    if cfg is None:
+        raise CodegenError(f"building for {target} needs the VTA configuration (config=)")
     func = lower_vta(sch, args, cfg, name, verify_each=opts.pop("verify_each", True),
                      init_in_first_iteration=opts.pop("init_in_first_iteration", False))
     return VtaModule(func, cfg, args, target, opts.pop("device", None))
 
 
-__all__ = ["build", "lower_vta", "vta_pipeline", "VtaModule", "TARGETS", "VTA_TARGETS"]
+__all__ = ["build", "lower_vta", "record_func", "vta_pipeline", "VtaModule", "TARGETS",
+           "VTA_TARGETS"]

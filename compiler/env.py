@@ -25,8 +25,8 @@ class Env:
     dma_copy = "dma_copy"
     alu = "alu"
 
-    def __init__(self, cfg: Config | None = None):
-        self.cfg = cfg if cfg is not None else Config()
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
 
     @property
     def BATCH(self) -> int:  # noqa: N802 - TVM spelling

@@ -13,7 +13,7 @@ intensity) that let a model trained on one workload rank another's (transfer lea
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,9 @@ from .measure import WrongResult, register_measurer
 from .task import Task, features, template
 from .workloads import Workload, WorkloadError, register_workload
 
-#: A quantized conv's epilogue (shift, relu, clip to int8) as the networks compile it.
-EPILOGUE = {"shift": 8, "relu": True, "clip": (0, 127)}
+#: A quantized layer's epilogue as the networks compile it (bias preloaded into the
+#: accumulator, shift, clip: the same ALU passes, so a tuned program is the module's program).
+EPILOGUE = {"bias": True, "shift": 8, "clip": (0, 127)}
 
 
 def _cfg(params: dict[str, int]) -> Config:
@@ -36,56 +37,30 @@ def _cfg(params: dict[str, int]) -> Config:
 def conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int, sh: int,
                     sw: int, ph: int, pw: int, config: dict[str, int]):
     """Packed conv2d; shapes in tiles (n/BATCH, ci/BLOCK_IN, co/BLOCK_OUT)."""
-    from vta.compiler.topi import conv2d_fits, conv2d_knob_space, conv2d_packed
+    from vta.compiler.topi import conv2d_knob_space, conv2d_packed, conv2d_valid
 
     hw = _cfg(config)
     data_shape = (n, ci, h, w, hw.batch, hw.block_in)
     kernel_shape = (co, ci, kh, kw, hw.block_out, hw.block_in)
     for name, cands in conv2d_knob_space(data_shape, kernel_shape, (sh, sw), (ph, pw)).items():
         cfg.define_knob(name, cands)
-    cfg.add_constraint(lambda e: _conv_valid(dict(e.values), data_shape, kernel_shape, (sh, sw),
-                                             hw, conv2d_fits))
+    cfg.add_constraint(lambda e: conv2d_valid(dict(e.values), data_shape, kernel_shape,
+                                              (sh, sw), (ph, pw), hw))
     if not hasattr(cfg, "index"):  # definition mode: nothing to build
         return None
     return conv2d_packed(data_shape, kernel_shape, strides=(sh, sw), padding=(ph, pw),
                          knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
 
 
-#: Virtual threads a conv2d configuration may use in all (oc_nthread x h_nthread): the compiler
-#: interleaves nested cthread axes, so 2 x 2 = four threads is a real, distinct program.
-MAX_VIRTUAL_THREADS = 4
-
-
-def _conv_valid(k: dict[str, int], data_shape, kernel_shape, strides, hw: Config, fits) -> bool:
-    oh = data_shape[2] // k["tile_h"]
-    co_tiles = kernel_shape[0] // k["tile_co"]
-    return (fits(k, kernel_shape, strides, hw)
-            and (k["h_nthread"] == 1 or oh % k["h_nthread"] == 0)
-            and (k["oc_nthread"] == 1 or co_tiles % k["oc_nthread"] == 0)
-            and k["h_nthread"] * k["oc_nthread"] <= MAX_VIRTUAL_THREADS)
-
-
 @template("vta.dense")
 def dense_template(cfg, n: int, k: int, m: int, config: dict[str, int]):
     """Packed dense; shapes in tiles (n/BATCH, k/BLOCK_IN, m/BLOCK_OUT)."""
-    from vta.compiler.topi import dense_packed
+    from vta.compiler.topi import dense_knob_space, dense_packed, dense_valid
 
     hw = _cfg(config)
-    div = [[d for d in range(1, x + 1) if x % d == 0] for x in (n, k, m)]
-    cfg.define_knob("tile_b", div[0])
-    cfg.define_knob("tile_ci", div[1])
-    cfg.define_knob("tile_co", div[2])
-    cfg.define_knob("oc_nthread", [1, 2])
-
-    def fits(e) -> bool:
-        v = e.values
-        nt = v["oc_nthread"]
-        return ((m // v["tile_co"]) % nt == 0
-                and nt * v["tile_b"] * v["tile_ci"] <= hw.inp_depth
-                and nt * v["tile_co"] * v["tile_ci"] <= hw.wgt_depth
-                and nt * v["tile_b"] * v["tile_co"] <= hw.acc_depth)
-
-    cfg.add_constraint(fits)
+    for name, cands in dense_knob_space(n, k, m).items():
+        cfg.define_knob(name, cands)
+    cfg.add_constraint(lambda e: dense_valid(dict(e.values), n, k, m, hw))
     if not hasattr(cfg, "index"):
         return None
     return dense_packed((n, k, hw.batch, hw.block_in), (m, k, hw.block_out, hw.block_in),
@@ -113,11 +88,11 @@ def _fresh_device(op: Any, target: str) -> Any:
 
 
 def measure_perf(op: Any, **_: Any) -> float:
-    """Cycles of the operator's program on the performance model (cold start)."""
-    op.build("perf", device=_fresh_device(op, "perf"))
-    args = [np.zeros(t.shape, np.dtype(t.dtype)) for t in op.args]
-    stats = op.module(*args)
-    return float(stats["cycles"])
+    """Cycles of the operator's recorded program on vta.sim.perf (cold start): the same
+    lowering, recording and estimate as the compiler's default knobs and a module's layers."""
+    from vta.compiler.topi.defaults import program_cycles
+
+    return program_cycles(op)[0]
 
 
 def measure_tsim(op: Any, **_: Any) -> float:
@@ -129,10 +104,12 @@ def measure_tsim(op: Any, **_: Any) -> float:
     out = np.zeros(op.out_shape, np.dtype(op.out_dtype))
     stats = op.module(*ins, out)
     epi = op.info.get("epilogue")
+    bias = ins[2] if epi.bias else None
     if op.name.startswith("conv2d"):
-        ref = conv2d_reference(ins[0], ins[1], op.info["strides"], op.info["padding"], epi)
+        ref = conv2d_reference(ins[0], ins[1], op.info["strides"], op.info["padding"], epi,
+                               bias=bias)
     else:
-        ref = dense_reference(ins[0], ins[1], epi)
+        ref = dense_reference(ins[0], ins[1], epi, bias=bias)
     if not np.array_equal(out, ref):
         raise WrongResult(f"{int((out != ref).sum())} output elements differ from numpy")
     return float(stats["cycles"])
@@ -398,22 +375,37 @@ def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
     return list(tasks.values())
 
 
-def tuned_knobs_for_module(module: Any, log_path: str | Path) -> dict[str, dict[str, int]]:
-    """Layer -> best knobs of its workload in a tuning log, for a compiled module's VTA convs
-    (what ``vta compile --tuning-log`` stores in the module)."""
+def layer_task(layer: Any, cfg: Config) -> Task | None:
+    """The tuning task of a compiled VTA layer (vta.compiler.graph.lowering.VtaLayer), None
+    when no template expresses it (groups, dilation, asymmetric padding)."""
+    if layer.template == "dense":
+        (n, k), (m, _) = layer.data, layer.kernel
+        return Task.create("vta.dense", (n, k, m, cfg.params))
+    pt, pl, pb, pr = layer.padding
+    if layer.groups != 1 or layer.dilation != (1, 1) or pt != pb or pl != pr:
+        return None
+    n, ci, h, w = layer.data
+    co, _, kh, kw = layer.kernel
+    return Task.create("vta.conv2d", (n, ci, h, w, co, kh, kw, *layer.strides, pt, pl,
+                                      cfg.params))
+
+
+def tuning_lookup(log_path: str | Path, cfg: Config
+                  ) -> Callable[[Any], tuple[dict[str, int], float] | None]:
+    """What ``vta compile --tuning-log`` gives the compiler: layer -> (best knobs, measured
+    cycles) of its workload in the log, or None when the log has not tuned it."""
     from .log import best_per_workload
 
     best = best_per_workload(log_path)
-    out: dict[str, dict[str, int]] = {}
-    for n in module.graph.nodes:
-        if n.op != "QConv" or module.partition.get(n.name) != "vta":
-            continue
-        t = conv_task(n.attrs, module.shapes[n.inputs[0]],
-                      module.graph.params[n.inputs[1]].shape, module.cfg)
+
+    def lookup(layer: Any) -> tuple[dict[str, int], float] | None:
+        t = layer_task(layer, cfg)
         rec = best.get(t.key) if t is not None else None
-        if rec is not None:
-            out[n.name] = dict(rec.config["values"])
-    return out
+        if rec is None:
+            return None
+        return dict(rec.config["values"]), float(rec.cost)
+
+    return lookup
 
 
 def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
@@ -438,7 +430,7 @@ def knob_values(entity: Any) -> dict[str, Any]:
     return dict(entity.values)
 
 
-__all__ = ["N_FEATURES", "N_RELATIVE", "MAX_VIRTUAL_THREADS", "RESNET18_LAYERS",
-           "resnet18_task", "tasks_from_model", "conv_task",
-           "tuned_knobs_for_module", "ir_features", "relative_features",
+__all__ = ["N_FEATURES", "N_RELATIVE", "RESNET18_LAYERS",
+           "resnet18_task", "tasks_from_model", "conv_task", "layer_task", "tuning_lookup",
+           "ir_features", "relative_features",
            "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]

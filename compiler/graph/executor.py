@@ -2,7 +2,8 @@
 
 The executor keeps activations as numpy arrays; a VTA layer packs its input into the arena at
 the offset the memory plan gave it, runs its (relocated) instruction stream on the device and
-unpacks the output. CPU layers use the int8 reference kernels (bit-exact with VTA) and the
+unpacks the output. It lowers nothing: every VTA program was compiled into the module.
+CPU layers use the int8 reference kernels (bit-exact with VTA) and the
 float kernels. ``target="cpu"`` runs every layer on the CPU.
 """
 
@@ -20,8 +21,9 @@ from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
 
 from .errors import InputError
+from .lowering import packed_input
 from .module import CompiledModule
-from .pack import pack_activation, unpack_activation
+from .pack import unpack_activation
 from .quantize import kernel_for
 from .reference import check_feeds
 
@@ -112,16 +114,13 @@ class Executor:
 
     def __init__(self, module: CompiledModule, target: str = "fsim", *,
                  progress: Callable[[int, int, str], None] | None = None,
-                 arena_base: int = 0, lowering: str = "module", host: str = "numpy") -> None:
+                 arena_base: int = 0, host: str = "numpy") -> None:
         if target not in TARGETS:
             raise InputError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-        if lowering not in ("module", "topi"):
-            raise InputError(f"unknown lowering {lowering!r}; use module or topi")
         self.m, self.target, self.progress = module, target, progress
         if host not in ("numpy", "llvm"):
             raise InputError(f"unknown host kernels {host!r}; use numpy or llvm")
-        self.lowering, self.host = lowering, host
-        self._topi: dict[str, Any] = {}
+        self.host = host
         self._host: dict[str, Any] = {}
         self.cfg = module.cfg
         self.dev = None
@@ -176,10 +175,7 @@ class Executor:
             where = m.partition.get(n.name, "cpu") if self.dev is not None else "cpu"
             t0 = time.perf_counter()
             cycles = None
-            use_topi = self.lowering == "topi" or n.name in m.tuned_knobs
-            if where == "vta" and use_topi and self._topi_op(n) is not None:
-                res = [self._run_topi(n, env)]
-            elif where == "vta" and n.name in self.programs:
+            if where == "vta" and n.name in self.programs:
                 out, cycles = self._run_vta(n, env[n.inputs[0]])
                 if out is None:  # a timing-only device (perf): the data comes from the spec
                     out = kernel_for(n.op)(n, [env[i] for i in n.inputs])[0]
@@ -215,47 +211,11 @@ class Executor:
             self._host[n.name] = host_kernel(n, self.m.shapes, self.m.graph.params)
         return self._host[n.name]
 
-    def _topi_op(self, n: Any) -> Any:
-        """The operator compiler's conv2d for this layer (None when it cannot express it:
-        asymmetric padding, dilation, a left shift, a dense layer with a bias)."""
-        if n.name in self._topi:
-            return self._topi[n.name]
-        op = None
-        a = n.attrs
-        pads = a.get("pads", [0, 0, 0, 0])
-        if n.op == "QConv" and pads[0] == pads[2] and pads[1] == pads[3] \
-                and a["dilations"] == [1, 1] and isinstance(a["shift"], int) \
-                and a["shift"] >= 0 and a["group"] == 1:
-            from vta.compiler import topi
-
-            cfg = self.cfg
-            xs = self.m.shapes[n.inputs[0]]
-            w = self.m.graph.params[n.inputs[1]]
-            dshape = (-(-xs[0] // cfg.batch), -(-xs[1] // cfg.block_in), xs[2], xs[3],
-                      cfg.batch, cfg.block_in)
-            kshape = (-(-w.shape[0] // cfg.block_out), -(-w.shape[1] // cfg.block_in),
-                      w.shape[2], w.shape[3], cfg.block_out, cfg.block_in)
-            op = topi.conv2d_packed(dshape, kshape, strides=tuple(a["strides"]),
-                                    padding=(pads[0], pads[1]), bias=True, shift=a["shift"],
-                                    clip=(a["lo"], a["hi"]), config=cfg, target=self.target,
-                                    knobs=self.m.tuned_knobs.get(n.name))
-        self._topi[n.name] = op
-        return op
-
-    def _run_topi(self, n: Any, env: Mapping[str, Any]) -> np.ndarray:
-        from vta.compiler.topi import pack as tp
-
-        op, cfg = self._topi[n.name], self.cfg
-        x, w, b = (env[i] for i in n.inputs)
-        y = op(tp.pack_nchw(x, cfg), tp.pack_oihw(w, cfg), tp.pack_bias(b, cfg))
-        return tp.unpack_nchw(y, x.shape[0], w.shape[0])
-
     def _run_vta(self, n: Any, x: np.ndarray) -> tuple[np.ndarray | None, int | None]:
         m, cfg = self.m, self.cfg
         kern = m.kernels[n.name]
         pb = m.plan.buffers
-        x4 = x.reshape(*x.shape, 1, 1) if x.ndim == 2 else x
-        packed = pack_activation(x4, cfg.batch, cfg.block)
+        packed = packed_input(x, cfg)
         ib = pb[kern.inp]
         self.view[ib.offset:ib.offset + packed.nbytes] = packed.reshape(-1).view(np.uint8)
         stats = self.dev.run(self.programs[n.name])

@@ -9,7 +9,12 @@ A module directory (written atomically: a temporary directory renamed into place
 - ``const.bin``: the constant region of the DRAM arena (packed weights, biases, micro-ops);
 - ``plan.json``: the static memory plan (arena size, offset of every tensor);
 - ``kernels/NNN_<layer>.bin``: the instruction stream of each VTA layer, addressed relative to
-  the arena base (relocated at load time).
+  the arena base (relocated at load time); its micro-ops are in the constant region.
+
+Every VTA layer is lowered by the operator compiler (:mod:`vta.compiler.graph.lowering`: topi
+template -> schedule with knobs -> tir passes -> code generation in record mode) with the knobs
+of a tuning log, else the template's default knobs (ranked by vta.sim.perf); the manifest
+records per layer the knobs, where they came from and the cycles they were measured at.
 """
 
 from __future__ import annotations
@@ -19,53 +24,54 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from vta.isa import Config, MemType, encode_uops
+from vta.isa import Config, MemType
+from vta.isa.errors import VTAError
 
 from .errors import ModuleError
 from .ir import Graph, Node
-from .pack import ceil_div, pack_weight, packed_nbytes
+from .lowering import Recorded, VtaLayer, gemm_macs, place, plan_layer, record_layer
+from .pack import packed_nbytes
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
 from .quantize import QuantInfo, layer_errors, quantize_graph, run_quantized, synthetic_samples
-from .vta_lower import (
-    Addrs,
-    LoweringError,
-    best_tiling,
-    choose_tiling,
-    concat_programs,
-    encode_fast,
-    group_plan,
-    layer_uops,
-    lower_conv,
-)
 
 FORMAT = "vta-module"
-VERSION = 1
+VERSION = 2
 VTA_OPS = ("QConv", "QDense")
+
+#: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
+#: its workload (built by vta.tune.vta_tasks.tuning_lookup; the compiler does not import tune).
+Lookup = Callable[[Any], "tuple[dict[str, int], float] | None"]
 
 
 @dataclass
 class Kernel:
-    """One VTA layer: its instruction stream and what it computes."""
+    """One VTA layer: its instruction stream, what it computes and the knobs it was built
+    with (``source``: "default" or "tuning-log"; ``cycles``: the perf model's estimate for a
+    default, the cycles `vta tune` measured for a tuned layer)."""
 
     node: str
     program: bytes
     macs: int
     gemm_macs: int  #: MACs the GEMM core executes (includes channel padding)
     insns: int
-    tiling: dict[str, int]
+    template: str
+    knobs: dict[str, int]
+    source: str
+    cycles: float
     inp: str
     out: str
 
     def meta(self, path: str) -> dict[str, Any]:
         return {"node": self.node, "program": path, "macs": self.macs,
-                "gemm_macs": self.gemm_macs, "insns": self.insns, "tiling": self.tiling,
+                "gemm_macs": self.gemm_macs, "insns": self.insns, "template": self.template,
+                "knobs": self.knobs, "knob_source": self.source, "cycles": self.cycles,
                 "input": self.inp, "output": self.out}
 
 
@@ -89,9 +95,11 @@ class CompiledModule:
     host_ir: dict[str, str] = field(default_factory=dict)
     #: output -> cosine / top-1 of the int8 graph against float on the first calibration input
     agreement: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: layer -> operator-compiler knobs from a tuning log (``vta compile --tuning-log``); such
-    #: layers run through vta.compiler.topi with these knobs
-    tuned_knobs: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def tuned_knobs(self) -> dict[str, dict[str, int]]:
+        """Layer -> knobs of the layers built with a tuning log's knobs."""
+        return {k: v.knobs for k, v in self.kernels.items() if v.source == "tuning-log"}
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -162,7 +170,6 @@ class CompiledModule:
             "kernels": kmeta,
             "host_kernels": hmeta,
             "notes": self.notes,
-            "tuned_knobs": self.tuned_knobs,
             "compile_seconds": round(self.compile_seconds, 3),
         }
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -200,8 +207,9 @@ def load_module(path: str | Path) -> CompiledModule:
         kernels = {}
         for name, km in m["kernels"].items():
             kernels[name] = Kernel(name, (d / km["program"]).read_bytes(), km["macs"],
-                                   km["gemm_macs"], km["insns"], km["tiling"], km["input"],
-                                   km["output"])
+                                   km["gemm_macs"], km["insns"], km["template"],
+                                   dict(km["knobs"]), km["knob_source"], km["cycles"],
+                                   km["input"], km["output"])
         q = m["quantization"]
         layers = [QuantInfo(**i) for i in q["layers"]]
         host_ir = {h["node"]: (d / h["llvm_ir"]).read_text() for h in m.get("host_kernels", [])}
@@ -214,8 +222,7 @@ def load_module(path: str | Path) -> CompiledModule:
                           m["partition"], {k: tuple(v) for k, v in m["shapes"].items()}, plan,
                           const, kernels, m.get("board"), m.get("fusion", []),
                           m.get("macs", {}), m.get("compile_seconds", 0.0), m.get("notes", []),
-                          host_ir, q.get("agreement", {}),
-                          {k: dict(v) for k, v in m.get("tuned_knobs", {}).items()})
+                          host_ir, q.get("agreement", {}))
 
 
 # ---------------------------------------------------------------------- compile
@@ -233,10 +240,13 @@ def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
 def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.ndarray]] = (),
                   float_layers: Iterable[str] = (), cpu_layers: Iterable[str] = (),
                   vta_ops: Iterable[str] = VTA_OPS, keep_first_float: bool = True,
-                  board: str | None = None, slots: int | None = None,
-                  host_llvm: bool = False, per_channel: bool = False) -> CompiledModule:
-    """Optimize, quantize, partition, plan and lower a float graph. ``slots`` forces single (1)
-    or double (2) buffering of the VTA layers; by default each layer picks the faster."""
+                  board: str | None = None, threads: bool = True,
+                  tuned: Lookup | None = None, host_llvm: bool = False,
+                  per_channel: bool = False) -> CompiledModule:
+    """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
+    through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
+    its template's default knobs; ``threads=False`` keeps default schedules to one virtual
+    thread (fewer, larger instructions: faster on fsim)."""
     t0 = time.perf_counter()
     og = optimize(g)
     samples = list(samples) or synthetic_samples(og)
@@ -246,96 +256,23 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     qg = qr.graph
     env = run_quantized(qg, samples[0], keep=True)
     shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
-    cpu_layers, vta_ops = set(cpu_layers), set(vta_ops)
-    partition: dict[str, str] = {}
-    notes: list[str] = []
-    geoms = {}
-    for n in qg.nodes:
-        where = "cpu"
-        if n.op in vta_ops and n.op in VTA_OPS and n.name not in cpu_layers:
-            try:
-                gp = group_plan(cfg, shapes[n.inputs[0]], qg.params[n.inputs[1]].shape,
-                                n.attrs)
-                choose_tiling(cfg, gp.geom)
-                where, geoms[n.name] = "vta", gp
-            except LoweringError as e:
-                notes.append(f"{n.name}: runs on the CPU (int8): {e}")
-        partition[n.name] = where
-    # ---------------------------------------------------------- memory plan
-    b, blk = cfg.batch, cfg.block
-    align = max(256, *(cfg.elem_bytes(t) for t in MemType))
-    sizes = {}
-    for t, shp in shapes.items():
-        if t in qr.exps and len(shp) in (2, 4):
-            sizes[t] = packed_nbytes(shp, b, blk)
-        else:
-            sizes[t] = int(np.prod(shp)) * 4 if shp else 4
-    consts: dict[str, int] = {}
-    blobs: dict[str, bytes] = {}
-    tilings = {}
-    for name, gp in geoms.items():
-        n = qg.node(name)
-        geom = gp.geom
-        w = qg.params[n.inputs[1]]
-        w4 = w.reshape(*w.shape, 1, 1) if w.ndim == 2 else w
-        wp = np.concatenate([pack_weight(sw.astype(np.int8), cfg.block_out, cfg.block_in)
-                             .reshape(-1) for sw in gp.slices(w4, cfg)])
-        bias = qg.params[n.inputs[2]].astype(np.int32)
-        op = gp.ob_total * cfg.block_out
-        bp = np.zeros((op // cfg.block_out, b, cfg.block_out), np.int32)
-        bp[:, :, :] = np.pad(bias, (0, op - len(bias))).reshape(-1, 1, cfg.block_out)
-        blobs[f"{name}.wgt"] = wp.tobytes()
-        blobs[f"{name}.bias"] = bp.tobytes()
-        if isinstance(n.attrs["shift"], list):  # per-channel shifts: a vector per block
-            sv = np.zeros((op // cfg.block_out, b, cfg.block_out), np.int32)
-            sh = np.asarray(n.attrs["shift"], np.int32)
-            sv[:, :, :] = np.pad(sh, (0, op - len(sh))).reshape(-1, 1, cfg.block_out)
-            blobs[f"{name}.shift"] = sv.tobytes()
-        for k in (f"{name}.wgt", f"{name}.bias", f"{name}.shift"):
-            if k in blobs:
-                consts[k] = len(blobs[k])
-        tilings[name] = best_tiling(cfg, geom) if slots is None else choose_tiling(cfg, geom,
-                                                                                  slots)
-        consts[f"{name}.uop"] = 4 * len(layer_uops(cfg, geom, tilings[name])[0])
-    plan = plan_memory(qg, sizes, consts, align=align)
+    partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
+                                            threads, tuned)
+    plan = _plan(qg, shapes, qr.exps, cfg, built)
     image = bytearray(plan.const_size)
     kernels: dict[str, Kernel] = {}
-    for name, gp in geoms.items():
+    pb = plan.buffers
+    for name, lb in built.items():
         n = qg.node(name)
-        geom = gp.geom
-        pb = plan.buffers
-        cbg, obg = ceil_div(geom.c, cfg.block_in), ceil_div(geom.o, cfg.block_out)
-        wslice = obg * cbg * geom.kh * geom.kw  # WGT elements per group
-        parts = []
-        for k in range(gp.count):
-            addrs = Addrs(inp=pb[n.inputs[0]].offset // cfg.inp_elem_bytes
-                          + k * cbg * geom.h * geom.w,
-                          wgt=pb[f"{name}.wgt"].offset // cfg.wgt_elem_bytes + k * wslice,
-                          bias=pb[f"{name}.bias"].offset // cfg.acc_elem_bytes + k * obg,
-                          out=pb[n.outputs[0]].offset // cfg.out_elem_bytes
-                          + k * obg * geom.oh * geom.ow,
-                          uop=pb[f"{name}.uop"].offset // 4,
-                          shift=pb[f"{name}.shift"].offset // cfg.acc_elem_bytes + k * obg
-                          if f"{name}.shift" in pb else -1)
-            part, uops = lower_conv(cfg, geom, addrs, shift=n.attrs["shift"],
-                                    lo=n.attrs["lo"], hi=n.attrs["hi"], tiling=tilings[name],
-                                    cb_total=gp.cb_total, ob_total=gp.ob_total)
-            parts.append(part)
-        insns = concat_programs(parts)
-        ub = encode_uops(uops, cfg)
-        for key, data in [(k, blobs[k]) for k in (f"{name}.wgt", f"{name}.bias",
-                                                  f"{name}.shift") if k in blobs] \
-                + [(f"{name}.uop", ub)]:
-            off = pb[key].offset
-            image[off:off + len(data)] = data
-        t = tilings[name]
-        gemm_macs = sum(i.iter_out * i.iter_in * (i.uop_end - i.uop_bgn) for i in insns
-                        if type(i).__name__ == "GemmInsn" and not i.reset_reg) \
-            * cfg.macs_per_cycle
-        kernels[name] = Kernel(name, encode_fast(insns, cfg), node_macs(n, shapes, qg.params),
-                               gemm_macs,
-                               len(insns), t.meta(),
-                               n.inputs[0], n.outputs[0])
+        for key, data in lb.blobs.items():
+            image[pb[key].offset:pb[key].offset + len(data)] = data
+        operands = [pb[n.inputs[0]].offset] + [pb[k].offset for k in lb.blobs
+                                                if not k.endswith(".uop")] \
+            + [pb[n.outputs[0]].offset]
+        program = place(lb.recorded, operands, pb[f"{name}.uop"].offset)
+        kernels[name] = Kernel(name, program, node_macs(n, shapes, qg.params),
+                               gemm_macs(program, cfg), len(program) // 16, lb.layer.template,
+                               lb.knobs, lb.source, lb.cycles, n.inputs[0], n.outputs[0])
     macs = {n.name: node_macs(n, shapes, qg.params) for n in qg.nodes}
     fusion = [{"kind": f.kind, "master": f.master, "nodes": f.nodes} for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
@@ -350,3 +287,65 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     return CompiledModule(cfg, qg, qr.exps, qr.layers, partition, shapes, plan, bytes(image),
                           kernels, board, fusion, macs, time.perf_counter() - t0, notes,
                           host_ir, agree)
+
+
+@dataclass
+class _Built:
+    layer: VtaLayer
+    recorded: Recorded
+    blobs: dict[str, bytes]  #: constant operands in argument order, then the micro-ops
+    knobs: dict[str, int]
+    source: str
+    cycles: float
+
+
+def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
+                  cpu_layers: set[str], vta_ops: set[str], threads: bool,
+                  tuned: Lookup | None) -> tuple[dict[str, str], list[str], dict[str, _Built]]:
+    """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
+    scratch offsets, one recording per distinct operator); the others stay on the CPU with
+    the reason in the notes."""
+    partition: dict[str, str] = {}
+    notes: list[str] = []
+    built: dict[str, _Built] = {}
+    memo: dict[Any, Recorded] = {}
+    for n in qg.nodes:
+        partition[n.name] = "cpu"
+        if n.op not in vta_ops or n.op not in VTA_OPS or n.name in cpu_layers:
+            continue
+        try:
+            layer = plan_layer(n, shapes[n.inputs[0]], qg.params[n.inputs[1]].shape, cfg)
+            hit = tuned(layer) if tuned is not None else None
+            if hit is not None:
+                knobs, cycles, source = dict(hit[0]), float(hit[1]), "tuning-log"
+            else:
+                ch = layer.default(cfg, threads)
+                knobs, cycles, source = ch.knobs, ch.cycles, "default"
+            key = (layer.template, layer.data, layer.kernel, layer.strides, layer.padding,
+                   layer.dilation, layer.groups, layer.shift, layer.shift_vector, layer.clip,
+                   tuple(sorted(knobs.items())))
+            if key not in memo:
+                memo[key] = record_layer(layer.operator(cfg, knobs))
+        except VTAError as e:
+            notes.append(f"{n.name}: runs on the CPU (int8): {str(e).splitlines()[0]}")
+            continue
+        consts = layer.constants(cfg, n, qg.params)
+        blobs = {f"{n.name}.{v}": b for v, b in zip(("wgt", *layer.vectors), consts)}
+        blobs[f"{n.name}.uop"] = memo[key].rec.uops
+        built[n.name] = _Built(layer, memo[key], blobs, knobs, source, cycles)
+        partition[n.name] = "vta"
+    return partition, notes, built
+
+
+def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], exps: Mapping[str, int],
+          cfg: Config, built: Mapping[str, _Built]) -> MemoryPlan:
+    b, blk = cfg.batch, cfg.block
+    align = max(256, *(cfg.elem_bytes(t) for t in MemType))
+    sizes = {}
+    for t, shp in shapes.items():
+        if t in exps and len(shp) in (2, 4):
+            sizes[t] = packed_nbytes(shp, b, blk)
+        else:
+            sizes[t] = int(np.prod(shp)) * 4 if shp else 4
+    consts = {k: max(len(v), 1) for lb in built.values() for k, v in lb.blobs.items()}
+    return plan_memory(qg, sizes, consts, align=align)

@@ -1,7 +1,8 @@
 """ALU injection: ``pragma alu`` element-wise loops on the accumulator -> VTA ALU micro-ops.
 
 A stage ``D[i] = f(S[i])`` where ``f`` is a chain of add/sub/min/max/shifts/multiply by
-immediates or by another accumulator buffer becomes one in-place ALU loop nest per operation on
+immediates or by another accumulator buffer (a right shift by a buffer: per-lane amounts)
+becomes one in-place ALU loop nest per operation on
 ``S``'s storage; ``D`` is then an alias of ``S`` (TVM's in-place storage rewrite).
 """
 
@@ -166,10 +167,9 @@ def _chain(e: Expr, names: str) -> tuple[BufferLoad, list[tuple[str, int | Buffe
                     op, imm = "add", -imm
                 if op == "shl":
                     if imm is None:
-                        raise AluError(f"{names}: shifts need an immediate amount")
+                        raise AluError(f"{names}: a left shift needs an immediate amount "
+                                       "(shift right by a negated buffer instead)")
                     op, imm = "shr", -imm
-                if op == "shr" and imm is None:
-                    raise AluError(f"{names}: shifts need an immediate amount")
                 return base, ops + [(op, imm if imm is not None else other)]
     raise AluError(f"{names}: {e} is not an ALU operation (add, sub/min/max/shift/mul by an "
                    "immediate, add/min/max of two accumulator buffers)")

@@ -40,21 +40,31 @@ class Epilogue:
     shift: int = 0
     relu: bool = False
     clip: tuple[int, int] | None = None
+    #: shift right by a per-output-channel amount (an int32 operand shaped like the bias,
+    #: loaded into the accumulator; a negative amount shifts left), after ``shift``
+    shift_vector: bool = False
 
-    def apply(self, env: Env, acc: Tensor, bias: Tensor | None, name: str
-              ) -> tuple[Tensor, list[Tensor]]:
+    def apply(self, env: Env, acc: Tensor, bias: Tensor | None, name: str,
+              shift_vec: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
         stages: list[Tensor] = []
         cur = acc
+
+        def per_channel(i: tuple) -> list:
+            # (1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT): broadcast over all but the
+            # output-channel tile and the tile itself
+            return [0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]]
+
         if self.bias:
             assert bias is not None
             b = cur
-            # bias is (1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT): broadcast over all but the
-            # output-channel tile and the tile itself
-            def with_bias(*i):
-                idx = [0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]]
-                return b(*i) + bias(*idx)
-
-            cur = te.compute(acc.shape, with_bias, name=f"{name}_bias")
+            cur = te.compute(acc.shape, lambda *i: b(*i) + bias(*per_channel(i)),
+                             name=f"{name}_bias")
+            stages.append(cur)
+        if self.shift_vector:
+            assert shift_vec is not None
+            prev = cur
+            cur = te.compute(acc.shape, lambda *i: prev(*i) >> shift_vec(*per_channel(i)),
+                             name=f"{name}_vshr")
             stages.append(cur)
         if self.shift:
             prev, sh = cur, self.shift
@@ -72,18 +82,26 @@ class Epilogue:
             stages.append(cur)
         return cur, stages
 
-    def reference(self, acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def reference(self, acc: np.ndarray, bias: np.ndarray | None,
+                  shift_vec: np.ndarray | None = None) -> np.ndarray:
         x = acc.astype(np.int64)
         if self.bias:
             x = x + bias
-        x = x.astype(np.int32)
+        x = x.astype(np.int32).astype(np.int64)
+        if self.shift_vector:
+            sv = np.asarray(shift_vec, np.int64)
+            x = np.where(sv >= 0, x >> np.maximum(sv, 0), _wrap32(x << np.maximum(-sv, 0)))
         if self.shift:
-            x = x >> self.shift
+            x = x >> self.shift if self.shift > 0 else _wrap32(x << -self.shift)
         if self.relu:
             x = np.maximum(x, 0)
         if self.clip is not None:
             x = np.clip(x, *self.clip)
         return x.astype(np.int32).astype(np.int8)
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    return (x.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 @dataclass
@@ -128,105 +146,99 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def pads4(padding: Sequence[int]) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from ``(ph, pw)`` (symmetric) or four values."""
+    if len(padding) == 2:
+        return (padding[0], padding[1], padding[0], padding[1])
+    if len(padding) == 4:
+        return tuple(int(p) for p in padding)  # type: ignore[return-value]
+    raise ScheduleError(f"padding must have 2 or 4 values, not {tuple(padding)}")
+
+
+def conv2d_out_hw(h: int, w: int, kh: int, kw: int, strides: Sequence[int],
+                  padding: Sequence[int], dilation: Sequence[int] = (1, 1)) -> tuple[int, int]:
+    pt, pl, pb, pr = pads4(padding)
+    oh = (h + pt + pb - dilation[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (w + pl + pr - dilation[1] * (kw - 1) - 1) // strides[1] + 1
+    return oh, ow
+
+
 def conv2d_knob_space(data_shape: Sequence[int], kernel_shape: Sequence[int],
-                      strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0)
-                      ) -> dict[str, list[int]]:
+                      strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
+                      dilation: Sequence[int] = (1, 1)) -> dict[str, list[int]]:
     """Candidate values of each knob (divisors of the tiled extents)."""
     n, ci, h, w = data_shape[:4]
-    co, _, kh, kw = kernel_shape[:4]
-    oh = (h + 2 * padding[0] - kh) // strides[0] + 1
-    ow = (w + 2 * padding[1] - kw) // strides[1] + 1
+    co, ci2, kh, kw = kernel_shape[:4]
+    oh, ow = conv2d_out_hw(h, w, kh, kw, strides, padding, dilation)
     return {"tile_b": _divisors(n), "tile_h": _divisors(oh), "tile_w": _divisors(ow),
-            "tile_ci": _divisors(ci), "tile_co": _divisors(co), "oc_nthread": [1, 2],
+            "tile_ci": _divisors(ci2), "tile_co": _divisors(co), "oc_nthread": [1, 2],
             "h_nthread": [1, 2]}
 
 
 def conv2d_fits(knobs: dict[str, int], kernel_shape: Sequence[int], strides: Sequence[int],
-                cfg: Config) -> bool:
-    """Whether a knob setting fits the on-chip buffers (threads double the buffers)."""
+                cfg: Config, dilation: Sequence[int] = (1, 1), groups: int = 1) -> bool:
+    """Whether a knob setting fits the on-chip buffers (threads double the buffers). In a
+    depthwise-style group conv (one output tile per group) the input tile follows the output
+    tile: a step holds ``tile_co`` groups' input tiles."""
     kh, kw = kernel_shape[2:4]
     nt = knobs["oc_nthread"] * knobs["h_nthread"]
-    ih = (knobs["tile_h"] - 1) * strides[0] + kh
-    iw = (knobs["tile_w"] - 1) * strides[1] + kw
-    inp = knobs["tile_b"] * knobs["tile_ci"] * ih * iw
+    ih = (knobs["tile_h"] - 1) * strides[0] + dilation[0] * (kh - 1) + 1
+    iw = (knobs["tile_w"] - 1) * strides[1] + dilation[1] * (kw - 1) + 1
+    opg = kernel_shape[0] // groups
+    tci = knobs["tile_ci"] * (max(1, knobs["tile_co"] // opg) if groups > 1 else 1)
+    inp = knobs["tile_b"] * tci * ih * iw
     wgt = knobs["tile_co"] * knobs["tile_ci"] * kh * kw
     acc = knobs["tile_b"] * knobs["tile_co"] * knobs["tile_h"] * knobs["tile_w"]
     uops = knobs["tile_b"] * knobs["tile_w"] * (knobs["tile_ci"] * kh * kw + 4)
     return (nt * inp <= cfg.inp_depth and nt * wgt <= cfg.wgt_depth
-            and nt * acc <= cfg.acc_depth and uops * nt <= cfg.uop_depth)
+            and nt * acc + 2 * knobs["tile_co"] * nt <= cfg.acc_depth
+            and uops * nt <= cfg.uop_depth)
 
 
-#: Effective DRAM bytes per cycle and per-transfer overhead used to rank tilings (the PYNQ-like
-#: 64-bit port of vta.sim.perf: 16-beat bursts with ~20 cycles of latency each).
-_BYTES_PER_CYCLE = 3.5
-_STEP_OVERHEAD = 60
+#: Virtual threads a conv2d configuration may use in all (oc_nthread x h_nthread).
+MAX_VIRTUAL_THREADS = 4
 
 
-def conv2d_cost(knobs: dict[str, int], data_shape: Sequence[int], kernel_shape: Sequence[int],
-                strides: Sequence[int], padding: Sequence[int], cfg: Config) -> float:
-    """A rough cycle estimate used to rank tilings: max(compute, DRAM traffic) plus the
-    pipeline fill of every output tile and a per-step instruction overhead."""
-    n, ci, h, w = data_shape[:4]
-    co, _, kh, kw = kernel_shape[:4]
-    oh = (h + 2 * padding[0] - kh) // strides[0] + 1
-    ow = (w + 2 * padding[1] - kw) // strides[1] + 1
-    th, tw, tci, tco = knobs["tile_h"], knobs["tile_w"], knobs["tile_ci"], knobs["tile_co"]
-    ih = (th - 1) * strides[0] + kh
-    iw = (tw - 1) * strides[1] + kw
-    tiles = (oh // th) * (ow // tw) * (co // tco) * (n // knobs["tile_b"])
-    steps = tiles * (ci // tci)
-    inp_b, wgt_b, out_b = cfg.inp_elem_bytes, cfg.wgt_elem_bytes, cfg.out_elem_bytes
-    data = steps * tci * ih * iw * inp_b * knobs["tile_b"]
-    wgt = steps * tco * tci * kh * kw * wgt_b
-    out = n * co * oh * ow * out_b
-    compute = n * co * oh * ow * ci * kh * kw
-    memory = (data + wgt + out) / _BYTES_PER_CYCLE
-    step_load = (tci * ih * iw * inp_b + tco * tci * kh * kw * wgt_b) / _BYTES_PER_CYCLE
-    fill = step_load + th * tw * tco * (out_b / _BYTES_PER_CYCLE + 3)
-    return max(compute, memory) + tiles * fill / max(
-        1, knobs["oc_nthread"] * knobs["h_nthread"]) + steps * _STEP_OVERHEAD
+def conv2d_valid(k: dict[str, int], data_shape: Sequence[int], kernel_shape: Sequence[int],
+                 strides: Sequence[int], padding: Sequence[int], cfg: Config,
+                 dilation: Sequence[int] = (1, 1), groups: int = 1) -> bool:
+    """Whether a knob setting is a valid schedule: it fits, the threads divide their loops,
+    and a group conv's output tile lies within one group (or covers whole one-tile groups)."""
+    oh, _ = conv2d_out_hw(data_shape[2], data_shape[3], kernel_shape[2], kernel_shape[3],
+                          strides, padding, dilation)
+    co = kernel_shape[0]
+    opg = co // groups
+    if groups > 1 and opg > 1 and opg % k["tile_co"]:
+        return False  # an output tile within one group: its input tiles are that group's
+    return (conv2d_fits(k, kernel_shape, strides, cfg, dilation, groups)
+            and (oh // k["tile_h"]) % k["h_nthread"] == 0
+            and (co // k["tile_co"]) % k["oc_nthread"] == 0
+            and k["h_nthread"] * k["oc_nthread"] <= MAX_VIRTUAL_THREADS)
 
 
 def conv2d_knobs(data_shape: Sequence[int], kernel_shape: Sequence[int],
                  strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
-                 cfg: Config | None = None, *, virtual_threads: bool = True) -> dict[str, int]:
-    """The default tiling: the fitting knob setting with the lowest :func:`conv2d_cost`
-    (two virtual threads, over output channels or rows, when ``virtual_threads``)."""
-    cfg = cfg or Config()
-    space = conv2d_knob_space(data_shape, kernel_shape, strides, padding)
-    co_tiles = kernel_shape[0]
-    oh_n = space["tile_h"][-1]
-    best = None
-    threads = [(2, 1), (1, 2)] if virtual_threads else [(1, 1)]
-    for oc_nt, h_nt in threads:
-        for th in space["tile_h"]:
-            if (oh_n // th) % h_nt:
-                continue
-            for tw in space["tile_w"]:
-                for tco in space["tile_co"]:
-                    if (co_tiles // tco) % oc_nt:
-                        continue
-                    for tci in space["tile_ci"]:
-                        k = {"tile_b": 1, "tile_h": th, "tile_w": tw, "tile_ci": tci,
-                             "tile_co": tco, "oc_nthread": oc_nt, "h_nthread": h_nt}
-                        if not conv2d_fits(k, kernel_shape, strides, cfg):
-                            continue
-                        cost = conv2d_cost(k, data_shape, kernel_shape, strides, padding, cfg)
-                        if best is None or cost < best[0]:
-                            best = (cost, k)
-    if best is None and virtual_threads:
-        return conv2d_knobs(data_shape, kernel_shape, strides, padding, cfg,
-                            virtual_threads=False)
-    if best is None:
-        raise ScheduleError(f"no conv2d tiling of {tuple(data_shape)} x {tuple(kernel_shape)} "
-                            "fits the on-chip buffers of this configuration")
-    return best[1]
+                 cfg: Config | None = None, *, virtual_threads: bool = True,
+                 dilation: Sequence[int] = (1, 1), groups: int = 1,
+                 epilogue: Epilogue | None = None) -> dict[str, int]:
+    """The default knobs: the best of the template's space as ranked by vta.sim.perf
+    (:func:`vta.compiler.topi.defaults.conv2d_default`); ``virtual_threads=False`` keeps
+    to one thread. ``data_shape``/``kernel_shape`` in tiles (packed or their first four)."""
+    if cfg is None:
+        raise ScheduleError("conv2d_knobs needs the VTA configuration (cfg=)")
+    from .defaults import conv2d_default
+
+    return conv2d_default(tuple(data_shape[:4]), tuple(kernel_shape[:4]), tuple(strides),
+                          pads4(padding), tuple(dilation), groups, cfg,
+                          epilogue or Epilogue(bias=True, shift=8, clip=(-128, 127)),
+                          threads=virtual_threads).knobs
 
 
 # ------------------------------------------------------------------------- conv2d
 def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Sequence[int],
                           strides: Sequence[int], padding: Sequence[int], epilogue: Epilogue,
-                          name: str = "conv2d", groups: int = 1) -> dict[str, Any]:
+                          name: str = "conv2d", groups: int = 1,
+                          dilation: Sequence[int] = (1, 1)) -> dict[str, Any]:
     n, ci, h, w, bb, bi = data_shape
     co, ci2, kh, kw, bo, bi2 = kernel_shape
     if (bb, bi, bo, bi2) != (env.BATCH, env.BLOCK_IN, env.BLOCK_OUT, env.BLOCK_IN) or \
@@ -236,14 +248,18 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
                             "pack_oihw; every group needs whole BLOCK channel tiles)")
     opg = co // groups  # output tiles per group
     sh, sw = strides
-    ph, pw = padding
-    oh = (h + 2 * ph - kh) // sh + 1
-    ow = (w + 2 * pw - kw) // sw + 1
+    dh, dw = dilation
+    pt, pl, pb, pr = pads4(padding)
+    oh, ow = conv2d_out_hw(h, w, kh, kw, strides, padding, dilation)
+    if oh < 1 or ow < 1:
+        raise ScheduleError(f"{name}: the padded input is smaller than the kernel")
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     kernel = te.placeholder(tuple(kernel_shape), name="kernel", dtype=env.wgt_dtype)
-    bias = te.placeholder((1, co, 1, 1, env.BATCH, env.BLOCK_OUT), name="bias",
-                          dtype=env.acc_dtype) if epilogue.bias else None
-    data_buf = nn.pad(data, (0, 0, ph, pw, 0, 0), name="data_buf")
+    vec = (1, co, 1, 1, env.BATCH, env.BLOCK_OUT)
+    bias = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if epilogue.bias else None
+    shift = te.placeholder(vec, name="shift", dtype=env.acc_dtype) \
+        if epilogue.shift_vector else None
+    data_buf = nn.pad(data, (0, 0, pt, pl, 0, 0), (0, 0, pb, pr, 0, 0), name="data_buf")
     kernel_buf = te.compute(kernel.shape, lambda *i: kernel(*i), name="kernel_buf")
     ric = te.reduce_axis((0, ci2), name="ic")
     rdy = te.reduce_axis((0, kh), name="dy")
@@ -253,19 +269,22 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
     res_conv = te.compute(
         oshape,
         lambda b, o, y, x, bt, ot: te.sum(
-            data_buf[b, (o // opg) * ci2 + ric if groups > 1 else ric, y * sh + rdy,
-                     x * sw + rdx, bt, rit].astype(env.acc_dtype)
+            data_buf[b, (o // opg) * ci2 + ric if groups > 1 else ric, y * sh + rdy * dh,
+                     x * sw + rdx * dw, bt, rit].astype(env.acc_dtype)
             * kernel_buf[o, ric, rdy, rdx, ot, rit].astype(env.acc_dtype),
             axis=[ric, rdy, rdx, rit]),
         name="res_conv")
-    bias_buf = None
+    bias_buf = shift_buf = None
     if bias is not None:
         bias_buf = te.compute(bias.shape, lambda *i: bias(*i), name="bias_buf")
-    last, epi = epilogue.apply(env, res_conv, bias_buf, "res")
+    if shift is not None:
+        shift_buf = te.compute(shift.shape, lambda *i: shift(*i), name="shift_buf")
+    last, epi = epilogue.apply(env, res_conv, bias_buf, "res", shift_buf)
     res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
-    return {"data": data, "kernel": kernel, "bias": bias, "data_buf": data_buf,
-            "kernel_buf": kernel_buf, "bias_buf": bias_buf, "res_conv": res_conv, "epi": epi,
-            "res": res, "reduce": (ric, rdy, rdx, rit), "oshape": oshape}
+    return {"data": data, "kernel": kernel, "bias": bias, "shift": shift, "data_buf": data_buf,
+            "kernel_buf": kernel_buf, "bias_buf": bias_buf, "shift_buf": shift_buf,
+            "res_conv": res_conv, "epi": epi, "res": res, "reduce": (ric, rdy, rdx, rit),
+            "oshape": oshape}
 
 
 def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -> Schedule:
@@ -292,10 +311,11 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
         s[st].compute_at(s[res], x_out)
         s[st].set_scope(env.acc_scope)
         s[st].pragma(s[st].op.axis[0], env.alu)
-    if t["bias_buf"] is not None:
-        s[t["bias_buf"]].compute_at(s[res], x_out)
-        s[t["bias_buf"]].set_scope(env.acc_scope)
-        s[t["bias_buf"]].pragma(s[t["bias_buf"]].op.axis[0], env.dma_copy)
+    for vec in (t["bias_buf"], t.get("shift_buf")):
+        if vec is not None:  # per-channel vectors: one LOAD ACC of tile_co entries
+            s[vec].compute_at(s[res], x_out)
+            s[vec].set_scope(env.acc_scope)
+            s[vec].pragma(s[vec].op.axis[0], env.dma_copy)
     cb, co_, cy, cx, cbt, cot = s[res_conv].op.axis
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=knobs["tile_ci"])
@@ -312,64 +332,47 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
 
 
 def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
-                  strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
+                  config: Config, strides: Sequence[int] = (1, 1),
+                  padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1),
                   shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
-                  bias: bool = False, knobs: dict[str, int] | None = None,
-                  config: Config | None = None, target: str | None = "fsim",
+                  bias: bool = False, shift_vector: bool = False,
+                  knobs: dict[str, int] | None = None, target: str | None = "fsim",
                   groups: int = 1) -> Operator:
     """Packed int8 conv2d with an int32 accumulator and a fused epilogue.
 
-    Call the result on ``(data, kernel[, bias])`` numpy arrays; it returns the packed int8
-    output. ``target=None`` returns the operator unbuilt (for tuners). ``groups`` > 1 makes a
-    group convolution over channel tiles (see :func:`group_conv2d_packed`).
+    Call the result on ``(data, kernel[, bias][, shift])`` numpy arrays; it returns the packed
+    int8 output. ``padding``: (ph, pw) or (top, left, bottom, right). ``shift_vector`` adds a
+    per-channel shift operand shaped like the bias. ``knobs=None`` takes the default knobs
+    (:func:`conv2d_knobs`: ranked by vta.sim.perf, cached). ``target=None`` returns the
+    operator unbuilt (for tuners). ``groups`` > 1 makes a group convolution over channel tiles
+    (see :func:`group_conv2d_packed`).
     """
-    cfg = config or Config()
-    env = Env(cfg)
-    epi = Epilogue(bias, shift, relu, clip)
+    env = Env(config)
+    epi = Epilogue(bias, shift, relu, clip, shift_vector)
     t = conv2d_packed_compute(env, data_shape, kernel_shape, tuple(strides), tuple(padding), epi,
-                              groups=groups)
+                              groups=groups, dilation=tuple(dilation))
     if knobs:
         k = dict(knobs)
     else:
-        full = (data_shape[0], kernel_shape[1]) + tuple(data_shape[2:])
-        k = conv2d_knobs(full, kernel_shape, strides, padding, cfg)
-        if groups > 1:
-            opg = kernel_shape[0] // groups
-            k["tile_co"] = opg if k["tile_co"] % opg else k["tile_co"]
-            k = _fit_groups(k, kernel_shape, strides, cfg, opg)
+        k = conv2d_knobs(data_shape, kernel_shape, strides, padding, config,
+                         dilation=dilation, groups=groups, epilogue=epi)
     _check_knobs(k)
     opg = kernel_shape[0] // groups
-    if groups > 1 and (k["tile_co"] % opg if opg == 1 else k["tile_co"] != opg):
-        raise ScheduleError(f"group conv2d: tile_co={k['tile_co']} must equal the {opg} output "
-                            "tile(s) per group")
+    if groups > 1 and opg > 1 and opg % k["tile_co"]:
+        raise ScheduleError(f"group conv2d: tile_co={k['tile_co']} must divide the {opg} output "
+                            "tiles per group")
     s = conv2d_packed_schedule(env, t, k)
-    args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) + [t["res"]]
+    args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) \
+        + ([t["shift"]] if shift_vector else []) + [t["res"]]
     # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
     # next tile then starts with its loads, not with a reset that waits for its last store
-    op = Operator("conv2d_packed", s, args, k, cfg, t["oshape"],
-                  info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding)},
+    op = Operator("conv2d_packed", s, args, k, config, t["oshape"],
+                  info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding),
+                        "dilation": tuple(dilation), "groups": groups},
                   build_opts={"init_in_first_iteration": True})
     if target is not None:
         op.build(target)
     return op
-
-
-def _fit_groups(k: dict[str, int], kernel_shape: Sequence[int], strides: Sequence[int],
-                cfg: Config, opg: int) -> dict[str, int]:
-    # in a group conv the input tile follows the output tile: tile_ci covers its groups
-    co_tiles = kernel_shape[0]
-    # one group per step when groups span several output tiles (its input tiles are then
-    # fixed during the step); several depthwise-style groups (opg == 1) may share a step
-    cands = [d for d in _divisors(co_tiles) if d % opg == 0] if opg == 1 else [opg]
-    for tco in cands[::-1]:
-        for nt in (2, 1):
-            if (co_tiles // tco) % nt:
-                continue
-            cand = dict(k, tile_co=tco, tile_ci=kernel_shape[1], oc_nthread=nt, h_nthread=1)
-            probe = dict(cand, tile_ci=kernel_shape[1] * max(1, tco // opg))
-            if conv2d_fits(probe, kernel_shape, strides, cfg):
-                return cand
-    raise ScheduleError("no group conv2d tiling fits the on-chip buffers")
 
 
 def group_conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], groups: int,
@@ -464,7 +467,7 @@ def conv2d_transpose_packed(data_shape: Sequence[int], kernel_shape: Sequence[in
                             strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
                             shift: int = 0, relu: bool = False,
                             clip: tuple[int, int] | None = None, bias: bool = False,
-                            knobs: dict[str, int] | None = None, config: Config | None = None,
+                            knobs: dict[str, int] | None = None, config: Config,
                             target: str | None = "fsim") -> TransposedConv:
     """Packed conv2d_transpose; kernel layout (CI/BI, CO/BO, KH, KW, BLOCK_IN, BLOCK_OUT).
 
@@ -472,7 +475,7 @@ def conv2d_transpose_packed(data_shape: Sequence[int], kernel_shape: Sequence[in
     (:class:`TransposedConv`); call it on ``(data, kernel[, bias])``.
     """
     return TransposedConv(data_shape, kernel_shape, strides, padding,
-                          Epilogue(bias, shift, relu, clip), config or Config(), target, knobs)
+                          Epilogue(bias, shift, relu, clip), config, target, knobs)
 
 
 def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int],
@@ -506,27 +509,29 @@ def _check_knobs(k: dict[str, int]) -> None:
 
 
 def conv2d_acc_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int],
-                         padding: Sequence[int], groups: int = 1) -> np.ndarray:
+                         padding: Sequence[int], groups: int = 1,
+                         dilation: Sequence[int] = (1, 1)) -> np.ndarray:
     """Packed-layout numpy conv2d accumulator (int32, wrap-around like the hardware)."""
     if groups > 1:
         cig = kernel.shape[1]
         opg = kernel.shape[0] // groups
         return np.concatenate(
             [conv2d_acc_reference(data[:, g * cig:(g + 1) * cig],
-                                  kernel[g * opg:(g + 1) * opg], strides, padding)
+                                  kernel[g * opg:(g + 1) * opg], strides, padding, 1, dilation)
              for g in range(groups)], axis=1)
     n, ci, h, w, bb, bi = data.shape
     co, _, kh, kw, bo, _ = kernel.shape
-    ph, pw = padding
+    pt, pl, pb, pr = pads4(padding)
     sh, sw = strides
-    d = np.pad(data.astype(np.int64), ((0, 0), (0, 0), (ph, ph), (pw, pw), (0, 0), (0, 0)))
-    oh = (h + 2 * ph - kh) // sh + 1
-    ow = (w + 2 * pw - kw) // sw + 1
+    dh, dw = dilation
+    d = np.pad(data.astype(np.int64), ((0, 0), (0, 0), (pt, pb), (pl, pr), (0, 0), (0, 0)))
+    oh, ow = conv2d_out_hw(h, w, kh, kw, strides, padding, dilation)
     acc = np.zeros((n, co, oh, ow, bb, bo), np.int64)
     k64 = kernel.astype(np.int64)
     for dy in range(kh):
         for dx in range(kw):
-            win = d[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
+            y0, x0 = dy * dh, dx * dw
+            win = d[:, :, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw]
             acc += np.einsum("ncyxbi,kcoi->nkyxbo", win, k64[:, :, dy, dx])
     return acc.astype(np.int32)
 
@@ -540,36 +545,28 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int
 
 
 # ------------------------------------------------------------------------- dense
-def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, shift: int = 0,
-                 relu: bool = False, clip: tuple[int, int] | None = None, bias: bool = False,
-                 knobs: dict[str, int] | None = None, config: Config | None = None,
-                 target: str | None = "fsim") -> Operator:
+def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, config: Config,
+                 shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
+                 bias: bool = False, shift_vector: bool = False,
+                 knobs: dict[str, int] | None = None, target: str | None = "fsim") -> Operator:
     """Packed int8 dense: data (N/BATCH, K/BLOCK_IN, BATCH, BLOCK_IN), weight
     (M/BLOCK_OUT, K/BLOCK_IN, BLOCK_OUT, BLOCK_IN) -> (N/BATCH, M/BLOCK_OUT, BATCH, BLOCK_OUT).
-    With ``bias`` the operator takes an int32 (1, M/BLOCK_OUT, BATCH, BLOCK_OUT) bias
-    (:func:`~vta.compiler.topi.pack.pack_bias` then ``reshape(1, -1, BATCH, BLOCK_OUT)``).
+    With ``bias`` (and ``shift_vector``) the operator takes int32 (1, M/BLOCK_OUT, BATCH,
+    BLOCK_OUT) operands (:func:`~vta.compiler.topi.pack.pack_bias` then
+    ``reshape(1, -1, BATCH, BLOCK_OUT)``).
 
     Knobs: tile_b, tile_co (output tiles per step), tile_ci (reduction tiles per load),
-    oc_nthread (virtual threads).
+    oc_nthread (virtual threads); ``None``: the default (:func:`dense_knobs`).
     """
-    cfg = config or Config()
-    env = Env(cfg)
+    env = Env(config)
     n, k, bb, bi = data_shape
     m, k2, bo, bi2 = weight_shape
     if k != k2 or (bb, bi, bo, bi2) != (env.BATCH, env.BLOCK_IN, env.BLOCK_OUT, env.BLOCK_IN):
         raise ScheduleError(f"dense: {tuple(data_shape)} x {tuple(weight_shape)} are not packed "
                             f"for {env}")
+    epi = Epilogue(bias, shift, relu, clip, shift_vector)
     kn = {"tile_b": 1, "tile_co": 1, "tile_ci": 1, "oc_nthread": 1}
-    if knobs is None:
-        kn["tile_b"] = max(d for d in _divisors(n) if d <= 8)
-        kn["tile_ci"] = max(d for d in _divisors(k) if d * kn["tile_b"] <= cfg.inp_depth // 2
-                            and d <= 64)
-        kn["oc_nthread"] = 2 if m % 2 == 0 else 1
-        per = m // kn["oc_nthread"]
-        kn["tile_co"] = max(d for d in _divisors(per)
-                            if d * kn["tile_ci"] <= cfg.wgt_depth // 2 and d <= 64)
-    else:
-        kn.update(knobs)
+    kn.update(knobs if knobs else dense_knobs(n, k, m, config, epi))
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     weight = te.placeholder(tuple(weight_shape), name="weight", dtype=env.wgt_dtype)
     data_buf = te.compute(data.shape, lambda *i: data(*i), name="data_buf")
@@ -580,12 +577,13 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, shif
     res_gem = te.compute(oshape, lambda b, o, bt, ot: te.sum(
         data_buf[b, rk, bt, rt].astype(env.acc_dtype)
         * weight_buf[o, rk, ot, rt].astype(env.acc_dtype), axis=[rk, rt]), name="res_gem")
-    epi = Epilogue(bias, shift, relu, clip)
-    bias_t = te.placeholder((1, m, env.BATCH, env.BLOCK_OUT), name="bias",
-                            dtype=env.acc_dtype) if bias else None
-    bias_buf = te.compute(bias_t.shape, lambda *i: bias_t(*i), name="bias_buf") if bias \
+    vec = (1, m, env.BATCH, env.BLOCK_OUT)
+    bias_t = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if bias else None
+    shift_t = te.placeholder(vec, name="shift", dtype=env.acc_dtype) if shift_vector else None
+    bias_buf = te.compute(vec, lambda *i: bias_t(*i), name="bias_buf") if bias else None
+    shift_buf = te.compute(vec, lambda *i: shift_t(*i), name="shift_buf") if shift_vector \
         else None
-    last, epi_stages = epi.apply(env, res_gem, bias_buf, "res")
+    last, epi_stages = epi.apply(env, res_gem, bias_buf, "res", shift_buf)
     res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
     s = te.create_schedule(res.op)
     b, o, bt, ot = s[res].op.axis
@@ -602,10 +600,11 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, shif
         s[st].compute_at(s[res], o_out)
         s[st].set_scope(env.acc_scope)
         s[st].pragma(s[st].op.axis[0], env.alu)
-    if bias_buf is not None:
-        s[bias_buf].compute_at(s[res], o_out)
-        s[bias_buf].set_scope(env.acc_scope)
-        s[bias_buf].pragma(s[bias_buf].op.axis[0], env.dma_copy)
+    for vb in (bias_buf, shift_buf):
+        if vb is not None:
+            s[vb].compute_at(s[res], o_out)
+            s[vb].set_scope(env.acc_scope)
+            s[vb].pragma(s[vb].op.axis[0], env.dma_copy)
     gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
@@ -617,12 +616,39 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, shif
     s[weight_buf].pragma(s[weight_buf].op.axis[0], env.dma_copy)
     s[res_gem].tensorize(gbt, env.gemm)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
-    args = [data, weight] + ([bias_t] if bias else []) + [res]
-    op = Operator("dense_packed", s, args, kn, cfg, oshape, info={"epilogue": epi},
+    args = [data, weight] + ([bias_t] if bias else []) + ([shift_t] if shift_vector else []) \
+        + [res]
+    op = Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
                   build_opts={"init_in_first_iteration": True})
     if target is not None:
         op.build(target)
     return op
+
+
+def dense_knob_space(n: int, k: int, m: int) -> dict[str, list[int]]:
+    """Candidate values of the dense knobs (shapes in tiles)."""
+    return {"tile_b": _divisors(n), "tile_ci": _divisors(k), "tile_co": _divisors(m),
+            "oc_nthread": [1, 2]}
+
+
+def dense_valid(v: dict[str, int], n: int, k: int, m: int, cfg: Config) -> bool:
+    """Whether dense knobs divide the layer and fit the buffers (threads double them)."""
+    nt = v["oc_nthread"]
+    return (n % v["tile_b"] == 0 and k % v["tile_ci"] == 0 and m % v["tile_co"] == 0
+            and (m // v["tile_co"]) % nt == 0
+            and nt * v["tile_b"] * v["tile_ci"] <= cfg.inp_depth
+            and nt * v["tile_co"] * v["tile_ci"] <= cfg.wgt_depth
+            and nt * v["tile_b"] * v["tile_co"] + 2 * nt * v["tile_co"] <= cfg.acc_depth
+            and v["tile_b"] * (v["tile_ci"] + 4) * nt <= cfg.uop_depth)
+
+
+def dense_knobs(n: int, k: int, m: int, cfg: Config, epilogue: Epilogue | None = None
+                ) -> dict[str, int]:
+    """The default dense knobs: the best of the space as ranked by vta.sim.perf (cached)."""
+    from .defaults import dense_default
+
+    return dense_default(n, k, m, cfg, epilogue or Epilogue(bias=True, shift=8,
+                                                            clip=(-128, 127))).knobs
 
 
 def dense_reference(data: np.ndarray, weight: np.ndarray, epilogue: Epilogue,
@@ -637,7 +663,7 @@ _EW_OPS = ("add", "min", "max", "relu", "clip", "shr", "shl", "add_imm", "mul_im
 
 def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
                        lo: int = -128, hi: int = 127, tile: int | None = None,
-                       config: Config | None = None, target: str | None = "fsim") -> Operator:
+                       config: Config, target: str | None = "fsim") -> Operator:
     """Element-wise ALU operators on packed int32 tiles (N, C, ..., BATCH, BLOCK_OUT) -> int8.
 
     ``op``: add/min/max (two inputs), relu, clip (lo, hi), shr/shl/add_imm/mul_imm (``imm``).
@@ -645,7 +671,7 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
     """
     if op not in _EW_OPS:
         raise ScheduleError(f"unknown element-wise op {op!r}; choose one of {', '.join(_EW_OPS)}")
-    cfg = config or Config()
+    cfg = config
     env = Env(cfg)
     shape = tuple(shape)
     if shape[-2:] != (env.BATCH, env.BLOCK_OUT):
@@ -696,7 +722,8 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
 __all__ = [
     "Operator", "Epilogue", "TransposedConv", "KNOB_NAMES", "conv2d_packed",
     "conv2d_packed_compute", "conv2d_packed_schedule", "conv2d_knobs", "conv2d_knob_space",
-    "conv2d_fits", "conv2d_cost", "conv2d_reference", "conv2d_acc_reference",
+    "conv2d_fits", "conv2d_valid", "conv2d_out_hw", "pads4", "MAX_VIRTUAL_THREADS",
+    "dense_knobs", "dense_knob_space", "dense_valid", "conv2d_reference", "conv2d_acc_reference",
     "group_conv2d_packed", "conv2d_transpose_packed", "conv2d_transpose_reference",
     "dense_packed", "dense_reference", "elementwise_packed",
 ]

@@ -197,7 +197,8 @@ def test_dump_commands_shows_per_thread_tokens():
 
     small = Config.preset("small")
     args = (np.zeros((2, 3, 1, 4), np.int8), np.zeros((4, 3, 4, 4), np.int8))
-    op = topi.dense_packed((2, 3, 1, 4), (4, 3, 4, 4), config=small, target=None)
+    op = topi.dense_packed((2, 3, 1, 4), (4, 3, 4, 4), config=small, target=None,
+                           knobs={"tile_b": 2, "tile_ci": 3, "tile_co": 2, "oc_nthread": 2})
     # the reset before the reduction: the loads wait for it (compute -> load, per thread)
     op.build("fsim", init_in_first_iteration=False)
     op(*args)

@@ -37,7 +37,10 @@ def test_conv2d_virtual_threads_on_and_off(small, vt):
                                                           small.block_in)
     d, k = _i8(ds), _i8(ks)
     knobs = topi.conv2d_knobs(ds, ks, (1, 1), (1, 1), small, virtual_threads=vt)
-    knobs.update(tile_h=3, tile_w=6, tile_co=1, tile_ci=1)
+    if not vt:
+        assert knobs["oc_nthread"] * knobs["h_nthread"] == 1
+    knobs.update(tile_h=3, tile_w=6, tile_co=1, tile_ci=1, oc_nthread=2 if vt else 1,
+                 h_nthread=1)
     op = topi.conv2d_packed(ds, ks, padding=(1, 1), shift=6, clip=(-128, 127), knobs=knobs,
                             config=small)
     ref = topi.conv2d_reference(d, k, (1, 1), (1, 1), op.info["epilogue"])

@@ -141,7 +141,10 @@ def test_compile_options(work, tmp_path, capsys) -> None:
                  "--buffering", "single"]) == 0
     m = json.loads((out / "manifest.json").read_text())
     assert m["config"]["LOG_BLOCK"] == 2
-    assert {k["tiling"]["inp_slots"] for k in m["kernels"].values()} == {1}
+    # single buffering: default schedules without virtual threads
+    assert {k["knobs"]["oc_nthread"] * k["knobs"]["h_nthread"] for k in m["kernels"].values()
+            if k["template"] == "conv2d"} == {1}
+    assert {k["knob_source"] for k in m["kernels"].values()} == {"default"}
     assert m["partition"]["layer1.0.conv1"] == "cpu" and m["partition"]["layer1.0.conv2"] == "vta"
     ops = {n["name"]: n["op"] for n in m["graph"]["nodes"]}
     assert ops["layer4.1.conv2"] == "Conv" and ops["layer4.1.conv1"] == "QConv"

@@ -10,7 +10,7 @@ from vta.tune import Measurer, RandomTuner, TuningLog
 
 
 @pytest.mark.sim
-def test_tuning_log_applies_best_knobs(tmp_path) -> None:
+def test_tuning_log_applies_best_knobs(tmp_path, monkeypatch) -> None:
     import onnx
     from vta.compiler.graph import zoo
     from vta.compiler.graph.module import load_module
@@ -31,6 +31,8 @@ def test_tuning_log_applies_best_knobs(tmp_path) -> None:
     for tag, extra in (("plain", []), ("tuned", ["--tuning-log", str(log_path)])):
         mod = tmp_path / f"{tag}.vta"
         assert main(["compile", str(model), "--preset", "small", "-o", str(mod), *extra]) == 0
+        if tag == "tuned":  # `vta run` of a tuned module does no compiler work
+            _forbid_lowering(monkeypatch)
         assert main(["run", str(mod), "--input", str(tmp_path / "x.npy"), "--target", "fsim",
                      "-o", str(tmp_path / f"{tag}.npy")]) == 0
         outs[tag] = np.load(tmp_path / f"{tag}.npy")
@@ -38,5 +40,38 @@ def test_tuning_log_applies_best_knobs(tmp_path) -> None:
             m = load_module(mod)
             assert m.tuned_knobs, "no layer matched the tuned workload"
             assert all(k == best for k in m.tuned_knobs.values())
+            _check_tuned_cycles(m, res.best_cost, x)
     # a schedule changes how, not what: the int8 network computes the same bits
     assert np.array_equal(outs["plain"], outs["tuned"])
+
+
+def _forbid_lowering(monkeypatch) -> None:  # noqa: ANN001
+    import importlib
+
+    def boom(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("lowering during vta run")
+
+    build = importlib.import_module("vta.compiler.build")
+    from vta.compiler.codegen import vta as codegen
+    from vta.compiler.graph import lowering
+    from vta.compiler.topi import defaults
+
+    for mod, name in ((build, "lower"), (build, "lower_vta"), (build, "record_func"),
+                      (codegen, "emit"), (codegen, "commands"), (lowering, "record_layer"),
+                      (lowering, "plan_layer"), (defaults, "search")):
+        monkeypatch.setattr(mod, name, boom)
+
+
+def _check_tuned_cycles(m, best_cost: float, x: np.ndarray) -> None:  # noqa: ANN001
+    """The manifest carries the cycles `vta tune` measured, and running the module's own
+    program on the perf backend reproduces them."""
+    from vta.compiler.graph.executor import Executor, RunReport
+
+    tuned = [k for k in m.kernels.values() if k.source == "tuning-log"]
+    assert tuned and all(k.cycles == best_cost for k in tuned)
+    rep = RunReport("perf")
+    with Executor(m, "perf") as ex:
+        ex.run({next(iter(m.graph.inputs)): x}, rep)
+    got = {r.node: r.cycles for r in rep.layers}
+    for k in tuned:
+        assert got[k.node] == best_cost, (k.node, got[k.node], best_cost)

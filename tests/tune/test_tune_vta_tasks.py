@@ -36,8 +36,9 @@ def test_conv2d_tuning_on_perf_and_best_config_is_correct(small: Config) -> None
     rng = np.random.default_rng(1)
     data = rng.integers(-128, 128, (1, 2, 8, 8, 1, 4), dtype=np.int8)
     kernel = rng.integers(-128, 128, (2, 2, 3, 3, 4, 4), dtype=np.int8)
-    ref = conv2d_reference(data, kernel, (1, 1), (1, 1), op.info["epilogue"])
-    assert np.array_equal(op(data, kernel), ref)
+    bias = rng.integers(-1000, 1000, (1, 2, 1, 1, 1, 4), dtype=np.int32)
+    ref = conv2d_reference(data, kernel, (1, 1), (1, 1), op.info["epilogue"], bias=bias)
+    assert np.array_equal(op(data, kernel, bias), ref)
 
 
 @pytest.mark.sim

@@ -7,9 +7,10 @@ does not depend on the configuration. So a network is compiled ONCE (with the de
 get its quantized graph and tensor shapes; what survives is a small JSON-able list of
 :class:`VTALayer` (convolution geometry plus the requantization shift and clip bounds), cached on
 disk per model. For each candidate, every layer is lowered as the compiler lowers it
-(:mod:`vta.compiler.graph.vta_lower`: its group plan, its default schedule ``best_tiling`` and
-``lower_conv``) at placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its
-cycles. No data is computed per candidate.
+(:mod:`vta.compiler.graph.lowering`: the same topi template, its default knobs for that
+configuration as ranked by vta.sim.perf, the tir passes and code generation in record mode) at
+placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its cycles. No data is
+computed per candidate.
 
 The placeholder addresses do not change the estimate: the compiler's memory plan aligns every
 tensor to at least 256 bytes (a multiple of any bus width), and the performance model only looks
@@ -30,7 +31,7 @@ from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
-LAYERS_FORMAT = 2
+LAYERS_FORMAT = 3
 
 
 class NetworkError(VTAError):
@@ -73,17 +74,28 @@ class VTALayer:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.attrs}
 
     def plan(self, cfg: Config) -> Any:
-        """The compiler's :class:`GroupPlan` on ``cfg`` (raises ``LoweringError``)."""
-        from vta.compiler.graph.vta_lower import group_plan
+        """The compiler's :class:`~vta.compiler.graph.lowering.VtaLayer` on ``cfg`` (raises
+        ``LoweringError`` when no template expresses it there)."""
+        from vta.compiler.graph.ir import Node
+        from vta.compiler.graph.lowering import plan_layer
 
-        return group_plan(cfg, self.x_shape, self.w_shape, self.attr_dict)
+        a = dict(self.attr_dict, shift=list(self.shift) if isinstance(self.shift, tuple)
+                 else self.shift, lo=self.lo, hi=self.hi)
+        op = "QDense" if len(self.x_shape) == 2 else "QConv"
+        return plan_layer(Node(op, self.name, ["x", "w", "b"], ["y"], a), self.x_shape,
+                          self.w_shape, cfg)
 
     @property
     def macs(self) -> int:
-        from vta.compiler.graph.vta_lower import conv_geom
+        if len(self.x_shape) == 2:
+            return int(self.x_shape[0] * self.w_shape[0] * self.w_shape[1])
+        from vta.compiler.topi import conv2d_out_hw
 
-        g = conv_geom(self.x_shape, self.w_shape, self.attr_dict)
-        return int(g.macs) // int(self.attr_dict.get("group", 1))
+        a = self.attr_dict
+        n, _, h, w = self.x_shape
+        o, cg, kh, kw = self.w_shape
+        oh, ow = conv2d_out_hw(h, w, kh, kw, a["strides"], a["pads"], a["dilations"])
+        return int(n * o * oh * ow * cg * kh * kw)
 
     @property
     def shape_key(self) -> tuple:
@@ -169,14 +181,13 @@ def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
     from vta.compiler.graph.module import VTA_OPS, compile_graph
     from vta.compiler.graph.onnx_frontend import from_onnx
 
-
     try:
         proto = onnx.load_from_string(model_bytes)
     except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
         raise NetworkError(f"{source or name} is not a valid ONNX file "
                            f"({type(e).__name__})") from None
     graph = from_onnx(proto, source=source or name)
-    module = compile_graph(graph, Config())
+    module = compile_graph(graph, Config(), vta_ops=())  # the quantized graph: nothing lowered
     qg, shapes = module.graph, module.shapes
     layers, cpu = [], []
     for n in qg.nodes:
@@ -234,31 +245,19 @@ class NetworkPerf:
 
 
 def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
-    """The layer's instruction stream for ``cfg`` as the compiler builds it (its group plan,
-    its default schedule :func:`best_tiling`), at placeholder addresses that keep the
-    compiler's relative offsets (raises ``LoweringError`` when it does not fit the buffers)."""
-    from vta.compiler.graph.pack import ceil_div
-    from vta.compiler.graph.vta_lower import Addrs, best_tiling, concat_programs, lower_conv
+    """The layer's program for ``cfg`` as the compiler builds it (its template with the
+    default knobs for ``cfg``, recorded), at placeholder addresses (raises a VTAError, e.g.
+    ``LoweringError``, when it does not fit the buffers)."""
+    from vta.compiler.graph.lowering import record_layer
+    from vta.isa import decode_program
 
-    gp = layer.plan(cfg)
-    g = gp.geom
-    t = best_tiling(cfg, g)
-    cbg, obg = ceil_div(g.c, cfg.block_in), ceil_div(g.o, cfg.block_out)
-    vector = isinstance(layer.shift, tuple)
-    shift: int | list[int] = list(layer.shift) if vector else layer.shift
-    parts = []
-    for k in range(gp.count):
-        a = Addrs(inp=k * cbg * g.h * g.w, wgt=k * obg * cbg * g.kh * g.kw, bias=k * obg,
-                  out=k * obg * g.oh * g.ow, uop=0, shift=k * obg if vector else -1)
-        insns, _ = lower_conv(cfg, g, a, shift=shift, lo=layer.lo, hi=layer.hi, tiling=t,
-                              cb_total=gp.cb_total, ob_total=gp.ob_total)
-        parts.append(insns)
-    return concat_programs(parts)
+    vl = layer.plan(cfg)
+    r = record_layer(vl.operator(cfg, vl.default(cfg).knobs))
+    return decode_program(r.rec.relocate(0, sum(-(-s // 256) * 256 for s in r.sizes)), cfg)
 
 
 def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPerf:
     """Sum the performance model's cycles over the network's VTA layers on ``cfg``."""
-    from vta.compiler.graph.vta_lower import LoweringError
     from vta.sim.perf import estimate
 
     out = NetworkPerf(0)
@@ -268,8 +267,8 @@ def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPer
         if key not in memo:
             try:
                 memo[key] = estimate(lower_layer(layer, cfg), cfg, bus_width=bus_width)
-            except LoweringError as e:
-                memo[key] = str(e)
+            except VTAError as e:
+                memo[key] = str(e).splitlines()[0]
         st = memo[key]
         if isinstance(st, str):
             out.unmapped[layer.name] = st

@@ -1,0 +1,119 @@
+"""VTA cycles of the zoo networks (default config): the perf model against tsim, per layer.
+
+For each network: compile time, the VTA layers' cycles on the performance model (vta.sim.perf)
+and on tsim (Verilator RTL, the reference), the model's error against tsim, the share of the
+GEMM peak of every VTA layer and the compute-bound floor (VTA MACs / MACs per cycle). With
+``--check`` the tsim outputs are compared with the int8 numpy reference of the quantized graph.
+Writes a JSON record under bench/results/.
+
+    .venv/bin/python bench/bench_networks_vta.py [--nets resnet18,mobilenet_v1,dcgan]
+        [--no-tsim] [--check] [--label NAME]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from vta.compiler.graph import zoo  # noqa: E402
+from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
+from vta.compiler.graph.module import compile_graph  # noqa: E402
+from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.quantize import run_quantized  # noqa: E402
+from vta.isa import Config  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa: ANN001
+    rep = RunReport(target)
+    with Executor(module, target) as ex:
+        out = ex.run(x, rep)
+    return {r.node: int(r.cycles) for r in rep.layers if r.where != "cpu" and r.cycles}, out
+
+
+def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
+    model = zoo.build(name)
+    graph = from_onnx(model)
+    shape = zoo.ZOO[name].input_shape()
+    x = {next(iter(graph.inputs)):
+         np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    t0 = time.perf_counter()
+    module = compile_graph(graph, cfg)
+    t_compile = time.perf_counter() - t0
+    vmacs = {k: module.macs[k] for k, v in module.partition.items() if v == "vta"}
+    floor = sum(vmacs.values()) / cfg.macs_per_cycle
+    perf, _ = layer_cycles(module, x, "perf")
+    rec = {"net": name, "compile_s": round(t_compile, 2), "vta_layers": len(vmacs),
+           "floor_cycles": floor, "perf_cycles": sum(perf.values()), "layers": {}}
+    print(f"{name}: compile {t_compile:.2f} s, {len(vmacs)} VTA layers, floor "
+          f"{floor / 1e6:.3f} M cycles; perf model {sum(perf.values()) / 1e6:.3f} M", flush=True)
+    ts: dict[str, int] = {}
+    if tsim:
+        t0 = time.perf_counter()
+        ts, out = layer_cycles(module, x, "tsim")
+        rec["tsim_cycles"] = sum(ts.values())
+        rec["tsim_seconds"] = round(time.perf_counter() - t0, 1)
+        err = (rec["perf_cycles"] - rec["tsim_cycles"]) / rec["tsim_cycles"]
+        rec["perf_error"] = err
+        msg = (f"  tsim {rec['tsim_cycles'] / 1e6:.3f} M cycles ({rec['tsim_seconds']} s); "
+               f"perf model error {err * 100:+.1f}%; {floor / rec['tsim_cycles'] * 100:.1f}% of "
+               f"peak")
+        if check:
+            ref = run_quantized(module.graph, x)
+            ok = all(np.array_equal(out[o], ref[o]) for o in graph.outputs)
+            rec["tsim_bit_exact"] = ok
+            msg += f"; bit-exact with the int8 reference: {ok}"
+        print(msg, flush=True)
+    for k in vmacs:
+        c = ts.get(k) or perf.get(k)
+        knobs = module.kernels[k].knobs if k in module.kernels else None
+        rec["layers"][k] = {"macs": vmacs[k], "perf": perf.get(k), "tsim": ts.get(k),
+                            "util": vmacs[k] / cfg.macs_per_cycle / c if c else None,
+                            "knobs": knobs}
+        print(f"  {k[:34]:<34} {vmacs[k] / 1e6:9.2f} MMAC perf {perf.get(k) or 0:>9} "
+              f"tsim {ts.get(k) or 0:>9} util {rec['layers'][k]['util'] or 0:6.1%}", flush=True)
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nets", default="resnet18,mobilenet_v1,dcgan")
+    ap.add_argument("--no-tsim", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--label", default="")
+    args = ap.parse_args(argv)
+    cfg = Config()
+    tsim = not args.no_tsim and shutil.which("verilator") is not None
+    now = datetime.datetime.now(datetime.UTC)
+    recs = [run_net(n, cfg, tsim, args.check) for n in args.nets.split(",")]
+    RESULTS.mkdir(exist_ok=True)
+    label = f"_{args.label}" if args.label else ""
+    out = RESULTS / f"networks_vta{label}.json"
+    out.write_text(json.dumps({"bench": "bench_networks_vta", "commit": commit(),
+                               "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+                               "config": "default 1x16x16", "networks": recs}, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

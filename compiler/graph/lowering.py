@@ -1,0 +1,207 @@
+"""VTA layers of a quantized graph through the operator compiler (vta.compiler.topi).
+
+A ``QConv`` (plain, grouped over whole channel blocks, or depthwise as block-diagonal group
+convs, as TVM's VTA ran MobileNet) or ``QDense`` becomes a :class:`VtaLayer`: its workload in
+packed units and its epilogue (bias preloaded into the accumulator by a LOAD ACC, shift right by
+one amount or a per-channel vector, clip; each one ALU pass). :meth:`VtaLayer.operator` builds
+the topi template with knobs (te compute -> schedule); :func:`record_layer` runs the tir pass
+pipeline and VTA code generation in record mode; :func:`place` rebases the recorded program onto
+the module's memory plan. A layer that does not fit the configuration raises
+:class:`LoweringError` and runs on the CPU (the reason goes into the module's notes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from vta.isa import Config
+from vta.isa.errors import VTAError
+from vta.runtime.record import RecordedProgram, Relocation
+
+from .ir import Node
+from .pack import ceil_div, pack_activation, pack_weight
+
+
+class LoweringError(VTAError):
+    """The layer does not fit this VTA configuration (it then runs on the CPU)."""
+
+
+@dataclass(frozen=True)
+class VtaLayer:
+    """One VTA layer's template, workload (in tiles) and epilogue."""
+
+    node: str
+    template: str  #: "conv2d" or "dense"
+    data: tuple[int, ...]  #: conv (N, CI, H, W) / dense (N, K), in tiles
+    kernel: tuple[int, ...]  #: conv (CO, CI/groups, KH, KW) / dense (M, K), in tiles
+    strides: tuple[int, int] = (1, 1)
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    depthwise: bool = False
+    shift: int = 0
+    shift_vector: bool = False
+    clip: tuple[int, int] = (-128, 127)
+    #: extra operands after data and kernel, in the operator's argument order
+    vectors: tuple[str, ...] = field(default=("bias",))
+
+    def epilogue(self) -> Any:
+        from vta.compiler.topi import Epilogue
+
+        return Epilogue(bias=True, shift=self.shift, clip=self.clip,
+                        shift_vector=self.shift_vector)
+
+    def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
+        """The topi operator (unbuilt); ``knobs=None``: the template's default knobs."""
+        from vta.compiler import topi
+
+        kn = dict(knobs) if knobs else None
+        if self.template == "dense":
+            (n, k), (m, _) = self.data, self.kernel
+            return topi.dense_packed((n, k, cfg.batch, cfg.block_in),
+                                     (m, k, cfg.block_out, cfg.block_in), config=cfg, bias=True,
+                                     shift=self.shift, clip=self.clip,
+                                     shift_vector=self.shift_vector, knobs=kn, target=None)
+        return topi.conv2d_packed((*self.data, cfg.batch, cfg.block_in),
+                                  (*self.kernel, cfg.block_out, cfg.block_in), config=cfg,
+                                  strides=self.strides, padding=self.padding,
+                                  dilation=self.dilation, groups=self.groups, bias=True,
+                                  shift=self.shift, clip=self.clip,
+                                  shift_vector=self.shift_vector, knobs=kn, target=None)
+
+    def default(self, cfg: Config, threads: bool = True) -> Any:
+        """The default knobs (vta.compiler.topi.defaults: ranked by vta.sim.perf, cached)."""
+        from vta.compiler.topi import defaults
+
+        if self.template == "dense":
+            (n, k), (m, _) = self.data, self.kernel
+            return defaults.dense_default(n, k, m, cfg, self.epilogue())
+        return defaults.conv2d_default(self.data, self.kernel, self.strides, self.padding,
+                                       self.dilation, self.groups, cfg, self.epilogue(),
+                                       threads=threads)
+
+    def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
+                  ) -> list[bytes]:
+        """The packed weight, bias (and shift vector) in the operator's argument order."""
+        w = params[node.inputs[1]].astype(np.int8)
+        if self.template == "dense":
+            w = w.reshape(*w.shape, 1, 1)
+        if self.depthwise:
+            from vta.compiler.topi.pack import depthwise_to_group_kernel
+
+            wp = depthwise_to_group_kernel(w, cfg)
+        else:
+            wp = pack_weight(w, cfg.block_out, cfg.block_in)
+        out = [wp.tobytes(), _vector(params[node.inputs[2]], cfg)]
+        if self.shift_vector:
+            out.append(_vector(np.asarray(node.attrs["shift"]), cfg))
+        return out
+
+
+def _vector(v: np.ndarray, cfg: Config) -> bytes:
+    """A per-output-channel int32 vector as (1, O/BLOCK_OUT, BATCH, BLOCK_OUT)."""
+    from vta.compiler.topi.pack import pack_bias
+
+    return pack_bias(np.asarray(v).astype(np.int32), cfg).tobytes()
+
+
+def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Config
+               ) -> VtaLayer:
+    """The VTA layer of a QConv / QDense node, or LoweringError saying why it cannot be one."""
+    a = n.attrs
+    shift = a["shift"]
+    vec = isinstance(shift, list | tuple)
+    epi = {"shift": 0 if vec else int(shift), "shift_vector": vec,
+           "clip": (int(a["lo"]), int(a["hi"])),
+           "vectors": ("bias", "shift") if vec else ("bias",)}
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    if n.op == "QDense":
+        return VtaLayer(n.name, "dense", (ceil_div(x_shape[0], b), ceil_div(x_shape[1], bi)),
+                        (ceil_div(w_shape[0], bo), ceil_div(w_shape[1], bi)), **epi)
+    pads = tuple(int(p) for p in a["pads"])
+    if max(pads) > 15:
+        raise LoweringError(f"padding {max(pads)} exceeds the 4-bit LOAD pad fields")
+    nn_, c, h, w = x_shape
+    o, cg, kh, kw = w_shape
+    grp = int(a.get("group", 1))
+    geom = dict(strides=tuple(a["strides"]), padding=pads, dilation=tuple(a["dilations"]))
+    nb = ceil_div(nn_, b)
+    if grp == 1:
+        return VtaLayer(n.name, "conv2d", (nb, ceil_div(c, bi), h, w),
+                        (ceil_div(o, bo), ceil_div(c, bi), kh, kw), **geom, **epi)
+    blk = cfg.block
+    if (c // grp) % bi == 0 and (o // grp) % bo == 0:
+        return VtaLayer(n.name, "conv2d", (nb, c // bi, h, w), (o // bo, cg // bi, kh, kw),
+                        **geom, groups=grp, **epi)
+    if grp == c == o and c % blk == 0:
+        return VtaLayer(n.name, "conv2d", (nb, c // blk, h, w), (c // blk, 1, kh, kw), **geom,
+                        groups=c // blk, depthwise=True, **epi)
+    raise LoweringError(f"{grp} groups of {c // grp} input channels do not split into whole "
+                        f"{blk}-channel blocks")
+
+
+# ----------------------------------------------------------------------------- recording
+@dataclass
+class Recorded:
+    """A layer's program recorded against scratch offsets of its operands."""
+
+    rec: RecordedProgram
+    offsets: list[int]  #: byte offset of each operand in the scratch arena
+    sizes: list[int]  #: bytes of each operand
+    cycles: float  #: vta.sim.perf estimate of the program
+
+
+def record_layer(op: Any) -> Recorded:
+    """Lower an operator through the tir pass pipeline and record its VTA program."""
+    from vta.compiler.build import lower_vta, record_func
+    from vta.sim.perf import estimate
+
+    func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False, **op.build_opts)
+    sizes = [int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in func.params]
+    offsets, off = [], 0
+    for s in sizes:
+        offsets.append(off)
+        off += -(-s // 256) * 256
+    rec = record_func(func, op.cfg, offsets)
+    cycles = float(estimate(rec.relocate(0, off), op.cfg)["cycles"])
+    return Recorded(rec, offsets, sizes, cycles)
+
+
+def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:
+    """The program with its operands at the given arena byte offsets and its micro-ops at
+    ``uop_offset``: every DRAM address relative to the arena's start."""
+    relocs = []
+    for x in r.rec.relocations:
+        if x.kind == "uop":
+            relocs.append(Relocation(x.index, "arena", 4, uop_offset // 4 + x.offset))
+            continue
+        byte = x.offset * x.elem_bytes
+        k = next(k for k, (o, s) in enumerate(zip(r.offsets, r.sizes)) if o <= byte < o + s)
+        if operands[k] % x.elem_bytes:
+            raise LoweringError(f"operand {k} at byte {operands[k]} is not aligned to "
+                                f"{x.elem_bytes} B")
+        relocs.append(Relocation(x.index, "arena", x.elem_bytes,
+                                 x.offset + (operands[k] - r.offsets[k]) // x.elem_bytes))
+    return RecordedProgram(r.rec.cfg, r.rec.program, relocs).relocate(0)
+
+
+def gemm_macs(program: bytes, cfg: Config) -> int:
+    """MACs the GEMM core executes (channel padding included)."""
+    from vta.isa import decode_program
+
+    return sum(i.iter_out * i.iter_in * (i.uop_end - i.uop_bgn) for i in
+               decode_program(program, cfg)
+               if type(i).__name__ == "GemmInsn" and not i.reset_reg) * cfg.macs_per_cycle
+
+
+def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
+    """A layer's input (NCHW or NC) in the packed layout the programs read."""
+    x4 = x.reshape(*x.shape, 1, 1) if x.ndim == 2 else x
+    return pack_activation(x4, cfg.batch, cfg.block)
+
+
+__all__ = ["LoweringError", "VtaLayer", "plan_layer", "Recorded", "record_layer", "place",
+           "gemm_macs", "packed_input"]
