@@ -91,10 +91,8 @@ def write_project(board_name: str | Board, cfg: Config | None, out_dir: str | Pa
     parent = out.parent if str(out.parent) else Path(".")
     if out.exists() and not out.is_dir():
         raise FileError(f"output directory {out} exists and is not a directory")
-    if not parent.is_dir():
-        raise FileError(f"cannot write the project into {out}: directory {parent} does not "
-                        "exist")
     try:
+        parent.mkdir(parents=True, exist_ok=True)  # `-o build/pynq` makes build/ as well
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
     except OSError as e:
         raise FileError(f"cannot write the project into {out}: {e.strerror or e}") from None

@@ -8,8 +8,12 @@ its parser and sets ``func``) and keeps heavy imports inside its run function so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import NoReturn
 
 from vta.isa import VTAError
@@ -57,6 +61,41 @@ def _version() -> str:
         return "unknown"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every ``finally`` and ``except
+    BaseException`` on the way out runs: temporary files and folders are removed, tools are
+    killed, a tuning log keeps its completed batches."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    # a second signal while cleaning up is ignored: the cleanup finishes (SIGKILL still works)
+    for sig in _TERMINATING:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _terminating_signals_raise() -> Iterator[None]:
+    """While the command runs, a terminating signal raises :class:`Terminated` (only the main
+    thread can install handlers; elsewhere, as in some test runners, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, _raise_terminated) for sig in _TERMINATING}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -64,10 +103,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        rc = args.func(args)
+        with _terminating_signals_raise():
+            rc = args.func(args)
     except VTAError as e:
         print(f"vta {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except Terminated as e:
+        name = signal.Signals(e.signum).name
+        print(f"vta {args.command}: terminated ({name}); temporary files removed",
+              file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
         print(f"vta {args.command}: interrupted", file=sys.stderr)
         return 130

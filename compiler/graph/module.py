@@ -15,9 +15,6 @@ A module directory (written atomically: a temporary directory renamed into place
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,27 +101,11 @@ class CompiledModule:
     # --------------------------------------------------------------------- save
     def save(self, out_dir: str | Path) -> Path:
         """Write the module directory atomically (all or nothing)."""
-        from vta.isa.errors import FileError
+        from vta.isa.fileio import atomic_dir
 
         out = Path(out_dir)
-        parent = out.parent if str(out.parent) else Path(".")
-        if not parent.is_dir():
-            raise FileError(f"cannot write module {out}: directory {parent} does not exist")
-        if out.exists() and not (out / "manifest.json").exists() and any(out.iterdir()):
-            raise FileError(f"{out} exists and is not a compiled module; choose another -o")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-        try:
+        with atomic_dir(out, "compiled module", replaceable=_is_module_or_empty) as tmp:
             self._write(tmp)
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-                os.replace(out, old / "m")
-                os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return out
 
     def _write(self, d: Path) -> None:
@@ -166,6 +147,11 @@ class CompiledModule:
             "compile_seconds": round(self.compile_seconds, 3),
         }
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def _is_module_or_empty(d: Path) -> bool:
+    """What ``save`` may replace: an earlier compiled module or an empty directory."""
+    return (d / "manifest.json").exists() or not any(d.iterdir())
 
 
 def _safe(name: str) -> str:
