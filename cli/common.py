@@ -150,3 +150,11 @@ def check_outputs(files: dict[str, str | None], *, dirs: dict[str, str | None] |
             check_output_dir(path, what, inputs=inputs)
         else:
             check_output_file(path, what, inputs=inputs)
+
+
+#: Zoo image classifiers (vta zoo, vta explore): input height/width and class count. Above
+#: these the float model alone needs gigabytes (an input of 100000 x 100000 is 112 GiB).
+ZOO_IMAGE_SIZE = (32, 1024)
+ZOO_NUM_CLASSES = (1, 65536)
+image_size_int = int_range(*ZOO_IMAGE_SIZE)
+num_classes_int = int_range(*ZOO_NUM_CLASSES)

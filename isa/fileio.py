@@ -172,7 +172,9 @@ def write_atomic(path: str | Path, data: bytes | str, what: str = "output file")
 
 def _check_replaceable(out: Path, what: str, replaceable: Callable[[Path], bool]) -> None:
     if out.exists() and (not out.is_dir() or not replaceable(out)):
-        raise FileError(f"{out} exists and is not a {what}; choose another -o")
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise FileError(f"{out} exists and is neither {article} {what} nor empty; choose "
+                        "another -o")
 
 
 @contextlib.contextmanager

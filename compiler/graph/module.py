@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 from vta.isa import Config, MemType, encode_uops
 
-from .errors import ModuleError
+from .errors import InputError, ModuleError
 from .ir import Graph, Node
 from .pack import ceil_div, pack_weight, packed_nbytes
 from .passes import fusion_groups, optimize
@@ -104,7 +105,7 @@ class CompiledModule:
         from vta.isa.fileio import atomic_dir
 
         out = Path(out_dir)
-        with atomic_dir(out, "compiled module", replaceable=_is_module_or_empty) as tmp:
+        with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
         return out
 
@@ -149,7 +150,16 @@ class CompiledModule:
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def _is_module_or_empty(d: Path) -> bool:
+def _check_layer_names(g: Graph, names: Iterable[str], option: str) -> None:
+    """Every name given must be a layer of ``g`` (an InputError naming the others)."""
+    known = {n.name for n in g.nodes}
+    unknown = set(names) - known
+    if unknown:
+        raise InputError(f"{option} {', '.join(sorted(unknown))}: no such layer; layers are "
+                         f"named like {', '.join(n.name for n in g.nodes[:4])}, ...")
+
+
+def is_module_or_empty(d: Path) -> bool:
     """What ``save`` may replace: an earlier compiled module or an empty directory."""
     return (d / "manifest.json").exists() or not any(d.iterdir())
 
@@ -193,7 +203,7 @@ def load_module(path: str | Path) -> CompiledModule:
         host_ir = {h["node"]: (d / h["llvm_ir"]).read_text() for h in m.get("host_kernels", [])}
     except ConfigError:
         raise
-    except (KeyError, OSError, ValueError, TypeError) as e:
+    except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None
     return CompiledModule(cfg, graph, {k: int(v) for k, v in q["exps"].items()}, layers,
@@ -225,6 +235,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     or double (2) buffering of the VTA layers; by default each layer picks the faster."""
     t0 = time.perf_counter()
     og = optimize(g)
+    _check_layer_names(og, cpu_layers, "--cpu-layer")
     samples = list(samples) or synthetic_samples(og)
     qr = quantize_graph(og, samples, float_layers=float_layers,
                         keep_first_float=keep_first_float, per_channel=per_channel)

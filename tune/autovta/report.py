@@ -71,7 +71,7 @@ def write_outputs(result: ExploreResult, out_dir: str | Path,
     if extra:
         report.update(extra)
     png = plot_pareto(result)
-    with atomic_dir(out, "exploration output", replaceable=_replaceable) as tmp:
+    with atomic_dir(out, "exploration output", replaceable=is_explore_output_or_empty) as tmp:
         (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
         (tmp / PLOT).write_bytes(png)
         best = result.best
@@ -80,6 +80,6 @@ def write_outputs(result: ExploreResult, out_dir: str | Path,
     return out
 
 
-def _replaceable(d: Path) -> bool:
+def is_explore_output_or_empty(d: Path) -> bool:
     """An earlier exploration's output (has explore.json) or an empty directory."""
     return (d / REPORT).exists() or not any(d.iterdir())
