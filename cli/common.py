@@ -139,8 +139,8 @@ def check_outputs(files: dict[str, str | None], *, dirs: dict[str, str | None] |
     from vta.isa.fileio import check_output_dir, check_output_file
 
     seen: dict[str, str] = {}
-    given = [(w, p, False) for w, p in files.items() if p] + \
-            [(w, p, True) for w, p in (dirs or {}).items() if p]
+    given = [(w, p, False) for w, p in files.items() if p is not None] + \
+            [(w, p, True) for w, p in (dirs or {}).items() if p is not None]
     for what, path, is_dir in given:
         key = os.path.realpath(path)
         if key in seen:
