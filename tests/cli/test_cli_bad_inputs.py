@@ -251,10 +251,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case: str, work: Path, capsys)
     argv = [a.replace("{t}", str(work)) for a in argv]
     before = tree(work)
     capsys.readouterr()
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse usage errors exit through parser.exit
-        rc = e.code
+    rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 2, (rc, err)
     lines = err.splitlines()

@@ -47,7 +47,7 @@ def test_tune_resume_and_plot(tmp_path, capsys) -> None:
     (["tune", "--plot", "missing.jsonl", "-o", "x.png"], "does not exist"),
     (["tune", "--workload", "conv2d:CI=6", "--preset", "small"], "not a multiple of 4"),
     (["tune", "--workload", "nope"], "unknown workload"),
-    (["tune", "--workload", SPEC, "--trials", "0"], "must be positive"),
+    (["tune", "--workload", SPEC, "--trials", "0"], "--trials: 0 is out of range (at least 1)"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, monkeypatch, capsys, argv, needle) -> None:
     monkeypatch.chdir(tmp_path)
