@@ -53,11 +53,13 @@ def run(args: argparse.Namespace) -> int:
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
     from vta.isa.errors import ConfigError
-    from vta.isa.fileio import check_output_dir
+    from vta.isa.fileio import check_input_file, check_output_dir
 
     limit_blas_threads(1)
     check_output_dir(args.output, "compiled module", replaceable=is_module_or_empty,
                      inputs=(args.model, args.config, args.tuning_log, *args.calib))
+    if args.tuning_log:  # read after compiling: checked before
+        check_input_file(args.tuning_log, "tuning log")
     board = None
     if args.board:
         if args.config or args.preset:

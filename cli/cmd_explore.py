@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.tune.autovta.calibration import calibrated_model
     from vta.tune.autovta.explore import explore
     from vta.tune.autovta.finalists import synth_finalists, tsim_finalists
-    from vta.tune.autovta.network import load_network
+    from vta.tune.autovta.network import check_model, load_network
     from vta.tune.autovta.report import is_explore_output_or_empty, write_outputs
     from vta.tune.progress import ProgressBar
 
@@ -121,12 +121,13 @@ def run(args: argparse.Namespace) -> int:
     ranges = _parse_ranges(args.range)
     check_output_dir(args.output, "exploration output", replaceable=is_explore_output_or_empty,
                      inputs=(args.model,))
+    zoo_kw = {"image_size": args.image_size} if args.image_size else {}
+    check_model(args.model, zoo_kw)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     say(f"loading {args.model} (the first time compiles and quantizes it once; cached)")
-    zoo_kw = {"image_size": args.image_size} if args.image_size else {}
     net = load_network(args.model, **zoo_kw)
     say(f"{net.name}: {len(net.layers)} VTA layers, {net.macs / 1e9:.2f} GMAC"
         + (f"; on the CPU: {', '.join(net.cpu_layers)}" if net.cpu_layers else ""))

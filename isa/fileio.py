@@ -36,6 +36,22 @@ def read_bytes(path: str | Path, what: str = "file") -> bytes:
         raise FileError(f"cannot read {what} {p}: {e.strerror or e}") from None
 
 
+def check_input_file(path: str | Path, what: str = "file") -> Path:
+    """Fail now (the FileError :func:`read_bytes` would give) if ``path`` cannot be read, for
+    an input that is only read after long work."""
+    p = Path(path)
+    try:
+        with open(p, "rb"):
+            pass
+    except FileNotFoundError:
+        raise FileError(f"{what} {p} does not exist") from None
+    except IsADirectoryError:
+        raise FileError(f"{what} {p} is a directory, not a file") from None
+    except OSError as e:
+        raise FileError(f"cannot read {what} {p}: {e.strerror or e}") from None
+    return p
+
+
 def read_text(path: str | Path, what: str = "file") -> str:
     data = read_bytes(path, what)
     try:
