@@ -131,7 +131,13 @@ def run(args: argparse.Namespace) -> int:
         errs = sum(1 for _, c, _ in res.history if c is None)
         best = f"{res.best_cost:,.0f}" if res.best_cost is not None else "-"
         print(f"{_short(task.key):<58} {res.trials:>6} {errs:>6} {best:>12}  {res.best_values}")
-    return 0 if all(r.best_cost is not None for _, r in rows) else 1
+    failed = [(task, res) for task, res in rows if res.best_cost is None]
+    for task, res in failed:  # tuning ran but found nothing: say so on one line each
+        kinds = sorted({kind for _, _, kind in res.history})
+        print(f"vta tune: error: no configuration of {task.name} could be measured "
+              f"({res.trials} trials, all failed: {', '.join(kinds)}; the log or --jobs 1 "
+              "shows why)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _usage(msg: str) -> Exception:
