@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -80,6 +81,17 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 
 _TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _default_signals_in_child() -> None:
+    """Forked workers (vta tune --jobs N, vta explore --jobs N) die of SIGTERM as before: the
+    parent does the cleaning up."""
+    if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+        for sig in _TERMINATING:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_signals_in_child)
 
 
 @contextlib.contextmanager
