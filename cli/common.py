@@ -1,4 +1,5 @@
-"""Helpers shared by subcommands: config selection and argument conventions."""
+"""Helpers shared by subcommands: config selection, bounded numeric options (argparse types)
+and the check of every output location, which each command runs before any work."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 Each subcommand lives in ``vta.cli.cmd_<name>`` and defines ``register(subparsers)`` (which adds
 its parser and sets ``func``) and keeps heavy imports inside its run function so that ``vta
---help`` stays fast. Every :class:`vta.isa.VTAError` becomes a one-line message and exit status 2.
+--help`` stays fast. Every :class:`vta.isa.VTAError` (and every usage error) becomes a one-line
+message and exit status 2. SIGTERM and SIGHUP are raised like Ctrl-C while a command runs, so
+its temporary files and folders are removed on the way out (exit status 128 + the signal).
 """
 
 from __future__ import annotations
