@@ -128,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Terminated as e:
         name = signal.Signals(e.signum).name
-        print(f"vta {args.command}: terminated ({name}); temporary files removed",
-              file=sys.stderr)
+        print(f"vta {args.command}: terminated by {name}", file=sys.stderr)
         return 128 + e.signum
     except KeyboardInterrupt:
         print(f"vta {args.command}: interrupted", file=sys.stderr)
