@@ -12,6 +12,8 @@ import argparse
 import contextlib
 import importlib
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from vta.isa import VTAError
@@ -154,11 +156,17 @@ def run(args: argparse.Namespace) -> int:
         from vta.sim.fsim import check_races
 
         check_races(program, dram, cfg)
+    # Every output is written to a temporary file beside it; all are renamed into place only
+    # when the run and every write have succeeded (a failure or a signal leaves none of them).
     with contextlib.ExitStack() as stack:
-        if args.vcd:  # the backend writes a temporary file that becomes args.vcd at the end
-            opts["vcd"] = str(stack.enter_context(atomic_path(args.vcd, "waveform file")))
+
+        def staged(path: str, what: str) -> Path:
+            return stack.enter_context(atomic_path(path, what))
+
+        if args.vcd:
+            opts["vcd"] = str(staged(args.vcd, "waveform file"))
         result = _run_backend(backend, program, dram, cfg, opts, args)
-        _write_outputs(result, len(dram), args)
+        _write_outputs(result, len(dram), args, staged)
     if not args.quiet:
         print(_summary(result.stats, args))
     return 0
@@ -188,8 +196,9 @@ def _run_backend(backend: Any, program: Any, dram: Any, cfg: Any, opts: dict[str
         raise _internal(args.backend, e) from None
 
 
-def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace) -> None:
-    from vta.isa.fileio import write_atomic
+def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace,
+                   staged: Callable[[str, str], Path]) -> None:
+    """Write the outputs to their ``staged`` temporary names."""
     from vta.isa.image import write_stats, write_trace
 
     out = result.dram
@@ -198,12 +207,11 @@ def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace) -> None
                            f"{dram_len}-byte input (the contract is: same length)")
     if args.trace and result.trace is None:
         raise BackendError(f"backend {args.backend} produced no trace")
-    # all outputs are ready: write them (each atomically)
-    write_atomic(args.output, out.tobytes(), "output DRAM image")
+    staged(args.output, "output DRAM image").write_bytes(out.tobytes())
     if args.stats:
-        write_stats(args.stats, result.stats)
+        write_stats(staged(args.stats, "statistics file"), result.stats)
     if args.trace:
-        write_trace(args.trace, result.trace or [])
+        write_trace(staged(args.trace, "trace file"), result.trace or [])
 
 
 def _summary(s: dict[str, Any], args: argparse.Namespace) -> str:

@@ -295,3 +295,39 @@ def test_zoo_summary_names_the_shapes_written(tmp_path: Path, capsys) -> None:
             for v in (m.graph.input[0], m.graph.output[0])]
     assert dims == [[1, 3, 32, 32], [1, 10]]
     assert "1x3x32x32" in line and "1x10" in line and "224" not in line and "1000" not in line
+
+
+def test_sim_writes_all_outputs_or_none(work: Path, tmp_path: Path, monkeypatch,
+                                        capsys) -> None:
+    """An output that turns out unwritable after the run (its directory vanished meanwhile)
+    leaves none of the others: they are staged and renamed together at the end."""
+    from vta.cli import cmd_sim
+    from vta.sim.fsim import run as fsim_run
+
+    stats_dir = tmp_path / "stats"
+    stats_dir.mkdir()
+
+    def backend(program, dram, cfg, **opts):  # noqa: ANN001, ANN202 - fsim, then the rug pull
+        result = fsim_run(program, dram, cfg, **opts)
+        stats_dir.rmdir()
+        return result
+
+    monkeypatch.setattr(cmd_sim, "load_backend", lambda name: backend)
+    argv = ["sim", str(work / "m.bin"), "--dram", str(work / "d.bin"), "-o",
+            str(tmp_path / "o.bin"), "--trace", str(tmp_path / "t.json"), "--stats",
+            str(stats_dir / "s.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "statistics file" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    # and with the directory there, all three are written, the image equal to fsim's own
+    stats_dir.mkdir()
+    monkeypatch.setattr(cmd_sim, "load_backend", lambda name: fsim_run)
+    assert main(argv) == 0
+    from vta.isa import Config
+    from vta.isa.image import read_dram, read_program
+
+    cfg = Config()
+    ref = fsim_run(read_program(work / "m.bin", cfg), read_dram(work / "d.bin"), cfg)
+    assert (tmp_path / "o.bin").read_bytes() == ref.dram.tobytes()
+    assert (stats_dir / "s.json").exists() and (tmp_path / "t.json").exists()
