@@ -9,7 +9,6 @@ imported lazily; nothing is written unless the run succeeds.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 from collections.abc import Callable
@@ -139,7 +138,7 @@ def _parse_value(text: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.isa.fileio import atomic_path
+    from vta.isa.fileio import atomic_paths
     from vta.isa.image import check_program, read_dram, read_program
 
     cfg = config_from_args(args)
@@ -156,13 +155,9 @@ def run(args: argparse.Namespace) -> int:
         from vta.sim.fsim import check_races
 
         check_races(program, dram, cfg)
-    # Every output is written to a temporary file beside it; all are renamed into place only
-    # when the run and every write have succeeded (a failure or a signal leaves none of them).
-    with contextlib.ExitStack() as stack:
-
-        def staged(path: str, what: str) -> Path:
-            return stack.enter_context(atomic_path(path, what))
-
+    # every output is staged beside its target and renamed only when the run and every write
+    # have succeeded: a failure or a signal leaves none of them
+    with atomic_paths() as staged:
         if args.vcd:
             opts["vcd"] = str(staged(args.vcd, "waveform file"))
         result = _run_backend(backend, program, dram, cfg, opts, args)

@@ -69,16 +69,17 @@ def run(args: argparse.Namespace) -> int:
             print(path)
         return 0
     from vta.hw.verilog import describe_core, generate
-    from vta.isa.fileio import make_output_dir, write_atomic
+    from vta.isa.fileio import atomic_paths, make_output_dir
 
     bus_width = args.bus_width or 64
     options = core_options_from_args(args)
     text = generate(cfg, bus_width=bus_width, name=args.name, options=options)
     make_output_dir(out)
     v_path, j_path = out / f"{args.name}.v", out / f"{args.name}.json"
-    write_atomic(v_path, text, "Verilog file")
     desc = describe_core(cfg, bus_width=bus_width, name=args.name, options=options)
-    write_atomic(j_path, json.dumps(desc, indent=2) + "\n", "core description")
+    with atomic_paths() as stage:  # both files or neither
+        stage(v_path, "Verilog file").write_text(text)
+        stage(j_path, "core description").write_text(json.dumps(desc, indent=2) + "\n")
     print(v_path)
     print(j_path)
     return 0

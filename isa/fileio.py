@@ -178,6 +178,19 @@ def atomic_path(path: str | Path, what: str = "output file") -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_paths() -> Iterator[Callable[..., Path]]:
+    """Several outputs written together: ``stage(path, what)`` gives a temporary name beside
+    ``path`` (as :func:`atomic_path`); all of them are renamed into place when the block ends
+    normally and all removed when it raises, so a late failure leaves none of them."""
+    with contextlib.ExitStack() as stack:
+
+        def stage(path: str | Path, what: str = "output file") -> Path:
+            return stack.enter_context(atomic_path(path, what))
+
+        yield stage
+
+
 def write_atomic(path: str | Path, data: bytes | str, what: str = "output file") -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: all or nothing."""
     if isinstance(data, str):
