@@ -252,8 +252,24 @@ CASES: dict[str, tuple[list[str], str]] = {
 }
 
 
+@pytest.fixture
+def no_long_work(monkeypatch) -> None:
+    """Synthesis, the open flow and the explorer's network loading fail the test at once if a
+    case gets that far: its input must be rejected before."""
+    from vta.boards import openflow, synth
+    from vta.tune.autovta import network
+
+    def started(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the long work started: the bad input was not caught before it")
+
+    monkeypatch.setattr(openflow, "_build_in", started)
+    monkeypatch.setattr(synth, "synth_core", started)
+    monkeypatch.setattr(network, "load_network", started)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_input_is_one_line_and_writes_nothing(case: str, work: Path, capsys) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(case: str, work: Path, capsys,
+                                                  no_long_work: None) -> None:
     argv, needle = CASES[case]
     argv = [a.replace("{t}", str(work)) for a in argv]
     before = tree(work)
