@@ -85,6 +85,10 @@ def load_backend(name: str):
     return fn
 
 
+#: Backend keywords that have a command-line option of their own.
+_OWN_OPTIONS = ("vcd", "max_cycles", "seed", "order", "trace", "check_races")
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """Backend options, passed only when given on the command line."""
     opts: dict[str, Any] = {}
@@ -93,6 +97,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         key = key.strip().replace("-", "_")
         if not sep or not key.isidentifier():
             raise BackendError(f"--opt {item!r}: expected KEY=VALUE, e.g. --opt bus_width=128")
+        if key in _OWN_OPTIONS:  # those are checked (paths, bounds) through their own option
+            raise BackendError(f"--opt {item!r}: use --{key.replace('_', '-')} instead")
         opts[key] = _parse_value(value.strip())
     if args.trace:
         opts["trace"] = True

@@ -124,6 +124,12 @@ CASES: dict[str, tuple[list[str], str]] = {
                              "--backend", "rtl", "--max-cycles", "0"], "at least 1"),
     "sim-seed-negative": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin",
                            "--seed", "-1"], "--seed"),
+    "sim-opt-bypassing-vcd": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin",
+                               "--backend", "rtl", "--opt", "vcd=/nonexistent/w.vcd"],
+                              "use --vcd"),
+    "sim-opt-bypassing-max-cycles": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o",
+                                      "{t}/o.bin", "--backend", "rtl", "--opt",
+                                      "max_cycles=-5"], "use --max-cycles"),
     # --- vta verilog
     "verilog-output-is-file": (["verilog", "--preset", "small", "-o", "{t}/afile"],
                                "is a file"),
