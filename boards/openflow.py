@@ -230,14 +230,20 @@ def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path,
     cfg = cfg or board.default_config
     target = float(clock_mhz or board.clock_mhz)
     out = Path(out_dir)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
-        try:
-            return _build_in(board, cfg, out, Path(tmp), progress=progress, target=target,
-                             ram_kib=ram_kib, seed=seed, effort=effort,
-                             core_verilog=core_verilog, timeout=timeout)
-        except ToolError as e:
-            raise _keep_logs(e, Path(tmp), out) from None
+    try:
+        with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
+            try:
+                return _build_in(board, cfg, out, Path(tmp), progress=progress, target=target,
+                                 ram_kib=ram_kib, seed=seed, effort=effort,
+                                 core_verilog=core_verilog, timeout=timeout)
+            except ToolError as e:
+                raise _keep_logs(e, Path(tmp), out) from None
+    except BaseException:  # also Ctrl-C / SIGTERM: a directory made for nothing goes too
+        if made and not any(out.iterdir()):
+            out.rmdir()
+        raise
 
 
 #: The tools' logs in a build's temporary directory -> their names in the output directory.

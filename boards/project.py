@@ -17,13 +17,11 @@ only when all of them exist, so a failure leaves no half-written project.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from vta.isa import Config
 from vta.isa.errors import FileError
+from vta.isa.fileio import atomic_dir, write_atomic
 
 from .registry import Board, BoardError, get_board
 from .wrapper import core_ports, top_wrapper
@@ -88,31 +86,20 @@ def write_project(board_name: str | Board, cfg: Config | None, out_dir: str | Pa
     board = get_board(board_name)
     files = project_files(board, cfg, core_verilog=core_verilog)
     out = Path(out_dir)
-    parent = out.parent if str(out.parent) else Path(".")
     if out.exists() and not out.is_dir():
         raise FileError(f"output directory {out} exists and is not a directory")
-    if not parent.is_dir():
-        raise FileError(f"cannot write the project into {out}: directory {parent} does not "
-                        "exist")
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    except OSError as e:
-        raise FileError(f"cannot write the project into {out}: {e.strerror or e}") from None
-    try:
+    if out.is_dir():  # replace the project's files (each atomically), keep the others
         for name, text in files.items():
-            (tmp / name).write_text(text)
-            if name.endswith(".sh"):
-                (tmp / name).chmod(0o755)
-        if not out.exists():
-            os.replace(tmp, out)
-        else:
-            for name in files:
-                os.replace(tmp / name, out / name)
-            tmp.rmdir()
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise FileError(f"cannot write the project into {out}: {e.strerror or e}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            write_atomic(out / name, text, "project file")
+            _mark_executable(out / name)
+    else:  # the whole directory at once (missing parents made: `-o build/pynq`)
+        with atomic_dir(out, "board project") as tmp:
+            for name, text in files.items():
+                (tmp / name).write_text(text)
+                _mark_executable(tmp / name)
     return [out / name for name in files]
+
+
+def _mark_executable(path: Path) -> None:
+    if path.suffix == ".sh":
+        path.chmod(0o755)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_config_args, config_from_args
+from .common import add_config_args, check_outputs, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "('uop dst_idx=.. src_idx=.. wgt_idx=..' lines, 4 bytes each).")
     p.add_argument("input", metavar="IN.s", help="assembler text ('-' for standard input)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.bin",
-                   help="binary output (written atomically)")
+                   help="binary output (written atomically; not the input itself)")
     p.add_argument("--uops", action="store_true", help="assemble a micro-op buffer")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="do not print warnings (missing finish, unused flags, ...)")
@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.fileio import read_text, write_atomic
 
     cfg = config_from_args(args)
+    check_outputs({"binary output": args.output}, inputs=(args.input, args.config))
     if args.input == "-":
         text, name = sys.stdin.read(), "<stdin>"
     else:

@@ -5,14 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from .common import (
     BOARD_DEFAULT,
     add_config_args,
     add_core_options_arg,
     board_from_args,
+    check_outputs,
     config_from_args,
+    float_range,
+    seed_int,
 )
+
+#: The highest --clock accepted (MHz): well above what any supported FPGA fabric reaches, low
+#: enough that a typo (5000 for 50) is caught before synthesis.
+MAX_CLOCK_MHZ = 1000.0
+
+#: Data bytes of one block RAM, per family (ECP5: an 18 Kb EBR holds 16 Kb of data).
+BRAM_DATA_BYTES = {"ecp5": 2048, "xc7": 4096, "xcup": 4096, "cyclonev": 1024}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,15 +37,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--board", required=True, metavar="NAME", help="a board with the open flow")
     add_config_args(p, default=BOARD_DEFAULT)
     p.add_argument("-o", "--output", required=True, metavar="DIR",
-                   help="directory for the bitstream, logs and reports")
-    p.add_argument("--clock", type=float, metavar="MHZ",
-                   help="clock target in MHz (default: the board's)")
+                   help="directory for the bitstream, logs and reports (made when it does "
+                        "not exist; its temporary build folder is removed on Ctrl-C or SIGTERM)")
+    p.add_argument("--clock", type=float_range(0.0, MAX_CLOCK_MHZ), metavar="MHZ",
+                   help=f"clock target in MHz, above 0 and at most {MAX_CLOCK_MHZ:g} "
+                        "(default: the board's)")
     p.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
-                   help="on-chip device memory in KiB, a power of two (default: 64)")
+                   help="on-chip device memory in KiB, a power of two no larger than the "
+                        "board's block RAM holds (256 on the ULX3S-85F: 208 EBR x 2 KiB; "
+                        "default: 64)")
     add_core_options_arg(p)
-    p.add_argument("--seed", type=int, default=1,
-                   help="nextpnr placement seed (default: 1); the Fmax varies with it by a few "
-                        "percent, so try a few when the target is close")
+    p.add_argument("--seed", type=seed_int, default=1,
+                   help="nextpnr placement seed, 0 .. 2**32-1 (default: 1); the Fmax varies "
+                        "with it by a few percent, so try a few when the target is close")
     p.add_argument("--effort", choices=("timing", "fast"), default="timing",
                    help="nextpnr options: 'timing' (default) routes with router1 and "
                         "timing-driven rip-up after a timing-weighted placement (a target out "
@@ -54,9 +69,15 @@ def run(args: argparse.Namespace) -> int:
 
     board = board_from_args(args)
     ram = args.ram_kib
-    if ram < 1 or ram & (ram - 1):
-        raise BoardError(f"--ram-kib must be a power of two, not {ram}")
+    limit = max_ram_kib(board)
+    if ram < 1 or ram & (ram - 1) or ram > limit:
+        raise BoardError(f"--ram-kib {ram}: give a power of two from 1 to {limit} (the "
+                         f"{board.title} has {board.budget.bram:g} block RAMs of "
+                         f"{BRAM_DATA_BYTES[board.family] // 1024} KiB)")
     cfg = config_from_args(args) if (args.config or args.preset) else board.default_config
+    # checked now, not after minutes of synthesis and place-and-route
+    check_outputs({"JSON report": args.json}, dirs={"output directory": args.output},
+                  inputs=(args.config,))
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -66,10 +87,17 @@ def run(args: argparse.Namespace) -> int:
                              effort=args.effort)
     print(result.summary())
     if args.json:
-        write_atomic(args.json, json.dumps(result.to_dict(), indent=2) + "\n")
+        write_atomic(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "JSON report")
     if not result.timing_met and not args.allow_timing_fail:
         raise TimingError(
             f"timing not met: {result.achieved_mhz:.1f} MHz achieved, {result.target_mhz:g} MHz "
             f"targeted (bitstream kept in {result.bitstream}); lower --clock or pass "
             "--allow-timing-fail")
     return 0
+
+
+def max_ram_kib(board: Any) -> int:
+    """The largest power-of-two device memory (KiB) the board's block RAM can hold at all (the
+    core's own buffers need some too; synthesis reports an overflow of what is left)."""
+    total_kib = int(board.budget.bram * BRAM_DATA_BYTES[board.family]) // 1024
+    return 1 << (max(total_kib, 1).bit_length() - 1)

@@ -13,7 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "scales), partition it between VTA and the CPU, plan DRAM "
                                    "and write a module directory for `vta run`.")
     p.add_argument("model", metavar="MODEL.onnx")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the module directory")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="the module directory (made when it does not exist; an existing one "
+                        "must be an earlier module or empty, and is replaced atomically)")
     add_config_args(p)
     p.add_argument("--board", metavar="B", help="use a board's default configuration "
                                                 "(see `vta boards`)")
@@ -49,13 +51,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vta.compiler.graph.blas import limit_blas_threads
-    from vta.compiler.graph.module import VTA_OPS, compile_graph
+    from vta.compiler.graph.module import VTA_OPS, compile_graph, is_module_or_empty
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
     from vta.isa.errors import ConfigError
+    from vta.isa.fileio import check_input_file, check_output_dir
 
     limit_blas_threads(1)
-
+    check_output_dir(args.output, "compiled module", replaceable=is_module_or_empty,
+                     inputs=(args.model, args.config, args.tuning_log, *args.calib))
+    if args.tuning_log:  # read after compiling: checked before
+        check_input_file(args.tuning_log, "tuning log")
     board = None
     if args.board:
         if args.config or args.preset:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import add_config_args, config_from_args
+from .common import add_config_args, check_outputs, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +58,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_write(args: argparse.Namespace) -> int:
     from vta.isa.fileio import write_atomic
 
+    check_outputs({"configuration file": args.output}, inputs=(args.config,))
     cfg = config_from_args(args)
-    write_atomic(args.output, cfg.to_json())
+    write_atomic(args.output, cfg.to_json(), "configuration file")
     return 0

@@ -7,7 +7,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from .common import add_config_args, config_from_args
+from .common import add_config_args, check_outputs, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.layout import INSN_BYTES, UOP_BYTES
 
     cfg = config_from_args(args)
+    check_outputs({"text output": args.output}, inputs=(args.input, args.config))
     data = read_bytes(args.input, "binary input")
     unit, what = (UOP_BYTES, "a micro-op buffer") if args.uops else (
         INSN_BYTES, "an instruction stream")

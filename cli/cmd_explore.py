@@ -5,6 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .common import (
+    ZOO_IMAGE_SIZE,
+    image_size_int,
+    int_range,
+    positive_int,
+    positive_seconds,
+    scheduler_address,
+    seed_int,
+)
+
 EPILOG = """\
 examples:
   vta explore --board pynq-z1 --model resnet18 --budget 200 -o explore-pynq
@@ -35,34 +45,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--board", required=True, metavar="B", help="target board (see vta boards)")
     p.add_argument("--model", default="resnet18", metavar="resnet18|MODEL.onnx",
                    help="target network: a zoo model or an ONNX file (default resnet18)")
-    p.add_argument("--image-size", type=int, metavar="N",
-                   help="input size of a zoo image classifier (default 224)")
-    p.add_argument("--budget", type=int, default=200, metavar="N",
-                   help="evaluations (default 200); the space is searched exhaustively when it "
-                        "has at most N points that fit")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--image-size", type=image_size_int, metavar="N",
+                   help="input size of a zoo image classifier, "
+                        f"{ZOO_IMAGE_SIZE[0]}..{ZOO_IMAGE_SIZE[1]} (default 224)")
+    p.add_argument("--budget", type=positive_int, default=200, metavar="N",
+                   help="evaluations, at least 1 (default 200); the space is searched "
+                        "exhaustively when it has at most N points that fit")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="output directory (made when it does not exist; an existing one must "
+                        "be an earlier exploration's or empty)")
     p.add_argument("--range", action="append", default=[], metavar="KNOB=V1,V2,...",
                    help=f"candidate values of a knob ({', '.join(KNOBS)}); repeatable")
     p.add_argument("--tuner", choices=["auto", "grid", "xgb", "random"], default="auto",
                    help="search strategy (default auto: grid when the space is small)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="local worker processes")
-    p.add_argument("--scheduler", metavar="ADDRESS",
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
+                   help="local worker processes (default 1)")
+    p.add_argument("--scheduler", type=scheduler_address, metavar="HOST:PORT",
                    help="evaluate on a Dask distributed cluster (e.g. tcp://host:8786)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="search seed, 0 .. 2**32-1")
     p.add_argument("--calibrate", action="store_true",
                    help="synthesize the calibration configurations for this board (yosys, "
                         "minutes each, cached) and fit the resource model before searching")
-    p.add_argument("--synth-finalists", type=int, default=0, metavar="K",
+    p.add_argument("--synth-finalists", type=int_range(0), default=0, metavar="K",
                    help="check the K best Pareto points by real synthesis (cached; slow)")
-    p.add_argument("--tsim-finalists", type=int, default=0, metavar="K",
+    p.add_argument("--tsim-finalists", type=int_range(0), default=0, metavar="K",
                    help="run a small program on tsim for the K best Pareto points")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                   help="seconds allowed per batch of evaluations")
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, metavar="S",
+                   help="seconds allowed per batch of evaluations, above 0 (default 600)")
     p.set_defaults(func=run)
 
 
 def _parse_ranges(specs: list[str]) -> dict[str, list[int]]:
     """``KNOB=V1,V2`` overrides of the default knob ranges."""
+    from vta.isa.config import check_param
+    from vta.isa.errors import ConfigError
     from vta.tune.autovta.explore import ExploreError
 
     out: dict[str, list[int]] = {}
@@ -78,31 +94,40 @@ def _parse_ranges(specs: list[str]) -> dict[str, list[int]]:
             raise ExploreError(f"--range {spec!r}: values must be integers") from None
         if not values:
             raise ExploreError(f"--range {spec!r}: give at least one value")
+        for v in values:
+            if name == "bus_width":
+                if v not in (64, 128):
+                    raise ExploreError(f"--range {spec!r}: bus_width {v} is not 64 or 128")
+                continue
+            try:
+                check_param(name, v)
+            except ConfigError as e:
+                raise ExploreError(f"--range {spec!r}: {e}") from None
         out[name] = values
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     from vta.boards import get_board
+    from vta.isa.fileio import check_output_dir
     from vta.tune.autovta.calibration import calibrated_model
-    from vta.tune.autovta.explore import ExploreError, explore
+    from vta.tune.autovta.explore import explore
     from vta.tune.autovta.finalists import synth_finalists, tsim_finalists
-    from vta.tune.autovta.network import load_network
-    from vta.tune.autovta.report import write_outputs
+    from vta.tune.autovta.network import check_model, load_network
+    from vta.tune.autovta.report import is_explore_output_or_empty, write_outputs
     from vta.tune.progress import ProgressBar
 
     board = get_board(args.board)
-    if args.budget < 1:
-        raise ExploreError(f"--budget must be at least 1, not {args.budget}")
-    if args.image_size is not None and args.image_size < 32:
-        raise ExploreError(f"--image-size {args.image_size} is too small (at least 32)")
     ranges = _parse_ranges(args.range)
+    check_output_dir(args.output, "exploration output", replaceable=is_explore_output_or_empty,
+                     inputs=(args.model,))
+    zoo_kw = {"image_size": args.image_size} if args.image_size else {}
+    check_model(args.model, zoo_kw)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     say(f"loading {args.model} (the first time compiles and quantizes it once; cached)")
-    zoo_kw = {"image_size": args.image_size} if args.image_size else {}
     net = load_network(args.model, **zoo_kw)
     say(f"{net.name}: {len(net.layers)} VTA layers, {net.macs / 1e9:.2f} GMAC"
         + (f"; on the CPU: {', '.join(net.cpu_layers)}" if net.cpu_layers else ""))

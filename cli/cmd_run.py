@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_config_args, config_from_args
+from .common import add_config_args, check_outputs, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.fileio import write_atomic
 
     src = Path(args.module)
+    check_outputs({"output file": args.output}, inputs=(args.module, args.input, args.config))
     x = load_npy(args.input)
     if src.is_dir():
         from vta.compiler.graph.module import load_module

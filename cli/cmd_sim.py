@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from vta.isa import VTAError
 
-from .common import add_config_args, config_from_args
+from .common import add_config_args, check_outputs, config_from_args, positive_int, seed_int
 
 #: backend name -> (module, function); all share fsim.run's signature and return a RunResult.
 BACKENDS = {
@@ -52,11 +54,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "differ (a missing dependency token)")
     p.add_argument("--order", choices=["load-first", "compute-first", "store-first", "random"],
                    help="fsim only: which ready module runs first (default: compute-first)")
-    p.add_argument("--seed", type=int,
-                   help="random seed (fsim: the random order; rtl/tsim: memory stalls)")
-    p.add_argument("--max-cycles", type=int, metavar="N",
-                   help="cycle-level backends: stop with an error after N cycles")
-    p.add_argument("--vcd", metavar="FILE", help="cycle-level backends: write a waveform")
+    p.add_argument("--seed", type=seed_int,
+                   help="random seed, 0 .. 2**32-1 (fsim: the random order; rtl/tsim: memory "
+                        "stalls)")
+    p.add_argument("--max-cycles", type=positive_int, metavar="N",
+                   help="cycle-level backends: stop with an error after N cycles (N >= 1)")
+    p.add_argument("--vcd", metavar="FILE",
+                   help="cycle-level backends: write a waveform (atomically: only a finished "
+                        "run leaves one)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="a backend-specific option passed as a keyword argument (repeatable; "
                         "e.g. --opt bus_width=128 --opt mem_stall=0.1 for rtl/tsim, "
@@ -80,6 +85,10 @@ def load_backend(name: str):
     return fn
 
 
+#: Backend keywords that have a command-line option of their own.
+_OWN_OPTIONS = ("vcd", "max_cycles", "seed", "order", "trace", "check_races")
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """Backend options, passed only when given on the command line."""
     opts: dict[str, Any] = {}
@@ -88,6 +97,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         key = key.strip().replace("-", "_")
         if not sep or not key.isidentifier():
             raise BackendError(f"--opt {item!r}: expected KEY=VALUE, e.g. --opt bus_width=128")
+        if key in _OWN_OPTIONS:  # those are checked (paths, bounds) through their own option
+            raise BackendError(f"--opt {item!r}: use --{key.replace('_', '-')} instead")
         opts[key] = _parse_value(value.strip())
     if args.trace:
         opts["trace"] = True
@@ -133,10 +144,14 @@ def _parse_value(text: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.isa.fileio import write_atomic
-    from vta.isa.image import check_program, read_dram, read_program, write_stats, write_trace
+    from vta.isa.fileio import atomic_paths
+    from vta.isa.image import check_program, read_dram, read_program
 
     cfg = config_from_args(args)
+    # every output location is checked before the (possibly long) run
+    check_outputs({"output DRAM image": args.output, "statistics file": args.stats,
+                   "trace file": args.trace, "waveform file": args.vcd},
+                  inputs=(args.program, args.dram, args.config))
     program = read_program(args.program, cfg)
     check_program(program, cfg)
     dram = read_dram(args.dram)
@@ -146,8 +161,23 @@ def run(args: argparse.Namespace) -> int:
         from vta.sim.fsim import check_races
 
         check_races(program, dram, cfg)
+    # every output is staged beside its target and renamed only when the run and every write
+    # have succeeded: a failure or a signal leaves none of them
+    with atomic_paths() as staged:
+        if args.vcd:
+            opts["vcd"] = str(staged(args.vcd, "waveform file"))
+        result = _run_backend(backend, program, dram, cfg, opts, args)
+        _write_outputs(result, len(dram), args, staged)
+    if not args.quiet:
+        print(_summary(result.stats, args))
+    return 0
+
+
+def _run_backend(backend: Any, program: Any, dram: Any, cfg: Any, opts: dict[str, Any],
+                 args: argparse.Namespace) -> Any:
+    """The backend's RunResult; its unexpected exceptions become one-line BackendErrors."""
     try:
-        result = backend(program, dram, cfg, **opts)
+        return backend(program, dram, cfg, **opts)
     except TypeError as e:
         if opts and "keyword argument" in str(e):
             raise BackendError(f"backend {args.backend} does not accept an option given: {e}") \
@@ -165,26 +195,32 @@ def run(args: argparse.Namespace) -> int:
         if os.environ.get("VTA_DEBUG"):
             raise
         raise _internal(args.backend, e) from None
+
+
+def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace,
+                   staged: Callable[[str, str], Path]) -> None:
+    """Write the outputs to their ``staged`` temporary names."""
+    from vta.isa.image import write_stats, write_trace
+
     out = result.dram
-    if len(out) != len(dram):
+    if len(out) != dram_len:
         raise BackendError(f"backend {args.backend} returned a {len(out)}-byte image for a "
-                           f"{len(dram)}-byte input (the contract is: same length)")
+                           f"{dram_len}-byte input (the contract is: same length)")
     if args.trace and result.trace is None:
         raise BackendError(f"backend {args.backend} produced no trace")
-    # all outputs are ready: write them (each atomically)
-    write_atomic(args.output, out.tobytes(), "output DRAM image")
+    staged(args.output, "output DRAM image").write_bytes(out.tobytes())
     if args.stats:
-        write_stats(args.stats, result.stats)
+        write_stats(staged(args.stats, "statistics file"), result.stats)
     if args.trace:
-        write_trace(args.trace, result.trace or [])
-    if not args.quiet:
-        s = result.stats
-        parts = []
-        if "insn_count" in s:
-            parts.append(f"{s['insn_count']} instructions")
-        if "gemm_uops" in s:
-            parts.append(f"{s['gemm_uops']} GEMM and {s.get('alu_uops', 0)} ALU micro-ops")
-        if "cycles" in s:
-            parts.append(f"{s['cycles']} cycles")
-        print(f"{args.backend}: {', '.join(parts) or 'done'}; wrote {args.output}")
-    return 0
+        write_trace(staged(args.trace, "trace file"), result.trace or [])
+
+
+def _summary(s: dict[str, Any], args: argparse.Namespace) -> str:
+    parts = []
+    if "insn_count" in s:
+        parts.append(f"{s['insn_count']} instructions")
+    if "gemm_uops" in s:
+        parts.append(f"{s['gemm_uops']} GEMM and {s.get('alu_uops', 0)} ALU micro-ops")
+    if "cycles" in s:
+        parts.append(f"{s['cycles']} cycles")
+    return f"{args.backend}: {', '.join(parts) or 'done'}; wrote {args.output}"

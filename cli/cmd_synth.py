@@ -11,6 +11,7 @@ from .common import (
     add_config_args,
     add_core_options_arg,
     board_from_args,
+    check_outputs,
     config_from_args,
 )
 
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_core_options_arg(p)
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     p.add_argument("--workdir", metavar="DIR",
-                   help="keep yosys' scripts, logs and checkpoint in DIR")
+                   help="keep yosys' scripts, logs and checkpoint in DIR (made when it does "
+                        "not exist)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
@@ -41,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
     board = board_from_args(args)
     cfg = config_from_args(args) if (args.config or args.preset) else board.default_config
+    # checked now, not after minutes of synthesis
+    check_outputs({"JSON report": args.json}, dirs={"work directory": args.workdir},
+                  inputs=(args.config,))
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -49,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                         progress=None if args.quiet else progress)
     print(report.table())
     if args.json:
-        write_atomic(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+        write_atomic(args.json, json.dumps(report.to_dict(), indent=2) + "\n", "JSON report")
     if not report.fits:
         raise ResourceError(report.overflow_message())
     return 0

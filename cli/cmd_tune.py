@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_config_args, config_from_args
+from .common import (
+    add_config_args,
+    check_outputs,
+    config_from_args,
+    positive_int,
+    positive_seconds,
+    scheduler_address,
+    seed_int,
+)
 
 EPILOG = """\
 examples:
@@ -29,26 +37,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the known workloads and exit")
     p.add_argument("--measure", choices=["perf", "tsim", "fsim"], default="perf",
                    help="how candidates are measured: perf model (fast, default), tsim "
-                        "(cycle-accurate), fsim (checks results; costs are micro-op counts)")
+                        "(cycle-accurate), fsim (checks results against numpy; costs are "
+                        "GEMM + ALU micro-op counts)")
     p.add_argument("--tuner", choices=["xgb", "random", "grid"], default="xgb")
-    p.add_argument("--trials", type=int, default=200, metavar="N",
-                   help="measurements per workload (default 200)")
-    p.add_argument("--batch", type=int, default=16, metavar="N",
-                   help="configurations measured per batch (default 16)")
-    p.add_argument("--early-stopping", type=int, default=None, metavar="N",
+    p.add_argument("--trials", type=positive_int, default=200, metavar="N",
+                   help="measurements per workload, at least 1 (default 200)")
+    p.add_argument("--batch", type=positive_int, default=16, metavar="N",
+                   help="configurations measured per batch, at least 1 (default 16)")
+    p.add_argument("--early-stopping", type=positive_int, default=None, metavar="N",
                    help="stop a workload when the best has not improved for N trials")
     p.add_argument("--log", metavar="FILE", help="append-only JSON-lines tuning log")
     p.add_argument("--resume", action="store_true",
-                   help="continue from the records already in --log (otherwise they are kept "
-                        "but tuning starts afresh)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="continue from the records already in --log (requires --log; "
+                        "otherwise they are kept but tuning starts afresh)")
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="local worker processes (default 1)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
+    p.add_argument("--scheduler", type=scheduler_address, metavar="HOST:PORT",
                    help="measure on a Dask distributed cluster (e.g. tcp://host:8786)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="S",
                    help="seconds allowed per batch before its pending candidates are "
-                        "recorded as timeouts")
-    p.add_argument("--seed", type=int, default=0)
+                        "recorded as timeouts, above 0 (default 120)")
+    p.add_argument("--seed", type=seed_int, default=0, help="search seed, 0 .. 2**32-1")
     p.add_argument("--plot", metavar="LOG", help="plot best-so-far against trials of a log")
     p.add_argument("-o", "--output", metavar="PNG", help="output of --plot")
     add_config_args(p)
@@ -61,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
         if not args.output:
             raise _usage("--plot needs -o PNG")
+        check_outputs({"plot": args.output}, inputs=(args.plot,))
         n = plot_log(args.plot, args.output)
         print(f"wrote {args.output} ({n} curve{'s' if n != 1 else ''})")
         return 0
@@ -71,8 +81,12 @@ def run(args: argparse.Namespace) -> int:
         for w in known_workloads().values():
             print(f"{w.usage():<70} {w.doc}")
         return 0
-    if args.trials < 1 or args.batch < 1:
-        raise _usage("--trials and --batch must be positive")
+    if args.resume and not args.log:
+        raise _usage("--resume continues from a tuning log: give it with --log FILE")
+    if args.output:
+        raise _usage("-o is the output of --plot; the tuning records go to --log FILE")
+    # the log is appended to as batches finish: its location is checked before any work
+    check_outputs({"tuning log": args.log}, inputs=(args.model, args.config))
     cfg = config_from_args(args)
     tasks = []
     if args.model:
@@ -117,7 +131,13 @@ def run(args: argparse.Namespace) -> int:
         errs = sum(1 for _, c, _ in res.history if c is None)
         best = f"{res.best_cost:,.0f}" if res.best_cost is not None else "-"
         print(f"{_short(task.key):<58} {res.trials:>6} {errs:>6} {best:>12}  {res.best_values}")
-    return 0 if all(r.best_cost is not None for _, r in rows) else 1
+    failed = [(task, res) for task, res in rows if res.best_cost is None]
+    for task, res in failed:  # tuning ran but found nothing: say so on one line each
+        kinds = sorted({kind for _, _, kind in res.history})
+        print(f"vta tune: error: no configuration of {task.name} could be measured "
+              f"({res.trials} trials, all failed: {', '.join(kinds)}; the log or --jobs 1 "
+              "shows why)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _usage(msg: str) -> Exception:

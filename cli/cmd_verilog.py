@@ -19,6 +19,7 @@ from .common import (
     add_config_args,
     add_core_options_arg,
     board_from_args,
+    check_outputs,
     config_from_args,
     core_options_from_args,
 )
@@ -40,15 +41,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default="vta_core", help="Verilog module name (default vta_core)")
     p.add_argument("--board", metavar="NAME",
                    help="write a complete board project instead (see `vta boards`)")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="output directory (made, with missing parents, when it does not exist)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise VerilogError(f"output {out} exists and is not a directory; choose a directory")
+    check_outputs({}, dirs={"output directory": args.output}, inputs=(args.config,))
+    if not args.name.isidentifier():
+        raise VerilogError(f"module name {args.name!r} is not a valid identifier; use letters, "
+                           "digits and underscores")
     if args.board:
         if args.bus_width is not None:
             raise VerilogError("--bus-width cannot be combined with --board (the board fixes "
@@ -64,23 +68,18 @@ def run(args: argparse.Namespace) -> int:
         for path in paths:
             print(path)
         return 0
-    if not args.name.isidentifier():
-        raise VerilogError(f"module name {args.name!r} is not a valid identifier; use letters, "
-                           "digits and underscores")
     from vta.hw.verilog import describe_core, generate
-    from vta.isa.fileio import write_atomic
+    from vta.isa.fileio import atomic_paths, make_output_dir
 
     bus_width = args.bus_width or 64
     options = core_options_from_args(args)
     text = generate(cfg, bus_width=bus_width, name=args.name, options=options)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise VerilogError(f"cannot create output directory {out}: {e.strerror}") from None
+    make_output_dir(out)
     v_path, j_path = out / f"{args.name}.v", out / f"{args.name}.json"
-    write_atomic(v_path, text, "Verilog file")
     desc = describe_core(cfg, bus_width=bus_width, name=args.name, options=options)
-    write_atomic(j_path, json.dumps(desc, indent=2) + "\n", "core description")
+    with atomic_paths() as stage:  # both files or neither
+        stage(v_path, "Verilog file").write_text(text)
+        stage(j_path, "core description").write_text(json.dumps(desc, indent=2) + "\n")
     print(v_path)
     print(j_path)
     return 0

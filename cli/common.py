@@ -1,9 +1,12 @@
-"""Helpers shared by subcommands: config selection and argument conventions."""
+"""Helpers shared by subcommands: config selection, bounded numeric options (argparse types)
+and the check of every output location, which each command runs before any work."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+from collections.abc import Callable
 from typing import Any
 
 from vta.isa import Config, preset_names
@@ -58,3 +61,101 @@ def board_from_args(args: argparse.Namespace) -> Any:
     board = get_board(args.board)
     options = core_options_from_args(args)
     return board if options is None else dataclasses.replace(board, core_options=options)
+
+
+# ------------------------------------------------------------------ bounded numeric options
+# argparse ``type=`` functions: a value out of bounds is a one-line usage error (exit 2) that
+# names the option, the value and the bounds, before the command does any work.
+
+def _number(text: str, conv: Callable[[str], Any], kind: str) -> Any:
+    try:
+        value = conv(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {kind}, not {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, not {text!r}")
+    return value
+
+
+def int_range(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An integer ``lo <= N <= hi`` (either bound may be None)."""
+
+    def parse(text: str) -> int:
+        value = _number(text, int, "an integer")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({_bounds(lo, hi)})")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_range(lo: float, hi: float | None = None) -> Callable[[str], float]:
+    """A finite number ``lo < X <= hi`` (``lo`` excluded: durations, clocks)."""
+
+    def parse(text: str) -> float:
+        value = _number(text, float, "a number")
+        if value <= lo or (hi is not None and value > hi):
+            rng = f"above {lo:g}" + (f" and at most {hi:g}" if hi is not None else "")
+            raise argparse.ArgumentTypeError(f"{text} is out of range ({rng})")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _bounds(lo: int | None, hi: int | None) -> str:
+    if lo is not None and hi is not None:
+        return f"{lo}..{hi}"
+    return f"at least {lo}" if lo is not None else f"at most {hi}"
+
+
+#: Positive integers and durations (counts, trials, cycles, seconds).
+positive_int = int_range(1)
+positive_seconds = float_range(0.0)
+#: A seed: numpy's generators take 0 .. 2**32 - 1 (and so does every seeded tool here).
+seed_int = int_range(0, 2**32 - 1)
+
+
+def scheduler_address(text: str) -> str:
+    """``--scheduler``: a Dask scheduler address ``[tcp://]HOST:PORT``."""
+    rest = text.split("://", 1)[1] if "://" in text else text
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a scheduler address; expected HOST:PORT, e.g. tcp://10.0.0.5:8786")
+    return text
+
+
+# ------------------------------------------------------------------ output locations
+def check_outputs(files: dict[str, str | None], *, dirs: dict[str, str | None] | None = None,
+                  inputs: tuple[str | None, ...] = ()) -> None:
+    """Check every output location before any work (a FileError naming the first bad one):
+    ``files`` and ``dirs`` map what each is ("statistics file") to its path (None: not given).
+    Each must be writable where it is, not a directory where a file goes (nor a file where a
+    directory goes), not one of ``inputs``, and no two outputs may be the same path."""
+    import os
+
+    from vta.isa.errors import FileError
+    from vta.isa.fileio import check_output_dir, check_output_file
+
+    seen: dict[str, str] = {}
+    given = [(w, p, False) for w, p in files.items() if p is not None] + \
+            [(w, p, True) for w, p in (dirs or {}).items() if p is not None]
+    for what, path, is_dir in given:
+        key = os.path.realpath(path)
+        if key in seen:
+            raise FileError(f"{what} {path} is also the {seen[key]}; give them different names")
+        seen[key] = what
+        if is_dir:
+            check_output_dir(path, what, inputs=inputs)
+        else:
+            check_output_file(path, what, inputs=inputs)
+
+
+#: Zoo image classifiers (vta zoo, vta explore): input height/width and class count. Above
+#: these the float model alone needs gigabytes (an input of 100000 x 100000 is 112 GiB).
+ZOO_IMAGE_SIZE = (32, 1024)
+ZOO_NUM_CLASSES = (1, 65536)
+image_size_int = int_range(*ZOO_IMAGE_SIZE)
+num_classes_int = int_range(*ZOO_NUM_CLASSES)

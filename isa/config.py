@@ -45,6 +45,16 @@ _RANGES: dict[str, tuple[int, int, str]] = {
 SRAM_ADDR_BITS = 16
 
 
+def check_param(name: str, value: Any) -> None:
+    """A ConfigError unless ``value`` is a valid value of parameter ``name`` on its own (the
+    constraints between parameters are :class:`Config`'s)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, not {value!r}")
+    lo, hi, why = _RANGES[name]
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}={value} is out of range [{lo}, {hi}] ({why})")
+
+
 @dataclass(frozen=True)
 class Config:
     """VTA hardware parameters (TVM's vta_config.json) and derived quantities."""
@@ -63,12 +73,7 @@ class Config:
 
     def __post_init__(self) -> None:
         for name in PARAMS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name} must be an integer, not {value!r}")
-            lo, hi, why = _RANGES[name]
-            if not lo <= value <= hi:
-                raise ConfigError(f"{name}={value} is out of range [{lo}, {hi}] ({why})")
+            check_param(name, getattr(self, name))
         if max(self.LOG_INP_WIDTH, self.LOG_WGT_WIDTH) > self.LOG_ACC_WIDTH:
             raise ConfigError(
                 f"LOG_ACC_WIDTH={self.LOG_ACC_WIDTH} must be at least LOG_INP_WIDTH and "

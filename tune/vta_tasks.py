@@ -97,9 +97,21 @@ def measure_perf(op: Any, **_: Any) -> float:
 
 def measure_tsim(op: Any, **_: Any) -> float:
     """Cycles on the Verilator model; a result that differs from numpy is a WrongResult."""
+    return float(_run_checked(op, "tsim")["cycles"])
+
+
+def measure_fsim(op: Any, **_: Any) -> float:
+    """GEMM + ALU micro-ops on the functional simulator (it has no cycles); a result that
+    differs from numpy is a WrongResult."""
+    stats = _run_checked(op, "fsim")
+    return float(stats["gemm_uops"] + stats["alu_uops"])
+
+
+def _run_checked(op: Any, target: str) -> dict[str, Any]:
+    """Run the operator on ``target`` with random inputs, compare with numpy, return stats."""
     from vta.compiler.topi import conv2d_reference, dense_reference
 
-    op.build("tsim", device=_fresh_device(op, "tsim"))
+    op.build(target, device=_fresh_device(op, target))
     ins = _inputs(op)
     out = np.zeros(op.out_shape, np.dtype(op.out_dtype))
     stats = op.module(*ins, out)
@@ -112,11 +124,12 @@ def measure_tsim(op: Any, **_: Any) -> float:
         ref = dense_reference(ins[0], ins[1], epi, bias=bias)
     if not np.array_equal(out, ref):
         raise WrongResult(f"{int((out != ref).sum())} output elements differ from numpy")
-    return float(stats["cycles"])
+    return stats
 
 
 register_measurer("perf", measure_perf)
 register_measurer("tsim", measure_tsim)
+register_measurer("fsim", measure_fsim)
 
 
 # ------------------------------------------------------------------------------ features

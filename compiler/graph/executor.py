@@ -93,6 +93,10 @@ def load_npy(path: str | Path) -> np.ndarray:
         raise InputError(f"{p} is not a .npy array file ({str(e).splitlines()[0]})") from None
     if not isinstance(x, np.ndarray):
         raise InputError(f"{p} holds several arrays (.npz); give a single .npy array")
+    if x.dtype.kind in "fc" and not np.isfinite(x).all():
+        bad = int(x.size - np.isfinite(x).sum())
+        raise InputError(f"{p} holds {bad} NaN or infinite value(s) of {x.size}; give finite "
+                         f"numbers")
     return x
 
 

@@ -20,10 +20,8 @@ records per layer the knobs, where they came from and the cycles they were measu
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +31,7 @@ import numpy as np
 from vta.isa import Config, MemType
 from vta.isa.errors import VTAError
 
-from .errors import ModuleError
+from .errors import InputError, ModuleError
 from .ir import Graph, Node
 from .lowering import Recorded, VtaLayer, gemm_macs, place, plan_layer, record_layer
 from .pack import packed_nbytes
@@ -112,27 +110,11 @@ class CompiledModule:
     # --------------------------------------------------------------------- save
     def save(self, out_dir: str | Path) -> Path:
         """Write the module directory atomically (all or nothing)."""
-        from vta.isa.errors import FileError
+        from vta.isa.fileio import atomic_dir
 
         out = Path(out_dir)
-        parent = out.parent if str(out.parent) else Path(".")
-        if not parent.is_dir():
-            raise FileError(f"cannot write module {out}: directory {parent} does not exist")
-        if out.exists() and not (out / "manifest.json").exists() and any(out.iterdir()):
-            raise FileError(f"{out} exists and is not a compiled module; choose another -o")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-        try:
+        with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-                os.replace(out, old / "m")
-                os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return out
 
     def _write(self, d: Path) -> None:
@@ -175,6 +157,20 @@ class CompiledModule:
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
+def _check_layer_names(g: Graph, names: Iterable[str], option: str) -> None:
+    """Every name given must be a layer of ``g`` (an InputError naming the others)."""
+    known = {n.name for n in g.nodes}
+    unknown = set(names) - known
+    if unknown:
+        raise InputError(f"{option} {', '.join(sorted(unknown))}: no such layer; layers are "
+                         f"named like {', '.join(n.name for n in g.nodes[:4])}, ...")
+
+
+def is_module_or_empty(d: Path) -> bool:
+    """What ``save`` may replace: an earlier compiled module or an empty directory."""
+    return (d / "manifest.json").exists() or not any(d.iterdir())
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
 
@@ -215,7 +211,7 @@ def load_module(path: str | Path) -> CompiledModule:
         host_ir = {h["node"]: (d / h["llvm_ir"]).read_text() for h in m.get("host_kernels", [])}
     except ConfigError:
         raise
-    except (KeyError, OSError, ValueError, TypeError) as e:
+    except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None
     return CompiledModule(cfg, graph, {k: int(v) for k, v in q["exps"].items()}, layers,
@@ -249,6 +245,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     thread (fewer, larger instructions: faster on fsim)."""
     t0 = time.perf_counter()
     og = optimize(g)
+    _check_layer_names(og, cpu_layers, "--cpu-layer")
     samples = list(samples) or synthetic_samples(og)
     qr = quantize_graph(og, samples, float_layers=float_layers,
                         keep_first_float=keep_first_float, per_channel=per_channel)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import user_cache_dir
+from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
 
@@ -193,9 +193,7 @@ def _prune(root: Path, *, keep: int, current: Path) -> None:
 
 def _write_index(index: Path, key: str) -> None:
     index.parent.mkdir(parents=True, exist_ok=True)
-    tmp = index.with_name(f".{index.name}.{os.getpid()}")
-    tmp.write_text(key + "\n")
-    os.replace(tmp, index)
+    write_atomic(index, key + "\n", "tsim build index")
 
 
 def _run(cmd: list[str], cwd: Path, verbose: bool, what: str) -> None:

@@ -47,7 +47,7 @@ def test_tune_resume_and_plot(tmp_path, capsys) -> None:
     (["tune", "--plot", "missing.jsonl", "-o", "x.png"], "does not exist"),
     (["tune", "--workload", "conv2d:CI=6", "--preset", "small"], "not a multiple of 4"),
     (["tune", "--workload", "nope"], "unknown workload"),
-    (["tune", "--workload", SPEC, "--trials", "0"], "must be positive"),
+    (["tune", "--workload", SPEC, "--trials", "0"], "--trials: 0 is out of range (at least 1)"),
 ])
 def test_tune_bad_input_is_one_line(tmp_path, monkeypatch, capsys, argv, needle) -> None:
     monkeypatch.chdir(tmp_path)
@@ -55,3 +55,26 @@ def test_tune_bad_input_is_one_line(tmp_path, monkeypatch, capsys, argv, needle)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("vta tune: error: ") and needle in err
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.sim
+def test_tune_measure_fsim_counts_micro_ops(tmp_path, capsys) -> None:
+    """`--measure fsim` (offered in --help) tunes: every candidate runs on fsim, is checked
+    against numpy, and costs its GEMM + ALU micro-ops, the counts the perf model's own decoder
+    gives for the same program."""
+    import numpy as np
+    from vta.isa import Config
+    from vta.tune.vta_tasks import _fresh_device
+    from vta.tune.workloads import parse_workload
+
+    log = tmp_path / "f.jsonl"
+    assert main(["tune", "--workload", SPEC, "--preset", "small", "--measure", "fsim",
+                 "--tuner", "random", "--trials", "3", "--batch", "3", "--log", str(log)]) == 0
+    recs = _records(log)
+    assert len(recs) == 3 and all(r["result"]["kind"] == "ok" for r in recs), recs
+    task = parse_workload(SPEC, Config.preset("small"))
+    for r in recs:
+        op = task.instantiate(task.space.get(r["config"]["index"]))
+        op.build("perf", device=_fresh_device(op, "perf"))
+        stats = op.module(*[np.zeros(t.shape, np.dtype(t.dtype)) for t in op.args])
+        assert r["result"]["cost"] == stats["gemm_uops"] + stats["alu_uops"]

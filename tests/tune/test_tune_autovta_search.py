@@ -202,7 +202,7 @@ def test_outputs_are_complete_and_atomic(net: Network, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "keep.txt").write_text("x")
-    with pytest.raises(VTAError, match="not an exploration output"):
+    with pytest.raises(VTAError, match="neither an exploration output"):
         write_outputs(res, other)
     assert (other / "keep.txt").exists() and not (other / "explore.json").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

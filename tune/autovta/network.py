@@ -156,10 +156,21 @@ def _zoo_names() -> list[str]:
 def _model_bytes(model: str, zoo_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
     """(name, ONNX bytes) of a zoo name or an ONNX file."""
     from vta.compiler.graph import zoo
+
+    check_model(model, zoo_kwargs)
+    if model in zoo.ZOO:
+        return model, zoo.build(model, **dict(zoo_kwargs)).SerializeToString()
+    return Path(model).stem, Path(model).read_bytes()
+
+
+def check_model(model: str, zoo_kwargs: Mapping[str, Any]) -> None:
+    """A one-line error unless ``model`` is a zoo name or a readable ONNX file (and the zoo
+    options apply): what :func:`load_network` would reject, checked without loading."""
+    from vta.compiler.graph import zoo
     from vta.compiler.graph.errors import ModelError
 
     if model in zoo.ZOO:
-        return model, zoo.build(model, **dict(zoo_kwargs)).SerializeToString()
+        return
     p = Path(model)
     if p.suffix.lower() != ".onnx" and not p.exists():
         raise NetworkError(f"unknown model {model!r}: give a zoo model "
@@ -171,7 +182,6 @@ def _model_bytes(model: str, zoo_kwargs: Mapping[str, Any]) -> tuple[str, bytes]
         raise ModelError(f"model file {p} does not exist")
     if p.is_dir():
         raise ModelError(f"model file {p} is a directory, not an .onnx file")
-    return p.stem, p.read_bytes()
 
 
 def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:

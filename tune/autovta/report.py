@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from vta.isa.errors import FileError
+from vta.isa.fileio import atomic_dir
 
 from .explore import ExploreResult
 
@@ -70,36 +67,19 @@ def write_outputs(result: ExploreResult, out_dir: str | Path,
     into ``out_dir``, atomically. An existing directory is replaced only if it is an earlier
     exploration's output (has ``explore.json``) or is empty."""
     out = Path(out_dir)
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise FileError(f"cannot write {out}: directory {parent} does not exist")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir())
-                                               and not (out / REPORT).exists())):
-        raise FileError(f"{out} exists and is not an exploration output; choose another -o")
     report = result.to_json()
     if extra:
         report.update(extra)
     png = plot_pareto(result)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    except OSError as e:
-        raise FileError(f"cannot write {out}: {e.strerror or e}") from None
-    try:
+    with atomic_dir(out, "exploration output", replaceable=is_explore_output_or_empty) as tmp:
         (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
         (tmp / PLOT).write_bytes(png)
         best = result.best
         if best is not None:
             (tmp / CONFIG).write_text(best.cand.cfg.to_json())
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(e, OSError):
-            raise FileError(f"cannot write {out}: {e.strerror or e}") from None
-        raise
     return out
+
+
+def is_explore_output_or_empty(d: Path) -> bool:
+    """An earlier exploration's output (has explore.json) or an empty directory."""
+    return (d / REPORT).exists() or not any(d.iterdir())
