@@ -2,8 +2,9 @@
 
 ``vta sim PROGRAM.bin --dram DRAM.bin -o OUT.bin [--backend fsim|rtl|tsim|perf] [--stats S.json]
 [--trace T.json] [--check-races]``: OUT.bin is the whole DRAM image after FINISH, same length as
-DRAM.bin. Every backend is a function ``run_program(program, dram, cfg, **options) -> RunResult``
-imported lazily; nothing is written unless the run succeeds.
+DRAM.bin; the perf backend computes no data and takes no ``-o``. Every backend is a function
+``run_program(program, dram, cfg, **options) -> RunResult`` imported lazily; nothing is written
+unless the run succeeds.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("program", metavar="PROGRAM.bin", help="instruction stream ending with FINISH")
     p.add_argument("--dram", required=True, metavar="DRAM.bin",
                    help="initial device memory (byte address 0 at offset 0)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.bin",
-                   help="DRAM image after FINISH")
+    p.add_argument("-o", "--output", metavar="OUT.bin",
+                   help="DRAM image after FINISH (required, except with --backend perf, which "
+                        "computes no data and writes none)")
     add_config_args(p)
     p.add_argument("--backend", choices=sorted(BACKENDS), default="fsim",
                    help="simulator (default: fsim)")
@@ -55,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int,
                    help="random seed (fsim: the random order; rtl/tsim: memory stalls)")
     p.add_argument("--max-cycles", type=int, metavar="N",
-                   help="cycle-level backends: stop with an error after N cycles")
+                   help="rtl/tsim: stop with an error after N cycles (default: 16 x the "
+                        "program's static cost + 1M; long runs print a progress line on stderr)")
     p.add_argument("--vcd", metavar="FILE", help="cycle-level backends: write a waveform")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="a backend-specific option passed as a keyword argument (repeatable; "
@@ -109,6 +112,15 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+def _check_output_arg(args: argparse.Namespace) -> None:
+    """-o is required for the data backends and refused for perf (it would be the input)."""
+    if args.backend == "perf" and args.output:
+        raise BackendError("the perf backend estimates cycles and computes no data, so it "
+                           "writes no OUT.bin: drop -o (its figures go to --stats)")
+    if args.backend != "perf" and not args.output:
+        raise BackendError(f"-o OUT.bin is required with --backend {args.backend}")
+
+
 def _internal(backend: str, e: Exception) -> BackendError:
     """A one-line BackendError for an unexpected exception (VTA_DEBUG=1 shows the original)."""
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -136,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.fileio import write_atomic
     from vta.isa.image import check_program, read_dram, read_program, write_stats, write_trace
 
+    _check_output_arg(args)
     cfg = config_from_args(args)
     program = read_program(args.program, cfg)
     check_program(program, cfg)
@@ -172,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trace and result.trace is None:
         raise BackendError(f"backend {args.backend} produced no trace")
     # all outputs are ready: write them (each atomically)
-    write_atomic(args.output, out.tobytes(), "output DRAM image")
+    if args.output:  # (perf writes none)
+        write_atomic(args.output, out.tobytes(), "output DRAM image")
     if args.stats:
         write_stats(args.stats, result.stats)
     if args.trace:
@@ -186,5 +200,6 @@ def run(args: argparse.Namespace) -> int:
             parts.append(f"{s['gemm_uops']} GEMM and {s.get('alu_uops', 0)} ALU micro-ops")
         if "cycles" in s:
             parts.append(f"{s['cycles']} cycles")
-        print(f"{args.backend}: {', '.join(parts) or 'done'}; wrote {args.output}")
+        wrote = f"; wrote {args.output}" if args.output else ""
+        print(f"{args.backend}: {', '.join(parts) or 'done'}{wrote}")
     return 0

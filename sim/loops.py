@@ -42,7 +42,9 @@ class GeneralPlan:
         pairs = self.us.size * self.uw.size
         #: index into the table of all (input, weight) products, in dst order; None: no table
         self.pairs: np.ndarray | None = None
-        if pairs <= 4 * dst.size + 64 and pairs * cfg.batch * cfg.block_out <= 1 << 22:
+        # (the table and its selection per micro-op, p[pairs], must both stay small)
+        if (pairs <= 4 * dst.size + 64 and pairs * cfg.batch * cfg.block_out <= 1 << 22
+                and dst.size * cfg.batch * cfg.block_out <= 1 << 24):
             self.pairs = (si.ravel() * self.uw.size + wi.ravel())[self.groups.order]
 
 
