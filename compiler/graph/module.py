@@ -10,10 +10,14 @@ A module directory (written atomically: a temporary directory renamed into place
 - ``plan.json``: the static memory plan (arena size, offset of every tensor);
 - ``kernels/NNN_<layer>.bin``: the instruction stream of each VTA layer, addressed relative to
   the arena base (relocated at load time).
+
+The manifest's ``files`` gives the sha256 and size of every other file; :func:`load_module`
+checks them all first, so a damaged module is a one-line :class:`ModuleError` naming the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -46,7 +50,8 @@ from .vta_lower import (
 )
 
 FORMAT = "vta-module"
-VERSION = 1
+#: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
+VERSION = 2
 VTA_OPS = ("QConv", "QDense")
 
 
@@ -164,8 +169,44 @@ class CompiledModule:
             "notes": self.notes,
             "tuned_knobs": self.tuned_knobs,
             "compile_seconds": round(self.compile_seconds, 3),
+            "files": _file_digests(d),
         }
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def _file_digests(d: Path) -> dict[str, dict[str, Any]]:
+    """sha256 and size of every file under ``d`` (POSIX relative path -> digest)."""
+    return {p.relative_to(d).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verify_files(d: Path, files: Any) -> None:
+    """Every file the manifest lists is there, with its size and sha256 (one line naming the
+    first damaged file otherwise)."""
+    if not isinstance(files, dict) or not files:
+        raise ModuleError(f"module {d}: manifest.json lists no file checksums; recompile it")
+    for rel, want in files.items():
+        p = d / rel
+        if not isinstance(want, dict) or not {"sha256", "bytes"} <= want.keys():
+            raise ModuleError(f"module {d}: manifest.json has a malformed checksum entry for "
+                              f"{rel}; recompile it")
+        if not p.is_file():
+            raise ModuleError(f"module {d}: file {rel} is missing; recompile the module")
+        size = p.stat().st_size
+        if size != want["bytes"]:
+            raise ModuleError(f"module {d}: file {rel} is damaged ({size} bytes, the manifest "
+                              f"says {want['bytes']}: truncated or replaced); recompile it")
+        if _sha256(p) != want["sha256"]:
+            raise ModuleError(f"module {d}: file {rel} is damaged (its sha256 differs from the "
+                              f"manifest's: the file was modified); recompile it")
 
 
 def _safe(name: str) -> str:
@@ -190,6 +231,7 @@ def load_module(path: str | Path) -> CompiledModule:
     if not isinstance(m, dict) or m.get("format") != FORMAT or m.get("version") != VERSION:
         raise ModuleError(f"{mf} is not a {FORMAT} version {VERSION} manifest; recompile it "
                           f"with this kit")
+    _verify_files(d, m.get("files"))
     try:
         cfg = Config.from_dict(m["config"], source=str(mf))
         with np.load(d / m["params"], allow_pickle=False) as z:
