@@ -8,21 +8,19 @@ The model is built once per design into the user cache (a minute or two the firs
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 from vta.isa import FinishInsn, GemmInsn, MemInsn, MemType, Opcode, Uop, encode_program
 from vta.isa.errors import DeadlockError, ProgramError
 from vta.isa.insn import encode_uops
 
+from ..conftest import require_tool
+
 pytestmark = pytest.mark.tsim
 
 
 def require_verilator() -> None:
-    for tool in ("verilator", "g++"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (make test installs it with apt-get as root)")
+    require_tool("verilator", "g++")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ from vta.tune.autovta.report import write_outputs
 from vta.tune.autovta.resources import KINDS, ResourceModel
 from vta.tune.autovta.space import candidate_from_values
 
+from ..conftest import unavailable
+
 #: A small space: 1x4x4 and 1x8x8 cores with a few buffer sizes.
 SMALL = {"LOG_BATCH": [0], "LOG_BLOCK": [2, 3], "LOG_UOP_BUFF_SIZE": [11, 12],
          "LOG_INP_BUFF_SIZE": [11, 12, 13], "LOG_WGT_BUFF_SIZE": [12, 14],
@@ -284,10 +286,8 @@ def test_best_config_runs_a_program_on_fsim(best) -> None:
 @pytest.mark.sim
 @pytest.mark.slow
 def test_best_config_runs_a_program_on_rtl(net: Network) -> None:
-    try:
-        from vta.hw.simulate import run_program
-    except ImportError:
-        pytest.skip("vta.hw.simulate (the RTL backend) is not available")
+    from vta.hw.simulate import run_program
+
     # the Amaranth simulation of a core takes minutes per GEMM block size: search 1x4x4 cores
     best = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]}).best
     cfg = best.cand.cfg
@@ -375,7 +375,7 @@ def test_tsim_finalists_match_fsim(net: Network) -> None:
     res = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]})
     done, why = tsim_finalists(res, 1)
     if why is not None:
-        pytest.skip(why)
+        unavailable(why)
     (p,) = done
     assert p is res.best and "error" not in p.tsim, p.tsim
     assert p.tsim["matches_fsim"] is True
