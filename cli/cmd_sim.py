@@ -154,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     check_program(program, cfg)
     dram = read_dram(args.dram)
     opts = _options(args)
+    if cfg.bus_width is not None and args.backend != "fsim":  # a config from `vta explore`
+        opts.setdefault("bus_width", cfg.bus_width)
     backend = load_backend(args.backend)
     if args.check_races and args.backend != "fsim":
         from vta.sim.fsim import check_races
