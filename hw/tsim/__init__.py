@@ -67,6 +67,8 @@ VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noasse
 OPT_FAST = "-O2"
 #: Cached models kept per cache directory (the oldest are deleted when a new one is built).
 KEEP_BUILDS = 12
+#: Cycles per call into the model between progress checks (at least 4 idle limits).
+SLICE_CYCLES = 1 << 22
 
 _FINISHED, _DEADLOCK, _CYCLE_LIMIT, _ERROR = 1, 2, 3, 4
 
@@ -356,7 +358,7 @@ def _run_bounded(model: TsimModel, bound: int, idle_limit: int, progress: float 
     """Run the model in slices of cycles until it finishes, deadlocks or reaches ``bound``
     cycles, with a progress line on stderr every ``progress`` seconds of a long run. A slice is
     several idle limits long, so the watchdog (restarted per slice) still sees a deadlock."""
-    step = max(4 * idle_limit, 1 << 22)
+    step = max(4 * idle_limit, SLICE_CYCLES)
     start, t0 = model.cycle, time.monotonic()
     next_line = t0 + (progress or 0.0)
     while True:

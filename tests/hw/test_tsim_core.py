@@ -168,6 +168,27 @@ def test_store_beyond_image_and_cycle_limit(small_build, small_cfg):
         tsim.run_program(program, dram, small_cfg, max_cycles=20)
 
 
+def test_long_run_prints_progress_and_default_bound(small_build, small_cfg, monkeypatch,
+                                                   capsys):
+    """Runs in slices of cycles; each slice may print a progress line on stderr (here every
+    slice: tiny slices, progress=0); the result is still fsim's."""
+    from vta.hw import tsim
+    from vta.hw.harness import default_max_cycles
+    from vta.isa import decode_program
+
+    monkeypatch.setattr(tsim, "SLICE_CYCLES", 64)
+    program, dram = tiny_gemm(small_cfg)
+    r = tsim.run_program(program, dram, small_cfg, progress=0.0, idle_limit=16)
+    assert np.array_equal(r.dram, fsim_dram(program, dram, small_cfg))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= r.stats["cycles"] // 64 - 1
+    bound = default_max_cycles(decode_program(program, small_cfg), small_cfg, bus_width=64,
+                               mem_latency=tsim.DEFAULT_MEM_LATENCY,
+                               mem_bandwidth=tsim.DEFAULT_MEM_BANDWIDTH)
+    assert all(line.startswith("tsim: ") and f"(bound {bound:,} cycles)" in line
+               for line in lines)
+
+
 @pytest.mark.slow
 def test_vcd_dump(small_cfg, tmp_path):
     require_verilator()
