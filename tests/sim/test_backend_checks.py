@@ -88,6 +88,23 @@ def test_every_backend_rejects_out_of_image_ranges_like_fsim(backend, case, smal
     assert time.perf_counter() - t0 < 5  # rejected before any simulation or build
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_type_5_is_rejected_by_every_backend_saying_what_it_is(backend, small_cfg):
+    """TVM accepts memory type 5 (an 8-bit accumulator load); the kit does not implement it and
+    says so (docs/fsim.md), identically on every backend."""
+    program = encode_program([
+        MemInsn(opcode=Opcode.LOAD, memory_type=5, y_size=1, x_size=1, x_stride=1),
+        FinishInsn()], small_cfg)
+    dram = np.zeros(256, np.uint8)
+    want = _fsim_error(program, dram, small_cfg)
+    assert want == ("instruction 0 (LOAD memory_type=5): LOAD needs memory_type UOP, WGT, INP "
+                    "or ACC (0-3), not 5 (TVM's memory type 5, an 8-bit accumulator load, is "
+                    "not supported: load ACC)")
+    with pytest.raises(ProgramError) as e:
+        _run(backend, program, dram, small_cfg)
+    assert str(e.value) == want
+
+
 @pytest.mark.parametrize("target", ["rtl", "perf", "fsim"])
 def test_every_device_rejects_reads_past_its_arena(target, small_cfg):
     size = 1 << 14
