@@ -55,7 +55,15 @@ from vta.isa.errors import DeadlockError, ProgramError, RaceError
 from vta.isa.image import RunResult, as_program_bytes, check_program
 
 from .blas import blas_threads
-from .loops import GeneralPlan, Grid, Groups, alu_rounds, dense_plan, rounds_by_rank
+from .loops import (
+    GeneralPlan,
+    Grid,
+    Groups,
+    TooManyRounds,
+    alu_rounds,
+    dense_plan,
+    rounds_by_rank,
+)
 
 #: Scheduling orders accepted by :class:`FunctionalSim` (``random`` is seeded).
 ORDERS = ("load-first", "compute-first", "store-first", "random")
@@ -79,6 +87,10 @@ MAX_UOPS_PER_INSN = 1 << 22
 #: Largest operand gather (bytes, as float64) of the dense GEMM path; beyond it (a loop that
 #: reuses few entries very many times) the general path, which works in chunks, runs instead.
 _DENSE_BYTES = 1 << 28
+#: Bound on the sequential vector steps of one ALU instruction in fsim (micro-ops that update the
+#: same accumulator entry, or read one an earlier micro-op wrote, run one step after another);
+#: about half a second of work. A pooling or requantisation loop needs a few dozen.
+MAX_ALU_ROUNDS = 1 << 16
 
 #: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
 _GEMM_CHUNK = 1 << 12
@@ -429,15 +441,22 @@ class FunctionalSim:
             # first time: bounds checks, then the vector steps that keep sequential semantics
             d, s, _ = self._loop_indices(idx, insn, "ALU")
             dst = self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)
-            if insn.reset_reg:
-                steps = [(dst, None)]
-            elif insn.use_imm:
-                steps = [(dst if sel is None else dst[sel], None)
-                         for sel in rounds_by_rank(dst)]
-            else:
-                src = self._flat(s, insn, insn.src_factor_out, insn.src_factor_in)
-                steps = [(dst, src) if sel is None else (dst[sel], src[sel])
-                         for sel in alu_rounds(dst, src, self.cfg.acc_depth)]
+            try:
+                if insn.reset_reg:
+                    steps = [(dst, None)]
+                elif insn.use_imm:
+                    steps = [(dst if sel is None else dst[sel], None)
+                             for sel in rounds_by_rank(dst, MAX_ALU_ROUNDS)]
+                else:
+                    src = self._flat(s, insn, insn.src_factor_out, insn.src_factor_in)
+                    steps = [(dst, src) if sel is None else (dst[sel], src[sel])
+                             for sel in alu_rounds(dst, src, self.cfg.acc_depth, MAX_ALU_ROUNDS)]
+            except TooManyRounds as e:
+                raise ProgramError(
+                    f"instruction {idx} ({insn_name(insn)}): its micro-ops need {e.rounds} "
+                    f"sequential steps (they update the same accumulator entries over and "
+                    f"over), beyond fsim's bound of {MAX_ALU_ROUNDS} per instruction; split "
+                    f"the loop") from None
             if len(self._plans) >= 512:
                 self._plans.clear()
             self._plans[key] = steps

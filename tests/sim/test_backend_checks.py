@@ -173,6 +173,39 @@ def test_fsim_huge_reuse_loop_runs_in_bounded_memory():
     assert peak < 160 << 20, f"peak {peak >> 20} MiB"
 
 
+def test_fsim_alu_on_one_entry_runs_to_its_bound_then_is_rejected():
+    """65535 ALU ADDs on one accumulator entry (sequential steps) run in about a second with the
+    hand-computed result (grouping the steps used to be quadratic: minutes); 4x more is
+    rejected at once, naming the instruction and the bound."""
+    from vta.sim import fsim
+
+    cfg = Config()
+    n = fsim.MAX_ALU_ROUNDS
+    one = {"y_size": 1, "x_size": 1, "x_stride": 1}
+    dram = np.zeros(4096, np.uint8)
+    dram[0:4] = np.frombuffer(encode_uops([Uop(0, 0, 0)], cfg), np.uint8)
+
+    def program(iters: int) -> bytes:
+        return encode_program([
+            MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP, **one),
+            AluInsn(uop_end=1, iter_out=iters, iter_in=257, alu_opcode=2, use_imm=1, imm=3,
+                    push_next_dep=1),
+            MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT, dram_base=1, pop_prev_dep=1,
+                    push_prev_dep=1, **one),
+            FinishInsn(pop_next_dep=1)], cfg)
+
+    t0 = time.perf_counter()
+    out = fsim.run(program(255), dram, cfg).dram  # 65535 steps
+    assert time.perf_counter() - t0 < 20
+    ob = cfg.out_elem_bytes
+    assert (out[ob:2 * ob].view(np.int8) == -3).all()  # 3 x 65535 = 0x2FFFD: low byte -3
+    t0 = time.perf_counter()
+    with pytest.raises(ProgramError, match=f"instruction 1 \\(ALU ADD\\): its micro-ops need "
+                                           f"{1020 * 257} sequential steps .* bound of {n} "):
+        fsim.run(program(1020), dram, cfg)
+    assert time.perf_counter() - t0 < 5
+
+
 def test_default_cycle_bound_is_generous_and_overridable(small_cfg):
     from vta.hw.harness import BOUND_BASE, default_max_cycles, static_cycles
     from vta.hw.simulate import run_program
