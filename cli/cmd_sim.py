@@ -2,8 +2,9 @@
 
 ``vta sim PROGRAM.bin --dram DRAM.bin -o OUT.bin [--backend fsim|rtl|tsim|perf] [--stats S.json]
 [--trace T.json] [--check-races]``: OUT.bin is the whole DRAM image after FINISH, same length as
-DRAM.bin. Every backend is a function ``run_program(program, dram, cfg, **options) -> RunResult``
-imported lazily; nothing is written unless the run succeeds.
+DRAM.bin; the perf backend computes no data and takes no ``-o``. Every backend is a function
+``run_program(program, dram, cfg, **options) -> RunResult`` imported lazily; nothing is written
+unless the run succeeds.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("program", metavar="PROGRAM.bin", help="instruction stream ending with FINISH")
     p.add_argument("--dram", required=True, metavar="DRAM.bin",
                    help="initial device memory (byte address 0 at offset 0)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.bin",
-                   help="DRAM image after FINISH")
+    p.add_argument("-o", "--output", metavar="OUT.bin",
+                   help="DRAM image after FINISH (required, except with --backend perf, which "
+                        "computes no data and writes none)")
     add_config_args(p)
     p.add_argument("--backend", choices=sorted(BACKENDS), default="fsim",
                    help="simulator (default: fsim)")
@@ -58,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="random seed, 0 .. 2**32-1 (fsim: the random order; rtl/tsim: memory "
                         "stalls)")
     p.add_argument("--max-cycles", type=positive_int, metavar="N",
-                   help="cycle-level backends: stop with an error after N cycles (N >= 1)")
+                   help="rtl/tsim: stop with an error after N cycles (N >= 1; default: 16 x the "
+                        "program's static cost + 1M; long runs print a progress line on stderr)")
     p.add_argument("--vcd", metavar="FILE",
                    help="cycle-level backends: write a waveform (atomically: only a finished "
                         "run leaves one)")
@@ -120,6 +123,15 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+def _check_output_arg(args: argparse.Namespace) -> None:
+    """-o is required for the data backends and refused for perf (it would be the input)."""
+    if args.backend == "perf" and args.output:
+        raise BackendError("the perf backend estimates cycles and computes no data, so it "
+                           "writes no OUT.bin: drop -o (its figures go to --stats)")
+    if args.backend != "perf" and not args.output:
+        raise BackendError(f"-o OUT.bin is required with --backend {args.backend}")
+
+
 def _internal(backend: str, e: Exception) -> BackendError:
     """A one-line BackendError for an unexpected exception (VTA_DEBUG=1 shows the original)."""
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -147,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.fileio import atomic_paths
     from vta.isa.image import check_program, read_dram, read_program
 
+    _check_output_arg(args)
     cfg = config_from_args(args)
     # every output location is checked before the (possibly long) run
     check_outputs({"output DRAM image": args.output, "statistics file": args.stats,
@@ -156,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     check_program(program, cfg)
     dram = read_dram(args.dram)
     opts = _options(args)
+    if cfg.bus_width is not None and args.backend != "fsim":  # a config from `vta explore`
+        opts.setdefault("bus_width", cfg.bus_width)
     backend = load_backend(args.backend)
     if args.check_races and args.backend != "fsim":
         from vta.sim.fsim import check_races
@@ -208,7 +223,8 @@ def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace,
                            f"{dram_len}-byte input (the contract is: same length)")
     if args.trace and result.trace is None:
         raise BackendError(f"backend {args.backend} produced no trace")
-    staged(args.output, "output DRAM image").write_bytes(out.tobytes())
+    if args.output:  # (perf writes none)
+        staged(args.output, "output DRAM image").write_bytes(out.tobytes())
     if args.stats:
         write_stats(staged(args.stats, "statistics file"), result.stats)
     if args.trace:
@@ -223,4 +239,5 @@ def _summary(s: dict[str, Any], args: argparse.Namespace) -> str:
         parts.append(f"{s['gemm_uops']} GEMM and {s.get('alu_uops', 0)} ALU micro-ops")
     if "cycles" in s:
         parts.append(f"{s['cycles']} cycles")
-    return f"{args.backend}: {', '.join(parts) or 'done'}; wrote {args.output}"
+    wrote = f"; wrote {args.output}" if args.output else ""
+    return f"{args.backend}: {', '.join(parts) or 'done'}{wrote}"

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from vta.isa import VTAError
+from vta.isa import Config, VTAError
 
 from .common import (
     BOARD_DEFAULT,
@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "description of its ports, host register map and configuration.")
     add_config_args(p, default=f"the PYNQ 1x16x16 config; with --board {BOARD_DEFAULT}")
     p.add_argument("--bus-width", type=int, choices=(64, 128), default=None,
-                   help="AXI memory data width in bits (default 64)")
+                   help="AXI memory data width in bits (default: the config file's BUS_WIDTH, "
+                        "as `vta explore` writes it, else 64)")
     add_core_options_arg(p, board=False)
     p.add_argument("--name", default="vta_core", help="Verilog module name (default vta_core)")
     p.add_argument("--board", metavar="NAME",
@@ -44,6 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="output directory (made, with missing parents, when it does not exist)")
     p.set_defaults(func=run)
+
+
+def _bus_width(flag: int | None, cfg: Config, source: str | None) -> int:
+    """--bus-width, else the config file's BUS_WIDTH, else 64; the two must agree."""
+    if flag is not None and cfg.bus_width is not None and flag != cfg.bus_width:
+        raise VerilogError(f"--bus-width {flag} contradicts BUS_WIDTH={cfg.bus_width} in "
+                           f"{source}; drop one of them")
+    return flag or cfg.bus_width or 64
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,14 +73,19 @@ def run(args: argparse.Namespace) -> int:
                                "package or drop --board") from None
         # no --config/--preset: the board's own default configuration
         chosen = cfg if (args.config or args.preset) else None
-        paths = write_project(board_from_args(args), chosen, out)
+        board = board_from_args(args)
+        if chosen is not None and chosen.bus_width not in (None, board.bus_width):
+            raise VerilogError(f"{args.config} asks for a {chosen.bus_width}-bit bus (BUS_WIDTH) "
+                               f"but board {board.name} has a {board.bus_width}-bit one; choose "
+                               f"a configuration for this board")
+        paths = write_project(board, chosen, out)
         for path in paths:
             print(path)
         return 0
     from vta.hw.verilog import describe_core, generate
     from vta.isa.fileio import atomic_paths, make_output_dir
 
-    bus_width = args.bus_width or 64
+    bus_width = _bus_width(args.bus_width, cfg, args.config)
     options = core_options_from_args(args)
     text = generate(cfg, bus_width=bus_width, name=args.name, options=options)
     make_output_dir(out)

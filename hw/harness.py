@@ -7,13 +7,16 @@ stuck modules and queues of a deadlock, and building a Chrome trace from instruc
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from vta.isa import Config
-from vta.isa.errors import DeadlockError, ProgramError
+from vta.isa.errors import DeadlockError, FileError, ProgramError
 from vta.isa.insn import AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
 from vta.isa.layout import AluOp, MemType, Opcode
 
@@ -143,6 +146,71 @@ def run_stats(insns: Sequence[Insn], cfg: Config, counters: Mapping[str, int], *
     if extra:
         stats.update(extra)
     return stats
+
+
+# ---------------------------------------------------------------------- run bounds
+#: The default cycle bound of a run is BOUND_BASE + BOUND_MARGIN x the program's static cost.
+BOUND_BASE = 1_000_000
+BOUND_MARGIN = 16
+#: Static cost of one instruction beyond its data: fetch, decode, token handshakes.
+INSN_COST = 100
+#: Wall-clock seconds between progress lines on stderr (the first after as long a run).
+PROGRESS_SECONDS = 10.0
+
+
+def static_cycles(insns: Sequence[Insn], cfg: Config, *, bus_width: int, mem_latency: int,
+                  mem_bandwidth: float | None = None, mem_stall: float = 0.0) -> int:
+    """A rough serial cost of ``insns`` in cycles (no overlap of the modules): per instruction
+    :data:`INSN_COST`, per LOAD/STORE row the memory latency and its bytes at the bus rate, per
+    GEMM/ALU micro-op iteration 2 cycles, slowed down by random memory stalls."""
+    rate = min(bus_width / 8, mem_bandwidth or bus_width / 8)
+    stall = 1.0 / (1.0 - min(max(mem_stall, 0.0), 0.99))
+    total = 0.0
+    for insn in insns:
+        total += INSN_COST
+        if isinstance(insn, MemInsn) and insn.x_size:
+            rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+            width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+            eb = cfg.elem_bytes(insn.memory_type) if insn.memory_type in \
+                MemType._value2member_map_ else 64
+            total += stall * (rows * (mem_latency + 8) + rows * width * eb / rate)
+        elif isinstance(insn, GemmInsn | AluInsn):
+            total += 2 * uop_iterations(insn)
+    return int(total)
+
+
+def default_max_cycles(insns: Sequence[Insn], cfg: Config, **cost: Any) -> int:
+    """The cycle bound of a run without ``max_cycles``: far above what the program needs (see
+    :func:`static_cycles`), so only a core that stops making useful progress reaches it."""
+    return BOUND_BASE + BOUND_MARGIN * static_cycles(insns, cfg, **cost)
+
+
+def cycle_limit_error(max_cycles: int, default: bool, backend: str) -> CycleLimitError:
+    how = ("the default bound for this program (16 x its static cost + 1M cycles)" if default
+           else "max_cycles")
+    return CycleLimitError(f"the program did not finish within {max_cycles} cycles on "
+                           f"{backend} ({how}); raise --max-cycles (max_cycles=) to allow more")
+
+
+def check_vcd_path(vcd: str | os.PathLike[str] | None) -> None:
+    """A waveform file must go to an existing, writable directory (checked before simulating)."""
+    if vcd is None:
+        return
+    path = Path(vcd)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise FileError(f"VCD file {path} is a directory; give a file name")
+    if not parent.is_dir():
+        raise FileError(f"cannot write the VCD file {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise FileError(f"cannot write the VCD file {path}: directory {parent} is not writable")
+
+
+def progress_line(backend: str, cycles: int, max_cycles: int, done: int, total: int,
+                  seconds: float) -> None:
+    """One progress line on stderr for a long run."""
+    print(f"{backend}: {cycles:,} cycles, {done} of {total} instructions done, "
+          f"{seconds:.0f} s (bound {max_cycles:,} cycles)", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------- deadlock diagnosis

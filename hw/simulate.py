@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.checks import check_insns
 from vta.isa.errors import VTAError
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
@@ -31,11 +32,15 @@ from .harness import (
     COUNTER_REGS,
     DEBUG_REGS,
     PROGRESS_REGS,
-    CycleLimitError,
+    PROGRESS_SECONDS,
     MemoryImage,
+    check_vcd_path,
     chrome_trace,
+    cycle_limit_error,
     deadlock_error,
+    default_max_cycles,
     place_program,
+    progress_line,
     run_stats,
     spans_from_samples,
 )
@@ -99,6 +104,7 @@ class Job:
     insns: list[Insn]
     image: MemoryImage
     memory: AxiMemory
+    max_cycles: int  # the cycle bound of this job (given, or the program's default bound)
     result: RunResult | None = None
 
 
@@ -107,7 +113,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 idle_limit: int = DEFAULT_IDLE_LIMIT, trace: bool = False,
                 mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                 mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
-                vcd: str | None = None, options: CoreOptions | None = None) -> RunResult:
+                vcd: str | None = None, options: CoreOptions | None = None,
+                progress: float | None = PROGRESS_SECONDS) -> RunResult:
     """Run ``program`` on the Amaranth simulation of :class:`VTACore` and return the result.
 
     ``dram`` is the initial device memory (byte 0 at address 0); the result's ``dram`` has the
@@ -115,14 +122,17 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     cycle, ``None`` = one bus word per cycle) and ``mem_stall`` (probability of random
     backpressure, seeded by ``seed``) shape the memory model. Raises
     :class:`vta.isa.errors.DeadlockError` naming the stuck modules and queues after
-    ``idle_limit`` cycles without progress, and :class:`CycleLimitError` past ``max_cycles``.
-    ``options`` selects a hardware variant of :class:`VTACore` (:class:`CoreOptions`).
+    ``idle_limit`` cycles without progress, and :class:`CycleLimitError` past ``max_cycles``
+    (default: :func:`~vta.hw.harness.default_max_cycles` of the program). A run longer than
+    ``progress`` seconds prints a progress line on stderr every ``progress`` seconds (``None``:
+    never). ``vcd`` must name a file in an existing directory. ``options`` selects a hardware
+    variant of :class:`VTACore` (:class:`CoreOptions`).
     """
     return run_programs([(program, dram)], cfg, bus_width=bus_width, max_cycles=max_cycles,
                         idle_limit=idle_limit, trace=trace, mem_latency=mem_latency,
                         mem_bandwidth=mem_bandwidth, mem_stall=mem_stall, seed=seed,
                         poll_interval=poll_interval, vcd=vcd,
-                        options=options)[0]
+                        options=options, progress=progress)[0]
 
 
 def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes]],
@@ -131,7 +141,8 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                  mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                  mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
                  vcd: str | None = None, reset_between: bool = True,
-                 options: CoreOptions | None = None) -> list[RunResult]:
+                 options: CoreOptions | None = None,
+                 progress: float | None = PROGRESS_SECONDS) -> list[RunResult]:
     """Run several ``(program, dram)`` jobs one after the other on ONE simulated core.
 
     The core is elaborated once; between jobs it is reset (``reset_between``) and given a fresh
@@ -144,15 +155,23 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
     from .axi_sim import AxiLiteHost
     from .probe import ProbedCore
 
+    check_vcd_path(vcd)
+    if max_cycles is not None and max_cycles < 1:
+        raise VTAError(f"max_cycles must be at least 1, not {max_cycles}")
     prepared: list[Job] = []
     for n, (program, dram) in enumerate(jobs):
         program = as_program_bytes(program, cfg)
         insns = check_program(program, cfg)
-        image = place_program(as_dram(dram), program)
+        dram = as_dram(dram)
+        check_insns(insns, cfg, len(dram))  # the same bounds as every backend
+        image = place_program(dram, program)
         memory = AxiMemory(image.mem, bus_bytes=bus_width // 8, latency=mem_latency,
                            bandwidth=mem_bandwidth, stall=mem_stall, seed=seed + n,
                            write_limit=image.user_bytes)
-        prepared.append(Job(program, insns, image, memory))
+        bound = max_cycles if max_cycles is not None else default_max_cycles(
+            insns, cfg, bus_width=bus_width, mem_latency=mem_latency,
+            mem_bandwidth=mem_bandwidth, mem_stall=mem_stall)
+        prepared.append(Job(program, insns, image, memory, bound))
     if not prepared:
         return []
     core = ProbedCore(cfg, bus_width=bus_width, options=options)
@@ -194,16 +213,21 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
         await host.write(ctx, reg["control"], CONTROL_LAUNCH)
         last_progress = memory.cycle
         snapshot: dict[str, int] | None = None
+        t0 = time.monotonic()
+        next_line = t0 + (progress or 0.0)
         while True:
             for _ in range(poll_interval):  # (not ``repeat``: it cannot be closed mid-wait)
                 await ctx.tick()
             if await host.read(ctx, reg["control"]) & CONTROL_FINISHED:
                 break
             now = memory.cycle
-            if max_cycles is not None and now - launch_cycle > max_cycles:
-                raise CycleLimitError(
-                    f"the program did not finish within {max_cycles} cycles; raise max_cycles "
-                    f"or use the tsim backend for long programs")
+            if now - launch_cycle > job.max_cycles:
+                raise cycle_limit_error(job.max_cycles, max_cycles is None, "rtl")
+            if progress is not None and time.monotonic() >= next_line:
+                regs = await read_regs(ctx, ("load_done", "compute_done", "store_done"))
+                progress_line("rtl", now - launch_cycle, job.max_cycles, sum(regs.values()),
+                              len(job.insns), time.monotonic() - t0)
+                next_line = time.monotonic() + progress
             last_progress = max(last_progress, memory.last_activity)
             if now - last_progress >= idle_limit // 2:
                 current_regs = await read_regs(ctx, PROGRESS_REGS)

@@ -43,6 +43,11 @@ _RANGES: dict[str, tuple[int, int, str]] = {
 
 #: Width of the SRAM address fields of LOAD/STORE (sram_base); no buffer may be deeper.
 SRAM_ADDR_BITS = 16
+#: An extra key of vta_config.json: the AXI data bus width (bits) of the core built from it. Not
+#: one of TVM's nine parameters (TVM fixes the bus per target); `vta explore` writes it because
+#: its best point may need the 128-bit bus, and `vta verilog --config` builds that bus.
+BUS_WIDTH_KEY = "BUS_WIDTH"
+BUS_WIDTHS = (64, 128)
 
 
 def check_param(name: str, value: Any) -> None:
@@ -91,6 +96,9 @@ class Config:
                     f"{size_key}={getattr(self, size_key)} gives a {buf} buffer of 2^{log_depth} "
                     f"entries, beyond the {SRAM_ADDR_BITS}-bit sram_base field; lower it to at "
                     f"most {getattr(self, size_key) - log_depth + SRAM_ADDR_BITS}")
+        bus = dict(self.extra).get(BUS_WIDTH_KEY)
+        if bus is not None and (isinstance(bus, bool) or bus not in BUS_WIDTHS):
+            raise ConfigError(f"{BUS_WIDTH_KEY}={bus!r} is not a bus width; use 64 or 128")
         # The instruction and micro-op layouts must fit 128 and 32 bits.
         from .layout import build_layouts  # local import: layout depends on Config
 
@@ -150,6 +158,16 @@ class Config:
 
     def replace(self, **changes: Any) -> Config:
         return replace(self, **changes)
+
+    @property
+    def bus_width(self) -> int | None:
+        """The bus width the file names (its ``BUS_WIDTH`` key), or None (the user's choice)."""
+        return dict(self.extra).get(BUS_WIDTH_KEY)
+
+    def with_bus_width(self, bits: int) -> Config:
+        """This configuration with ``BUS_WIDTH`` set (written into its vta_config.json)."""
+        extra = tuple((k, v) for k, v in self.extra if k != BUS_WIDTH_KEY)
+        return replace(self, extra=(*extra, (BUS_WIDTH_KEY, bits)))
 
     @property
     def params(self) -> dict[str, int]:

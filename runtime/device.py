@@ -178,6 +178,10 @@ class _RunProgramDevice(_SimDevice):
     def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0,
                  **opts: Any) -> None:
         self._mod = _import(self.module, self.target)
+        if opts.get("vcd") is not None:  # a waveform file: fail at open, not after a run
+            from vta.hw.harness import check_vcd_path
+
+            check_vcd_path(opts["vcd"])
         super().__init__(cfg, arena_size=arena_size, arena_base=arena_base)
         self.opts = opts
 

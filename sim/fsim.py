@@ -47,11 +47,23 @@ from vta.isa import (
     Opcode,
     uop_fields,
 )
+from vta.isa.checks import DEP_QUEUES as _DEP_QUEUES
+from vta.isa.checks import POPS as _POPS
+from vta.isa.checks import PUSHES as _PUSHES
+from vta.isa.checks import check_insns, insn_name
 from vta.isa.errors import DeadlockError, ProgramError, RaceError
 from vta.isa.image import RunResult, as_program_bytes, check_program
 
 from .blas import blas_threads
-from .loops import GeneralPlan, Grid, Groups, alu_rounds, dense_plan, rounds_by_rank
+from .loops import (
+    GeneralPlan,
+    Grid,
+    Groups,
+    TooManyRounds,
+    alu_rounds,
+    dense_plan,
+    rounds_by_rank,
+)
 
 #: Scheduling orders accepted by :class:`FunctionalSim` (``random`` is seeded).
 ORDERS = ("load-first", "compute-first", "store-first", "random")
@@ -66,43 +78,28 @@ _PRIORITY = {
     "random": MODULES,
 }
 
-# module -> {flag: token queue}; a flag missing here is invalid for that module
-_DEP_QUEUES = {
-    LOAD_MODULE: {"pop_next_dep": "compute->load", "push_next_dep": "load->compute"},
-    COMPUTE_MODULE: {"pop_prev_dep": "load->compute", "pop_next_dep": "store->compute",
-                     "push_prev_dep": "compute->load", "push_next_dep": "compute->store"},
-    STORE_MODULE: {"pop_prev_dep": "compute->store", "push_prev_dep": "store->compute"},
-}
-_POPS = ("pop_prev_dep", "pop_next_dep")
-_PUSHES = ("push_prev_dep", "push_next_dep")
+
+#: Default bound on the micro-ops one GEMM or ALU instruction may execute in fsim
+#: (``iter_out * iter_in * (uop_end - uop_bgn)``). fsim builds index arrays of that length (about
+#: 100 bytes per micro-op with its plans), so the bound keeps one instruction below ~0.5 GiB; the
+#: largest instruction the compiler emits is far smaller (its tiles fit the on-chip buffers).
+MAX_UOPS_PER_INSN = 1 << 22
+#: Largest operand gather (bytes, as float64) of the dense GEMM path; beyond it (a loop that
+#: reuses few entries very many times) the general path, which works in chunks, runs instead.
+_DENSE_BYTES = 1 << 28
+#: Bound on the sequential vector steps of one ALU instruction in fsim (micro-ops that update the
+#: same accumulator entry, or read one an earlier micro-op wrote, run one step after another);
+#: about half a second of work. A pooling or requantisation loop needs a few dozen.
+MAX_ALU_ROUNDS = 1 << 16
 
 #: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
 _GEMM_CHUNK = 1 << 12
 
 _MEM_NAMES = {mt.value: mt.name for mt in MemType}
 _OPCODE_NAMES = {op.value: op.name for op in Opcode}
-_SRAM_NAMES = {MemType.UOP: "uop", MemType.WGT: "wgt", MemType.INP: "inp", MemType.ACC: "acc",
-               MemType.OUT: "acc"}
-
 
 def _int_dtype(bits: int) -> np.dtype:
     return np.dtype(f"<i{bits // 8}")
-
-
-def insn_name(insn: Insn) -> str:
-    """A short disassembly-like name: ``LOAD INP``, ``GEMM``, ``ALU ADD``, ``STORE``, ``FINISH``."""
-    if isinstance(insn, MemInsn):
-        op = "STORE" if insn.opcode == Opcode.STORE else "LOAD"
-        mt = MemType(insn.memory_type).name if insn.memory_type in MemType._value2member_map_ \
-            else f"memory_type={insn.memory_type}"
-        return f"{op} {mt}"
-    if isinstance(insn, AluInsn):
-        op = AluOp(insn.alu_opcode).name if insn.alu_opcode in AluOp._value2member_map_ \
-            else f"alu_opcode={insn.alu_opcode}"
-        return f"ALU {op}"
-    if isinstance(insn, GemmInsn):
-        return "GEMM"
-    return "FINISH"
 
 
 class FunctionalSim:
@@ -124,7 +121,7 @@ class FunctionalSim:
     def __init__(self, cfg: Config, *, trace: bool = False, order: str = "compute-first",
                  seed: int | None = None, insn_queue_depth: int = INSN_QUEUE_DEPTH,
                  token_queue_depth: int = TOKEN_QUEUE_DEPTH, gemm_path: str = "auto",
-                 blas_threads: int | None = 1) -> None:
+                 blas_threads: int | None = 1, max_uops: int = MAX_UOPS_PER_INSN) -> None:
         if order not in ORDERS:
             raise ValueError(f"unknown scheduling order {order!r}; choose one of "
                              f"{', '.join(ORDERS)}")
@@ -132,7 +129,10 @@ class FunctionalSim:
             raise ValueError(f"gemm_path must be 'auto' or 'general', not {gemm_path!r}")
         if insn_queue_depth < 1 or token_queue_depth < 1:
             raise ValueError("queue depths must be at least 1")
+        if max_uops < 1:
+            raise ValueError(f"max_uops must be at least 1, not {max_uops}")
         self.cfg = cfg
+        self.max_uops = max_uops
         self.trace = trace
         self.order = order
         self.seed = seed
@@ -182,7 +182,8 @@ class FunctionalSim:
 
     def _run(self, insns: list[Insn], mem: np.ndarray) -> dict[str, Any]:
         cfg = self.cfg
-        modules = [_validate(n, insn, cfg, len(insns), mem.size) for n, insn in enumerate(insns)]
+        modules = check_insns(insns, cfg, mem.size)
+        _check_work(insns, self.max_uops)
         pops = [tuple(_DEP_QUEUES[m][f] for f in _POPS if getattr(i, f))
                 for m, i in zip(modules, insns)]
         pushes = [tuple(_DEP_QUEUES[m][f] for f in _PUSHES if getattr(i, f))
@@ -330,7 +331,7 @@ class FunctionalSim:
             plan = None
             if not insn.reset_reg and self.gemm_path == "auto":
                 grids = dense_plan(insn, d, s, w)
-                if grids is not None:
+                if grids is not None and _dense_bytes(grids, self.cfg) <= _DENSE_BYTES:
                     plan = tuple(Grid(g) for g in grids)
             if len(self._plans) >= 512:
                 self._plans.clear()
@@ -440,15 +441,22 @@ class FunctionalSim:
             # first time: bounds checks, then the vector steps that keep sequential semantics
             d, s, _ = self._loop_indices(idx, insn, "ALU")
             dst = self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)
-            if insn.reset_reg:
-                steps = [(dst, None)]
-            elif insn.use_imm:
-                steps = [(dst if sel is None else dst[sel], None)
-                         for sel in rounds_by_rank(dst)]
-            else:
-                src = self._flat(s, insn, insn.src_factor_out, insn.src_factor_in)
-                steps = [(dst, src) if sel is None else (dst[sel], src[sel])
-                         for sel in alu_rounds(dst, src, self.cfg.acc_depth)]
+            try:
+                if insn.reset_reg:
+                    steps = [(dst, None)]
+                elif insn.use_imm:
+                    steps = [(dst if sel is None else dst[sel], None)
+                             for sel in rounds_by_rank(dst, MAX_ALU_ROUNDS)]
+                else:
+                    src = self._flat(s, insn, insn.src_factor_out, insn.src_factor_in)
+                    steps = [(dst, src) if sel is None else (dst[sel], src[sel])
+                             for sel in alu_rounds(dst, src, self.cfg.acc_depth, MAX_ALU_ROUNDS)]
+            except TooManyRounds as e:
+                raise ProgramError(
+                    f"instruction {idx} ({insn_name(insn)}): its micro-ops need {e.rounds} "
+                    f"sequential steps (they update the same accumulator entries over and "
+                    f"over), beyond fsim's bound of {MAX_ALU_ROUNDS} per instruction; split "
+                    f"the loop") from None
             if len(self._plans) >= 512:
                 self._plans.clear()
             self._plans[key] = steps
@@ -534,7 +542,7 @@ def _as_writable_dram(dram: np.ndarray | bytearray) -> np.ndarray:
 
 def _dram_rows(dram: np.ndarray, base: int, rows: int, row_bytes: int,
                stride_bytes: int) -> np.ndarray:
-    """A (rows, row_bytes) strided view of DRAM (bounds were checked by _validate)."""
+    """A (rows, row_bytes) strided view of DRAM (bounds were checked by check_insns)."""
     if rows == 1 or stride_bytes == row_bytes:
         return dram[base:base + rows * row_bytes].reshape(rows, row_bytes)
     if stride_bytes > row_bytes and base + rows * stride_bytes <= dram.size:
@@ -543,82 +551,24 @@ def _dram_rows(dram: np.ndarray, base: int, rows: int, row_bytes: int,
         dram[base:], shape=(rows, row_bytes), strides=(stride_bytes, 1))
 
 
-class _Where:
-    """"instruction N (NAME)", formatted only when an error message needs it."""
-
-    __slots__ = ("n", "insn")
-
-    def __init__(self, n: int, insn: Insn) -> None:
-        self.n, self.insn = n, insn
-
-    def __format__(self, spec: str) -> str:
-        return f"instruction {self.n} ({insn_name(self.insn)})"
+def _dense_bytes(grids: tuple[np.ndarray, ...], cfg: Config) -> int:
+    """Bytes the dense path gathers (as float64) for grids (D, S, W)."""
+    _, sgrid, wgrid = grids
+    return 8 * (sgrid.size * cfg.batch * cfg.block_in + wgrid.size * cfg.block_out * cfg.block_in)
 
 
-def _validate(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> str:
-    """Static checks of one instruction; returns the module that executes it."""
-    where = _Where(n, insn)
-    if isinstance(insn, FinishInsn):
-        if n != count - 1:
-            raise ProgramError(f"{where}: FINISH must be the last instruction (of {count})")
-        module = COMPUTE_MODULE
-    elif isinstance(insn, MemInsn):
-        module = _validate_mem(where, insn, cfg, dram_bytes)
-    else:
-        module = COMPUTE_MODULE
-        if insn.uop_end < insn.uop_bgn:
-            raise ProgramError(f"{where}: uop_end={insn.uop_end} is below "
-                               f"uop_bgn={insn.uop_bgn}")
-        if insn.uop_end > cfg.uop_depth:
-            raise ProgramError(f"{where}: uop_end={insn.uop_end} is beyond the uop buffer "
-                               f"(depth {cfg.uop_depth})")
-        if isinstance(insn, AluInsn) and insn.alu_opcode not in AluOp._value2member_map_:
-            raise ProgramError(f"{where}: invalid alu_opcode {insn.alu_opcode} (valid: "
-                               f"{', '.join(f'{o.name}={o.value}' for o in AluOp)})")
-    allowed = _DEP_QUEUES[module]
-    for flag in _POPS + _PUSHES:
-        if getattr(insn, flag) and flag not in allowed:
-            other = "previous" if "prev" in flag else "next"
-            raise ProgramError(f"{where}: sets {flag} but the {module} module has no "
-                               f"{other} module (valid flags for {module}: "
-                               f"{', '.join(allowed)})")
-    return module
-
-
-def _validate_mem(where: _Where, insn: MemInsn, cfg: Config, dram_bytes: int) -> str:
-    mt = insn.memory_type
-    if insn.opcode == Opcode.STORE:
-        if mt != MemType.OUT:
-            raise ProgramError(f"{where}: STORE needs memory_type OUT (4), not {mt}")
-        module = STORE_MODULE
-    else:
-        if mt not in (MemType.UOP, MemType.WGT, MemType.INP, MemType.ACC):
-            raise ProgramError(f"{where}: LOAD needs memory_type UOP, WGT, INP or ACC "
-                               f"(0-3), not {mt}")
-        module = LOAD_MODULE if mt in (MemType.INP, MemType.WGT) else COMPUTE_MODULE
-    if insn.x_size == 0:
-        return module  # a no-op that only moves tokens
-    mt = MemType(mt)
-    buf, depth = _SRAM_NAMES[mt], cfg.depth(mt)
-    if insn.opcode == Opcode.STORE:
-        entries = insn.y_size * insn.x_size
-    else:
-        entries = ((insn.y_pad_0 + insn.y_size + insn.y_pad_1)
-                   * (insn.x_pad_0 + insn.x_size + insn.x_pad_1))
-    if entries and insn.sram_base + entries > depth:
-        raise ProgramError(
-            f"{where}: sram_base={insn.sram_base} + {entries} entries reaches {buf} index "
-            f"{insn.sram_base + entries - 1}, beyond the {buf} buffer (depth {depth})")
-    if insn.y_size:
-        eb = cfg.elem_bytes(mt)
-        first = insn.dram_base * eb
-        end = (insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size) * eb
-        if end > dram_bytes:
-            raise ProgramError(
-                f"{where}: DRAM bytes {first:#x}..{end - 1:#x} (dram_base={insn.dram_base}, "
-                f"y_size={insn.y_size}, x_size={insn.x_size}, x_stride={insn.x_stride}, "
-                f"{eb}-byte elements) are beyond the {dram_bytes}-byte DRAM image")
-    return module
+def _check_work(insns: list[Insn], max_uops: int) -> None:
+    """Reject, before anything runs, a GEMM or ALU instruction with more than ``max_uops``
+    micro-op iterations (its index arrays would not fit in memory)."""
+    for n, insn in enumerate(insns):
+        if isinstance(insn, GemmInsn | AluInsn):
+            uops = max(insn.uop_end - insn.uop_bgn, 0) * insn.iter_out * insn.iter_in
+            if uops > max_uops:
+                raise ProgramError(
+                    f"instruction {n} ({insn_name(insn)}): iter_out={insn.iter_out} x "
+                    f"iter_in={insn.iter_in} x {insn.uop_end - insn.uop_bgn} micro-ops = "
+                    f"{uops} micro-op iterations, beyond fsim's bound of {max_uops} per "
+                    f"instruction (option max_uops); split the loop into several instructions")
 
 
 def _deadlock_message(insns, modules, queues, tokens, fetch_pc, qdepth) -> str:

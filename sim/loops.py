@@ -42,7 +42,9 @@ class GeneralPlan:
         pairs = self.us.size * self.uw.size
         #: index into the table of all (input, weight) products, in dst order; None: no table
         self.pairs: np.ndarray | None = None
-        if pairs <= 4 * dst.size + 64 and pairs * cfg.batch * cfg.block_out <= 1 << 22:
+        # (the table and its selection per micro-op, p[pairs], must both stay small)
+        if (pairs <= 4 * dst.size + 64 and pairs * cfg.batch * cfg.block_out <= 1 << 22
+                and dst.size * cfg.batch * cfg.block_out <= 1 << 24):
             self.pairs = (si.ravel() * self.uw.size + wi.ravel())[self.groups.order]
 
 
@@ -153,11 +155,29 @@ def axis_offsets(axes: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarr
     return a, b
 
 
-def rounds_by_rank(dst: np.ndarray):
+class TooManyRounds(Exception):
+    """An ALU loop needs more sequential vector steps than allowed (``rounds`` of them)."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__(rounds)
+        self.rounds = rounds
+
+
+def _split_by(keys: np.ndarray, limit: int | None) -> list[np.ndarray]:
+    """Micro-op indices grouped by key 0, 1, ... (ascending within a group): one stable sort,
+    not one pass over all micro-ops per group. Raises TooManyRounds beyond ``limit`` groups."""
+    rounds = int(keys.max()) + 1
+    if limit is not None and rounds > limit:
+        raise TooManyRounds(rounds)
+    return np.split(np.argsort(keys, kind="stable"), np.cumsum(np.bincount(keys))[:-1])
+
+
+def rounds_by_rank(dst: np.ndarray, limit: int | None = None):
     """Selections of micro-ops that can run as one vector step, in order (None: all at once).
 
     The k-th occurrence of each accumulator entry goes into round k, so no round writes an entry
-    twice and the writes to one entry keep their program order.
+    twice and the writes to one entry keep their program order. More than ``limit`` rounds
+    raise :class:`TooManyRounds`.
     """
     order = np.argsort(dst, kind="stable")
     sd = dst[order]
@@ -168,14 +188,15 @@ def rounds_by_rank(dst: np.ndarray):
     group_start = starts[np.cumsum(new) - 1]
     rank = np.empty(len(dst), np.int64)
     rank[order] = np.arange(len(dst)) - group_start
-    return [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+    return _split_by(rank, limit)
 
 
-def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int):
+def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int, limit: int | None = None):
     """Rounds for acc[dst] = op(acc[dst], acc[src]) that keep sequential semantics.
 
     Within a round every read happens before every write. A micro-op must see the writes of the
-    earlier micro-ops to its src and dst, and must not see later ones.
+    earlier micro-ops to its src and dst, and must not see later ones. More than ``limit``
+    rounds raise :class:`TooManyRounds`.
     """
     pos = np.full(depth, -1, np.int64)
     pos[dst] = np.arange(len(dst))  # last writer of each entry
@@ -186,7 +207,9 @@ def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int):
         if not np.any((written >= 0) & (written < np.arange(len(src)))):
             return [None]
     elif np.all((counts[src] == 0) | (src == dst)):
-        return rounds_by_rank(dst)
+        return rounds_by_rank(dst, limit)
+    if limit is not None and counts.max() > limit:  # at least that many rounds: fail early
+        raise TooManyRounds(int(counts.max()))
     # general case: a level per micro-op (a scalar pass over indices only)
     last_write: dict[int, int] = {}
     last_read: dict[int, int] = {}
@@ -197,8 +220,8 @@ def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int):
         last_write[dj] = lv
         last_read[sj] = max(last_read.get(sj, 0), lv)
         last_read[dj] = max(last_read.get(dj, 0), lv)
-    return [np.flatnonzero(levels == lv) for lv in range(int(levels.max()) + 1)]
+    return _split_by(levels, limit)
 
 
 __all__ = ["Groups", "GeneralPlan", "Grid", "factor_uops", "dense_plan", "rounds_by_rank",
-           "alu_rounds"]
+           "alu_rounds", "TooManyRounds"]

@@ -33,6 +33,7 @@ from vta.isa import (
     MemType,
     Opcode,
 )
+from vta.isa.checks import check_insns
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 
 MODULES = ("load", "compute", "store")
@@ -339,9 +340,13 @@ def estimate(program: bytes | Sequence[Insn], cfg: Config, *,
 def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: Config, *,
                 trace: bool = False, params: PerfParams = DEFAULT_PARAMS,
                 bus_width: int | None = None, **_: Any) -> RunResult:
-    """The backend entry point: the DRAM image is returned unchanged (no data is computed)."""
+    """The backend entry point: the DRAM image is returned unchanged (no data is computed, so
+    ``vta sim --backend perf`` writes no OUT.bin). The program is checked against the image with
+    the same bounds as every other backend (:func:`vta.isa.checks.check_insns`)."""
     prog = as_program_bytes(program, cfg)
     insns = check_program(prog, cfg)
+    dram = as_dram(dram)
+    check_insns(insns, cfg, len(dram))  # the same bounds as every backend
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
     stats = PerfModel(cfg, params).run(insns)
@@ -349,7 +354,7 @@ def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: 
     stats["note"] = "perf backend: cycle estimate only; the DRAM image is not computed"
     meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": i + 1, "args": {"name": m}}
             for i, m in enumerate(MODULES)]
-    return RunResult(as_dram(dram), stats, meta + events if trace else None)
+    return RunResult(dram, stats, meta + events if trace else None)
 
 
 # --------------------------------------------------------------------- calibration

@@ -1,8 +1,16 @@
-"""Shared fixtures: the two configurations every tier tests against."""
+"""Shared fixtures (the two configurations every tier tests against) and the one skip policy.
+
+Skip policy: a test of the kit's own code never skips. A tier that needs an external tool
+(iverilog for cocotb, verilator for tsim, tclsh, ...) calls :func:`require_tool`, which skips
+saying what is missing, except when the environment variable ``CI`` is ``true``: then a missing
+tool fails the run. As a backstop, any other skip under ``CI=true`` is turned into a failure.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+from typing import NoReturn
 
 import pytest
 from vta.isa import Config
@@ -20,9 +28,36 @@ def small_cfg() -> Config:
     return Config.preset("small")
 
 
-def require_tool(name: str) -> str:
-    """Skip (saying so) when an external tool such as iverilog or verilator is absent."""
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{name} is not installed (make test installs it with apt-get as root)")
-    return path
+def in_ci() -> bool:
+    """Whether this is a CI run (``CI=true``), where nothing may skip."""
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip for ``reason`` (something external is missing); fail instead under ``CI=true``."""
+    if in_ci():
+        pytest.fail(f"{reason}; CI=true, so a missing tool fails the run", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_tool(*names: str) -> str:
+    """The path of the first of ``names`` (external tools such as iverilog, vvp, verilator),
+    after checking that all are on PATH (see the skip policy above)."""
+    for name in names:
+        if shutil.which(name) is None:
+            unavailable(f"{name} is not installed (make tools installs it with apt-get as root)")
+    return shutil.which(names[0]) or ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Under CI=true a skip (from any source) is a failure that names its reason."""
+    outcome = yield
+    rep = outcome.get_result()
+    if in_ci() and rep.skipped and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped under CI=true, which allows no skips: {reason}"
+
+
+pytest_plugins = ("pytester",)  # tests/test_skip_policy.py runs this policy in a sub-session

@@ -15,10 +15,14 @@ Every VTA layer is lowered by the operator compiler (:mod:`vta.compiler.graph.lo
 template -> schedule with knobs -> tir passes -> code generation in record mode) with the knobs
 of a tuning log, else the template's default knobs (ranked by vta.sim.perf); the manifest
 records per layer the knobs, where they came from and the cycles they were measured at.
+
+The manifest's ``files`` gives the sha256 and size of every other file; :func:`load_module`
+checks them all first, so a damaged module is a one-line :class:`ModuleError` naming the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import zipfile
@@ -40,6 +44,7 @@ from .plan import MemoryPlan, plan_memory
 from .quantize import QuantInfo, layer_errors, quantize_graph, run_quantized, synthetic_samples
 
 FORMAT = "vta-module"
+#: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
 VERSION = 2
 VTA_OPS = ("QConv", "QDense")
 
@@ -153,6 +158,7 @@ class CompiledModule:
             "host_kernels": hmeta,
             "notes": self.notes,
             "compile_seconds": round(self.compile_seconds, 3),
+            "files": _file_digests(d),
         }
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
@@ -169,6 +175,41 @@ def _check_layer_names(g: Graph, names: Iterable[str], option: str) -> None:
 def is_module_or_empty(d: Path) -> bool:
     """What ``save`` may replace: an earlier compiled module or an empty directory."""
     return (d / "manifest.json").exists() or not any(d.iterdir())
+
+
+def _file_digests(d: Path) -> dict[str, dict[str, Any]]:
+    """sha256 and size of every file under ``d`` (POSIX relative path -> digest)."""
+    return {p.relative_to(d).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verify_files(d: Path, files: Any) -> None:
+    """Every file the manifest lists is there, with its size and sha256 (one line naming the
+    first damaged file otherwise)."""
+    if not isinstance(files, dict) or not files:
+        raise ModuleError(f"module {d}: manifest.json lists no file checksums; recompile it")
+    for rel, want in files.items():
+        p = d / rel
+        if not isinstance(want, dict) or not {"sha256", "bytes"} <= want.keys():
+            raise ModuleError(f"module {d}: manifest.json has a malformed checksum entry for "
+                              f"{rel}; recompile it")
+        if not p.is_file():
+            raise ModuleError(f"module {d}: file {rel} is missing; recompile the module")
+        size = p.stat().st_size
+        if size != want["bytes"]:
+            raise ModuleError(f"module {d}: file {rel} is damaged ({size} bytes, the manifest "
+                              f"says {want['bytes']}: truncated or replaced); recompile it")
+        if _sha256(p) != want["sha256"]:
+            raise ModuleError(f"module {d}: file {rel} is damaged (its sha256 differs from the "
+                              f"manifest's: the file was modified); recompile it")
 
 
 def _safe(name: str) -> str:
@@ -193,6 +234,7 @@ def load_module(path: str | Path) -> CompiledModule:
     if not isinstance(m, dict) or m.get("format") != FORMAT or m.get("version") != VERSION:
         raise ModuleError(f"{mf} is not a {FORMAT} version {VERSION} manifest; recompile it "
                           f"with this kit")
+    _verify_files(d, m.get("files"))
     try:
         cfg = Config.from_dict(m["config"], source=str(mf))
         with np.load(d / m["params"], allow_pickle=False) as z:

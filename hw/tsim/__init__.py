@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.checks import check_insns
 from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
@@ -39,10 +41,15 @@ from ..harness import (
     COUNTER_REGS,
     DEBUG_REGS,
     PROGRESS_REGS,
+    PROGRESS_SECONDS,
     CycleLimitError,
+    check_vcd_path,
     chrome_trace,
+    cycle_limit_error,
     deadlock_error,
+    default_max_cycles,
     place_program,
+    progress_line,
     run_stats,
     spans_from_samples,
 )
@@ -60,6 +67,8 @@ VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noasse
 OPT_FAST = "-O2"
 #: Cached models kept per cache directory (the oldest are deleted when a new one is built).
 KEEP_BUILDS = 12
+#: Cycles per call into the model between progress checks (at least 4 idle limits).
+SLICE_CYCLES = 1 << 22
 
 _FINISHED, _DEADLOCK, _CYCLE_LIMIT, _ERROR = 1, 2, 3, 4
 
@@ -342,26 +351,60 @@ class TsimModel:
         return dict(zip(("read_bursts", "write_bursts", "read_beats", "write_beats"), buf))
 
 
+def _run_bounded(model: TsimModel, bound: int, idle_limit: int, progress: float | None,
+                 count: int) -> int:
+    """Run the model in slices of cycles until it finishes, deadlocks or reaches ``bound``
+    cycles, with a progress line on stderr every ``progress`` seconds of a long run. A slice is
+    several idle limits long, so the watchdog (restarted per slice) still sees a deadlock."""
+    step = max(4 * idle_limit, SLICE_CYCLES)
+    start, t0 = model.cycle, time.monotonic()
+    next_line = t0 + (progress or 0.0)
+    while True:
+        left = bound - (model.cycle - start)
+        if left <= 0:
+            return _CYCLE_LIMIT
+        status = model.run(max_cycles=min(step, left), idle_limit=idle_limit)
+        if status != _CYCLE_LIMIT:
+            return status
+        now = time.monotonic()
+        if progress is not None and now >= next_line:
+            done = sum(model.read_regs(("load_done", "compute_done", "store_done")).values())
+            progress_line("tsim", model.cycle - start, bound, done, count, now - t0)
+            next_line = now + progress
+
+
 def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: Config, *,
                 bus_width: int = 64, mem_latency: int = DEFAULT_MEM_LATENCY,
                 mem_write_latency: int = DEFAULT_MEM_WRITE_LATENCY,
                 mem_bandwidth: float | None = DEFAULT_MEM_BANDWIDTH, mem_stall: float = 0.0,
                 seed: int = 0, idle_limit: int = DEFAULT_IDLE_LIMIT,
                 max_cycles: int | None = None, trace: bool = False,
-                vcd: str | os.PathLike[str] | None = None) -> RunResult:
+                vcd: str | os.PathLike[str] | None = None,
+                progress: float | None = PROGRESS_SECONDS) -> RunResult:
     """Run ``program`` on the Verilator model of the core; byte-identical to fsim.
 
     ``mem_latency`` cycles to the first read beat, ``mem_bandwidth`` bytes per cycle shared by
     reads and writes (``None``: one bus word per cycle), ``mem_stall`` random backpressure
     probability. ``idle_limit`` cycles without progress raise
     :class:`vta.isa.errors.DeadlockError` naming the stuck modules and queues; ``max_cycles``
-    bounds the run (:class:`CycleLimitError`). ``vcd`` dumps waveforms to that file (a separate,
-    cached ``--trace`` build). The stats carry total cycles, per-module busy / token-wait /
+    bounds the run (:class:`CycleLimitError`); without it the bound is
+    :func:`~vta.hw.harness.default_max_cycles` of the program. A run longer than ``progress``
+    seconds prints a progress line on stderr every ``progress`` seconds (``None``: never).
+    ``vcd`` dumps waveforms to that file (a separate, cached ``--trace`` build; its directory
+    must exist). The stats carry total cycles, per-module busy / token-wait /
     memory-wait cycles, GEMM utilisation and bytes moved.
     """
     program = as_program_bytes(program, cfg)
     insns = check_program(program, cfg)
-    image = place_program(as_dram(dram), program)
+    dram = as_dram(dram)
+    check_insns(insns, cfg, len(dram))  # the same bounds as every backend
+    check_vcd_path(vcd)
+    if max_cycles is not None and max_cycles < 1:
+        raise VTAError(f"max_cycles must be at least 1, not {max_cycles}")
+    bound = max_cycles if max_cycles is not None else default_max_cycles(
+        insns, cfg, bus_width=bus_width, mem_latency=mem_latency, mem_bandwidth=mem_bandwidth,
+        mem_stall=mem_stall)
+    image = place_program(dram, program)
     b = build(cfg, bus_width=bus_width, vcd=vcd is not None)
     with TsimModel(b, vcd=vcd) as model:
         if trace and not model.lib.tsim_has_trace_ports():
@@ -375,12 +418,11 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
         model.write(REGISTER_MAP["insn_count"], image.insn_count)
         model.write(REGISTER_MAP["control"], CONTROL_LAUNCH)
         start = model.cycle
-        status = model.run(max_cycles=max_cycles, idle_limit=idle_limit)
+        status = _run_bounded(model, bound, idle_limit, progress, len(insns))
         if status == _DEADLOCK:
             raise deadlock_error(model.read_regs(DEBUG_REGS), insns, idle_limit)
         if status == _CYCLE_LIMIT:
-            raise CycleLimitError(f"the program did not finish within {max_cycles} cycles; "
-                                  f"raise max_cycles")
+            raise cycle_limit_error(bound, max_cycles is None, "tsim")
         counters = model.read_regs(COUNTER_REGS)
         dram_out = image.mem[:0].copy()
         assert model.mem_view is not None
@@ -397,4 +439,4 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
 
 __all__ = ["run_program", "build", "Build", "TsimModel", "cache_root", "TsimBuildError",
            "ToolMissingError", "DEFAULT_MEM_LATENCY", "DEFAULT_MEM_BANDWIDTH",
-           "DEFAULT_IDLE_LIMIT"]
+           "DEFAULT_IDLE_LIMIT", "CycleLimitError"]

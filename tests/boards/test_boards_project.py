@@ -84,9 +84,7 @@ def test_project_files_and_contents(projects, small_cfg, name: str) -> None:
 @pytest.mark.parametrize("name", BOARDS)
 def test_tcl_scripts_are_complete_tcl(projects, name: str) -> None:
     """Every Tcl script has balanced braces, brackets and quotes (Tcl's own ``info complete``)."""
-    tclsh = shutil.which("tclsh")
-    if tclsh is None:
-        pytest.skip("tclsh is not installed")
+    tclsh = require_tool("tclsh")
     for tcl in projects[name].glob("*.tcl"):
         probe = f"set f [open {{{tcl}}}]; puts [info complete [read $f]]"
         out = subprocess.run([tclsh], input=probe, capture_output=True, text=True, timeout=30)

@@ -18,6 +18,8 @@ from vta.compiler.passes.sync import (
 from vta.isa import Config, Opcode
 from vta.isa.insn import decode_program
 
+from ..conftest import require_tool
+
 RNG = np.random.default_rng(11)
 
 
@@ -183,12 +185,9 @@ def test_resnet18_c4_on_tsim_reaches_the_latency_hiding_goal():
     on the Verilator RTL: the numpy result, and >= 87% of the GEMM peak (88.3% measured; the
     ISA ceiling with the reset and three epilogue passes is 90%; 84.7% before the stream was
     grouped per thread)."""
-    import shutil
-
     from vta import runtime as rt
 
-    if shutil.which("verilator") is None:
-        pytest.skip("verilator is not installed (make test installs it with apt-get as root)")
+    require_tool("verilator")
     cfg = Config()
     ds, ks = (1, 4, 56, 56, 1, 16), (8, 4, 3, 3, 16, 16)
     d, k = _i8(ds), _i8(ks)

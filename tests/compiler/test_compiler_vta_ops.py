@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hypothesis
 import numpy as np
 import pytest
 from vta.compiler import (
@@ -15,6 +16,8 @@ from vta.compiler import (
 )
 from vta.compiler.env import Env
 from vta.isa import Config
+
+from ..conftest import require_tool
 
 pytestmark = pytest.mark.sim
 
@@ -248,10 +251,7 @@ def test_build_rejects_wrong_argument_shapes(small):
 @pytest.mark.tsim
 def test_conv2d_on_tsim_small_shapes(small):
     """The same compiled operator on the Verilator RTL gives the numpy result."""
-    import shutil
-
-    if shutil.which("verilator") is None:
-        pytest.skip("verilator is not installed (make test installs it with apt-get as root)")
+    require_tool("verilator")
     ds, ks = (1, 2, 4, 4, small.batch, small.block_in), (2, 2, 3, 3, small.block_out,
                                                           small.block_in)
     d, k = _i8(ds), _i8(ks)
@@ -302,14 +302,11 @@ def test_micro_kernel_larger_than_uop_buffer_is_a_clear_error(small):
 
 
 # ------------------------------------------------------------------ random tilings
-_hyp = pytest.importorskip("hypothesis")
-
-
-@_hyp.settings(max_examples=10, deadline=None, derandomize=True)
-@_hyp.given(data=_hyp.strategies.data())
+@hypothesis.settings(max_examples=10, deadline=None, derandomize=True)
+@hypothesis.given(data=hypothesis.strategies.data())
 def test_random_conv2d_tilings_are_exact_and_race_free(data):
     """Random layer shapes, tilings, virtual threads and epilogues (BATCH=2 configuration)."""
-    st = _hyp.strategies
+    st = hypothesis.strategies
     cfg = Config.preset("small").replace(LOG_BATCH=1)
     n, ci, co = data.draw(st.sampled_from([1, 2])), data.draw(st.integers(1, 3)), \
         data.draw(st.sampled_from([1, 2, 4]))
@@ -324,7 +321,7 @@ def test_random_conv2d_tilings_are_exact_and_race_free(data):
     knobs["oc_nthread"] = 2 if (co // knobs["tile_co"]) % 2 == 0 and data.draw(st.booleans()) \
         else 1
     knobs["h_nthread"] = 1
-    _hyp.assume(topi.conv2d_fits(knobs, ks, (s, s), cfg))
+    hypothesis.assume(topi.conv2d_fits(knobs, ks, (s, s), cfg))
     epi = dict(shift=data.draw(st.sampled_from([0, 4, 7])), relu=data.draw(st.booleans()),
                clip=data.draw(st.sampled_from([None, (-100, 100)])))
     rng = np.random.default_rng(0)

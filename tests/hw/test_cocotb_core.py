@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from vta.isa import Config
 
+from ..conftest import require_tool
+
 TB_DIR = Path(__file__).parent / "cocotb"
 #: Random programs per CI run on Icarus, small config: the slow batch plus the quick one (the
 #: Amaranth-simulator share is in test_harness_rtl.py; together more than 200).
@@ -29,10 +31,7 @@ pytestmark = pytest.mark.cocotb
 
 
 def require_iverilog() -> None:
-    import shutil
-
-    if shutil.which("iverilog") is None or shutil.which("vvp") is None:
-        pytest.skip("iverilog is not installed (make test installs it with apt-get as root)")
+    require_tool("iverilog", "vvp")
 
 
 def fsim_expect(program: bytes, dram: np.ndarray, cfg: Config) -> np.ndarray:

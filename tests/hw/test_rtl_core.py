@@ -249,7 +249,6 @@ def test_cli_verilog_core_options(tmp_path, capsys) -> None:
 @pytest.mark.unit
 def test_cli_verilog_board_delegates(tmp_path, capsys) -> None:
     """``--board`` goes to vta.boards.project.write_project; bad boards are one-line errors."""
-    pytest.importorskip("vta.boards.project")
     from vta.cli.main import main
 
     assert main(["verilog", "--preset", "small", "--board", "no-such-board", "-o",

@@ -8,22 +8,19 @@ The model is built once per design into the user cache (a minute or two the firs
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
-from vta.hw.axi_model import AxiAccessError
 from vta.isa import FinishInsn, GemmInsn, MemInsn, MemType, Opcode, Uop, encode_program
 from vta.isa.errors import DeadlockError, ProgramError
 from vta.isa.insn import encode_uops
+
+from ..conftest import require_tool
 
 pytestmark = pytest.mark.tsim
 
 
 def require_verilator() -> None:
-    for tool in ("verilator", "g++"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (make test installs it with apt-get as root)")
+    require_tool("verilator", "g++")
 
 
 @pytest.fixture(scope="module")
@@ -161,12 +158,35 @@ def test_store_beyond_image_and_cycle_limit(small_build, small_cfg):
     from vta.hw.harness import CycleLimitError
 
     program, dram = tiny_gemm(small_cfg, store_at=512)
-    with pytest.raises(AxiAccessError, match="beyond the 512-byte DRAM image") as e:
+    with pytest.raises(ProgramError, match="beyond the 512-byte DRAM image") as e:
         tsim.run_program(program, dram, small_cfg)
-    assert isinstance(e.value, ProgramError)
+    with pytest.raises(ProgramError) as ref:  # the static check: fsim's error, word for word
+        fsim_dram(program, dram, small_cfg)
+    assert str(e.value) == str(ref.value)
     program, dram = tiny_gemm(small_cfg)
     with pytest.raises(CycleLimitError, match="within 20 cycles"):
         tsim.run_program(program, dram, small_cfg, max_cycles=20)
+
+
+def test_long_run_prints_progress_and_default_bound(small_build, small_cfg, monkeypatch,
+                                                   capsys):
+    """Runs in slices of cycles; each slice may print a progress line on stderr (here every
+    slice: tiny slices, progress=0); the result is still fsim's."""
+    from vta.hw import tsim
+    from vta.hw.harness import default_max_cycles
+    from vta.isa import decode_program
+
+    monkeypatch.setattr(tsim, "SLICE_CYCLES", 64)
+    program, dram = tiny_gemm(small_cfg)
+    r = tsim.run_program(program, dram, small_cfg, progress=0.0, idle_limit=16)
+    assert np.array_equal(r.dram, fsim_dram(program, dram, small_cfg))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= r.stats["cycles"] // 64 - 1
+    bound = default_max_cycles(decode_program(program, small_cfg), small_cfg, bus_width=64,
+                               mem_latency=tsim.DEFAULT_MEM_LATENCY,
+                               mem_bandwidth=tsim.DEFAULT_MEM_BANDWIDTH)
+    assert all(line.startswith("tsim: ") and f"(bound {bound:,} cycles)" in line
+               for line in lines)
 
 
 @pytest.mark.slow

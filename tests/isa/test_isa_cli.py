@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from vta.cli.main import main
 
+from ..conftest import unavailable
+
 pytestmark = pytest.mark.unit
 
 PROGRAM = """\
@@ -216,7 +218,8 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys) -> None:
 def test_installed_vta_command(tmp_path: Path, prog: Path) -> None:
     vta = Path(sys.executable).parent / "vta"
     if not vta.exists():
-        pytest.skip(f"the vta console script is not installed next to {sys.executable}")
+        unavailable(f"the vta console script is not installed next to {sys.executable} "
+                    f"(pip install -e .)")
     out = tmp_path / "p.bin"
     r = subprocess.run([str(vta), "asm", str(prog), "-o", str(out)], capture_output=True,
                        text=True, timeout=60)

@@ -315,7 +315,6 @@ def test_dumps_show_the_program_and_kernels(small_cfg: Config, matmul_case) -> N
 
 
 def test_perf_device_estimates_without_computing(small_cfg: Config, matmul_case) -> None:
-    pytest.importorskip("vta.sim.perf")
     case = matmul_case(small_cfg, 3, 2, 2, seed=11)
     dev = rt.open("perf", small_cfg, arena_size=1 << 16)
     assert not dev.computes_results

@@ -113,7 +113,6 @@ def test_register_model_enforces_the_protocol(small_cfg: Config) -> None:
 
 @pytest.mark.slow
 def test_register_sequence_on_the_rtl_core(small_cfg: Config, matmul_case) -> None:
-    pytest.importorskip("vta.hw.simulate")
     board = SimulatedBoard(small_cfg, mem_size=1 << 16, backend="rtl", busy_polls=1)
     dev = rt.open("pynq", small_cfg, platform=board, arena_size=1 << 14, insn_capacity=256)
     assert not dev.keeps_sram

@@ -11,7 +11,6 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 
 def test_matmul_on_rtl_reloads_kernels_after_each_run(small_cfg: Config, matmul_case) -> None:
-    pytest.importorskip("vta.hw.simulate")
     dev = rt.open("rtl", small_cfg, arena_size=1 << 14)
     assert not dev.keeps_sram
     case = matmul_case(small_cfg, 3, 2, 2, shift=3, seed=21)

@@ -115,7 +115,8 @@ def test_fsim_cli_missing_backend_is_one_line(images, monkeypatch, capsys) -> No
 
     tmp, _, _ = images
     monkeypatch.setitem(cmd_sim.BACKENDS, "perf", ("vta.sim.no_such_module", "run_program"))
-    err = _fails(["sim", str(tmp / "prog.bin"), "--dram", str(tmp / "dram.bin"), "-o",
-                  str(tmp / "o.bin"), "--preset", "small", "--backend", "perf"], capsys)
+    err = _fails(["sim", str(tmp / "prog.bin"), "--dram", str(tmp / "dram.bin"),
+                  "--stats", str(tmp / "s.json"), "--preset", "small", "--backend", "perf"],
+                 capsys)
     assert "backend perf is not available" in err
-    assert not (tmp / "o.bin").exists()
+    assert not (tmp / "s.json").exists()

@@ -9,6 +9,8 @@ import pytest
 from vta.isa import AluInsn, AluOp, Config, FinishInsn, GemmInsn, Uop, encode_uop
 from vta.sim.fsim import FunctionalSim
 
+from ..conftest import unavailable
+
 
 def _sim(cfg: Config, rng: np.random.Generator, **opts) -> FunctionalSim:
     sim = FunctionalSim(cfg, **opts)
@@ -207,7 +209,7 @@ def test_fsim_blas_threads_is_set_and_restored() -> None:
 
     funcs = _openblas()
     if funcs is None:
-        pytest.skip("numpy does not use OpenBLAS here (blas_threads is then a no-op)")
+        unavailable("numpy does not use OpenBLAS here (blas_threads is then a no-op)")
     setter, getter = funcs
     before = getter()
     with blas_threads(1):

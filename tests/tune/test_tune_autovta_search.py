@@ -20,6 +20,8 @@ from vta.tune.autovta.report import write_outputs
 from vta.tune.autovta.resources import KINDS, ResourceModel
 from vta.tune.autovta.space import candidate_from_values
 
+from ..conftest import unavailable
+
 #: A small space: 1x4x4 and 1x8x8 cores with a few buffer sizes.
 SMALL = {"LOG_BATCH": [0], "LOG_BLOCK": [2, 3], "LOG_UOP_BUFF_SIZE": [11, 12],
          "LOG_INP_BUFF_SIZE": [11, 12, 13], "LOG_WGT_BUFF_SIZE": [12, 14],
@@ -232,6 +234,42 @@ def test_cli_explore_and_verilog_round_trip(env: Path, tmp_path: Path, capsys) -
 
 
 @pytest.mark.unit
+def test_explored_config_file_carries_the_bus_width(env: Path, tmp_path: Path, capsys) -> None:
+    """A best point on the 128-bit bus: its vta_config.json says so, and `vta verilog --config`
+    alone (no --bus-width) builds exactly the core of that point."""
+    from vta.cli.main import main
+    from vta.hw.verilog import generate
+
+    out = tmp_path / "exp"
+    ranges = {**TINY, "bus_width": [128]}
+    assert main(["explore", "--board", "zcu104", "--model", str(env), "--budget", "12", "-o",
+                 str(out)] + [f"--range={k}={','.join(map(str, v))}"
+                              for k, v in ranges.items()]) == 0
+    best = json.loads((out / "explore.json").read_text())["best"]
+    assert best["bus_width"] == 128
+    written = json.loads((out / "vta_config.json").read_text())
+    assert written["BUS_WIDTH"] == 128
+    cfg = Config.from_json(out / "vta_config.json")
+    assert cfg.params == best["config"] and cfg.bus_width == 128
+    vdir = tmp_path / "v"
+    assert main(["verilog", "--config", str(out / "vta_config.json"), "-o", str(vdir)]) == 0
+    desc = json.loads((vdir / "vta_core.json").read_text())
+    assert desc["bus_width"] == 128
+    assert (vdir / "vta_core.v").read_text() == generate(Config(**best["config"]),
+                                                         bus_width=128, name="vta_core")
+    # an explicit --bus-width that contradicts the file is a one-line error
+    capsys.readouterr()
+    assert main(["verilog", "--config", str(out / "vta_config.json"), "--bus-width", "64",
+                 "-o", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "contradicts BUS_WIDTH=128" in err and err.count("\n") == 1
+    # and a bad value in the file is a config error
+    (tmp_path / "bad.json").write_text(json.dumps({**written, "BUS_WIDTH": 96}))
+    with pytest.raises(ConfigError, match="BUS_WIDTH=96 is not a bus width"):
+        Config.from_json(tmp_path / "bad.json")
+
+
+@pytest.mark.unit
 def test_cli_bad_board_and_model(env: Path, tmp_path: Path, capsys) -> None:
     from vta.cli.main import main
 
@@ -284,10 +322,8 @@ def test_best_config_runs_a_program_on_fsim(best) -> None:
 @pytest.mark.sim
 @pytest.mark.slow
 def test_best_config_runs_a_program_on_rtl(net: Network) -> None:
-    try:
-        from vta.hw.simulate import run_program
-    except ImportError:
-        pytest.skip("vta.hw.simulate (the RTL backend) is not available")
+    from vta.hw.simulate import run_program
+
     # the Amaranth simulation of a core takes minutes per GEMM block size: search 1x4x4 cores
     best = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]}).best
     cfg = best.cand.cfg
@@ -375,7 +411,7 @@ def test_tsim_finalists_match_fsim(net: Network) -> None:
     res = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]})
     done, why = tsim_finalists(res, 1)
     if why is not None:
-        pytest.skip(why)
+        unavailable(why)
     (p,) = done
     assert p is res.best and "error" not in p.tsim, p.tsim
     assert p.tsim["matches_fsim"] is True

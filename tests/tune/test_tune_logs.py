@@ -154,7 +154,8 @@ def test_process_pool_executor() -> None:
 
 @pytest.mark.unit
 def test_dask_local_cluster_on_loopback() -> None:
-    distributed = pytest.importorskip("distributed")
+    import distributed  # a dev dependency
+
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   protocol="tcp", host="127.0.0.1",
                                   dashboard_address=None) as cluster:

@@ -76,7 +76,9 @@ def write_outputs(result: ExploreResult, out_dir: str | Path,
         (tmp / PLOT).write_bytes(png)
         best = result.best
         if best is not None:
-            (tmp / CONFIG).write_text(best.cand.cfg.to_json())
+            # the bus width is part of the point: a 64-bit build of a 128-bit best is another core
+            cfg = best.cand.cfg.with_bus_width(best.cand.bus_width)
+            (tmp / CONFIG).write_text(cfg.to_json())
     return out
 
 

@@ -1,0 +1,97 @@
+"""A compiled module carries a sha256 and a size per file; a damaged module is a one-line error
+naming the file (it used to run: a truncated const.bin gave exit 0 and all-zero outputs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import helper
+from vta.cli.main import main
+
+from .conftest import onnx_model
+
+pytestmark = pytest.mark.sim
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory) -> Path:
+    """A small conv + dense network compiled for the default config, and an input."""
+    d = tmp_path_factory.mktemp("mod")
+    rng = np.random.default_rng(0)
+    inits = {"w": rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.2,
+             "b": rng.standard_normal(32).astype(np.float32) * 0.1,
+             "fw": rng.standard_normal((10, 32 * 8 * 8)).astype(np.float32) * 0.05,
+             "fb": np.zeros(10, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+    model = onnx_model(nodes, {"x": [1, 16, 8, 8]}, {"y": [1, 10]}, inits)
+    (d / "m.onnx").write_bytes(model.SerializeToString())
+    np.save(d / "x.npy", rng.standard_normal((1, 16, 8, 8)).astype(np.float32))
+    assert main(["compile", str(d / "m.onnx"), "-o", str(d / "mod")]) == 0
+    return d
+
+
+def _run(d: Path, mod: Path, capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    rc = main(["run", str(mod), "--input", str(d / "x.npy"), "--target", "fsim", "-o",
+               str(mod.parent / f"{mod.name}.y.npy")])
+    return rc, capsys.readouterr().err.strip()
+
+
+def test_manifest_lists_every_file_with_its_sha256(module_dir, capsys) -> None:
+    mod = module_dir / "mod"
+    files = json.loads((mod / "manifest.json").read_text())["files"]
+    on_disk = {p.relative_to(mod).as_posix() for p in mod.rglob("*") if p.is_file()}
+    assert set(files) == on_disk - {"manifest.json"}
+    assert {"const.bin", "params.npz", "plan.json"} <= set(files)
+    assert any(k.startswith("kernels/") for k in files)
+    for rel, want in files.items():
+        data = (mod / rel).read_bytes()
+        assert want == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    rc, err = _run(module_dir, mod, capsys)
+    assert rc == 0, err
+    assert np.abs(np.load(module_dir / "mod.y.npy")).max() > 0
+
+
+def _damaged(module_dir: Path, name: str) -> Path:
+    d = module_dir / name
+    if d.exists():
+        shutil.rmtree(d)
+    shutil.copytree(module_dir / "mod", d)
+    return d
+
+
+@pytest.mark.parametrize("damage", ["truncate-const", "edit-kernel", "remove-params",
+                                    "grow-plan"])
+def test_damaged_module_is_a_one_line_error_naming_the_file(module_dir, damage, capsys) -> None:
+    d = _damaged(module_dir, damage)
+    if damage == "truncate-const":
+        rel = "const.bin"
+        data = (d / rel).read_bytes()
+        (d / rel).write_bytes(data[:len(data) // 2])
+        why = "truncated"
+    elif damage == "edit-kernel":
+        rel = sorted(p.relative_to(d).as_posix() for p in (d / "kernels").iterdir())[0]
+        data = bytearray((d / rel).read_bytes())
+        data[20] ^= 0x01  # same size, one bit flipped
+        (d / rel).write_bytes(bytes(data))
+        why = "modified"
+    elif damage == "remove-params":
+        rel = "params.npz"
+        (d / rel).unlink()
+        why = "missing"
+    else:
+        rel = "plan.json"
+        (d / rel).write_text((d / rel).read_text() + " ")
+        why = "damaged"
+    rc, err = _run(module_dir, d, capsys)
+    assert rc == 2 and "\n" not in err and err.startswith("vta run: error: "), err
+    assert f"file {rel} is" in err and why in err and "recompile" in err
+    assert not (module_dir / f"{damage}.y.npy").exists()
