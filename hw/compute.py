@@ -29,7 +29,8 @@ ahead in w1, three ahead in w2). ALU micro-ops read in R: ``use_imm`` micro-ops 
 run at one per cycle, stalling R (an interlock) while the micro-op in RD or E1 writes that entry
 (it would write after the last forwarding point, E1); two-operand micro-ops read ``dst`` and then
 ``src`` through the same port in two consecutive cycles (half rate) and stall only while the
-micro-op in RD writes one of them. ``reset_reg`` micro-ops read nothing and never stall.
+micro-op in RD writes one of them. GEMM ``reset_reg`` micro-ops read nothing; an ALU
+instruction ignores ``reset_reg`` and performs its operation (as TVM's simulator and HLS core).
 
 Consecutive GEMM (or ALU) instructions follow each other without draining the pipeline; an
 instruction that pushes a token, FINISH, LOAD ACC and a switch between GEMM and ALU wait until
@@ -292,7 +293,7 @@ class Compute(wiring.Component):
             alu = opcode == Opcode.ALU
             m.d.sync += [
                 ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
-                ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg),
+                ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg & ~alu),  # GEMM only
                 uop_bgn.eq(g.uop_bgn), uop_n.eq(n_uops), iter_in.eq(g.iter_in),
                 u.eq(g.uop_bgn), u_left.eq(n_uops), i_left.eq(g.iter_in),
                 o_left.eq(g.iter_out),
@@ -366,7 +367,7 @@ class Compute(wiring.Component):
         s2_alu_read = Signal()
         m.d.comb += [s2_dst.eq(uop.dst_idx + s2_base["dst"]),
                      s2_src.eq(uop.src_idx + s2_base["src"]),
-                     s2_alu_read.eq(s2_valid & s2_ctrl.alu & ~s2_ctrl.reset)]
+                     s2_alu_read.eq(s2_valid & s2_ctrl.alu)]
         with m.If(adv):
             m.d.sync += [
                 r_valid.eq(s2_valid), r_ctrl.eq(s2_ctrl), r_dst.eq(s2_dst), r_src.eq(s2_src),
@@ -565,8 +566,6 @@ class Compute(wiring.Component):
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
         e3_ops = lane_regs(e2_ctrl.op, "e3_op")
         e3_is_mul = lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
-        # a reset micro-op's result: W's synchronous reset (no multiplexer after the ALU)
-        e3_zero = lane_regs(e2_valid & e2_ctrl.reset, "e3_zero")
         alu_l = [_alu_lane(m, cfg, e3_ops[k], e3_is_mul[k], e2_a[k], e2_b[k], k,
                            en=e2_valids[k])
                  for k in range(lanes)]
@@ -577,9 +576,6 @@ class Compute(wiring.Component):
             w_dst.eq(Mux(a_valid, a_dst, e3_dst)),
             w_result.eq(Cat(*(Mux(a_valids[k], gemm_l[k], alu_l[k]) for k in range(lanes)))),
         ]
-        for k in range(lanes):
-            with m.If(e3_zero[k]):
-                m.d.sync += w_result.word_select(k, aw).eq(0)
         m.d.comb += [self.gemm_uop.eq(m_valid), self.alu_uop.eq(e1_valid)]
         m.d.comb += pipe_busy.eq(s1_valid | s2_valid | r_valid | d_valid | pre_valid | m_valid
                                  | t1_valid | t2_valid | a_valid | rd_valid | e1_valid

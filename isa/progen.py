@@ -118,7 +118,7 @@ def loop_accesses(insn: GemmInsn | AluInsn, cfg: Config,
     dlo, dhi = span([u.dst_idx for u in uops], insn.dst_factor_out, insn.dst_factor_in)
     writes = [Access("acc", dlo, dhi)]
     reads = [uop_read, Access("acc", dlo, dhi)]
-    if insn.reset_reg:
+    if insn.reset_reg and isinstance(insn, GemmInsn):  # an ALU ignores reset_reg
         return [uop_read], writes
     slo, shi = span([u.src_idx for u in uops], insn.src_factor_out, insn.src_factor_in)
     if isinstance(insn, GemmInsn):

@@ -297,7 +297,9 @@ class FunctionalSim:
                           cfg.wgt_depth))
         o_max, i_max = insn.iter_out - 1, insn.iter_in - 1
         for name, base, f_out, f_in, buf, depth in specs:
-            if name != "dst" and (insn.reset_reg or (kind == "ALU" and insn.use_imm)):
+            # a GEMM reset reads no operand, nor does an ALU micro-op with an immediate (an
+            # ALU's reset_reg is ignored, as in TVM)
+            if name != "dst" and (insn.use_imm if kind == "ALU" else insn.reset_reg):
                 continue  # not read
             top = base + o_max * f_out + i_max * f_in
             if int(top.max()) >= depth:
@@ -432,7 +434,7 @@ class FunctionalSim:
     def _alu(self, idx: int, insn: AluInsn, stats: dict[str, Any]) -> None:
         if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
             return
-        key = ("ALU", insn.reset_reg, insn.use_imm, insn.iter_out, insn.iter_in,
+        key = ("ALU", insn.use_imm, insn.iter_out, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
                self.uop[insn.uop_bgn:insn.uop_end].tobytes())
         steps = self._plans.get(key)
@@ -440,9 +442,7 @@ class FunctionalSim:
             # first time: bounds checks, then the vector steps that keep sequential semantics
             d, s, _ = self._loop_indices(idx, insn, "ALU")
             dst = self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)
-            if insn.reset_reg:
-                steps = [(dst, None)]
-            elif insn.use_imm:
+            if insn.use_imm:
                 steps = [(dst if sel is None else dst[sel], None)
                          for sel in rounds_by_rank(dst)]
             else:
@@ -453,9 +453,6 @@ class FunctionalSim:
                 self._plans.clear()
             self._plans[key] = steps
         stats["alu_uops"] += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-        if insn.reset_reg:
-            self.acc[steps[0][0]] = 0
-            return
         op = AluOp(insn.alu_opcode)
         for dd, ss in steps:
             self.acc[dd] = self._alu_op(op, self.acc[dd], insn.imm if ss is None else self.acc[ss])

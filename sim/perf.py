@@ -61,7 +61,7 @@ class PerfParams:
     gemm_ii: float = 1.0          #: cycles per GEMM micro-op iteration
     gemm_latency: float = 1.6     #: GEMM cycles per instruction beyond insn_overhead
     gemm_drain: float = 9.0       #: GEMM pipeline drain, only before pushing a token
-    alu_ii: float = 1.0           #: cycles per ALU micro-op iteration (immediate or reset)
+    alu_ii: float = 1.0           #: cycles per ALU micro-op iteration with an immediate
     alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op (one acc read port)
     alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
@@ -147,7 +147,7 @@ class PerfModel:
             if isinstance(insn, GemmInsn):
                 return n * self.p.gemm_ii + self.p.gemm_latency + \
                     (self.p.gemm_drain if pushes else 0.0)
-            ii = self.p.alu_ii if insn.use_imm or insn.reset_reg else self.p.alu2_ii
+            ii = self.p.alu_ii if insn.use_imm else self.p.alu2_ii  # reset_reg: GEMM only
             return n * ii + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
         return 0.0
 
