@@ -51,7 +51,7 @@ from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 from vta.isa import Config
-from vta.isa.layout import AluOp, MemType, Opcode
+from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
@@ -61,12 +61,18 @@ from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
 
-__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN"]
+__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "PIPELINE_TIMING"]
 
 #: Cycles from a micro-op leaving S0 to its accumulator write (S1, S2, R, D, M, T1, T2, A, W).
 GEMM_DRAIN = 9
 #: The same for ALU micro-ops (S1, S2, R, RD, E1, E2, E3, W).
 ALU_DRAIN = 8
+#: The pipeline's timing under the names of the performance model's parameters
+#: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
+#: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
+#: port), and the drains before a token push.
+PIPELINE_TIMING = {"gemm_ii": 1, "gemm_drain": GEMM_DRAIN, "alu_ii": 1, "alu2_ii": 2,
+                   "alu_drain": ALU_DRAIN}
 
 
 def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
@@ -253,11 +259,11 @@ class Compute(wiring.Component):
         # ------------------------------------------------------------ S0: loop counters
         g, a = insn.gemm, insn.alu
         ctrl_layout = data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
-                                         "imm": signed(16)})
+                                         "imm": signed(len(a.imm))})
         ctrl = Signal(ctrl_layout)  # of the instruction being issued
         uop_bgn = Signal(len(g.uop_end))
         uop_n = Signal(len(g.uop_end))  # micro-ops per inner iteration
-        iter_in = Signal(14)
+        iter_in = Signal(len(g.iter_in))
         aw_acc, aw_inp, aw_wgt = cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
         aw_src = max(aw_acc, aw_inp)
         f = {k: Signal(w, name=f"{k}") for k, w in (
@@ -271,8 +277,8 @@ class Compute(wiring.Component):
         # to o)
         u = Signal(len(g.uop_end))
         u_left = Signal(len(g.uop_end))
-        i_left = Signal(14)
-        o_left = Signal(14)
+        i_left = Signal(len(g.iter_in))
+        o_left = Signal(len(g.iter_out))
         # ... and whether each is at its last iteration, as flags updated with the counters
         # (the loop control is then independent of the counters' width)
         u_last, i_last, o_last = Signal(), Signal(), Signal()
@@ -347,7 +353,7 @@ class Compute(wiring.Component):
         # ------------------------------------------------------------ S1: micro-op register
         s2_valid = Signal()
         s2_ctrl = Signal(ctrl_layout)
-        s2_uop = Signal(32)
+        s2_uop = Signal(UOP_BITS)
         s2_base = {k: Signal(len(v), name=f"s2_{k}_base") for k, v in base.items()}
         with m.If(adv):
             m.d.sync += [s2_valid.eq(s1_valid), s2_ctrl.eq(s1_ctrl), s2_uop.eq(uop_rd.data)]
@@ -600,7 +606,7 @@ class Compute(wiring.Component):
 def _uop_memory(cfg: Config):
     from amaranth.lib.memory import Memory
 
-    return Memory(shape=32, depth=cfg.uop_depth, init=[])
+    return Memory(shape=UOP_BITS, depth=cfg.uop_depth, init=[])
 
 
 def _alu_lane(m: Module, cfg: Config, op3, is_mul, a, b, k: int, *, en) -> Signal:

@@ -17,12 +17,9 @@ from typing import ClassVar
 import numpy as np
 
 from .config import Config
+from .deps import COMPUTE_MODULE, DEP_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE
 from .errors import DecodeError, EncodeError
-from .layout import DEP_FLAGS, INSN_BYTES, AluOp, Layout, MemType, Opcode
-
-#: Which module executes an instruction.
-LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE = "load", "compute", "store"
-MODULES = (LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE)
+from .layout import INSN_BYTES, AluOp, Layout, MemType, Opcode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +136,16 @@ class FinishInsn(Insn):
     layout_name: ClassVar[str] = "finish"
 
 
+def nop_insn(module: str) -> MemInsn:
+    """A no-op of ``module``: an ``x_size=0`` LOAD INP (load), LOAD UOP (compute) or STORE
+    (store), which only moves dependency tokens."""
+    if module == LOAD_MODULE:
+        return MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP)
+    if module == STORE_MODULE:
+        return MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT)
+    return MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP)
+
+
 _CLASS_OF = {Opcode.LOAD: MemInsn, Opcode.STORE: MemInsn, Opcode.GEMM: GemmInsn,
              Opcode.ALU: AluInsn, Opcode.FINISH: FinishInsn}
 
@@ -233,5 +240,5 @@ __all__ = [
     "Insn", "MemInsn", "GemmInsn", "AluInsn", "FinishInsn", "Uop", "MODULES",
     "LOAD_MODULE", "COMPUTE_MODULE", "STORE_MODULE",
     "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
-    "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class",
+    "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class", "nop_insn",
 ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from .deps import DEP_FLAGS
 from .errors import ConfigError, EncodeError
 
 if TYPE_CHECKING:
@@ -162,9 +163,7 @@ class Layouts:
         }
 
 
-COMMON = (("opcode", 3), ("pop_prev_dep", 1), ("pop_next_dep", 1),
-          ("push_prev_dep", 1), ("push_next_dep", 1))
-DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+COMMON = (("opcode", 3),) + tuple((flag, 1) for flag in DEP_FLAGS)
 
 
 def _place(name: str, specs, bits: int, unit: int) -> Layout:

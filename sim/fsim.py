@@ -31,11 +31,16 @@ from typing import Any
 import numpy as np
 from vta.isa import (
     COMPUTE_MODULE,
+    DEP_FLAGS,
     INSN_QUEUE_DEPTH,
     LOAD_MODULE,
+    MODULE_QUEUES,
     MODULES,
+    POP_FLAGS,
+    PUSH_FLAGS,
     STORE_MODULE,
     TOKEN_QUEUE_DEPTH,
+    TOKEN_QUEUE_NAMES,
     AluInsn,
     AluOp,
     Config,
@@ -56,9 +61,6 @@ from .loops import GeneralPlan, Grid, Groups, alu_rounds, dense_plan, rounds_by_
 #: Scheduling orders accepted by :class:`FunctionalSim` (``random`` is seeded).
 ORDERS = ("load-first", "compute-first", "store-first", "random")
 
-#: The four dependency-token queues, named "<from>-><to>".
-TOKEN_QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
-
 _PRIORITY = {
     "load-first": (LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE),
     "compute-first": (COMPUTE_MODULE, LOAD_MODULE, STORE_MODULE),
@@ -66,15 +68,8 @@ _PRIORITY = {
     "random": MODULES,
 }
 
-# module -> {flag: token queue}; a flag missing here is invalid for that module
-_DEP_QUEUES = {
-    LOAD_MODULE: {"pop_next_dep": "compute->load", "push_next_dep": "load->compute"},
-    COMPUTE_MODULE: {"pop_prev_dep": "load->compute", "pop_next_dep": "store->compute",
-                     "push_prev_dep": "compute->load", "push_next_dep": "compute->store"},
-    STORE_MODULE: {"pop_prev_dep": "compute->store", "push_prev_dep": "store->compute"},
-}
-_POPS = ("pop_prev_dep", "pop_next_dep")
-_PUSHES = ("push_prev_dep", "push_next_dep")
+# module -> {flag: name of the token queue it pops or pushes}; a flag missing is invalid there
+_DEP_QUEUES = {m: {f: q.name for f, q in qs.items()} for m, qs in MODULE_QUEUES.items()}
 
 #: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
 _GEMM_CHUNK = 1 << 12
@@ -183,13 +178,13 @@ class FunctionalSim:
     def _run(self, insns: list[Insn], mem: np.ndarray) -> dict[str, Any]:
         cfg = self.cfg
         modules = [_validate(n, insn, cfg, len(insns), mem.size) for n, insn in enumerate(insns)]
-        pops = [tuple(_DEP_QUEUES[m][f] for f in _POPS if getattr(i, f))
+        pops = [tuple(_DEP_QUEUES[m][f] for f in POP_FLAGS if getattr(i, f))
                 for m, i in zip(modules, insns)]
-        pushes = [tuple(_DEP_QUEUES[m][f] for f in _PUSHES if getattr(i, f))
+        pushes = [tuple(_DEP_QUEUES[m][f] for f in PUSH_FLAGS if getattr(i, f))
                   for m, i in zip(modules, insns)]
 
         queues: dict[str, deque[int]] = {m: deque() for m in MODULES}
-        tokens: dict[str, deque[int]] = {q: deque() for q in TOKEN_QUEUES}
+        tokens: dict[str, deque[int]] = {q: deque() for q in TOKEN_QUEUE_NAMES}
         stats = _new_stats(self.order)
         events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
         self.trace_events = events  # also what ran before an error, for debugging
@@ -573,7 +568,7 @@ def _validate(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> s
             raise ProgramError(f"{where}: invalid alu_opcode {insn.alu_opcode} (valid: "
                                f"{', '.join(f'{o.name}={o.value}' for o in AluOp)})")
     allowed = _DEP_QUEUES[module]
-    for flag in _POPS + _PUSHES:
+    for flag in DEP_FLAGS:
         if getattr(insn, flag) and flag not in allowed:
             other = "previous" if "prev" in flag else "next"
             raise ProgramError(f"{where}: sets {flag} but the {module} module has no "
@@ -626,7 +621,7 @@ def _deadlock_message(insns, modules, queues, tokens, fetch_pc, qdepth) -> str:
             continue
         idx = queues[m][0]
         insn = insns[idx]
-        waits = [_DEP_QUEUES[m][f] for f in _POPS if getattr(insn, f)
+        waits = [_DEP_QUEUES[m][f] for f in POP_FLAGS if getattr(insn, f)
                  and not tokens[_DEP_QUEUES[m][f]]]
         parts.append(f"{m} blocked at instruction {idx} ({insn_name(insn)}) waiting for a "
                      f"token on {' and '.join(waits)}")
@@ -776,5 +771,5 @@ def _last_store_writing(program: bytes, cfg: Config, addr: int) -> str:
     return "" if found is None else f", written by instruction {found} (STORE)"
 
 
-__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "TOKEN_QUEUES", "insn_name",
+__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "insn_name",
            "decode_fast"]

@@ -21,8 +21,13 @@ from typing import Any
 
 import numpy as np
 from vta.isa import (
+    COMPUTE_MODULE,
     INSN_BYTES,
     INSN_QUEUE_DEPTH,
+    MODULES,
+    NEXT,
+    PREV,
+    TOKEN_QUEUES,
     AluInsn,
     Config,
     DeadlockError,
@@ -34,8 +39,6 @@ from vta.isa import (
     Opcode,
 )
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
-
-MODULES = ("load", "compute", "store")
 
 
 @dataclass(frozen=True)
@@ -172,14 +175,11 @@ class PerfModel:
                     + (k + 1) * p.fetch_per_insn
         fetch_ends = [b1 for _, b1 in fetch_bursts]
         for k, insn in enumerate(insns):
-            mods[insn.module if not isinstance(insn, FinishInsn) else "compute"].queue.append(
+            mods[insn.module if not isinstance(insn, FinishInsn) else COMPUTE_MODULE].queue.append(
                 (k, insn))
         # token queues: times at which tokens become visible, per (src, dst)
-        tokens: dict[tuple[str, str], deque] = {
-            (a, b): deque() for a, b in (("load", "compute"), ("compute", "load"),
-                                         ("compute", "store"), ("store", "compute"))}
-        prev = {"load": None, "compute": "load", "store": "compute"}
-        nxt = {"load": "compute", "compute": "store", "store": None}
+        tokens: dict[tuple[str, str], deque] = {(q.src, q.dst): deque() for q in TOKEN_QUEUES}
+        prev, nxt = PREV, NEXT
         port_free = 0.0
         port_busy = 0.0
         stats_bytes = {t.name: 0 for t in MemType}
