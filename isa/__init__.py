@@ -44,14 +44,18 @@ from .insn import (
     decode_program,
     decode_uop,
     decode_word,
+    decode_words,
     encode,
     encode_program,
+    encode_rows,
     encode_uop,
     encode_uops,
     encode_word,
     insn_class,
     nop_insn,
+    program_words,
     uop_fields,
+    words_to_bytes,
 )
 from .layout import (
     INSN_BITS,
@@ -79,6 +83,7 @@ __all__ = [
     "MODULE_QUEUES", "MODULE_FLAGS", "queue_of", "queue_between",
     "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
     "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class", "nop_insn",
+    "encode_rows", "decode_words", "program_words", "words_to_bytes",
     "Opcode", "MemType", "AluOp", "Field", "Layout", "Layouts", "build_layouts",
     "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES", "TOKEN_QUEUE_DEPTH", "INSN_QUEUE_DEPTH",
 ]

@@ -170,7 +170,7 @@ class FunctionalSim:
         one wrote.
         """
         cfg = self.cfg
-        insns = decode_fast(as_program_bytes(program, cfg), cfg)
+        insns = check_program(as_program_bytes(program, cfg), cfg)
         mem = _as_writable_dram(dram)
         with blas_threads(self.blas_threads):
             return self._run(insns, mem)
@@ -473,41 +473,6 @@ class FunctionalSim:
 
 
 # ---------------------------------------------------------------------- helpers
-def decode_fast(program: bytes, cfg: Config) -> list[Insn]:
-    """:func:`vta.isa.image.check_program`, vectorised over the fields (same result, faster).
-
-    Any framing or opcode problem is left to check_program, which raises the usual error.
-    """
-    n = len(program) // 16
-    if n == 0 or len(program) % 16:
-        return check_program(program, cfg)
-    words = np.frombuffer(program, dtype="<u8").reshape(n, 2)
-    opcodes = (words[:, 0] & 7).astype(np.int64)
-    if not np.isin(opcodes, list(_OPCODE_NAMES)).all() or opcodes[-1] != Opcode.FINISH:
-        return check_program(program, cfg)
-    out: list[Insn | None] = [None] * n
-    lay = cfg.layouts
-    for opcode, cls, layout in ((Opcode.LOAD, MemInsn, lay.mem), (Opcode.STORE, MemInsn, lay.mem),
-                                (Opcode.GEMM, GemmInsn, lay.gemm), (Opcode.ALU, AluInsn, lay.alu),
-                                (Opcode.FINISH, FinishInsn, lay.finish)):
-        rows = np.flatnonzero(opcodes == opcode)
-        if rows.size == 0:
-            continue
-        cols = {}
-        for f in layout.fields:
-            if f.name == "opcode" and cls is not MemInsn:
-                continue
-            word = words[rows, f.offset // 64]
-            v = ((word >> np.uint64(f.offset % 64)) & np.uint64(f.mask)).astype(np.int64)
-            if f.signed:
-                v = np.where(v >= 1 << (f.width - 1), v - (1 << f.width), v)
-            cols[f.name] = v.tolist()
-        names = list(cols)
-        for k, r in enumerate(rows.tolist()):
-            out[r] = cls(**{name: cols[name][k] for name in names})
-    return out  # type: ignore[return-value]
-
-
 def _as_writable_dram(dram: np.ndarray | bytearray) -> np.ndarray:
     if isinstance(dram, bytearray | memoryview):
         arr = np.frombuffer(dram, dtype=np.uint8)
@@ -771,5 +736,4 @@ def _last_store_writing(program: bytes, cfg: Config, addr: int) -> str:
     return "" if found is None else f", written by instruction {found} (STORE)"
 
 
-__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "insn_name",
-           "decode_fast"]
+__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "insn_name"]
