@@ -22,11 +22,8 @@ from vta.isa import AluInsn, AluOp, Config, FinishInsn, GemmInsn, Insn, MemInsn,
 from vta.isa.insn import Uop
 from vta.isa.layout import ITER_BITS
 
+from ..errors import LoweringError  # the layer does not fit the config: it runs on the CPU
 from .pack import ceil_div
-
-
-class LoweringError(Exception):
-    """The layer does not fit this VTA configuration (it then runs on the CPU)."""
 
 
 @dataclass(frozen=True)

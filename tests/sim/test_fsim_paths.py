@@ -218,3 +218,19 @@ def test_fsim_blas_threads_is_set_and_restored() -> None:
     assert getter() == before
     with blas_threads(None):
         assert getter() == before
+
+
+@pytest.mark.unit
+def test_limit_blas_threads_sets_every_openblas() -> None:
+    from vta.sim.blas import _openblas, limit_blas_threads
+
+    funcs = _openblas()
+    if funcs is None:
+        pytest.skip("numpy does not use OpenBLAS here (limit_blas_threads is then a no-op)")
+    setter, getter = funcs
+    before = getter()
+    try:
+        assert limit_blas_threads(1) is True
+        assert getter() == 1
+    finally:
+        setter(before)

@@ -155,8 +155,8 @@ class RefMachine:
 
 # ----------------------------------------------------------------------------- tests
 import pytest  # noqa: E402
-from vta.isa.progen import random_program  # noqa: E402
 from vta.sim.fsim import FunctionalSim  # noqa: E402
+from vta.sim.progen import random_program  # noqa: E402
 
 CONFIGS = {
     "default": Config(),

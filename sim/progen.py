@@ -29,10 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from .config import Config
-from .deps import COMPUTE_MODULE, DEP_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE, TOKEN_QUEUES
-from .insn import (
+from vta.isa.config import Config
+from vta.isa.deps import COMPUTE_MODULE, DEP_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE, TOKEN_QUEUES
+from vta.isa.insn import (
     AluInsn,
     FinishInsn,
     GemmInsn,
@@ -43,7 +42,7 @@ from .insn import (
     encode_uops,
     nop_insn,
 )
-from .layout import AluOp, MemType, Opcode
+from vta.isa.layout import AluOp, MemType, Opcode
 
 #: Buffers an access can name ("dram" ranges are in bytes, the others in SRAM entries).
 BUFFERS = ("uop", "inp", "wgt", "acc", "dram")
