@@ -56,6 +56,7 @@ from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
+from .loop_issuer import BASES, LoopIssuer
 from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
@@ -194,14 +195,16 @@ class Compute(wiring.Component):
 
         insn = Signal(self.insn_layout)
         opcode = insn.mem.opcode
+        m.submodules.issuer = issuer = LoopIssuer(cfg, insn_layout=self.insn_layout)
+        running = issuer.running  # the loop counters are issuing micro-ops
+        pending = issuer.pending  # a GEMM/ALU waits for the other kind to leave the pipeline
         is_uop_load = Signal()
         m.d.comb += is_uop_load.eq(insn.mem.memory_type == MemType.UOP)
 
         # ------------------------------------------------------------ sequencing
-        running = Signal()  # the loop counters are issuing micro-ops
-        pending = Signal()  # a GEMM/ALU waits for the other kind to leave the pipeline
-        load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
+        adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
         pipe_busy = Signal()  # any micro-op in S1 .. W
+        load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
         need_drain = Signal()
         exec_busy = Signal()
         m.d.comb += [
@@ -257,98 +260,22 @@ class Compute(wiring.Component):
             m.d.sync += self.finish.eq(1)
 
         # ------------------------------------------------------------ S0: loop counters
-        g, a = insn.gemm, insn.alu
-        ctrl_layout = data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
-                                         "imm": signed(len(a.imm))})
-        ctrl = Signal(ctrl_layout)  # of the instruction being issued
-        uop_bgn = Signal(len(g.uop_end))
-        uop_n = Signal(len(g.uop_end))  # micro-ops per inner iteration
-        iter_in = Signal(len(g.iter_in))
+        m.d.comb += [issuer.insn.eq(insn), issuer.adv.eq(adv), issuer.pipe_busy.eq(pipe_busy),
+                     issuer.start.eq(go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU)))]
+        ctrl = issuer.ctrl  # of the instruction being issued
+        base = {k: getattr(issuer, f"{k}_base") for k in BASES}
         aw_acc, aw_inp, aw_wgt = cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
         aw_src = max(aw_acc, aw_inp)
-        f = {k: Signal(w, name=f"{k}") for k, w in (
-            ("dst_fo", aw_acc), ("dst_fi", aw_acc), ("src_fo", aw_src), ("src_fi", aw_src),
-            ("wgt_fo", aw_wgt), ("wgt_fi", aw_wgt))}
-        base_o = {k: Signal(w, name=f"{k}_base_o") for k, w in (
-            ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
-        base = {k: Signal(w, name=f"{k}_base") for k, w in (
-            ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
-        # the loops count down what is left (no adder and comparator chain from u through i
-        # to o)
-        u = Signal(len(g.uop_end))
-        u_left = Signal(len(g.uop_end))
-        i_left = Signal(len(g.iter_in))
-        o_left = Signal(len(g.iter_out))
-        # ... and whether each is at its last iteration, as flags updated with the counters
-        # (the loop control is then independent of the counters' width)
-        u_last, i_last, o_last = Signal(), Signal(), Signal()
-        uop_n_one, iter_in_one = Signal(), Signal()
-        adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
-
-        last_alu = Signal()  # kind of the micro-ops last issued
-        nonempty = Signal()
-        pend_nonempty = Signal()
-        start_kind = Signal()
-        m.d.comb += start_kind.eq(opcode == Opcode.ALU)
-        m.d.comb += nonempty.eq((g.iter_out != 0) & (g.iter_in != 0) & (g.uop_end > g.uop_bgn))
-        # The loop registers load the instruction's fields in every cycle in which they are
-        # idle (the sequencer starts a GEMM/ALU only then): their load enable comes from two
-        # registers instead of the sequencer's decision logic.
-        n_uops = (g.uop_end - g.uop_bgn)[:len(u_left)]
-        with m.If(~running & ~pending):
-            alu = opcode == Opcode.ALU
-            m.d.sync += [
-                ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
-                ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg & ~alu),  # GEMM only
-                uop_bgn.eq(g.uop_bgn), uop_n.eq(n_uops), iter_in.eq(g.iter_in),
-                u.eq(g.uop_bgn), u_left.eq(n_uops), i_left.eq(g.iter_in),
-                o_left.eq(g.iter_out),
-                u_last.eq(n_uops == 1), uop_n_one.eq(n_uops == 1),
-                i_last.eq(g.iter_in == 1), iter_in_one.eq(g.iter_in == 1),
-                o_last.eq(g.iter_out == 1),
-                f["dst_fo"].eq(Mux(alu, a.dst_factor_out, g.dst_factor_out)),
-                f["dst_fi"].eq(Mux(alu, a.dst_factor_in, g.dst_factor_in)),
-                f["src_fo"].eq(Mux(alu, a.src_factor_out, g.src_factor_out)),
-                f["src_fi"].eq(Mux(alu, a.src_factor_in, g.src_factor_in)),
-                f["wgt_fo"].eq(g.wgt_factor_out), f["wgt_fi"].eq(g.wgt_factor_in),
-            ]
-            for k in base:
-                m.d.sync += [base_o[k].eq(0), base[k].eq(0)]
-        with m.If(go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU))):
-            # micro-ops of the other kind must leave the pipeline first
-            with m.If(~pipe_busy | (start_kind == last_alu)):
-                m.d.sync += [running.eq(nonempty), last_alu.eq(start_kind)]
-            with m.Else():
-                m.d.sync += [pending.eq(1), pend_nonempty.eq(nonempty)]
-        with m.If(pending & ~pipe_busy):
-            m.d.sync += [pending.eq(0), running.eq(pend_nonempty), last_alu.eq(ctrl.alu)]
+        ctrl_layout = ctrl.shape()
 
         s1_valid = Signal()
         s1_ctrl = Signal(ctrl_layout)
         s1_base = {k: Signal(len(v), name=f"s1_{k}_base") for k, v in base.items()}
-        m.d.comb += [uop_rd.addr.eq(u), uop_rd.en.eq(adv)]
+        m.d.comb += [uop_rd.addr.eq(issuer.uop_addr), uop_rd.en.eq(adv)]
         with m.If(adv):
             m.d.sync += [s1_valid.eq(running), s1_ctrl.eq(ctrl)]
             for k in base:
                 m.d.sync += s1_base[k].eq(base[k])
-        with m.If(running & adv):
-            with m.If(~u_last):
-                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1), u_last.eq(u_left == 2)]
-            with m.Else():
-                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n), u_last.eq(uop_n_one)]
-                with m.If(~i_last):
-                    m.d.sync += [i_left.eq(i_left - 1), i_last.eq(i_left == 2)]
-                    for k in base:
-                        m.d.sync += base[k].eq(base[k] + f[f"{k}_fi"])
-                with m.Else():
-                    m.d.sync += [i_left.eq(iter_in), i_last.eq(iter_in_one)]
-                    with m.If(~o_last):
-                        m.d.sync += [o_left.eq(o_left - 1), o_last.eq(o_left == 2)]
-                        for k in base:
-                            m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
-                                         base[k].eq(base_o[k] + f[f"{k}_fo"])]
-                    with m.Else():
-                        m.d.sync += running.eq(0)
 
         # ------------------------------------------------------------ S1: micro-op register
         s2_valid = Signal()
