@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_fsim_matmul.py [--size 1024] [--repeat 3] [--threads 1]
 
 Builds C = A @ B.T (M = N = K = size, int8) as a VTA instruction stream for the default config
-(vta.isa.programs.matmul_program), runs it on fsim (a fresh simulator each time, best of
+(vta.sim.programs.matmul_program), runs it on fsim (a fresh simulator each time, best of
 --repeat) and times numpy's float64 ``A @ B.T`` of the same shape in the same process (BLAS,
 exact for int8 products). Prints both times, their ratio (the goal is fsim within 3x of numpy)
 and the simulated micro-op rate. --threads sets the BLAS thread count for both sides (default 1:
@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     from vta.isa import Config
-    from vta.isa.programs import matmul_program
     from vta.sim.fsim import FunctionalSim
+    from vta.sim.programs import matmul_program
 
     cfg = Config()
     n = args.size

@@ -22,7 +22,7 @@ import time
 import numpy as np
 from vta.hw import tsim
 from vta.isa import Config
-from vta.isa.programs import matmul_program
+from vta.sim.programs import matmul_program
 
 
 def run_matmul(cfg: Config, size: int, *, double_buffer: bool, seed: int = 1) -> dict:

@@ -25,8 +25,8 @@ def _cache() -> Path:
 
 def programs(cfg: Config, *, quick: bool = False):
     """(name, program bytes, dram) of the benchmark set."""
-    from vta.isa.progen import random_program
-    from vta.isa.programs import matmul_program
+    from vta.sim.progen import random_program
+    from vta.sim.programs import matmul_program
 
     shapes = [(16, 16, 16), (64, 64, 64), (128, 128, 128), (64, 256, 128), (256, 256, 256)]
     if quick:

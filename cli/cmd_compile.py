@@ -50,12 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.compiler.graph.blas import limit_blas_threads
     from vta.compiler.graph.module import VTA_OPS, compile_graph, is_module_or_empty
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
     from vta.isa.errors import ConfigError
     from vta.isa.fileio import check_input_file, check_output_dir
+    from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
     check_output_dir(args.output, "compiled module", replaceable=is_module_or_empty,

@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import numpy as np
-    from vta.compiler.graph.blas import limit_blas_threads
     from vta.compiler.graph.executor import Executor, RunReport, load_npy, progress_printer
+    from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
     from vta.isa.fileio import write_atomic

@@ -14,7 +14,8 @@ class ScheduleError(CompilerError):
 
 
 class LoweringError(CompilerError):
-    """A schedule or expression that cannot be lowered to the loop IR."""
+    """A schedule, expression or layer that cannot be lowered: to the loop IR, or onto this
+    VTA configuration (a graph layer then runs on the CPU)."""
 
 
 class TensorizeError(CompilerError):

@@ -4,7 +4,7 @@
    with a requantising shift and clip) and its micro-ops examples/matmul_uops.s, lays out A and B
    in a DRAM image, runs it on the functional simulator under every scheduling order (a race
    check of its dependency tokens) and compares C with numpy.
-2. Builds a larger tiled matmul with vta.isa.programs.matmul_program (256x256x256, double
+2. Builds a larger tiled matmul with vta.sim.programs.matmul_program (256x256x256, double
    buffered), runs it, compares with numpy and times fsim against numpy's float64 matmul.
 3. Prints the statistics of both runs.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from vta.isa import Config
 from vta.isa.asm import assemble_bytes, assemble_uops_bytes
-from vta.isa.programs import matmul_program, pack_tiles, unpack_tiles
 from vta.sim import fsim
+from vta.sim.programs import matmul_program, pack_tiles, unpack_tiles
 
 HERE = Path(__file__).resolve().parent
 

@@ -21,12 +21,12 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
-from vta.compiler.graph.blas import limit_blas_threads  # noqa: E402
 from vta.compiler.graph.executor import Executor, RunReport, progress_printer  # noqa: E402
 from vta.compiler.graph.module import compile_graph, load_module  # noqa: E402
 from vta.compiler.graph.onnx_frontend import load_onnx  # noqa: E402
 from vta.compiler.graph.reference import run_float  # noqa: E402
 from vta.isa import Config  # noqa: E402
+from vta.sim.blas import limit_blas_threads  # noqa: E402
 
 
 def top5(logits: np.ndarray) -> list[tuple[int, float]]:

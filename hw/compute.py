@@ -29,7 +29,8 @@ ahead in w1, three ahead in w2). ALU micro-ops read in R: ``use_imm`` micro-ops 
 run at one per cycle, stalling R (an interlock) while the micro-op in RD or E1 writes that entry
 (it would write after the last forwarding point, E1); two-operand micro-ops read ``dst`` and then
 ``src`` through the same port in two consecutive cycles (half rate) and stall only while the
-micro-op in RD writes one of them. ``reset_reg`` micro-ops read nothing and never stall.
+micro-op in RD writes one of them. GEMM ``reset_reg`` micro-ops read nothing; an ALU
+instruction ignores ``reset_reg`` and performs its operation (as TVM's simulator and HLS core).
 
 Consecutive GEMM (or ALU) instructions follow each other without draining the pipeline; an
 instruction that pushes a token, FINISH, LOAD ACC and a switch between GEMM and ALU wait until
@@ -38,11 +39,19 @@ the pipeline is empty.
 Every accumulator write (GEMM/ALU results and LOAD ACC data, with the same byte-lane
 granularity) also writes the OUT buffer with each lane truncated to ``out_width`` bits; STORE
 reads the OUT buffer.
+
+Structure: ``Compute.elaborate`` builds the parts in pipeline order, one method each, handing
+the signals a later part uses on by name: the sequencer and DMA readers (``_control``, which
+instantiates S0, the :class:`~vta.hw.loop_issuer.LoopIssuer` component), LOAD UOP/ACC and FINISH
+(``_loads``), S1/S2 (``_front_end``), R and the write history (``_read_stage``), the GEMM lanes
+(``_gemm_datapath``) and accumulate (``_gemm_accumulate``), the ALU (``_alu_pipe``) and W
+(``_write_back``).
 """
 
 from __future__ import annotations
 
 import operator
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
@@ -50,22 +59,29 @@ from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 from vta.isa import Config
-from vta.isa.layout import AluOp, MemType, Opcode
+from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
+from .loop_issuer import BASES, LoopIssuer
 from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
 
-__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN"]
+__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "PIPELINE_TIMING"]
 
 #: Cycles from a micro-op leaving S0 to its accumulator write (S1, S2, R, D, M, T1, T2, A, W).
 GEMM_DRAIN = 9
 #: The same for ALU micro-ops (S1, S2, R, RD, E1, E2, E3, W).
 ALU_DRAIN = 8
+#: The pipeline's timing under the names of the performance model's parameters
+#: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
+#: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
+#: port), and the drains before a token push.
+PIPELINE_TIMING = {"gemm_ii": 1, "gemm_drain": GEMM_DRAIN, "alu_ii": 1, "alu2_ii": 2,
+                   "alu_drain": ALU_DRAIN}
 
 
 def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
@@ -168,7 +184,18 @@ class Compute(wiring.Component):
         })
 
     def elaborate(self, platform) -> Module:
+        """The parts in pipeline order; each builds its stages and hands the signals later parts
+        use on through ``net``."""
         m = Module()
+        net = SimpleNamespace()
+        for part in (self._control, self._loads, self._front_end, self._read_stage,
+                     self._gemm_datapath, self._gemm_accumulate, self._alu_pipe,
+                     self._write_back):
+            part(m, net)
+        return m
+
+    def _control(self, m: Module, net: SimpleNamespace) -> None:
+        """The instruction sequencer, the two DMA readers and the loop issuer (S0)."""
         cfg, W = self.cfg, self.bus_bytes
         aw = cfg.acc_width
         lanes = cfg.batch * cfg.block_out
@@ -187,14 +214,16 @@ class Compute(wiring.Component):
 
         insn = Signal(self.insn_layout)
         opcode = insn.mem.opcode
+        m.submodules.issuer = issuer = LoopIssuer(cfg, insn_layout=self.insn_layout)
+        running = issuer.running  # the loop counters are issuing micro-ops
+        pending = issuer.pending  # a GEMM/ALU waits for the other kind to leave the pipeline
         is_uop_load = Signal()
         m.d.comb += is_uop_load.eq(insn.mem.memory_type == MemType.UOP)
 
         # ------------------------------------------------------------ sequencing
-        running = Signal()  # the loop counters are issuing micro-ops
-        pending = Signal()  # a GEMM/ALU waits for the other kind to leave the pipeline
-        load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
+        adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
         pipe_busy = Signal()  # any micro-op in S1 .. W
+        load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
         need_drain = Signal()
         exec_busy = Signal()
         m.d.comb += [
@@ -218,12 +247,22 @@ class Compute(wiring.Component):
             self.status.done.eq(seq_status.done),
         ]
 
+        net.__dict__.update(acc_bits=acc_bits, acc_dma=acc_dma, adv=adv, aw=aw, cfg=cfg, go=go,
+                            in_run=in_run, insn=insn, issuer=issuer, lanes=lanes, opcode=opcode,
+                            pending=pending, pipe_busy=pipe_busy, running=running,
+                            seq_state=seq_state, uop_rd=uop_rd, uop_dma=uop_dma,
+                            load_pending=load_pending, is_uop_load=is_uop_load)
+
+    def _loads(self, m: Module, net: SimpleNamespace) -> None:
+        """LOAD UOP and LOAD ACC through the two DMA readers, and FINISH."""
+        go, opcode, insn, load_pending = net.go, net.opcode, net.insn, net.load_pending
+        uop_dma, acc_dma, is_uop_load = net.uop_dma, net.acc_dma, net.is_uop_load
         # LOAD UOP / LOAD ACC (LOAD ACC shares the accumulator write port: it starts once the
         # GEMM/ALU pipeline is empty)
         load_go = Signal()
         load_ok = Signal()
         m.d.comb += [load_go.eq((go & (opcode == Opcode.LOAD)) | load_pending),
-                     load_ok.eq(is_uop_load | ~pipe_busy)]
+                     load_ok.eq(is_uop_load | ~net.pipe_busy)]
         with m.If(load_go & ~load_ok):
             m.d.sync += load_pending.eq(1)
         with m.Else():
@@ -249,112 +288,40 @@ class Compute(wiring.Component):
         with m.Elif(go & (opcode == Opcode.FINISH)):
             m.d.sync += self.finish.eq(1)
 
+    def _front_end(self, m: Module, net: SimpleNamespace) -> None:
+        """S0 -> S1 (micro-op read) -> S2 (addresses) -> R."""
         # ------------------------------------------------------------ S0: loop counters
-        g, a = insn.gemm, insn.alu
-        ctrl_layout = data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
-                                         "imm": signed(16)})
-        ctrl = Signal(ctrl_layout)  # of the instruction being issued
-        uop_bgn = Signal(len(g.uop_end))
-        uop_n = Signal(len(g.uop_end))  # micro-ops per inner iteration
-        iter_in = Signal(14)
-        aw_acc, aw_inp, aw_wgt = cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
+        issuer, opcode = net.issuer, net.opcode
+        m.d.comb += [issuer.insn.eq(net.insn), issuer.adv.eq(net.adv),
+                     issuer.pipe_busy.eq(net.pipe_busy),
+                     issuer.start.eq(net.go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU)))]
+        ctrl = net.issuer.ctrl  # of the instruction being issued
+        base = {k: getattr(net.issuer, f"{k}_base") for k in BASES}
+        aw_acc, aw_inp, aw_wgt = net.cfg.log_acc_depth, net.cfg.log_inp_depth, net.cfg.log_wgt_depth
         aw_src = max(aw_acc, aw_inp)
-        f = {k: Signal(w, name=f"{k}") for k, w in (
-            ("dst_fo", aw_acc), ("dst_fi", aw_acc), ("src_fo", aw_src), ("src_fi", aw_src),
-            ("wgt_fo", aw_wgt), ("wgt_fi", aw_wgt))}
-        base_o = {k: Signal(w, name=f"{k}_base_o") for k, w in (
-            ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
-        base = {k: Signal(w, name=f"{k}_base") for k, w in (
-            ("dst", aw_acc), ("src", aw_src), ("wgt", aw_wgt))}
-        # the loops count down what is left (no adder and comparator chain from u through i
-        # to o)
-        u = Signal(len(g.uop_end))
-        u_left = Signal(len(g.uop_end))
-        i_left = Signal(14)
-        o_left = Signal(14)
-        # ... and whether each is at its last iteration, as flags updated with the counters
-        # (the loop control is then independent of the counters' width)
-        u_last, i_last, o_last = Signal(), Signal(), Signal()
-        uop_n_one, iter_in_one = Signal(), Signal()
-        adv = Signal()  # S0, S1 and R advance (low while an ALU micro-op stalls in R)
-
-        last_alu = Signal()  # kind of the micro-ops last issued
-        nonempty = Signal()
-        pend_nonempty = Signal()
-        start_kind = Signal()
-        m.d.comb += start_kind.eq(opcode == Opcode.ALU)
-        m.d.comb += nonempty.eq((g.iter_out != 0) & (g.iter_in != 0) & (g.uop_end > g.uop_bgn))
-        # The loop registers load the instruction's fields in every cycle in which they are
-        # idle (the sequencer starts a GEMM/ALU only then): their load enable comes from two
-        # registers instead of the sequencer's decision logic.
-        n_uops = (g.uop_end - g.uop_bgn)[:len(u_left)]
-        with m.If(~running & ~pending):
-            alu = opcode == Opcode.ALU
-            m.d.sync += [
-                ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
-                ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg),
-                uop_bgn.eq(g.uop_bgn), uop_n.eq(n_uops), iter_in.eq(g.iter_in),
-                u.eq(g.uop_bgn), u_left.eq(n_uops), i_left.eq(g.iter_in),
-                o_left.eq(g.iter_out),
-                u_last.eq(n_uops == 1), uop_n_one.eq(n_uops == 1),
-                i_last.eq(g.iter_in == 1), iter_in_one.eq(g.iter_in == 1),
-                o_last.eq(g.iter_out == 1),
-                f["dst_fo"].eq(Mux(alu, a.dst_factor_out, g.dst_factor_out)),
-                f["dst_fi"].eq(Mux(alu, a.dst_factor_in, g.dst_factor_in)),
-                f["src_fo"].eq(Mux(alu, a.src_factor_out, g.src_factor_out)),
-                f["src_fi"].eq(Mux(alu, a.src_factor_in, g.src_factor_in)),
-                f["wgt_fo"].eq(g.wgt_factor_out), f["wgt_fi"].eq(g.wgt_factor_in),
-            ]
-            for k in base:
-                m.d.sync += [base_o[k].eq(0), base[k].eq(0)]
-        with m.If(go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU))):
-            # micro-ops of the other kind must leave the pipeline first
-            with m.If(~pipe_busy | (start_kind == last_alu)):
-                m.d.sync += [running.eq(nonempty), last_alu.eq(start_kind)]
-            with m.Else():
-                m.d.sync += [pending.eq(1), pend_nonempty.eq(nonempty)]
-        with m.If(pending & ~pipe_busy):
-            m.d.sync += [pending.eq(0), running.eq(pend_nonempty), last_alu.eq(ctrl.alu)]
+        ctrl_layout = ctrl.shape()
 
         s1_valid = Signal()
         s1_ctrl = Signal(ctrl_layout)
         s1_base = {k: Signal(len(v), name=f"s1_{k}_base") for k, v in base.items()}
-        m.d.comb += [uop_rd.addr.eq(u), uop_rd.en.eq(adv)]
-        with m.If(adv):
-            m.d.sync += [s1_valid.eq(running), s1_ctrl.eq(ctrl)]
+        m.d.comb += [net.uop_rd.addr.eq(net.issuer.uop_addr), net.uop_rd.en.eq(net.adv)]
+        with m.If(net.adv):
+            m.d.sync += [s1_valid.eq(net.running), s1_ctrl.eq(ctrl)]
             for k in base:
                 m.d.sync += s1_base[k].eq(base[k])
-        with m.If(running & adv):
-            with m.If(~u_last):
-                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1), u_last.eq(u_left == 2)]
-            with m.Else():
-                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n), u_last.eq(uop_n_one)]
-                with m.If(~i_last):
-                    m.d.sync += [i_left.eq(i_left - 1), i_last.eq(i_left == 2)]
-                    for k in base:
-                        m.d.sync += base[k].eq(base[k] + f[f"{k}_fi"])
-                with m.Else():
-                    m.d.sync += [i_left.eq(iter_in), i_last.eq(iter_in_one)]
-                    with m.If(~o_last):
-                        m.d.sync += [o_left.eq(o_left - 1), o_last.eq(o_left == 2)]
-                        for k in base:
-                            m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
-                                         base[k].eq(base_o[k] + f[f"{k}_fo"])]
-                    with m.Else():
-                        m.d.sync += running.eq(0)
 
         # ------------------------------------------------------------ S1: micro-op register
         s2_valid = Signal()
         s2_ctrl = Signal(ctrl_layout)
-        s2_uop = Signal(32)
+        s2_uop = Signal(UOP_BITS)
         s2_base = {k: Signal(len(v), name=f"s2_{k}_base") for k, v in base.items()}
-        with m.If(adv):
-            m.d.sync += [s2_valid.eq(s1_valid), s2_ctrl.eq(s1_ctrl), s2_uop.eq(uop_rd.data)]
+        with m.If(net.adv):
+            m.d.sync += [s2_valid.eq(s1_valid), s2_ctrl.eq(s1_ctrl), s2_uop.eq(net.uop_rd.data)]
             for k in base:
                 m.d.sync += s2_base[k].eq(s1_base[k])
 
         # ------------------------------------------------------------ S2: addresses
-        uop = data.View(uop_layout(cfg), s2_uop)
+        uop = data.View(uop_layout(net.cfg), s2_uop)
         r_valid = Signal()
         r_ctrl = Signal(ctrl_layout)
         r_dst = Signal(aw_acc)
@@ -366,28 +333,35 @@ class Compute(wiring.Component):
         s2_alu_read = Signal()
         m.d.comb += [s2_dst.eq(uop.dst_idx + s2_base["dst"]),
                      s2_src.eq(uop.src_idx + s2_base["src"]),
-                     s2_alu_read.eq(s2_valid & s2_ctrl.alu & ~s2_ctrl.reset)]
-        with m.If(adv):
+                     s2_alu_read.eq(s2_valid & s2_ctrl.alu)]
+        with m.If(net.adv):
             m.d.sync += [
                 r_valid.eq(s2_valid), r_ctrl.eq(s2_ctrl), r_dst.eq(s2_dst), r_src.eq(s2_src),
                 r_wgt.eq(uop.wgt_idx + s2_base["wgt"]),
                 r_alu_read.eq(s2_alu_read), r_two.eq(s2_alu_read & ~s2_ctrl.use_imm),
             ]
 
+        net.__dict__.update(aw_acc=aw_acc, ctrl_layout=ctrl_layout, r_alu_read=r_alu_read,
+                            r_ctrl=r_ctrl, r_dst=r_dst, r_src=r_src, r_two=r_two, r_valid=r_valid,
+                            r_wgt=r_wgt, s1_valid=s1_valid, s2_alu_read=s2_alu_read,
+                            s2_ctrl=s2_ctrl, s2_dst=s2_dst, s2_src=s2_src, s2_valid=s2_valid)
+
+    def _read_stage(self, m: Module, net: SimpleNamespace) -> None:
+        """The write history (W, w1, w2) and stage R: the scratchpad reads."""
         # ------------------------------------------------------------ W (shared)
         w_valid = Signal()
-        w_dst = Signal(aw_acc)
-        w_result = Signal(acc_bits)
+        w_dst = Signal(net.aw_acc)
+        w_result = Signal(net.acc_bits)
 
         # the two previous writes: a read issued in cycle t (the read port is not transparent)
         # returns the memory as of t - 1, registered in t + 1 (acc_q) and used in t + 2, when
         # the writes of t and t + 1 are in w2 and w1 and the one of t + 2 in W
         w1_valid, w2_valid = Signal(), Signal()
-        w1_dst, w2_dst = Signal(aw_acc), Signal(aw_acc)
-        w1_result, w2_result = Signal(acc_bits), Signal(acc_bits)
+        w1_dst, w2_dst = Signal(net.aw_acc), Signal(net.aw_acc)
+        w1_result, w2_result = Signal(net.acc_bits), Signal(net.acc_bits)
         m.d.sync += [w1_valid.eq(w_valid), w1_dst.eq(w_dst), w1_result.eq(w_result),
                      w2_valid.eq(w1_valid), w2_dst.eq(w1_dst), w2_result.eq(w1_result)]
-        acc_q = Signal(acc_bits)
+        acc_q = Signal(net.acc_bits)
         m.d.sync += acc_q.eq(self.acc_rd.data)
 
         # ------------------------------------------------------------ R
@@ -395,16 +369,22 @@ class Compute(wiring.Component):
         phase = Signal()  # second read cycle of a two-operand ALU micro-op
         stall = Signal()
         m.d.comb += [
-            r_gemm.eq(r_valid & ~r_ctrl.alu),
-            adv.eq(~stall),
-            self.inp_rd.addr.eq(r_src), self.inp_rd.en.eq(1),
-            self.wgt_rd.addr.eq(r_wgt), self.wgt_rd.en.eq(1),
+            r_gemm.eq(net.r_valid & ~net.r_ctrl.alu),
+            net.adv.eq(~stall),
+            self.inp_rd.addr.eq(net.r_src), self.inp_rd.en.eq(1),
+            self.wgt_rd.addr.eq(net.r_wgt), self.wgt_rd.en.eq(1),
         ]
-        alu_rd_addr = Signal(aw_acc)
-        m.d.comb += alu_rd_addr.eq(Mux(phase, r_src, r_dst))
+        alu_rd_addr = Signal(net.aw_acc)
+        m.d.comb += alu_rd_addr.eq(Mux(phase, net.r_src, net.r_dst))
 
+        net.__dict__.update(acc_q=acc_q, alu_rd_addr=alu_rd_addr, phase=phase, r_gemm=r_gemm,
+                            stall=stall, w1_dst=w1_dst, w1_result=w1_result, w1_valid=w1_valid,
+                            w2_result=w2_result, w_dst=w_dst, w_result=w_result, w_valid=w_valid)
+
+    def _gemm_datapath(self, m: Module, net: SimpleNamespace) -> None:
+        """GEMM stages D (C), M, T1, T2: the products and adder tree of each lane."""
         # ------------------------------------------------------------ GEMM: M, T1, T2, A
-        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        B, BI, BO = net.cfg.batch, net.cfg.block_in, net.cfg.block_out
         rep = self.options.replicate_control
         stage_c = self.options.replicate_operands
 
@@ -412,15 +392,15 @@ class Compute(wiring.Component):
             """Per-lane copies of a register of ``value``; without replication ``same`` (an
             existing register of ``value``) when given."""
             if same is not None and not rep:
-                return [same] * lanes
-            return _copies(m, value, name, lanes, replicate=rep)
+                return [same] * net.lanes
+            return _copies(m, value, name, net.lanes, replicate=rep)
 
         def lane_map(value_of, name: str) -> list:
             """Per-lane registers of ``value_of(lane)`` (built from per-lane copies); one
             register for all lanes without replication (then the copies are one register)."""
-            if not rep or lanes == 1:
-                return [_reg(m, value_of(0), name)] * lanes
-            return [_reg(m, value_of(k), f"{name}_l{k}", replica=True) for k in range(lanes)]
+            if not rep or net.lanes == 1:
+                return [_reg(m, value_of(0), name)] * net.lanes
+            return [_reg(m, value_of(k), f"{name}_l{k}", replica=True) for k in range(net.lanes)]
 
         def stage(name: str, valid, reset, dst) -> tuple:
             """A GEMM pipeline stage's control registers loaded from the previous stage's:
@@ -431,14 +411,15 @@ class Compute(wiring.Component):
                     _reg(m, reset, f"{name}_reset"), _reg(m, dst, f"{name}_dst"))
 
         # D: the block RAM outputs, registered
-        d_valid, d_valids, d_reset, d_dst = stage("d", r_gemm & adv, r_ctrl.reset, r_dst)
+        d_valid, d_valids, d_reset, d_dst = stage("d", net.r_gemm & net.adv, net.r_ctrl.reset,
+                                                  net.r_dst)
         # (the wide datapath registers load only for a valid micro-op: less switching, and a
         # much faster Verilator model)
-        x = _lanes(_reg(m, self.inp_rd.data, "inp_q", en=d_valid), B * BI, cfg.inp_width)
-        wgt_bits = BI * cfg.wgt_width
+        x = _lanes(_reg(m, self.inp_rd.data, "inp_q", en=d_valid), B * BI, net.cfg.inp_width)
+        wgt_bits = BI * net.cfg.wgt_width
         wv = [w for n in range(BO) for w in _lanes(
             _reg(m, self.wgt_rd.data[n * wgt_bits:(n + 1) * wgt_bits], f"wgt_q_{n}",
-                 en=d_valids[n]), BI, cfg.wgt_width)]
+                 en=d_valids[n]), BI, net.cfg.wgt_width)]
         pre_valid, pre_valids, pre_reset, pre_dst = d_valid, d_valids, d_reset, d_dst
         if stage_c:  # C: a private copy of both operands per multiplier
             pre_valid, pre_valids, pre_reset, pre_dst = stage("c", d_valid, d_reset, d_dst)
@@ -470,47 +451,58 @@ class Compute(wiring.Component):
                 with m.If(t2_zero[k_lane]):
                     m.d.sync += total.eq(0)
                 sums.append(total)
-        for k in range(lanes):
+        for k in range(net.lanes):
             with m.If(t2_zero[k]):
-                m.d.sync += acc_q.word_select(k, aw).eq(0)
-        a_valid = _reg(m, t2_valid, "a_valid")
-        a_valids = lane_regs(t2_valid, "a_valid", same=a_valid)
-        a_dst = _reg(m, t2_dst, "a_dst")
-        w_l, w1_l, w2_l, acc_l = (_lanes(v, lanes, aw)
-                                  for v in (w_result, w1_result, w2_result, acc_q))
+                m.d.sync += net.acc_q.word_select(k, net.aw).eq(0)
+        net.__dict__.update(d_valid=d_valid, lane_map=lane_map, lane_regs=lane_regs,
+                            m_valid=m_valid, pre_valid=pre_valid, sums=sums, t1_dst=t1_dst,
+                            t1_valid=t1_valid, t2_dst=t2_dst, t2_reset=t2_reset, t2_valid=t2_valid)
+
+    def _gemm_accumulate(self, m: Module, net: SimpleNamespace) -> None:
+        """GEMM stage A: forwarding from W and w1, and the accumulate."""
+        a_valid = _reg(m, net.t2_valid, "a_valid")
+        a_valids = net.lane_regs(net.t2_valid, "a_valid", same=a_valid)
+        a_dst = _reg(m, net.t2_dst, "a_dst")
+        w_l, w1_l, w2_l, acc_l = (_lanes(v, net.lanes, net.aw)
+                                  for v in (net.w_result, net.w1_result, net.w2_result, net.acc_q))
         # Forwarding into A, decided ahead: in T1 whether the micro-ops that will be in W and
         # w1 during T2 (now in A and W) write this dst; in T2 their result (then in W or w1,
         # the newer first) goes into fw_q, and whether the one that will be in W during A (now
         # in A) writes it into sel_w. A then picks one of three registers (W, fw_q, acc_q).
         # A reset micro-op forwards nothing (its acc_q and sum are zero).
-        t2_fw1 = lane_regs(a_valid & (a_dst == t1_dst), "t2_fw1")  # W during T2
-        t2_fw2 = lane_regs(w_valid & (w_dst == t1_dst), "t2_fw2")  # w1 during T2
-        fw_q = [_reg(m, Mux(t2_fw1[k], w_l[k], w1_l[k]), f"fw_q_{k}") for k in range(lanes)]
-        use_fw = lane_map(lambda k: (t2_fw1[k] | t2_fw2[k]) & ~t2_reset, "use_fw")
-        sel_w = lane_regs(a_valid & (a_dst == t2_dst) & ~t2_reset, "sel_w")
+        t2_fw1 = net.lane_regs(a_valid & (a_dst == net.t1_dst), "t2_fw1")  # W during T2
+        t2_fw2 = net.lane_regs(net.w_valid & (net.w_dst == net.t1_dst), "t2_fw2")  # w1 during T2
+        fw_q = [_reg(m, Mux(t2_fw1[k], w_l[k], w1_l[k]), f"fw_q_{k}") for k in range(net.lanes)]
+        use_fw = net.lane_map(lambda k: (t2_fw1[k] | t2_fw2[k]) & ~net.t2_reset, "use_fw")
+        sel_w = net.lane_regs(a_valid & (a_dst == net.t2_dst) & ~net.t2_reset, "sel_w")
         gemm_l = []
-        for k in range(lanes):
+        for k in range(net.lanes):
             now = Mux(sel_w[k], w_l[k], Mux(use_fw[k], fw_q[k], acc_l[k]))
-            gemm_l.append((now + sums[k])[:aw])
+            gemm_l.append((now + net.sums[k])[:net.aw])
 
         # the accumulator read port: GEMM reads dst in T1, the ALU in R (never both: GEMM and
         # ALU micro-ops are never in the pipeline together)
-        m.d.comb += [self.acc_rd.addr.eq(Mux(t1_valid, t1_dst, alu_rd_addr)),
+        m.d.comb += [self.acc_rd.addr.eq(Mux(net.t1_valid, net.t1_dst, net.alu_rd_addr)),
                      self.acc_rd.en.eq(1)]
 
+        net.__dict__.update(a_dst=a_dst, a_valid=a_valid, a_valids=a_valids, acc_l=acc_l,
+                            gemm_l=gemm_l, w1_l=w1_l, w2_l=w2_l, w_l=w_l)
+
+    def _alu_pipe(self, m: Module, net: SimpleNamespace) -> None:
+        """ALU stages RD, E1, E2, E3 with the interlock and forwarding."""
         # ------------------------------------------------------------ ALU: E1, E2, E3
         rd_valid = Signal()  # RD: the micro-op whose (last) read was issued a cycle ago
-        rd_ctrl = Signal(ctrl_layout)
-        rd_dst = Signal(aw_acc)
-        rd_src = Signal(aw_acc)
+        rd_ctrl = Signal(net.ctrl_layout)
+        rd_dst = Signal(net.aw_acc)
+        rd_src = Signal(net.aw_acc)
         e1_valid = Signal()
-        e1_ctrl = Signal(ctrl_layout)
-        e1_dst = Signal(aw_acc)
-        e1_src = Signal(aw_acc)
+        e1_ctrl = Signal(net.ctrl_layout)
+        e1_dst = Signal(net.aw_acc)
+        e1_src = Signal(net.aw_acc)
         e2_valid = Signal()
-        e2_dst = Signal(aw_acc)
+        e2_dst = Signal(net.aw_acc)
         e3_valid = Signal()
-        e3_dst = Signal(aw_acc)
+        e3_dst = Signal(net.aw_acc)
         # interlock: an ALU micro-op in R waits while one ahead would write what it reads
         # too late to be forwarded (see the module docstring): hit_rd while the micro-op in RD
         # writes its dst (or, two-operand, its src), hit_e1 while the one in E1 writes its dst.
@@ -520,91 +512,94 @@ class Compute(wiring.Component):
         # front end -- is one gate after flip-flops.
         hit_rd = Signal()
         hit_e1 = Signal()
-        s2_two = s2_alu_read & ~s2_ctrl.use_imm
+        s2_two = net.s2_alu_read & ~net.s2_ctrl.use_imm
         m.d.sync += [
-            hit_rd.eq(adv & r_valid & r_ctrl.alu
-                      & ((r_dst == s2_dst) | (s2_two & (r_dst == s2_src[:aw_acc])))),
-            hit_e1.eq(rd_valid & Mux(adv, rd_dst == s2_dst, rd_dst == r_dst)),
+            hit_rd.eq(net.adv & net.r_valid & net.r_ctrl.alu
+                      & ((net.r_dst == net.s2_dst)
+                         | (s2_two & (net.r_dst == net.s2_src[:net.aw_acc])))),
+            hit_e1.eq(rd_valid & Mux(net.adv, rd_dst == net.s2_dst, rd_dst == net.r_dst)),
         ]
-        m.d.comb += stall.eq(r_alu_read & ~phase & (r_two | hit_rd | hit_e1))
+        m.d.comb += net.stall.eq(net.r_alu_read & ~net.phase & (net.r_two | hit_rd | hit_e1))
         # a two-operand micro-op: phase 0 reads dst (stalled), phase 1 reads src (advances)
-        m.d.sync += phase.eq(r_two & ~phase & ~hit_rd)
+        m.d.sync += net.phase.eq(net.r_two & ~net.phase & ~hit_rd)
         m.d.sync += [
-            rd_valid.eq(r_valid & r_ctrl.alu & adv), rd_ctrl.eq(r_ctrl),
-            rd_dst.eq(r_dst), rd_src.eq(r_src[:aw_acc]),
+            rd_valid.eq(net.r_valid & net.r_ctrl.alu & net.adv), rd_ctrl.eq(net.r_ctrl),
+            rd_dst.eq(net.r_dst), rd_src.eq(net.r_src[:net.aw_acc]),
             e1_valid.eq(rd_valid), e1_ctrl.eq(rd_ctrl), e1_dst.eq(rd_dst), e1_src.eq(rd_src),
         ]
         # a two-operand micro-op's dst arrives in acc_q in its RD cycle, src in its E1 cycle.
         # The forwarding selects are registered one cycle ahead: in a stage's next cycle W
         # holds what is now in E3 (E1..W never stall), w1 what is now in W, w2 what is in w1.
         def selects(addr, name):
-            return (lane_regs(e3_valid & (e3_dst == addr), f"{name}_w"),
-                    lane_regs(w_valid & (w_dst == addr), f"{name}_w1"),
-                    lane_regs(w1_valid & (w1_dst == addr), f"{name}_w2"))
+            return (net.lane_regs(e3_valid & (e3_dst == addr), f"{name}_w"),
+                    net.lane_regs(net.w_valid & (net.w_dst == addr), f"{name}_w1"),
+                    net.lane_regs(net.w1_valid & (net.w1_dst == addr), f"{name}_w2"))
 
         def pick(sel, k: int, value):
-            return Mux(sel[0][k], w_l[k], Mux(sel[1][k], w1_l[k], Mux(sel[2][k], w2_l[k],
-                                                                       value)))
+            return Mux(sel[0][k], net.w_l[k],
+                       Mux(sel[1][k], net.w1_l[k], Mux(sel[2][k], net.w2_l[k], value)))
 
-        sel_rd = selects(r_dst, "sel_rd")
-        dst_hold = [_reg(m, pick(sel_rd, k, acc_l[k]), f"dst_hold_{k}") for k in range(lanes)]
+        sel_rd = selects(net.r_dst, "sel_rd")
+        dst_hold = [_reg(m, pick(sel_rd, k, net.acc_l[k]), f"dst_hold_{k}")
+                    for k in range(net.lanes)]
         # a two-operand micro-op in E1 (its dst is in dst_hold, its src in acc_q)
-        two = lane_regs(~rd_ctrl.use_imm, "two")
+        two = net.lane_regs(~rd_ctrl.use_imm, "two")
         sel_a = selects(rd_dst, "sel_a")
         sel_b = selects(rd_src, "sel_b")
-        imm_ext = Signal(signed(aw))
+        imm_ext = Signal(signed(net.aw))
         m.d.comb += imm_ext.eq(e1_ctrl.imm)
-        e1_valids = lane_regs(rd_valid, "e1_valid", same=e1_valid)
-        e2_valids = lane_regs(e1_valid, "e2_valid", same=e2_valid)
+        e1_valids = net.lane_regs(rd_valid, "e1_valid", same=e1_valid)
+        e2_valids = net.lane_regs(e1_valid, "e2_valid", same=e2_valid)
         e2_ctrl = _reg(m, e1_ctrl, "e2_ctrl")
         m.d.sync += [e2_valid.eq(e1_valid), e2_dst.eq(e1_dst)]
-        e2_a = [_reg(m, pick(sel_a, k, Mux(two[k], dst_hold[k], acc_l[k])), f"e2_a_{k}",
-                     en=e1_valids[k]) for k in range(lanes)]
-        e2_b = [_reg(m, Mux(two[k], pick(sel_b, k, acc_l[k]), imm_ext), f"e2_b_{k}",
-                     en=e1_valids[k]) for k in range(lanes)]
+        e2_a = [_reg(m, pick(sel_a, k, Mux(two[k], dst_hold[k], net.acc_l[k])), f"e2_a_{k}",
+                     en=e1_valids[k]) for k in range(net.lanes)]
+        e2_b = [_reg(m, Mux(two[k], pick(sel_b, k, net.acc_l[k]), imm_ext), f"e2_b_{k}",
+                     en=e1_valids[k]) for k in range(net.lanes)]
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
-        e3_ops = lane_regs(e2_ctrl.op, "e3_op")
-        e3_is_mul = lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
-        # a reset micro-op's result: W's synchronous reset (no multiplexer after the ALU)
-        e3_zero = lane_regs(e2_valid & e2_ctrl.reset, "e3_zero")
-        alu_l = [_alu_lane(m, cfg, e3_ops[k], e3_is_mul[k], e2_a[k], e2_b[k], k,
+        e3_ops = net.lane_regs(e2_ctrl.op, "e3_op")
+        e3_is_mul = net.lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
+        alu_l = [_alu_lane(m, net.cfg, e3_ops[k], e3_is_mul[k], e2_a[k], e2_b[k], k,
                            en=e2_valids[k])
-                 for k in range(lanes)]
+                 for k in range(net.lanes)]
 
+        net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e2_valid=e2_valid, e3_dst=e3_dst,
+                            e3_valid=e3_valid, rd_valid=rd_valid)
+
+    def _write_back(self, m: Module, net: SimpleNamespace) -> None:
+        """Stage W: the accumulator and OUT buffer writes, and the module state."""
         # ------------------------------------------------------------ W
         m.d.sync += [
-            w_valid.eq(a_valid | e3_valid),
-            w_dst.eq(Mux(a_valid, a_dst, e3_dst)),
-            w_result.eq(Cat(*(Mux(a_valids[k], gemm_l[k], alu_l[k]) for k in range(lanes)))),
+            net.w_valid.eq(net.a_valid | net.e3_valid),
+            net.w_dst.eq(Mux(net.a_valid, net.a_dst, net.e3_dst)),
+            net.w_result.eq(Cat(*(Mux(net.a_valids[k], net.gemm_l[k], net.alu_l[k])
+                                  for k in range(net.lanes)))),
         ]
-        for k in range(lanes):
-            with m.If(e3_zero[k]):
-                m.d.sync += w_result.word_select(k, aw).eq(0)
-        m.d.comb += [self.gemm_uop.eq(m_valid), self.alu_uop.eq(e1_valid)]
-        m.d.comb += pipe_busy.eq(s1_valid | s2_valid | r_valid | d_valid | pre_valid | m_valid
-                                 | t1_valid | t2_valid | a_valid | rd_valid | e1_valid
-                                 | e2_valid | e3_valid | w_valid)
+        m.d.comb += [self.gemm_uop.eq(net.m_valid), self.alu_uop.eq(net.e1_valid)]
+        stages = ("s1", "s2", "r", "d", "pre", "m", "t1", "t2", "a", "rd", "e1", "e2", "e3", "w")
+        m.d.comb += net.pipe_busy.eq(Cat(*(getattr(net, f"{s}_valid") for s in stages)).any())
 
-        with m.If(acc_dma.busy):
-            wiring.connect(m, acc_dma.sram, wiring.flipped(self.acc_wr))
+        with m.If(net.acc_dma.busy):
+            wiring.connect(m, net.acc_dma.sram, wiring.flipped(self.acc_wr))
         with m.Else():
-            m.d.comb += [self.acc_wr.addr.eq(w_dst), self.acc_wr.data.eq(w_result),
-                         self.acc_wr.en.eq(Mux(w_valid, -1, 0))]
+            m.d.comb += [self.acc_wr.addr.eq(net.w_dst), self.acc_wr.data.eq(net.w_result),
+                         self.acc_wr.en.eq(Mux(net.w_valid, -1, 0))]
         # the OUT buffer mirrors every accumulator write, lanes narrowed, same byte enables
         m.d.comb += [self.out_wr.addr.eq(self.acc_wr.addr),
-                     self.out_wr.data.eq(_narrow(self.acc_wr.data, lanes, aw, cfg.out_width)),
+                     self.out_wr.data.eq(_narrow(self.acc_wr.data, net.lanes, net.aw,
+                                                 self.cfg.out_width)),
                      self.out_wr.en.eq(self.acc_wr.en)]
 
         # report "drain" while micro-ops leave the pipeline
         m.d.comb += self.status.state.eq(Mux(
-            in_run & ~running & ~pending & pipe_busy, MODULE_STATES["drain"], seq_state))
-        return m
+            net.in_run & ~net.running & ~net.pending & net.pipe_busy, MODULE_STATES["drain"],
+            net.seq_state))
 
 
 def _uop_memory(cfg: Config):
     from amaranth.lib.memory import Memory
 
-    return Memory(shape=32, depth=cfg.uop_depth, init=[])
+    return Memory(shape=UOP_BITS, depth=cfg.uop_depth, init=[])
 
 
 def _alu_lane(m: Module, cfg: Config, op3, is_mul, a, b, k: int, *, en) -> Signal:

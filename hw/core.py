@@ -22,7 +22,7 @@ from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
-from vta.isa import Config
+from vta.isa import MODULES, TOKEN_QUEUES, Config
 from vta.isa.layout import INSN_BITS, INSN_QUEUE_DEPTH, TOKEN_QUEUE_DEPTH
 
 from .axi import ReadArbiter, check_bus_width
@@ -107,10 +107,10 @@ class VTACore(wiring.Component):
         m.submodules.store = store = Store(cfg, insn_layout=lays.insn, bus_bytes=Wb)
         m.submodules.arbiter = arb = ReadArbiter(clients=3, bus_bytes=Wb)
         queues = {}
-        for name in ("l2c", "c2l", "c2s", "s2c"):
-            queues[name] = m.submodules[f"tokens_{name}"] = TokenQueue(TOKEN_QUEUE_DEPTH)
+        for q in TOKEN_QUEUES:
+            queues[q] = m.submodules[f"tokens_{q.short}"] = TokenQueue(TOKEN_QUEUE_DEPTH)
         insn_q = {}
-        for name in ("load", "compute", "store"):
+        for name in MODULES:
             insn_q[name] = m.submodules[f"{name}_queue"] = fifo.SyncFIFOBuffered(
                 width=INSN_BITS, depth=INSN_QUEUE_DEPTH)
 
@@ -154,14 +154,13 @@ class VTACore(wiring.Component):
                          dst.payload.eq(q.r_data), dst.valid.eq(q.r_rdy), q.r_en.eq(dst.ready)]
 
         # ---------------------------------------------------------------- dependency tokens
-        wiring.connect(m, load.push_next, queues["l2c"].producer)
-        wiring.connect(m, compute.pop_prev, queues["l2c"].consumer)
-        wiring.connect(m, compute.push_prev, queues["c2l"].producer)
-        wiring.connect(m, load.pop_next, queues["c2l"].consumer)
-        wiring.connect(m, compute.push_next, queues["c2s"].producer)
-        wiring.connect(m, store.pop_prev, queues["c2s"].consumer)
-        wiring.connect(m, store.push_prev, queues["s2c"].producer)
-        wiring.connect(m, compute.pop_next, queues["s2c"].consumer)
+        # (a module's token ports are named after its flags: push_next_dep -> push_next)
+        blocks = {"load": load, "compute": compute, "store": store}
+        for q, tq in queues.items():
+            wiring.connect(m, getattr(blocks[q.src], q.push_flag.removesuffix("_dep")),
+                           tq.producer)
+            wiring.connect(m, getattr(blocks[q.dst], q.pop_flag.removesuffix("_dep")),
+                           tq.consumer)
 
         # ---------------------------------------------------------------- scratchpads
         inp_gran = Wb * 8 if cfg.inp_elem_bytes > Wb else None
@@ -218,8 +217,7 @@ class VTACore(wiring.Component):
             "fetched": fetch.fetched,
             "load_done": load.status.done, "compute_done": compute.status.done,
             "store_done": store.status.done,
-            "tokens_l2c": queues["l2c"].count, "tokens_c2l": queues["c2l"].count,
-            "tokens_c2s": queues["c2s"].count, "tokens_s2c": queues["s2c"].count,
+            **{f"tokens_{q.short}": tq.count for q, tq in queues.items()},
             "queue_load": insn_q["load"].level, "queue_compute": insn_q["compute"].level,
             "queue_store": insn_q["store"].level,
             "states": Cat(fetch.state, load.status.state, compute.status.state,

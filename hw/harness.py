@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from vta.isa import Config
+from vta.isa import MODULES, POP_FLAGS, TOKEN_QUEUES, Config, queue_of
 from vta.isa.errors import DeadlockError, FileError, ProgramError
 from vta.isa.insn import AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
 from vta.isa.layout import AluOp, MemType, Opcode
@@ -24,7 +24,7 @@ from .regs import MODULE_STATES, REGISTER_MAP
 
 #: The instruction stream starts on the first page boundary after the DRAM image.
 PROGRAM_ALIGN = 4096
-MODULE_NAMES = ("load", "compute", "store")
+MODULE_NAMES = MODULES
 
 #: Counter registers read after a run (and by the watchdog).
 COUNTER_REGS = (
@@ -38,9 +38,9 @@ COUNTER_REGS = (
 PROGRESS_REGS = ("fetched", "load_done", "compute_done", "store_done", "gemm_uops", "alu_uops",
                  "bytes_read", "bytes_written")
 #: Registers read to explain a deadlock.
-DEBUG_REGS = ("status", "states", "tokens_l2c", "tokens_c2l", "tokens_c2s", "tokens_s2c",
-              "queue_load", "queue_compute", "queue_store", "fetched", "load_done",
-              "compute_done", "store_done")
+DEBUG_REGS = ("status", "states", *(f"tokens_{q.short}" for q in TOKEN_QUEUES),
+              *(f"queue_{m}" for m in MODULES), "fetched",
+              *(f"{m}_done" for m in MODULES))
 
 
 class CycleLimitError(ProgramError):
@@ -214,12 +214,6 @@ def progress_line(backend: str, cycles: int, max_cycles: int, done: int, total: 
 
 
 # ---------------------------------------------------------------------- deadlock diagnosis
-_QUEUE_OF_POP = {  # (module, flag) -> token queue it pops
-    ("load", "pop_next_dep"): ("c2l", "compute->load"),
-    ("compute", "pop_prev_dep"): ("l2c", "load->compute"),
-    ("compute", "pop_next_dep"): ("s2c", "store->compute"),
-    ("store", "pop_prev_dep"): ("c2s", "compute->store"),
-}
 _STATE_NAMES = {v: k for k, v in MODULE_STATES.items()}
 
 
@@ -245,15 +239,15 @@ def describe_deadlock(regs: Mapping[str, int], insns: Sequence[Insn], idle: int)
         insn = insns[idx]
         state = _STATE_NAMES.get((states >> (4 * (k + 1))) & 0xF, "?")
         waits = []
-        for flag in ("pop_prev_dep", "pop_next_dep"):
-            q = _QUEUE_OF_POP.get((m, flag))
-            if q and getattr(insn, flag) and regs.get(f"tokens_{q[0]}", 0) == 0:
-                waits.append(f"a token on {q[1]} (empty)")
+        for flag in POP_FLAGS:
+            q = queue_of(m, flag)
+            if q and getattr(insn, flag) and regs.get(f"tokens_{q.short}", 0) == 0:
+                waits.append(f"a token on {q.name} (empty)")
         what = f"waiting for {' and '.join(waits)}" if waits else f"in state {state}"
         parts.append(f"{m} stuck at instruction {idx} ({Opcode(insn.opcode).name}) {what}")
     if not parts:
         parts.append(f"fetch stuck after {regs.get('fetched', 0)} of {len(insns)} instructions")
-    tokens = " ".join(f"{q}={regs.get('tokens_' + q, 0)}" for q in ("l2c", "c2l", "c2s", "s2c"))
+    tokens = " ".join(f"{q.short}={regs.get('tokens_' + q.short, 0)}" for q in TOKEN_QUEUES)
     return (f"deadlock: no progress for {idle} cycles; " + "; ".join(parts)
             + f" (tokens {tokens}; check the program's push/pop flags)")
 

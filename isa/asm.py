@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import Config
+from .deps import DEP_FLAGS, MODULE_FLAGS
 from .errors import AsmError, DecodeError, EncodeError
 from .insn import (
     AluInsn,
@@ -56,14 +57,6 @@ FLAG_ALIASES = {
     "reset": "reset_reg",
 }
 _SHORT_FLAG = {v: k for k, v in FLAG_ALIASES.items()}
-_DEP_FIELDS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
-
-#: Which dependency flags each module may use ("prev"/"next" relative to the module).
-_MODULE_DEPS = {
-    "load": ("pop_next_dep", "push_next_dep"),
-    "compute": _DEP_FIELDS,
-    "store": ("pop_prev_dep", "push_prev_dep"),
-}
 
 #: Fields whose value may also be written as a name (memory_type=inp, alu_opcode=add).
 _ENUM_FIELDS: dict[str, type[MemType] | type[AluOp]] = {
@@ -339,8 +332,8 @@ def lint(insns: Sequence[Insn], linenos: Sequence[int] | None = None) -> list[tu
     out: list[tuple[int, str]] = []
     for n, insn in enumerate(insns):
         name = mnemonic(insn)
-        allowed = _MODULE_DEPS[insn.module]
-        for dep in _DEP_FIELDS:
+        allowed = MODULE_FLAGS[insn.module]
+        for dep in DEP_FLAGS:
             if getattr(insn, dep) and dep not in allowed:
                 side = "previous" if "prev" in dep else "next"
                 out.append((where[n], f"{_SHORT_FLAG[dep]} on {name}: the {insn.module} module "
@@ -390,7 +383,7 @@ def format_insn(insn: Insn, cfg: Config) -> str:
         v = values[f.name]
         if f.name in spec.defaults and v == spec.defaults[f.name]:
             continue
-        if f.name in _DEP_FIELDS:
+        if f.name in DEP_FLAGS:
             if v:
                 deps.append(_SHORT_FLAG[f.name])
         elif f.width == 1:

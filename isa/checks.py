@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .config import Config
+from .deps import DEP_FLAGS, MODULE_QUEUES
 from .errors import ProgramError
 from .insn import (
     COMPUTE_MODULE,
@@ -27,14 +28,7 @@ from .insn import (
 from .layout import AluOp, MemType, Opcode
 
 #: module -> {dependency flag: token queue "<from>-><to>"}; a flag missing here is invalid there.
-DEP_QUEUES = {
-    LOAD_MODULE: {"pop_next_dep": "compute->load", "push_next_dep": "load->compute"},
-    COMPUTE_MODULE: {"pop_prev_dep": "load->compute", "pop_next_dep": "store->compute",
-                     "push_prev_dep": "compute->load", "push_next_dep": "compute->store"},
-    STORE_MODULE: {"pop_prev_dep": "compute->store", "push_prev_dep": "store->compute"},
-}
-POPS = ("pop_prev_dep", "pop_next_dep")
-PUSHES = ("push_prev_dep", "push_next_dep")
+DEP_QUEUES = {m: {f: q.name for f, q in qs.items()} for m, qs in MODULE_QUEUES.items()}
 
 SRAM_NAMES = {MemType.UOP: "uop", MemType.WGT: "wgt", MemType.INP: "inp", MemType.ACC: "acc",
               MemType.OUT: "acc"}
@@ -96,7 +90,7 @@ def check_insn(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> 
             raise ProgramError(f"{where}: invalid alu_opcode {insn.alu_opcode} (valid: "
                                f"{', '.join(f'{o.name}={o.value}' for o in AluOp)})")
     allowed = DEP_QUEUES[module]
-    for flag in POPS + PUSHES:
+    for flag in DEP_FLAGS:
         if getattr(insn, flag) and flag not in allowed:
             other = "previous" if "prev" in flag else "next"
             raise ProgramError(f"{where}: sets {flag} but the {module} module has no "
@@ -143,5 +137,5 @@ def _check_mem(where: Where, insn: MemInsn, cfg: Config, dram_bytes: int) -> str
     return module
 
 
-__all__ = ["check_insns", "check_insn", "insn_name", "Where", "DEP_QUEUES", "POPS", "PUSHES",
+__all__ = ["check_insns", "check_insn", "insn_name", "Where", "DEP_QUEUES",
            "SRAM_NAMES"]

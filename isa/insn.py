@@ -10,19 +10,16 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
 
 import numpy as np
 
 from .config import Config
-from .errors import DecodeError, EncodeError
-from .layout import DEP_FLAGS, INSN_BYTES, AluOp, Layout, MemType, Opcode
-
-#: Which module executes an instruction.
-LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE = "load", "compute", "store"
-MODULES = (LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE)
+from .deps import COMPUTE_MODULE, DEP_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE
+from .errors import DecodeError
+from .layout import INSN_BYTES, AluOp, Layout, MemType, Opcode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +136,16 @@ class FinishInsn(Insn):
     layout_name: ClassVar[str] = "finish"
 
 
+def nop_insn(module: str) -> MemInsn:
+    """A no-op of ``module``: an ``x_size=0`` LOAD INP (load), LOAD UOP (compute) or STORE
+    (store), which only moves dependency tokens."""
+    if module == LOAD_MODULE:
+        return MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP)
+    if module == STORE_MODULE:
+        return MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT)
+    return MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP)
+
+
 _CLASS_OF = {Opcode.LOAD: MemInsn, Opcode.STORE: MemInsn, Opcode.GEMM: GemmInsn,
              Opcode.ALU: AluInsn, Opcode.FINISH: FinishInsn}
 
@@ -153,76 +160,140 @@ class Uop:
 
 
 # ----------------------------------------------------------------------- encoding
-def encode_word(insn: Insn, cfg: Config) -> int:
-    """The instruction as a 128-bit integer."""
-    what = f"{Opcode(insn.opcode).name if insn.opcode in Opcode._value2member_map_ else '?'} "
-    return insn.layout(cfg).pack(insn.values(), what=what)
+# One encoder and one decoder, vectorised over columns of field values (Layout.pack_columns,
+# Layout.unpack_columns); the single-instruction forms are the same path on one row.
+
+def _op_name(opcode: int) -> str:
+    return Opcode(opcode).name if opcode in Opcode._value2member_map_ else "?"
+
+
+def encode_rows(rows: Sequence[tuple[str, Mapping[str, int]]], cfg: Config, *,
+                numbered: bool = True) -> np.ndarray:
+    """The vectorised encoder: one ``(layout name, {field: value})`` per instruction (a field
+    not given is 0; ``opcode`` must be) -> an ``(n, 2)`` uint64 array of words, low word
+    first. Every value is range-checked; an EncodeError names the instruction (its index when
+    ``numbered``) and the field."""
+    out = np.zeros((len(rows), INSN_BYTES // 8), np.uint64)
+    groups: dict[str, list[int]] = {}
+    for k, (name, _) in enumerate(rows):
+        groups.setdefault(name, []).append(k)
+
+    def what(idx: list[int]):
+        def prefix(row: int) -> str:
+            k = idx[row]
+            head = f"instruction {k}: " if numbered else ""
+            return f"{head}{_op_name(rows[k][1].get('opcode', -1))} "
+        return prefix
+
+    for name, idx in groups.items():
+        lay: Layout = getattr(cfg.layouts, name)
+        vals = [rows[k][1] for k in idx]
+        cols = {f.name: [v.get(f.name, 0) for v in vals] for f in lay.fields}
+        out[idx] = lay.pack_columns(cols, len(idx), what=what(idx))
+    return out
+
+
+def words_to_bytes(words: np.ndarray) -> bytes:
+    """An ``(n, 2)`` uint64 array of instruction words -> the little-endian stream."""
+    return np.ascontiguousarray(words, dtype="<u8").tobytes()
+
+
+def encode_program(insns: Iterable[Insn], cfg: Config) -> bytes:
+    """The instruction stream of ``insns`` (16 little-endian bytes each)."""
+    return words_to_bytes(encode_rows([(i.layout_name, i.values()) for i in insns], cfg))
 
 
 def encode(insn: Insn, cfg: Config) -> bytes:
     """16 little-endian bytes (TVM's in-memory layout)."""
-    return encode_word(insn, cfg).to_bytes(INSN_BYTES, "little")
+    return words_to_bytes(encode_rows([(insn.layout_name, insn.values())], cfg, numbered=False))
+
+
+def encode_word(insn: Insn, cfg: Config) -> int:
+    """The instruction as a 128-bit integer."""
+    return int.from_bytes(encode(insn, cfg), "little")
+
+
+def decode_words(words: np.ndarray, cfg: Config, *, numbered: bool = True) -> list[Insn]:
+    """The vectorised decoder: an ``(n, 2)`` uint64 array of words -> instructions. An invalid
+    opcode is a DecodeError naming the instruction (its index when ``numbered``)."""
+    words = np.asarray(words, dtype=np.uint64).reshape(-1, INSN_BYTES // 8)
+    opcodes = cfg.layouts.finish.unpack_columns(words)["opcode"]
+    valid = np.isin(opcodes, list(_CLASS_OF))
+    if not valid.all():
+        k = int(np.argmin(valid))
+        where = f"instruction {k}: " if numbered else ""
+        raise DecodeError(f"{where}invalid opcode {int(opcodes[k])} (valid: 0-4, "
+                          f"{', '.join(f'{o.name}={o.value}' for o in Opcode)})")
+    out: list[Insn | None] = [None] * len(words)
+    for cls in (MemInsn, GemmInsn, AluInsn, FinishInsn):
+        rows = np.flatnonzero(np.isin(opcodes, [o for o, c in _CLASS_OF.items() if c is cls]))
+        if rows.size == 0:
+            continue
+        cols = getattr(cfg.layouts, cls.layout_name).unpack_columns(words[rows])
+        if cls is not MemInsn:
+            del cols["opcode"]
+        names = list(cols)
+        lists = [cols[n].tolist() for n in names]
+        for k, vals in zip(rows.tolist(), zip(*lists)):
+            out[k] = cls(**dict(zip(names, vals)))
+    return out  # type: ignore[return-value]
+
+
+def program_words(data: bytes) -> np.ndarray:
+    """An instruction stream as an ``(n, 2)`` uint64 array (low word first)."""
+    if len(data) % INSN_BYTES:
+        raise DecodeError(
+            f"an instruction stream is a multiple of {INSN_BYTES} bytes, got {len(data)} "
+            f"({len(data) % INSN_BYTES} trailing bytes)")
+    return np.frombuffer(bytes(data), dtype="<u8").reshape(-1, INSN_BYTES // 8)
+
+
+def decode_program(data: bytes, cfg: Config) -> list[Insn]:
+    return decode_words(program_words(data), cfg)
 
 
 def decode_word(word: int, cfg: Config, *, index: int | None = None) -> Insn:
-    opcode = word & 0x7
-    if opcode not in _CLASS_OF:
-        where = f"instruction {index}: " if index is not None else ""
-        raise DecodeError(f"{where}invalid opcode {opcode} (valid: 0-4, "
-                          f"{', '.join(f'{o.name}={o.value}' for o in Opcode)})")
-    cls = _CLASS_OF[Opcode(opcode)]
-    vals = getattr(cfg.layouts, cls.layout_name).unpack(word)
-    if cls is not MemInsn:
-        del vals["opcode"]
-    return cls(**vals)
+    try:
+        return decode_words(np.array([[word & (2**64 - 1), word >> 64]], np.uint64), cfg,
+                            numbered=False)[0]
+    except DecodeError as e:
+        if index is None:
+            raise
+        raise DecodeError(f"instruction {index}: {e}") from None
 
 
 def decode(data: bytes, cfg: Config) -> Insn:
     if len(data) != INSN_BYTES:
         raise DecodeError(f"an instruction is {INSN_BYTES} bytes, got {len(data)}")
-    return decode_word(int.from_bytes(data, "little"), cfg)
+    return decode_words(program_words(data), cfg, numbered=False)[0]
 
 
-def encode_program(insns: Iterable[Insn], cfg: Config) -> bytes:
-    out = bytearray()
-    for n, insn in enumerate(insns):
-        try:
-            out += encode(insn, cfg)
-        except EncodeError as e:
-            raise EncodeError(f"instruction {n}: {e}") from None
-    return bytes(out)
-
-
-def decode_program(data: bytes, cfg: Config) -> list[Insn]:
-    if len(data) % INSN_BYTES:
-        raise DecodeError(
-            f"an instruction stream is a multiple of {INSN_BYTES} bytes, got {len(data)} "
-            f"({len(data) % INSN_BYTES} trailing bytes)")
-    return [decode_word(int.from_bytes(data[k:k + INSN_BYTES], "little"), cfg, index=n)
-            for n, k in enumerate(range(0, len(data), INSN_BYTES))]
-
-
-def encode_uop(uop: Uop, cfg: Config) -> int:
-    return cfg.layouts.uop.pack(
-        {"dst_idx": uop.dst_idx, "src_idx": uop.src_idx, "wgt_idx": uop.wgt_idx},
-        what="micro-op ")
+def _uop_column(uops: Sequence[Uop], name: str) -> list[int]:
+    return [getattr(u, name) for u in uops]
 
 
 def encode_uops(uops: Sequence[Uop], cfg: Config) -> bytes:
     """Micro-ops as little-endian 32-bit words."""
-    words = np.array([encode_uop(u, cfg) for u in uops], dtype="<u4")
-    return words.tobytes()
+    lay = cfg.layouts.uop
+    cols = {f.name: _uop_column(uops, f.name) for f in lay.fields}
+    words = lay.pack_columns(cols, len(uops), what=lambda row: "micro-op ")
+    return words[:, 0].astype("<u4").tobytes()
 
 
-def decode_uop(word: int, cfg: Config) -> Uop:
-    return Uop(**cfg.layouts.uop.unpack(int(word)))
+def encode_uop(uop: Uop, cfg: Config) -> int:
+    return int.from_bytes(encode_uops([uop], cfg), "little")
 
 
 def uop_fields(words: np.ndarray, cfg: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectorised micro-op decode: (dst_idx, src_idx, wgt_idx) arrays from uint32 words."""
-    lay = cfg.layouts.uop
-    w = np.asarray(words, dtype=np.uint32).astype(np.int64)
-    return tuple((w >> f.offset) & f.mask for f in lay.fields)  # type: ignore[return-value]
+    w = np.asarray(words, dtype=np.uint32).astype(np.uint64).reshape(-1, 1)
+    cols = cfg.layouts.uop.unpack_columns(w)
+    return cols["dst_idx"], cols["src_idx"], cols["wgt_idx"]
+
+
+def decode_uop(word: int, cfg: Config) -> Uop:
+    d, s, w = uop_fields(np.array([word]), cfg)
+    return Uop(int(d[0]), int(s[0]), int(w[0]))
 
 
 def insn_class(opcode: int) -> type[Insn]:
@@ -233,5 +304,6 @@ __all__ = [
     "Insn", "MemInsn", "GemmInsn", "AluInsn", "FinishInsn", "Uop", "MODULES",
     "LOAD_MODULE", "COMPUTE_MODULE", "STORE_MODULE",
     "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
-    "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class",
+    "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class", "nop_insn",
+    "encode_rows", "decode_words", "program_words", "words_to_bytes",
 ]

@@ -9,11 +9,14 @@ straddles bit 64: a field that would is moved to start at bit 64.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .deps import DEP_FLAGS
 from .errors import ConfigError, EncodeError
 
 if TYPE_CHECKING:
@@ -137,6 +140,64 @@ class Layout:
     def unpack(self, word: int) -> dict[str, int]:
         return {f.name: f.extract(word) for f in self.fields}
 
+    # ------------------------------------------------------------- vectorised (columns)
+    @property
+    def words(self) -> int:
+        """64-bit words per encoded value (a field never straddles a word)."""
+        return -(-self.bits // 64)
+
+    def pack_columns(self, columns: Mapping[str, Sequence[int] | np.ndarray], n: int, *,
+                     what: Callable[[int], str] = lambda row: "") -> np.ndarray:
+        """Vectorised :meth:`pack`: ``n`` rows of field values (one sequence or array per
+        field; a field not given is 0) -> an ``(n, words)`` uint64 array, least significant
+        word first. A value that does not fit raises EncodeError prefixed by ``what(row)``."""
+        out = np.zeros((n, self.words), np.uint64)
+        for f in self.fields:
+            col = columns.get(f.name)
+            if col is None:
+                continue
+            v = _checked_column(f, col, what)
+            out[:, f.offset // 64] |= (v & f.mask).astype(np.uint64) << np.uint64(f.offset % 64)
+        return out
+
+    def unpack_columns(self, words: np.ndarray) -> dict[str, np.ndarray]:
+        """Vectorised :meth:`unpack`: an ``(n, words)`` uint64 array -> field name -> int64
+        array (signed fields sign-extended)."""
+        words = np.asarray(words, dtype=np.uint64).reshape(len(words), -1)
+        out = {}
+        for f in self.fields:
+            v = ((words[:, f.offset // 64] >> np.uint64(f.offset % 64))
+                 & np.uint64(f.mask)).astype(np.int64)
+            if f.signed:
+                v = np.where(v >> (f.width - 1), v - (1 << f.width), v)
+            out[f.name] = v
+        return out
+
+
+def _checked_column(f: Field, col: Sequence[int] | np.ndarray,
+                    what: Callable[[int], str]) -> np.ndarray:
+    """``col`` as int64 after the check of :meth:`Field.check` (its message, prefixed by
+    ``what(row)``, on the first row that fails)."""
+    try:
+        v = np.asarray(col, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):  # not integers, or beyond 64 bits
+        v = None
+    rows: Iterable[int]
+    if v is None:
+        rows = range(len(col))
+    else:
+        bad = (v < f.min) | (v > f.max)
+        if not bad.any():
+            return v
+        rows = (int(np.argmax(bad)),)
+    checked = []
+    for row in rows:
+        try:
+            checked.append(f.check(col[row]))
+        except EncodeError as e:
+            raise EncodeError(f"{what(row)}{e}") from None
+    return np.asarray(checked, dtype=np.int64)  # every value converted by Field.check
+
 
 @dataclass(frozen=True)
 class Layouts:
@@ -162,9 +223,7 @@ class Layouts:
         }
 
 
-COMMON = (("opcode", 3), ("pop_prev_dep", 1), ("pop_next_dep", 1),
-          ("push_prev_dep", 1), ("push_next_dep", 1))
-DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+COMMON = (("opcode", 3),) + tuple((flag, 1) for flag in DEP_FLAGS)
 
 
 def _place(name: str, specs, bits: int, unit: int) -> Layout:

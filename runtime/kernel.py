@@ -87,7 +87,7 @@ class UopKernel:
         self._final = False
         self.words: np.ndarray = np.zeros(0, dtype=np.uint32)
         self.key: bytes = b""
-        self._insn_word: int | None = None  # the queue's encoded GEMM/ALU word (cached)
+        self._insn_fields: dict[str, int] | None = None  # its GEMM/ALU fields (KernelCache)
         self._insn_cfg: Config | None = None
 
     # ----------------------------------------------------------------- recording

@@ -1,7 +1,11 @@
 """The command queue: TVM VTA runtime semantics over any device.
 
-Instructions are generated directly as 128-bit integers (fields packed from the layout tables of
-:mod:`vta.isa.layout`), with the dependency-token bookkeeping of TVM's ``runtime.cc``:
+Three parts do the work: a :class:`~vta.runtime.program.ProgramBuilder` holds the program as
+rows of instruction fields (encoded once, by the ISA's vectorised encoder) with its relocations,
+a :class:`~vta.runtime.tokens.TokenTracker` inside it does the dependency-token bookkeeping of
+TVM's ``runtime.cc``, and a :class:`~vta.runtime.kernel_cache.KernelCache` keeps the
+micro-kernels and their residency in the micro-op buffer. The queue checks the calls and drives
+the device:
 
 * ``dep_pop(from, to)`` is lazy: the pop is set on the next instruction of stage ``to``;
 * ``dep_push(from, to)`` sets the push flag on the last instruction of stage ``from`` (or emits a
@@ -24,78 +28,31 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-from vta.isa import Config, MemType, Opcode
-from vta.isa.layout import DEP_FLAGS, INSN_BYTES, TOKEN_QUEUE_DEPTH
+from vta.isa import DEP_FLAGS, Config, MemType, Opcode
+from vta.isa.layout import INSN_BYTES
 
 from .arena import Arena, DeviceBuffer, as_mem_type
 from .dump import dump_insns, dump_uops
 from .errors import HazardWarning, QueueError
 from .kernel import ALU, GEMM, UopCache, UopKernel
+from .kernel_cache import KernelCache
+from .program import ProgramBuilder, Row, mem_row, uop_load_row
 from .record import RecordedProgram, Relocation
+from .tokens import (
+    COMPUTE_STAGE,
+    LOAD_STAGE,
+    QUEUE_NAMES,
+    STAGES,
+    STORE_STAGE,
+    as_stage,
+    stage_pair,
+)
 
 if TYPE_CHECKING:
     from .device import Device
 
-LOAD_STAGE, COMPUTE_STAGE, STORE_STAGE = 1, 2, 3
-STAGES = {"load": LOAD_STAGE, "compute": COMPUTE_STAGE, "store": STORE_STAGE}
-STAGE_NAMES = {v: k for k, v in STAGES.items()}
-# token queues: index of (from, to)
-L2C, C2L, C2S, S2C = 0, 1, 2, 3
-_QUEUE = {(1, 2): L2C, (2, 1): C2L, (2, 3): C2S, (3, 2): S2C}
-QUEUE_NAMES = ("load->compute", "compute->load", "compute->store", "store->compute")
-
-# (from, to) as given by a caller -> stage numbers, for the valid pairs (fast path)
-_PAIRS = {(a, b): (STAGES[a], STAGES[b]) for a in STAGES for b in STAGES
-          if (STAGES[a], STAGES[b]) in _QUEUE}
-_PAIRS.update({(STAGES[a], STAGES[b]): v for (a, b), v in list(_PAIRS.items())})
-
 #: Default instruction-buffer capacity (instructions per program, FINISH included).
 DEFAULT_MAX_INSNS = 16384
-
-
-def as_stage(value: str | int) -> int:
-    """A stage number (1 load, 2 compute, 3 store) from its name or number."""
-    if isinstance(value, str):
-        s = STAGES.get(value.lower())
-    else:
-        s = int(value) if value in (1, 2, 3) else None
-    if s is None:
-        raise QueueError(f"unknown stage {value!r}; use 'load', 'compute' or 'store'")
-    return s
-
-
-class _Encoder:
-    """Packs instruction fields into 128-bit integers with precomputed shifts (no checks:
-    the queue validates every value with its own messages first)."""
-
-    def __init__(self, cfg: Config) -> None:
-        lays = cfg.layouts
-        self.mem = {f.name: f.offset for f in lays.mem.fields}
-        self.gemm = {f.name: f.offset for f in lays.gemm.fields}
-        self.alu = {f.name: f.offset for f in lays.alu.fields}
-        self.imm_mask = lays.alu["imm"].mask
-        m = self.mem
-        self.dram_field = lays.mem["dram_base"]
-        self.pop_prev = 1 << m["pop_prev_dep"]
-        self.pop_next = 1 << m["pop_next_dep"]
-        self.push_prev = 1 << m["push_prev_dep"]
-        self.push_next = 1 << m["push_next_dep"]
-        self.dep_mask = self.pop_prev | self.pop_next | self.push_prev | self.push_next
-        self._mem_order = ("memory_type", "sram_base", "dram_base", "y_size", "x_size",
-                           "x_stride", "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
-        self._mem_shifts = tuple(m[n] for n in self._mem_order)
-
-    def mem_word(self, opcode: int, *vals: int) -> int:
-        w = opcode
-        for v, s in zip(vals, self._mem_shifts):
-            w |= v << s
-        return w
-
-    def loop_word(self, lay: dict[str, int], opcode: int, fields: dict[str, int]) -> int:
-        w = opcode
-        for name, v in fields.items():
-            w |= v << lay[name]
-        return w
 
 
 class CommandQueue:
@@ -130,20 +87,18 @@ class CommandQueue:
         self.dump_uop = dump_uop
         self.hazards = hazards
         self.out = out
-        self._enc = _Encoder(self.cfg)
         self._depth = {mt: self.cfg.depth(mt) for mt in MemType}
         self._ebytes = {mt: self.cfg.elem_bytes(mt) for mt in MemType}
-        if record or device is None:
-            self.uop_cache = UopCache(self.cfg.uop_depth)
-        else:
-            self.uop_cache = device.uop_cache
-        self._jit: dict[Any, UopKernel] = device.kernels if device is not None else {}
-        self._reported: set[bytes] = set()
         self.stats: dict[str, Any] = {
             "insns": 0, "noops": 0, "programs": 0, "auto_flushes": 0, "uop_loads": 0,
             "uop_hits": 0, "uop_misses": 0, "uop_evictions": 0, "gemm": 0, "alu": 0,
             "loads": 0, "stores": 0, "hazards": [], "device_seconds": 0.0,
         }
+        uop_cache = UopCache(self.cfg.uop_depth) if record or device is None else \
+            device.uop_cache
+        self.kernels = KernelCache(self.cfg, uop_cache,
+                                   device.kernels if device is not None else {}, self.stats)
+        self._reported: set[bytes] = set()
         self._auto_flush = device is not None and device.keeps_sram
         self._carry = [0, 0, 0, 0]
         self._reset_segment()
@@ -153,63 +108,35 @@ class CommandQueue:
         """A queue that records into a relocatable program instead of running (no device)."""
         return cls(None, cfg=cfg, arena=arena, record=True, **opts)
 
+    @property
+    def uop_cache(self) -> UopCache:
+        """Which micro-kernels are resident in the micro-op buffer."""
+        return self.kernels.uops
+
     # ================================================================= segment state
     def _reset_segment(self) -> None:
-        self._words: list[int] = []
-        self._stages: list[int] = []
-        self._last = [-1, -1, -1, -1]
-        self._pend_prev = [0, 0, 0, 0]
-        self._pend_next = [0, 0, 0, 0]
-        self._tokens = [0, 0, 0, 0]
+        self._prog = ProgramBuilder(self.cfg, self.stats)
         self._work = 0
-        self._relocs: dict[int, Relocation] = {}
-        self._uop_seg = bytearray()
-        self._uop_seg_index: dict[bytes, int] = {}
         self._kernels_used: list[UopKernel] = []
         self._seg_hits = 0
         self._epoch = self.device.runs if self.device is not None else 0
         carry, self._carry = self._carry, [0, 0, 0, 0]
         if not self.force_serial:
-            self._repush(carry)
-
-    def _repush(self, carry: list[int]) -> None:
-        """Re-issue tokens that were outstanding when the previous program was cut."""
-        for q, (frm, to) in ((L2C, (1, 2)), (C2L, (2, 1)), (C2S, (2, 3)), (S2C, (3, 2))):
-            for _ in range(carry[q]):
-                self._dep_push(frm, to)
+            self._prog.repush(carry)
 
     @property
     def pending(self) -> int:
         """Instructions generated since the last synchronize (FINISH not included)."""
-        return len(self._words)
+        return len(self._prog)
 
     @property
     def tokens(self) -> dict[str, int]:
         """Outstanding tokens per queue in the current program (pushed, not yet popped)."""
-        return {QUEUE_NAMES[q]: self._tokens[q] for q in range(4)}
+        return self._prog.tokens.by_name()
 
     # ================================================================= emission
-    def _emit(self, word: int, stage: int) -> int:
-        enc = self._enc
-        if self._pend_prev[stage]:
-            word |= enc.pop_prev
-            self._pend_prev[stage] = 0
-        if self._pend_next[stage]:
-            word |= enc.pop_next
-            self._pend_next[stage] = 0
-        self._words.append(word)
-        self._stages.append(stage)
-        idx = len(self._words) - 1
-        self._last[stage] = idx
-        return idx
-
-    def _noop(self, stage: int) -> int:
-        """An x_size=0 LOAD (load stage: INP; compute stage: UOP) or STORE: moves tokens only."""
-        self.stats["noops"] += 1
-        if stage == STORE_STAGE:
-            return self._emit(self._enc.mem_word(Opcode.STORE, MemType.OUT), stage)
-        mt = MemType.INP if stage == LOAD_STAGE else MemType.UOP
-        return self._emit(self._enc.mem_word(Opcode.LOAD, mt), stage)
+    def _emit(self, row: Row, stage: int) -> int:
+        return self._prog.emit(row, stage)
 
     def _reserve(self, n: int) -> None:
         """Flush first when ``n`` more instructions would not leave room for the drain.
@@ -218,14 +145,11 @@ class CommandQueue:
         a cut there would drop live SRAM data, and their programs have no size limit."""
         if self.recording or not self._auto_flush:
             return
-        t = self._tokens
-        drain = 3 + t[C2L] + t[C2S] + 2 + max(t[L2C], t[S2C]) + 2
-        if len(self._words) + n + drain <= self.max_insns:
+        if len(self._prog) + n + self._prog.tokens.drain_insns() <= self.max_insns:
             return
         self.stats["auto_flushes"] += 1
         self._flush(carry=True)
-        t = self._tokens
-        if len(self._words) + n + 3 + t[C2L] + t[C2S] + max(t[L2C], t[S2C]) + 4 > self.max_insns:
+        if len(self._prog) + n + self._prog.tokens.drain_insns() > self.max_insns:
             raise QueueError(f"max_insns={self.max_insns} cannot hold one operation plus the "
                              f"outstanding tokens; raise max_insns")
 
@@ -233,69 +157,23 @@ class CommandQueue:
     def dep_push(self, from_stage: str | int, to_stage: str | int) -> None:
         """Stage ``from_stage`` signals ``to_stage`` (TVM's ``VTADepPush``): set on the last
         instruction of ``from_stage``, or a no-op of that stage is emitted."""
-        frm, to = self._pair(from_stage, to_stage)
+        frm, to = stage_pair(from_stage, to_stage)
         if self.force_serial:
             return
         self._reserve(2)  # a possible no-op, and one more token to drain
         self._work += 1
-        self._dep_push(frm, to)
-
-    def _dep_push(self, frm: int, to: int) -> None:
-        enc = self._enc
-        self._commit_pop(frm)
-        flag = enc.push_next if frm < to else enc.push_prev
-        last = self._last[frm]
-        if last >= 0 and not self._words[last] & flag:
-            self._words[last] |= flag
-        else:
-            idx = self._noop(frm)
-            self._words[idx] |= flag
-        q = _QUEUE[(frm, to)]
-        self._tokens[q] += 1
-        if self._tokens[q] > TOKEN_QUEUE_DEPTH:
-            raise QueueError(
-                f"{self._tokens[q]} tokens outstanding in the {QUEUE_NAMES[q]} queue (depth "
-                f"{TOKEN_QUEUE_DEPTH}): pop them (dep_pop) before pushing more")
+        self._prog.push(frm, to)
 
     def dep_pop(self, from_stage: str | int, to_stage: str | int) -> None:
         """Stage ``to_stage`` waits for a token from ``from_stage`` (TVM's ``VTADepPop``); lazy:
         absorbed by the next instruction of ``to_stage``."""
-        frm, to = self._pair(from_stage, to_stage)
+        frm, to = stage_pair(from_stage, to_stage)
         if self.force_serial:
             return
         self._reserve(2)
-        q = _QUEUE[(frm, to)]
-        if self._tokens[q] <= 0:
-            raise QueueError(
-                f"dep_pop({STAGE_NAMES[frm]!r}, {STAGE_NAMES[to]!r}) without a matching dep_push: "
-                f"the {QUEUE_NAMES[q]} queue would be empty and the program would deadlock")
+        self._prog.tokens.check_pop(frm, to)
         self._work += 1
-        self._dep_pop(frm, to)
-
-    def _dep_pop(self, frm: int, to: int) -> None:
-        pend = self._pend_prev if frm < to else self._pend_next
-        if pend[to]:
-            self._commit_pop(to)
-            pend[to] = 1
-        else:
-            pend[to] = 1
-        self._tokens[_QUEUE[(frm, to)]] -= 1
-
-    def _commit_pop(self, stage: int) -> None:
-        if self._pend_prev[stage] or self._pend_next[stage]:
-            self._noop(stage)
-
-    @staticmethod
-    def _pair(from_stage: str | int, to_stage: str | int) -> tuple[int, int]:
-        pair = _PAIRS.get((from_stage, to_stage))
-        if pair is not None:
-            return pair
-        frm, to = as_stage(from_stage), as_stage(to_stage)
-        if (frm, to) not in _QUEUE:
-            raise QueueError(
-                f"no token queue from {STAGE_NAMES[frm]!r} to {STAGE_NAMES[to]!r}; the queues are "
-                f"{', '.join(QUEUE_NAMES)}")
-        return frm, to
+        self._prog.pop(frm, to)
 
     # ================================================================= memory
     def load_buffer_2d(self, src: DeviceBuffer, src_elem_offset: int, x_size: int, y_size: int,
@@ -331,9 +209,10 @@ class CommandQueue:
                                x_stride)
         stage = COMPUTE_STAGE if mt == MemType.ACC else LOAD_STAGE
         self._reserve(1)
-        word = self._enc.mem_word(Opcode.LOAD, mt, dst_sram_index, dram, y_size, x_size,
-                                  x_stride, y_pad_before, y_pad_after, x_pad_before, x_pad_after)
-        idx = self._emit(word, stage)
+        row = mem_row(Opcode.LOAD, mt, sram_base=dst_sram_index, dram_base=dram, y_size=y_size,
+                      x_size=x_size, x_stride=x_stride, y_pad_0=y_pad_before,
+                      y_pad_1=y_pad_after, x_pad_0=x_pad_before, x_pad_1=x_pad_after)
+        idx = self._emit(row, stage)
         self._note_reloc(idx, src, mt, src_elem_offset)
         self._work += 1
         self.stats["loads"] += 1
@@ -354,9 +233,9 @@ class CommandQueue:
         dram = self._dram_addr("store_buffer_2d", dst, mt, dst_elem_offset, x_size, y_size,
                                x_stride)
         self._reserve(1)
-        word = self._enc.mem_word(Opcode.STORE, mt, src_sram_index, dram, y_size, x_size,
-                                  x_stride, 0, 0, 0, 0)
-        idx = self._emit(word, STORE_STAGE)
+        row = mem_row(Opcode.STORE, mt, sram_base=src_sram_index, dram_base=dram,
+                      y_size=y_size, x_size=x_size, x_stride=x_stride)
+        idx = self._emit(row, STORE_STAGE)
         self._note_reloc(idx, dst, mt, dst_elem_offset)
         self._work += 1
         self.stats["stores"] += 1
@@ -405,24 +284,14 @@ class CommandQueue:
             if buf.offset % eb:
                 raise QueueError(f"buffer offset {buf.offset} in the arena is not a multiple of "
                                  f"the {mt.name} element size ({eb} B): cannot relocate")
-            self._relocs[idx] = Relocation(idx, "arena", eb, buf.offset // eb + elem_offset)
+            self._prog.relocate_arena(idx, eb, buf.offset // eb + elem_offset)
 
     # ================================================================= compute
     def kernel(self, signature: Any = None,
                build: Callable[[UopKernel], None] | None = None) -> UopKernel:
         """A new micro-kernel builder; with ``signature`` and ``build``, the finalized kernel
         is memoized per device and ``build(kernel)`` only runs the first time (JIT)."""
-        if signature is None:
-            return UopKernel(self.cfg)
-        k = self._jit.get(signature)
-        if k is None:
-            if build is None:
-                raise QueueError(f"no kernel recorded for signature {signature!r}; pass build=")
-            k = UopKernel(self.cfg, name=str(signature))
-            build(k)
-            k.finalize()
-            self._jit[signature] = k
-        return k
+        return self.kernels.kernel(signature, build)
 
     def push_gemm(self, kernel: UopKernel) -> None:
         """Run a GEMM micro-kernel (TVM's ``VTAPushGEMMOp``): LOAD UOP when not resident, then
@@ -441,17 +310,30 @@ class CommandQueue:
             raise QueueError(f"preload takes a UopKernel, not {type(kernel).__name__}")
         if not kernel.final:
             kernel.finalize()
-        if kernel.key in self.uop_cache:
+        if self.kernels.resident(kernel):
             return False
         self._reserve(1)
-        ev = self.uop_cache.evictions
-        start = self.uop_cache.insert(kernel.key, kernel.size)
-        self.stats["uop_misses"] += 1
-        self.stats["uop_evictions"] += self.uop_cache.evictions - ev
-        self._load_uops(kernel, start)
+        self._load_uops(kernel, self.kernels.place(kernel))
         return True
 
     def _push(self, kernel: UopKernel, mode: str) -> None:
+        self._check_kernel(kernel, mode)
+        self._reserve(2)
+        start = self.kernels.lookup(kernel)
+        if start is None:
+            start = self.kernels.place(kernel)
+            self._load_uops(kernel, start)
+        else:
+            self._seg_hits += 1
+        self.stats["gemm" if mode == GEMM else "alu"] += 1
+        fields = {**self.kernels.insn_fields(kernel), "uop_bgn": start,
+                  "uop_end": start + kernel.size}
+        self._emit(("gemm" if mode == GEMM else "alu", fields), COMPUTE_STAGE)
+        self._work += 1
+        if self.dump_uop:
+            self._kernels_used.append(kernel)
+
+    def _check_kernel(self, kernel: UopKernel, mode: str) -> None:
         if not isinstance(kernel, UopKernel):
             raise QueueError(f"push_{mode} takes a UopKernel, not {type(kernel).__name__}")
         if kernel.cfg is not self.cfg and kernel.cfg != self.cfg:
@@ -462,62 +344,15 @@ class CommandQueue:
             raise QueueError(f"push_{mode}: the kernel's micro-ops are {kernel.mode} ops")
         if kernel.notes:
             self._report(kernel)
-        self._reserve(2)
-        start = self.uop_cache.lookup(kernel.key)
-        if start is None:
-            ev = self.uop_cache.evictions
-            start = self.uop_cache.insert(kernel.key, kernel.size)
-            self.stats["uop_misses"] += 1
-            self.stats["uop_evictions"] += self.uop_cache.evictions - ev
-            self._load_uops(kernel, start)
-        else:
-            self.stats["uop_hits"] += 1
-            self._seg_hits += 1
-        enc = self._enc
-        base = kernel._insn_word
-        if base is None or kernel._insn_cfg is not self.cfg:
-            base = kernel._insn_word = self._kernel_word(kernel)
-            kernel._insn_cfg = self.cfg
-        if mode == GEMM:
-            lay = enc.gemm
-            self.stats["gemm"] += 1
-        else:
-            lay = enc.alu
-            self.stats["alu"] += 1
-        word = base | start << lay["uop_bgn"] | (start + kernel.size) << lay["uop_end"]
-        self._emit(word, COMPUTE_STAGE)
-        self._work += 1
-        if self.dump_uop:
-            self._kernels_used.append(kernel)
-
-    def _kernel_word(self, kernel: UopKernel) -> int:
-        """The GEMM/ALU word of a kernel without its micro-op range (cached on the kernel)."""
-        enc = self._enc
-        fields = kernel.loop_fields()
-        fields["reset_reg"] = int(kernel.reset)
-        if kernel.mode == GEMM:
-            return enc.loop_word(enc.gemm, Opcode.GEMM, fields)
-        del fields["wgt_factor_out"], fields["wgt_factor_in"]
-        fields["alu_opcode"] = int(kernel.alu_opcode)
-        fields["use_imm"] = int(kernel.use_imm)
-        fields["imm"] = kernel.imm & enc.imm_mask
-        return enc.loop_word(enc.alu, Opcode.ALU, fields)
 
     def _load_uops(self, kernel: UopKernel, start: int) -> None:
-        n = kernel.size
-        if self.recording:
-            off = self._uop_seg_index.get(kernel.key)
-            if off is None:
-                off = len(self._uop_seg) // 4
-                self._uop_seg += kernel.key
-                self._uop_seg_index[kernel.key] = off
-            dram = off  # relocated against the micro-op segment's base
+        if self.recording:  # relocated against the micro-op segment's base
+            dram = self._prog.uop_offset(kernel.key)
         else:
             dram = self.device.kernel_dram(kernel).elem_addr(MemType.UOP)  # type: ignore
-        word = self._enc.mem_word(Opcode.LOAD, MemType.UOP, start, dram, 1, n, n, 0, 0, 0, 0)
-        idx = self._emit(word, COMPUTE_STAGE)
+        idx = self._emit(uop_load_row(start, dram, kernel.size), COMPUTE_STAGE)
         if self.recording:
-            self._relocs[idx] = Relocation(idx, "uop", 4, dram)
+            self._prog.relocate_uops(idx, dram)
         self.stats["uop_loads"] += 1
 
     def _report(self, kernel: UopKernel) -> None:
@@ -530,79 +365,25 @@ class CommandQueue:
                 raise QueueError(msg)
             self.stats["hazards"].append(msg)
             if self.hazards == "warn":
-                warnings.warn(msg, HazardWarning, stacklevel=4)
+                warnings.warn(msg, HazardWarning, stacklevel=5)
 
     # ================================================================= finishing
-    def _finish_program(self, carry: bool = False) -> tuple[list[int], dict[int, Relocation]]:
-        """Commit pops, drain tokens, append FINISH; returns the words (and relocations).
+    def _finish_program(self, carry: bool = False) -> tuple[bytes, dict[int, Relocation]]:
+        """Commit pops, drain tokens, append FINISH; returns the encoded program (and its
+        relocations).
 
         With ``carry`` (an automatic flush) the tokens that were outstanding are re-pushed at
         the start of the next program, so the cut is invisible; an explicit synchronize or
         record() starts the next program with empty token queues."""
-        relocs = self._relocs
         if self.force_serial:
-            words, relocs = self._serialize(relocs)
+            rows, relocs = self._prog.serialized()
+            self._carry = [0, 0, 0, 0]
         else:
-            outstanding = list(self._tokens)
-            for st in (LOAD_STAGE, COMPUTE_STAGE, STORE_STAGE):
-                self._commit_pop(st)
-            t = self._tokens
-            for _ in range(t[C2L]):
-                self._dep_pop(COMPUTE_STAGE, LOAD_STAGE)
-                self._commit_pop(LOAD_STAGE)
-            for _ in range(t[C2S]):
-                self._dep_pop(COMPUTE_STAGE, STORE_STAGE)
-                self._commit_pop(STORE_STAGE)
-            self._dep_push(LOAD_STAGE, COMPUTE_STAGE)
-            self._dep_push(STORE_STAGE, COMPUTE_STAGE)
-            while t[L2C] or t[S2C]:
-                if t[L2C]:
-                    self._dep_pop(LOAD_STAGE, COMPUTE_STAGE)
-                if t[S2C]:
-                    self._dep_pop(STORE_STAGE, COMPUTE_STAGE)
-                self._commit_pop(COMPUTE_STAGE)
+            outstanding = list(self._prog.tokens.counts)
+            self._prog.drain()
+            rows, relocs = self._prog.finished()
             self._carry = outstanding if carry else [0, 0, 0, 0]
-            words = self._words
-        words.append(int(Opcode.FINISH))  # FINISH carries no token flags
-        return words, relocs
-
-    def _serialize(self, relocs: dict[int, Relocation]) -> tuple[list[int], dict[int, Relocation]]:
-        """Rewrite the program so that every instruction waits for the previous one."""
-        enc = self._enc
-        words: list[int] = []
-        stages: list[int] = []
-        new_relocs: dict[int, Relocation] = {}
-        noop = {LOAD_STAGE: enc.mem_word(Opcode.LOAD, MemType.INP),
-                COMPUTE_STAGE: enc.mem_word(Opcode.LOAD, MemType.UOP),
-                STORE_STAGE: enc.mem_word(Opcode.STORE, MemType.OUT)}
-
-        def link(a: int, b: int) -> None:
-            sa, sb = stages[a], stages[b]
-            if sa < sb:
-                words[a] |= enc.push_next
-                words[b] |= enc.pop_prev
-            elif sa > sb:
-                words[a] |= enc.push_prev
-                words[b] |= enc.pop_next
-
-        def add(word: int, stage: int) -> None:
-            if stages and {stages[-1], stage} == {LOAD_STAGE, STORE_STAGE}:
-                add(noop[COMPUTE_STAGE], COMPUTE_STAGE)
-            words.append(word & ~enc.dep_mask)
-            stages.append(stage)
-            if len(words) > 1:
-                link(len(words) - 2, len(words) - 1)
-
-        for i, (w, s) in enumerate(zip(self._words, self._stages)):
-            add(w, s)
-            if i in relocs:
-                r = relocs[i]
-                new_relocs[len(words) - 1] = Relocation(len(words) - 1, r.kind, r.elem_bytes,
-                                                        r.offset)
-        if not stages or stages[-1] != COMPUTE_STAGE:
-            add(noop[COMPUTE_STAGE], COMPUTE_STAGE)
-        self._carry = [0, 0, 0, 0]
-        return words, new_relocs
+        return self._prog.encode(rows), relocs
 
     def synchronize(self, timeout: float | None = None) -> dict[str, Any]:
         """Finish the current program, run it on the device, wait, reset (TVM's
@@ -624,10 +405,10 @@ class CommandQueue:
                 "another program ran on the device while this queue was building one that "
                 "relies on micro-kernels resident in the micro-op buffer; the program was "
                 "discarded: synchronize one queue before building on another")
-        words, _ = self._finish_program(carry)
-        program = b"".join(w.to_bytes(INSN_BYTES, "little") for w in words)
+        program, _ = self._finish_program(carry)
+        n_insns = len(program) // INSN_BYTES
         self._dumps(program)
-        self.stats["insns"] += len(words)
+        self.stats["insns"] += n_insns
         self.stats["programs"] += 1
         t0 = time.perf_counter()
         try:
@@ -638,7 +419,7 @@ class CommandQueue:
                 self.uop_cache.invalidate()
             self._reset_segment()
         result = dict(result)
-        result["runtime"] = {"insns": len(words)}
+        result["runtime"] = {"insns": n_insns}
         return result
 
     def record(self) -> RecordedProgram:
@@ -646,17 +427,18 @@ class CommandQueue:
         if not self.recording:
             raise QueueError("record() needs a recording queue (CommandQueue.recorder(cfg, "
                              "arena) or device.command_queue(record=True))")
-        words, relocs = self._finish_program()
-        program = b"".join(w.to_bytes(INSN_BYTES, "little") for w in words)
+        program, relocs = self._finish_program()
+        n_insns = len(program) // INSN_BYTES
+        uops = bytes(self._prog.uop_segment)
         self._dumps(program)
         rec = RecordedProgram(
             cfg=self.cfg, program=program, relocations=sorted(relocs.values(),
                                                               key=lambda r: r.index),
-            uops=bytes(self._uop_seg), arena_base=self.arena.base,
-            stats={"insns": len(words), "uop_words": len(self._uop_seg) // 4,
+            uops=uops, arena_base=self.arena.base,
+            stats={"insns": n_insns, "uop_words": len(uops) // 4,
                    "gemm": self.stats["gemm"], "alu": self.stats["alu"],
                    "loads": self.stats["loads"], "stores": self.stats["stores"]})
-        self.stats["insns"] += len(words)
+        self.stats["insns"] += n_insns
         self.stats["programs"] += 1
         self.uop_cache.invalidate()  # each recording assumes an empty micro-op buffer
         self._reset_segment()
@@ -665,7 +447,7 @@ class CommandQueue:
     # ================================================================= dumps
     def program_bytes(self) -> bytes:
         """The instructions generated so far (no drain, no FINISH), encoded."""
-        return b"".join(w.to_bytes(INSN_BYTES, "little") for w in self._words)
+        return self._prog.encode()
 
     def dump_insns(self) -> str:
         """Disassembly of the instructions generated since the last synchronize."""
@@ -695,7 +477,8 @@ class CommandQueue:
 
     def __repr__(self) -> str:
         mode = "record" if self.recording else "run"
-        return f"<CommandQueue {mode} pending={len(self._words)} tokens={self._tokens}>"
+        return (f"<CommandQueue {mode} pending={len(self._prog)} "
+                f"tokens={self._prog.tokens.counts}>")
 
 
 def _ints(what: str, **values: Any) -> None:

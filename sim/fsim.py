@@ -34,8 +34,11 @@ from vta.isa import (
     INSN_QUEUE_DEPTH,
     LOAD_MODULE,
     MODULES,
+    POP_FLAGS,
+    PUSH_FLAGS,
     STORE_MODULE,
     TOKEN_QUEUE_DEPTH,
+    TOKEN_QUEUE_NAMES,
     AluInsn,
     AluOp,
     Config,
@@ -47,10 +50,7 @@ from vta.isa import (
     Opcode,
     uop_fields,
 )
-from vta.isa.checks import DEP_QUEUES as _DEP_QUEUES
-from vta.isa.checks import POPS as _POPS
-from vta.isa.checks import PUSHES as _PUSHES
-from vta.isa.checks import check_insns, insn_name
+from vta.isa.checks import DEP_QUEUES, check_insns, insn_name
 from vta.isa.errors import DeadlockError, ProgramError, RaceError
 from vta.isa.image import RunResult, as_program_bytes, check_program
 
@@ -67,9 +67,6 @@ from .loops import (
 
 #: Scheduling orders accepted by :class:`FunctionalSim` (``random`` is seeded).
 ORDERS = ("load-first", "compute-first", "store-first", "random")
-
-#: The four dependency-token queues, named "<from>-><to>".
-TOKEN_QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
 
 _PRIORITY = {
     "load-first": (LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE),
@@ -91,6 +88,8 @@ _DENSE_BYTES = 1 << 28
 #: same accumulator entry, or read one an earlier micro-op wrote, run one step after another);
 #: about half a second of work. A pooling or requantisation loop needs a few dozen.
 MAX_ALU_ROUNDS = 1 << 16
+
+
 
 #: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
 _GEMM_CHUNK = 1 << 12
@@ -175,7 +174,7 @@ class FunctionalSim:
         one wrote.
         """
         cfg = self.cfg
-        insns = decode_fast(as_program_bytes(program, cfg), cfg)
+        insns = check_program(as_program_bytes(program, cfg), cfg)
         mem = _as_writable_dram(dram)
         with blas_threads(self.blas_threads):
             return self._run(insns, mem)
@@ -184,13 +183,13 @@ class FunctionalSim:
         cfg = self.cfg
         modules = check_insns(insns, cfg, mem.size)
         _check_work(insns, self.max_uops)
-        pops = [tuple(_DEP_QUEUES[m][f] for f in _POPS if getattr(i, f))
+        pops = [tuple(DEP_QUEUES[m][f] for f in POP_FLAGS if getattr(i, f))
                 for m, i in zip(modules, insns)]
-        pushes = [tuple(_DEP_QUEUES[m][f] for f in _PUSHES if getattr(i, f))
+        pushes = [tuple(DEP_QUEUES[m][f] for f in PUSH_FLAGS if getattr(i, f))
                   for m, i in zip(modules, insns)]
 
         queues: dict[str, deque[int]] = {m: deque() for m in MODULES}
-        tokens: dict[str, deque[int]] = {q: deque() for q in TOKEN_QUEUES}
+        tokens: dict[str, deque[int]] = {q: deque() for q in TOKEN_QUEUE_NAMES}
         stats = _new_stats(self.order)
         events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
         self.trace_events = events  # also what ran before an error, for debugging
@@ -298,7 +297,9 @@ class FunctionalSim:
                           cfg.wgt_depth))
         o_max, i_max = insn.iter_out - 1, insn.iter_in - 1
         for name, base, f_out, f_in, buf, depth in specs:
-            if name != "dst" and (insn.reset_reg or (kind == "ALU" and insn.use_imm)):
+            # a GEMM reset reads no operand, nor does an ALU micro-op with an immediate (an
+            # ALU's reset_reg is ignored, as in TVM)
+            if name != "dst" and (insn.use_imm if kind == "ALU" else insn.reset_reg):
                 continue  # not read
             top = base + o_max * f_out + i_max * f_in
             if int(top.max()) >= depth:
@@ -433,7 +434,7 @@ class FunctionalSim:
     def _alu(self, idx: int, insn: AluInsn, stats: dict[str, Any]) -> None:
         if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
             return
-        key = ("ALU", insn.reset_reg, insn.use_imm, insn.iter_out, insn.iter_in,
+        key = ("ALU", insn.use_imm, insn.iter_out, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
                self.uop[insn.uop_bgn:insn.uop_end].tobytes())
         steps = self._plans.get(key)
@@ -442,9 +443,7 @@ class FunctionalSim:
             d, s, _ = self._loop_indices(idx, insn, "ALU")
             dst = self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)
             try:
-                if insn.reset_reg:
-                    steps = [(dst, None)]
-                elif insn.use_imm:
+                if insn.use_imm:
                     steps = [(dst if sel is None else dst[sel], None)
                              for sel in rounds_by_rank(dst, MAX_ALU_ROUNDS)]
                 else:
@@ -461,9 +460,6 @@ class FunctionalSim:
                 self._plans.clear()
             self._plans[key] = steps
         stats["alu_uops"] += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-        if insn.reset_reg:
-            self.acc[steps[0][0]] = 0
-            return
         op = AluOp(insn.alu_opcode)
         for dd, ss in steps:
             self.acc[dd] = self._alu_op(op, self.acc[dd], insn.imm if ss is None else self.acc[ss])
@@ -489,41 +485,6 @@ class FunctionalSim:
 
 
 # ---------------------------------------------------------------------- helpers
-def decode_fast(program: bytes, cfg: Config) -> list[Insn]:
-    """:func:`vta.isa.image.check_program`, vectorised over the fields (same result, faster).
-
-    Any framing or opcode problem is left to check_program, which raises the usual error.
-    """
-    n = len(program) // 16
-    if n == 0 or len(program) % 16:
-        return check_program(program, cfg)
-    words = np.frombuffer(program, dtype="<u8").reshape(n, 2)
-    opcodes = (words[:, 0] & 7).astype(np.int64)
-    if not np.isin(opcodes, list(_OPCODE_NAMES)).all() or opcodes[-1] != Opcode.FINISH:
-        return check_program(program, cfg)
-    out: list[Insn | None] = [None] * n
-    lay = cfg.layouts
-    for opcode, cls, layout in ((Opcode.LOAD, MemInsn, lay.mem), (Opcode.STORE, MemInsn, lay.mem),
-                                (Opcode.GEMM, GemmInsn, lay.gemm), (Opcode.ALU, AluInsn, lay.alu),
-                                (Opcode.FINISH, FinishInsn, lay.finish)):
-        rows = np.flatnonzero(opcodes == opcode)
-        if rows.size == 0:
-            continue
-        cols = {}
-        for f in layout.fields:
-            if f.name == "opcode" and cls is not MemInsn:
-                continue
-            word = words[rows, f.offset // 64]
-            v = ((word >> np.uint64(f.offset % 64)) & np.uint64(f.mask)).astype(np.int64)
-            if f.signed:
-                v = np.where(v >= 1 << (f.width - 1), v - (1 << f.width), v)
-            cols[f.name] = v.tolist()
-        names = list(cols)
-        for k, r in enumerate(rows.tolist()):
-            out[r] = cls(**{name: cols[name][k] for name in names})
-    return out  # type: ignore[return-value]
-
-
 def _as_writable_dram(dram: np.ndarray | bytearray) -> np.ndarray:
     if isinstance(dram, bytearray | memoryview):
         arr = np.frombuffer(dram, dtype=np.uint8)
@@ -579,8 +540,8 @@ def _deadlock_message(insns, modules, queues, tokens, fetch_pc, qdepth) -> str:
             continue
         idx = queues[m][0]
         insn = insns[idx]
-        waits = [_DEP_QUEUES[m][f] for f in _POPS if getattr(insn, f)
-                 and not tokens[_DEP_QUEUES[m][f]]]
+        waits = [DEP_QUEUES[m][f] for f in POP_FLAGS if getattr(insn, f)
+                 and not tokens[DEP_QUEUES[m][f]]]
         parts.append(f"{m} blocked at instruction {idx} ({insn_name(insn)}) waiting for a "
                      f"token on {' and '.join(waits)}")
     msg = "deadlock: " + "; ".join(parts)
@@ -729,5 +690,4 @@ def _last_store_writing(program: bytes, cfg: Config, addr: int) -> str:
     return "" if found is None else f", written by instruction {found} (STORE)"
 
 
-__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "TOKEN_QUEUES", "insn_name",
-           "decode_fast"]
+__all__ = ["FunctionalSim", "run", "check_races", "ORDERS", "insn_name"]

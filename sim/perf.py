@@ -21,8 +21,13 @@ from typing import Any
 
 import numpy as np
 from vta.isa import (
+    COMPUTE_MODULE,
     INSN_BYTES,
     INSN_QUEUE_DEPTH,
+    MODULES,
+    NEXT,
+    PREV,
+    TOKEN_QUEUES,
     AluInsn,
     Config,
     DeadlockError,
@@ -35,8 +40,6 @@ from vta.isa import (
 )
 from vta.isa.checks import check_insns
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
-
-MODULES = ("load", "compute", "store")
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class PerfParams:
     gemm_ii: float = 1.0          #: cycles per GEMM micro-op iteration
     gemm_latency: float = 1.6     #: GEMM cycles per instruction beyond insn_overhead
     gemm_drain: float = 9.0       #: GEMM pipeline drain, only before pushing a token
-    alu_ii: float = 1.0           #: cycles per ALU micro-op iteration (immediate or reset)
+    alu_ii: float = 1.0           #: cycles per ALU micro-op iteration with an immediate
     alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op (one acc read port)
     alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
@@ -148,7 +151,7 @@ class PerfModel:
             if isinstance(insn, GemmInsn):
                 return n * self.p.gemm_ii + self.p.gemm_latency + \
                     (self.p.gemm_drain if pushes else 0.0)
-            ii = self.p.alu_ii if insn.use_imm or insn.reset_reg else self.p.alu2_ii
+            ii = self.p.alu_ii if insn.use_imm else self.p.alu2_ii  # reset_reg: GEMM only
             return n * ii + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
         return 0.0
 
@@ -173,14 +176,11 @@ class PerfModel:
                     + (k + 1) * p.fetch_per_insn
         fetch_ends = [b1 for _, b1 in fetch_bursts]
         for k, insn in enumerate(insns):
-            mods[insn.module if not isinstance(insn, FinishInsn) else "compute"].queue.append(
+            mods[insn.module if not isinstance(insn, FinishInsn) else COMPUTE_MODULE].queue.append(
                 (k, insn))
         # token queues: times at which tokens become visible, per (src, dst)
-        tokens: dict[tuple[str, str], deque] = {
-            (a, b): deque() for a, b in (("load", "compute"), ("compute", "load"),
-                                         ("compute", "store"), ("store", "compute"))}
-        prev = {"load": None, "compute": "load", "store": "compute"}
-        nxt = {"load": "compute", "compute": "store", "store": None}
+        tokens: dict[tuple[str, str], deque] = {(q.src, q.dst): deque() for q in TOKEN_QUEUES}
+        prev, nxt = PREV, NEXT
         port_free = 0.0
         port_busy = 0.0
         stats_bytes = {t.name: 0 for t in MemType}

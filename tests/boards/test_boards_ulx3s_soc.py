@@ -168,7 +168,7 @@ def test_matmul_over_serial_matches_numpy(small_cfg) -> None:
     memory, launched and polled over the serial port, C read back over it."""
     from vta.hw.core import VTACore
     from vta.hw.regs import REGISTER_MAP
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     rng = np.random.default_rng(11)
     a = rng.integers(-128, 128, (4, 8))

@@ -205,7 +205,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "run-nan-input": (["run", "{t}/mod", "--input", "{t}/nan.npy"], "NaN or infinite"),
     "run-inf-input-onnx": (["run", "{t}/tiny.onnx", "--target", "cpu", "--input",
                             "{t}/inf.npy"], "NaN or infinite"),
-    "run-truncated-params": (["run", "{t}/trunc", "--input", "{t}/x.npy"], "corrupt"),
+    "run-truncated-params": (["run", "{t}/trunc", "--input", "{t}/x.npy"], "params.npz is damaged"),
     "run-onto-its-input": (["run", "{t}/mod", "--input", "{t}/x.npy", "-o", "{t}/x.npy"],
                            "is also the input"),
     "run-output-is-dir": (["run", "{t}/mod", "--input", "{t}/x.npy", "-o", "{t}/adir"],

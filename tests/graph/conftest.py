@@ -30,7 +30,7 @@ def small_models() -> dict[str, Any]:
 def _single_thread_blas() -> None:
     """One BLAS thread: the machine's cores are shared by parallel test workers, and an
     oversubscribed multi-threaded OpenBLAS is many times slower on small matrices."""
-    from vta.compiler.graph.blas import limit_blas_threads
+    from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
 

@@ -2,8 +2,8 @@
 
 The Verilog is built once per configuration; each test launches the simulator once and runs a
 batch of programs (reset between them) with the testbench in ``tests/hw/cocotb/tb_vta_core.py``:
-random token-correct programs from :func:`vta.isa.progen.random_program` under random memory
-latency and backpressure, and a tiled matmul from :mod:`vta.isa.programs`. Every DRAM image is
+random token-correct programs from :func:`vta.sim.progen.random_program` under random memory
+latency and backpressure, and a tiled matmul from :mod:`vta.sim.programs`. Every DRAM image is
 compared with :func:`vta.sim.fsim.run` byte for byte.
 """
 
@@ -94,7 +94,7 @@ def icarus_small(small_cfg, tmp_path_factory):
 
 def matmul_jobs(cfg: Config, m: int, n: int, k: int, seed: int) -> list[dict]:
     """Single- and double-buffered tiled matmuls, also checked against numpy."""
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     rng = np.random.default_rng(seed)
     a = rng.integers(-128, 128, (m, k))
@@ -111,7 +111,7 @@ def matmul_jobs(cfg: Config, m: int, n: int, k: int, seed: int) -> list[dict]:
 
 
 def random_jobs(cfg: Config, n: int, first_seed: int) -> list[dict]:
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     rng = np.random.default_rng(first_seed)
     jobs = []

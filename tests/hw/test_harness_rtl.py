@@ -1,7 +1,7 @@
 """``vta sim --backend rtl``: the whole core in the Amaranth simulator (vta.hw.simulate).
 
-References: numpy for a tiled matmul (vta.isa.programs' plan.reference), the functional
-simulator byte for byte for random token-correct programs (vta.isa.progen), static program
+References: numpy for a tiled matmul (vta.sim.programs' plan.reference), the functional
+simulator byte for byte for random token-correct programs (vta.sim.progen), static program
 statistics for the counters, and hand-made broken programs for the watchdog and bounds errors.
 """
 
@@ -87,7 +87,7 @@ def test_tiny_gemm_matches_numpy_and_counters_match_program(small_cfg):
 
 @pytest.mark.parametrize("bus_width", [64, 128])
 def test_tiled_matmul_matches_numpy(small_cfg, bus_width):
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     rng = np.random.default_rng(3)
     a = rng.integers(-128, 128, (8, 12))
@@ -126,7 +126,7 @@ def test_cycle_limit(small_cfg):
 def test_random_programs_match_fsim(small_cfg):
     """Random token-correct programs in one simulation (reset between them), with random
     memory latency and backpressure; each DRAM image equals fsim's byte for byte."""
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     jobs = [random_program(small_cfg, 20_000 + k) for k in range(N_RANDOM_AMARANTH)]
     half = N_RANDOM_AMARANTH // 2

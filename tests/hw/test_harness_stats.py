@@ -25,8 +25,8 @@ STAT_KEYS = ("insn_count", "insns_per_opcode", "insns_per_module", "gemm_uops", 
 
 @pytest.mark.unit
 def test_program_stats_agree_with_fsim(small_cfg):
-    from vta.isa.progen import random_program
     from vta.sim import fsim
+    from vta.sim.progen import random_program
 
     for seed in range(15):
         program, dram = random_program(small_cfg, seed)
@@ -87,8 +87,8 @@ def test_spans_from_samples():
 @pytest.mark.sim
 def test_cli_sim_backend_rtl_matches_fsim(tmp_path, small_cfg):
     from vta.cli.main import main
-    from vta.isa.progen import random_program
     from vta.sim import fsim
+    from vta.sim.progen import random_program
 
     program, dram = random_program(small_cfg, 77)
     (tmp_path / "p.bin").write_bytes(program)

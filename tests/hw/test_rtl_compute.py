@@ -69,7 +69,7 @@ def reference(cfg: Config, insns: list[Insn], uops: list[Uop], acc: np.ndarray,
                     uop = uops[u]
                     d = uop.dst_idx + o * insn.dst_factor_out + i * insn.dst_factor_in
                     s = uop.src_idx + o * insn.src_factor_out + i * insn.src_factor_in
-                    if insn.reset_reg:  # GEMM and ALU (the functional simulator's semantics)
+                    if isinstance(insn, GemmInsn) and insn.reset_reg:  # ALU ignores it (TVM)
                         acc[d] = 0
                         continue
                     if isinstance(insn, GemmInsn):
@@ -225,14 +225,26 @@ def test_alu_acc_source_and_hazards(small_cfg: Config, op: AluOp) -> None:
     np.testing.assert_array_equal(got, expected)
 
 
-def test_alu_reset(small_cfg: Config) -> None:
+@pytest.mark.parametrize("use_imm", [0, 1])
+def test_alu_reset_reg_is_ignored(small_cfg: Config, use_imm: int) -> None:
+    """An ALU instruction with reset_reg=1 performs its operation, op(acc[dst], src), as in
+    TVM's simulator and HLS core: the same accumulators (and cycles) as with reset_reg=0."""
     uops = [Uop(k, k + 1, 0) for k in range(4)]
-    insns = [AluInsn(alu_opcode=AluOp.ADD, reset_reg=1, uop_bgn=0, uop_end=3, iter_out=1,
-                     iter_in=1),
-             AluInsn(alu_opcode=AluOp.ADD, uop_bgn=2, uop_end=4, iter_out=1, iter_in=1)]
-    got, expected, _ = run_compute(small_cfg, insns, uops, seed=8)
+
+    def program(reset: int) -> list[Insn]:
+        return [AluInsn(alu_opcode=AluOp.ADD, reset_reg=reset, use_imm=use_imm, imm=-7,
+                        uop_bgn=0, uop_end=3, iter_out=1, iter_in=1),
+                AluInsn(alu_opcode=AluOp.MAX, reset_reg=reset, uop_bgn=2, uop_end=4,
+                        iter_out=1, iter_in=1)]
+
+    got, expected, cycles = run_compute(small_cfg, program(1), uops, seed=8,
+                                        acc_range=(-1000, 1000))
     np.testing.assert_array_equal(got, expected)
-    assert not got[:2].any()
+    plain, _, plain_cycles = run_compute(small_cfg, program(0), uops, seed=8,
+                                         acc_range=(-1000, 1000))
+    np.testing.assert_array_equal(got, plain)
+    assert cycles == plain_cycles
+    assert got[:2].any()  # not zeroed
 
 
 def test_alu_large_shift_amounts(small_cfg: Config) -> None:
@@ -265,10 +277,10 @@ def test_alu_shift_amount_boundaries(small_cfg: Config) -> None:
     got, expected, _ = run_compute(small_cfg, insns, uops, seed=11)
     np.testing.assert_array_equal(got, expected)
     # two-operand: entry n + k holds amount k (ADD of the immediate to an entry zeroed by a
-    # reset), then SHR entry k by entry n + k
+    # GEMM reset), then SHR entry k by entry n + k
     amounts = [Uop(n + k, 0, 0) for k in range(n)]
     pairs = [Uop(k, n + k, 0) for k in range(n)]
-    setup = [AluInsn(reset_reg=1, uop_bgn=n, uop_end=2 * n, iter_out=1, iter_in=1)]
+    setup = [GemmInsn(reset_reg=1, uop_bgn=n, uop_end=2 * n, iter_out=1, iter_in=1)]
     setup += [AluInsn(alu_opcode=AluOp.ADD, use_imm=1, imm=imm, uop_bgn=n + k,
                       uop_end=n + k + 1, iter_out=1, iter_in=1)
               for k, imm in enumerate(SHIFT_EDGES)]

@@ -29,7 +29,7 @@ def _fsim(program, dram, cfg):
 @pytest.mark.parametrize("bus_width", [64, 128])
 def test_matmul_matches_fsim(small_cfg: Config, bus_width: int) -> None:
     from vta.hw.simulate import run_program
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     rng = np.random.default_rng(1)
     a = rng.integers(-128, 128, (8, 12), dtype=np.int8)
@@ -49,7 +49,7 @@ def test_random_programs_match_fsim(small_cfg: Config, options: dict) -> None:
     """Token-correct random programs (every LOAD/STORE/GEMM/ALU feature) on one core, also
     on the hardware variants (per-lane control copies; the extra GEMM operand stage)."""
     from vta.hw.simulate import run_programs
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     jobs = [random_program(small_cfg, seed, n_insns=30) for seed in range(100, 104)]
     results = run_programs(jobs, small_cfg, mem_stall=0.25, seed=3,
@@ -74,7 +74,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant,bus_width", [("batch2", 64), ("int16", 128), ("acc16", 64)])
 def test_config_variants_match_fsim(variant: str, bus_width: int) -> None:
     from vta.hw.simulate import run_programs
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     cfg = Config(**VARIANTS[variant])
     jobs = [random_program(cfg, seed, n_insns=24) for seed in (1, 2)]
@@ -87,7 +87,7 @@ def test_config_variants_match_fsim(variant: str, bus_width: int) -> None:
 @pytest.mark.slow
 def test_default_config_program_matches_fsim(cfg: Config) -> None:
     from vta.hw.simulate import run_program
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     program, dram = random_program(cfg, 7, n_insns=20)
     got = run_program(program, dram, cfg, bus_width=128)

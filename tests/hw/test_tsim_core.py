@@ -84,7 +84,7 @@ def test_build_is_cached(small_build, small_cfg):
 
 def test_random_programs_match_fsim(small_build, small_cfg):
     from vta.hw import tsim
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     settings = [dict(mem_latency=1, mem_bandwidth=None), dict(mem_latency=32),
                 dict(mem_latency=5, mem_bandwidth=2.0), dict(mem_latency=3, mem_stall=0.4)]
@@ -101,7 +101,7 @@ def test_random_programs_match_fsim(small_build, small_cfg):
 @pytest.mark.parametrize("double_buffer", [False, True])
 def test_tiled_matmul_matches_numpy_and_stats(small_build, small_cfg, double_buffer):
     from vta.hw import tsim
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     rng = np.random.default_rng(11)
     a = rng.integers(-128, 128, (16, 24))
@@ -134,7 +134,7 @@ def test_cycle_exact_against_amaranth_simulator(small_build, small_cfg):
     """Same RTL, same memory timing: tsim and the Amaranth simulator count the same cycles."""
     from vta.hw import tsim
     from vta.hw.simulate import run_program as rtl_run
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     program, dram = random_program(small_cfg, 4242)
     a = tsim.run_program(program, dram, small_cfg, mem_latency=6, mem_write_latency=1,
@@ -206,7 +206,7 @@ def test_vcd_dump(small_cfg, tmp_path):
 def test_bus_128_random_programs_match_fsim(small_cfg):
     require_verilator()
     from vta.hw import tsim
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     for k in range(20):
         program, dram = random_program(small_cfg, 40_000 + k)
@@ -219,7 +219,7 @@ def test_cli_sim_backend_tsim(small_build, small_cfg, tmp_path):
     import json
 
     from vta.cli.main import main
-    from vta.isa.progen import random_program
+    from vta.sim.progen import random_program
 
     program, dram = random_program(small_cfg, 99)
     (tmp_path / "p.bin").write_bytes(program)

@@ -210,7 +210,7 @@ def test_default_cycle_bound_is_generous_and_overridable(small_cfg):
     from vta.hw.harness import BOUND_BASE, default_max_cycles, static_cycles
     from vta.hw.simulate import run_program
     from vta.isa import decode_program
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     mm = matmul_program(small_cfg, 8, 8, 16, dram_bytes=None)
     insns = decode_program(mm.program, small_cfg)
@@ -231,7 +231,7 @@ def test_default_cycle_bound_is_generous_and_overridable(small_cfg):
 
 def test_rtl_prints_progress_lines_on_stderr(small_cfg, capsys):
     from vta.hw.simulate import run_program
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     mm = matmul_program(small_cfg, 8, 8, 16, dram_bytes=None)
     r = run_program(mm.program, mm.dram, small_cfg, progress=0.0)
@@ -261,7 +261,7 @@ def test_device_with_bad_vcd_fails_at_open(tmp_path, small_cfg):
 
 
 def _images(tmp: Path, cfg: Config) -> tuple[str, str]:
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     mm = matmul_program(cfg, 4, 4, 8, dram_bytes=None)
     (tmp / "p.bin").write_bytes(mm.program)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from vta.cli.main import main
 from vta.isa import Config, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, encode_program
-from vta.isa.programs import matmul_program
+from vta.sim.programs import matmul_program
 
 
 @pytest.fixture()

@@ -1,13 +1,13 @@
-"""The tiled int8 matmul program (vta.isa.programs) on fsim, against numpy."""
+"""The tiled int8 matmul program (vta.sim.programs) on fsim, against numpy."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from vta.isa import Config, GemmInsn, decode_program
-from vta.isa.programs import Tiling, matmul_program, pack_tiles, unpack_tiles
 from vta.sim import fsim
 from vta.sim.fsim import FunctionalSim
+from vta.sim.programs import Tiling, matmul_program, pack_tiles, unpack_tiles
 
 
 def _numpy_matmul(a: np.ndarray, b: np.ndarray, shift: int = 0, clip=None) -> np.ndarray:

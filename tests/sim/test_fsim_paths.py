@@ -189,8 +189,10 @@ def test_fsim_alu_semantics_by_hand(small_cfg: Config) -> None:
         (AluOp.MIN, -5, -7, -7),
         (AluOp.MAX, -5, -7, -5),
     ]
+    # reset_reg applies to GEMM only: an ALU instruction with reset_reg=1 performs its operation
+    # (TVM's sim_driver.cc and HLS core)
     for op, a, b, expected in cases:
-        for use_imm in (0, 1):
+        for use_imm, reset in ((0, 0), (1, 0), (0, 1), (1, 1)):
             if use_imm and not -2**15 <= b < 2**15:
                 continue
             sim = FunctionalSim(small_cfg)
@@ -198,14 +200,16 @@ def test_fsim_alu_semantics_by_hand(small_cfg: Config) -> None:
             sim.acc[1] = b
             sim.uop[0] = encode_uop(Uop(0, 1, 0), small_cfg)
             insn = AluInsn(uop_bgn=0, uop_end=1, iter_out=1, iter_in=1, alu_opcode=op,
-                           use_imm=use_imm, imm=b if use_imm else 0)
+                           use_imm=use_imm, imm=b if use_imm else 0, reset_reg=reset)
             sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
-            assert (sim.acc[0] == expected).all(), (op.name, a, b, use_imm, sim.acc[0, 0, 0])
+            assert (sim.acc[0] == expected).all(), (op.name, a, b, use_imm, reset,
+                                                    sim.acc[0, 0, 0])
 
 
 @pytest.mark.unit
-def test_fsim_blas_threads_is_set_and_restored() -> None:
-    from vta.sim.blas import _openblas, blas_threads
+def test_blas_thread_limits_set_and_restore() -> None:
+    """blas_threads (a block) sets and restores the count; limit_blas_threads sets it."""
+    from vta.sim.blas import _openblas, blas_threads, limit_blas_threads
 
     funcs = _openblas()
     if funcs is None:
@@ -215,5 +219,8 @@ def test_fsim_blas_threads_is_set_and_restored() -> None:
     with blas_threads(1):
         assert getter() == 1
     assert getter() == before
-    with blas_threads(None):
-        assert getter() == before
+    try:
+        assert limit_blas_threads(1) is True
+        assert getter() == 1
+    finally:
+        setter(before)

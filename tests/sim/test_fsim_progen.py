@@ -1,4 +1,4 @@
-"""vta.isa.progen: the dependency-token builder and the random program generator."""
+"""vta.sim.progen: the dependency-token builder and the random program generator."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from vta.isa import (
     Uop,
     decode_program,
 )
-from vta.isa.progen import Access, ProgramBuilder, random_program
 from vta.sim import fsim
 from vta.sim.fsim import FunctionalSim
+from vta.sim.progen import Access, ProgramBuilder, random_program
 
 
 def _load(mt: MemType, sram_base: int = 0, dram_base: int = 0, n: int = 1) -> MemInsn:

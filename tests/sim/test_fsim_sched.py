@@ -20,10 +20,10 @@ from vta.isa import (
     encode_uops,
 )
 from vta.isa.errors import DeadlockError, ProgramError, RaceError
-from vta.isa.progen import random_program
-from vta.isa.programs import matmul_program
 from vta.sim import fsim
 from vta.sim.fsim import ORDERS, FunctionalSim
+from vta.sim.progen import random_program
+from vta.sim.programs import matmul_program
 
 
 def load(mt: MemType, **kw) -> MemInsn:

@@ -113,3 +113,13 @@ def test_backend_contract_and_calibration(cfg: Config) -> None:
     fitted, err = calibrate(samples, cfg, PerfParams(gemm_latency=4.0))
     assert err < 0.01
     assert estimate(samples[0][0], cfg, params=fitted)["cycles"] == samples[0][1]
+
+
+@pytest.mark.unit
+def test_default_params_match_the_rtl_pipeline() -> None:
+    """The structural timing constants of the model are the RTL's (vta.hw.compute), not copies
+    that could drift: micro-op rates and the pipeline drains before a token push."""
+    from vta.hw.compute import PIPELINE_TIMING
+
+    for name, cycles in PIPELINE_TIMING.items():
+        assert getattr(PerfParams(), name) == cycles, name

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vta.isa import Config
-from vta.isa.progen import random_program
-from vta.isa.programs import matmul_program
 from vta.sim.perf import estimate
+from vta.sim.progen import random_program
+from vta.sim.programs import matmul_program
 
 from ..conftest import require_tool
 

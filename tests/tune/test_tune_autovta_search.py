@@ -299,7 +299,7 @@ def best(net: Network):
 
 
 def _matmul(cfg: Config):
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     m, n, k = 2 * cfg.batch, 3 * cfg.block_out, 3 * cfg.block_in
     rng = np.random.default_rng(5)

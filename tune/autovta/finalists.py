@@ -59,9 +59,9 @@ def check_program(cfg: Any, bus_width: int, backend: str = "tsim") -> dict[str, 
     """Run a small matmul on ``backend`` (tsim or rtl), compare with fsim; cycles vs the
     performance model."""
     import numpy as np
-    from vta.isa.programs import matmul_program
     from vta.sim import fsim
     from vta.sim.perf import estimate
+    from vta.sim.programs import matmul_program
 
     m, n, kk = 2 * cfg.batch, 2 * cfg.block_out, 2 * cfg.block_in
     prog, dram, _plan = matmul_program(cfg, m, n, kk, seed=1)

@@ -27,7 +27,7 @@ The program: one LOAD UOP of every micro-op, then for each output tile (``tm x t
 GEMM with reset_reg, then per K step (``tk`` elements) a LOAD INP and a LOAD WGT of the tile and one
 GEMM whose micro-ops run over k while iter_out runs over m and iter_in over n (a dense block
 product: one matrix multiply in fsim), then the ALU steps and a STORE. Tokens come from
-:class:`~vta.isa.progen.ProgramBuilder`. With ``double_buffer=True`` the SRAM buffers are split in
+:class:`~vta.sim.progen.ProgramBuilder`. With ``double_buffer=True`` the SRAM buffers are split in
 two halves used by alternate steps and the loads of step s+1 are issued before the GEMM of step s
 (two interleaved streams in the virtual-thread style), so loads overlap GEMMs and stores overlap
 the next tile.
@@ -40,10 +40,10 @@ from math import ceil, isqrt
 from typing import NamedTuple
 
 import numpy as np
+from vta.isa.config import Config
+from vta.isa.insn import AluInsn, GemmInsn, MemInsn, Uop, encode_uops
+from vta.isa.layout import AluOp, MemType, Opcode
 
-from .config import Config
-from .insn import AluInsn, GemmInsn, MemInsn, Uop, encode_uops
-from .layout import AluOp, MemType, Opcode
 from .progen import ProgramBuilder
 
 

@@ -29,13 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from .config import Config
-from .insn import (
-    COMPUTE_MODULE,
-    LOAD_MODULE,
-    MODULES,
-    STORE_MODULE,
+from vta.isa.config import Config
+from vta.isa.deps import COMPUTE_MODULE, DEP_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE, TOKEN_QUEUES
+from vta.isa.insn import (
     AluInsn,
     FinishInsn,
     GemmInsn,
@@ -44,20 +40,15 @@ from .insn import (
     Uop,
     encode_program,
     encode_uops,
+    nop_insn,
 )
-from .layout import AluOp, MemType, Opcode
+from vta.isa.layout import AluOp, MemType, Opcode
 
 #: Buffers an access can name ("dram" ranges are in bytes, the others in SRAM entries).
 BUFFERS = ("uop", "inp", "wgt", "acc", "dram")
 
 # (from, to) -> (flag set on the pushing instruction, flag set on the popping instruction)
-_LINK = {
-    (LOAD_MODULE, COMPUTE_MODULE): ("push_next_dep", "pop_prev_dep"),
-    (COMPUTE_MODULE, LOAD_MODULE): ("push_prev_dep", "pop_next_dep"),
-    (COMPUTE_MODULE, STORE_MODULE): ("push_next_dep", "pop_prev_dep"),
-    (STORE_MODULE, COMPUTE_MODULE): ("push_prev_dep", "pop_next_dep"),
-}
-_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+_LINK = {(q.src, q.dst): (q.push_flag, q.pop_flag) for q in TOKEN_QUEUES}
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,7 @@ def loop_accesses(insn: GemmInsn | AluInsn, cfg: Config,
     dlo, dhi = span([u.dst_idx for u in uops], insn.dst_factor_out, insn.dst_factor_in)
     writes = [Access("acc", dlo, dhi)]
     reads = [uop_read, Access("acc", dlo, dhi)]
-    if insn.reset_reg:
+    if insn.reset_reg and isinstance(insn, GemmInsn):  # an ALU ignores reset_reg
         return [uop_read], writes
     slo, shi = span([u.src_idx for u in uops], insn.src_factor_out, insn.src_factor_in)
     if isinstance(insn, GemmInsn):
@@ -127,10 +118,6 @@ def loop_accesses(insn: GemmInsn | AluInsn, cfg: Config,
     elif not insn.use_imm:
         reads.append(Access("acc", slo, shi))
     return reads, writes
-
-
-def _module_of(insn: Insn) -> str:
-    return insn.module
 
 
 class ProgramBuilder:
@@ -191,7 +178,7 @@ class ProgramBuilder:
 
     def nop(self, module: str) -> int:
         """A no-op in ``module`` (a LOAD/STORE with x_size=0); useful only for its tokens."""
-        return self._append(_nop(module), [], [], [])
+        return self._append(nop_insn(module), [], [], [])
 
     def finish(self) -> list[Insn]:
         """Append FINISH (waiting for every load and store) and return the whole program."""
@@ -233,9 +220,9 @@ class ProgramBuilder:
 
     def _append(self, insn: Insn, reads: list[Access], writes: list[Access],
                 after: list[int]) -> int:
-        module = _module_of(insn)
+        module = insn.module
         need = self._needs(module, reads, writes, after)
-        flags = dict.fromkeys(_FLAGS, 0)
+        flags = dict.fromkeys(DEP_FLAGS, 0)
         clock = dict(self._head[module])
         # load and store share no token queue: order them through a compute instruction
         if module != COMPUTE_MODULE:
@@ -243,7 +230,7 @@ class ProgramBuilder:
             if need[far] > clock[far]:
                 z = self._find_relay(module, far, need[far], need[COMPUTE_MODULE])
                 if z is None:
-                    z = self._append(_nop(COMPUTE_MODULE), [], [],
+                    z = self._append(nop_insn(COMPUTE_MODULE), [], [],
                                      [self._by_module[far][need[far] - 1]])
                 need[COMPUTE_MODULE] = max(need[COMPUTE_MODULE], self._mpos[z] + 1)
                 clock = dict(self._head[module])
@@ -284,14 +271,6 @@ class ProgramBuilder:
             if self._clock[idx][far] >= far_count:
                 return idx
         return None
-
-
-def _nop(module: str) -> Insn:
-    if module == LOAD_MODULE:
-        return MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP)
-    if module == STORE_MODULE:
-        return MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT)
-    return MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP)
 
 
 # ------------------------------------------------------------------------ random programs
