@@ -66,6 +66,11 @@ REGISTERS: tuple[Register, ...] = (
     Register("bytes_written", 0x7C, "ro", "bytes moved by AXI write beats (strobed) since launch"),
 )
 
+#: The instance name of the core in every generated board project (the Vivado block-design cell,
+#: the Platform Designer instance). PYNQ's ``Overlay.ip_dict`` lists the core under this name, so
+#: the board projects and the PYNQ runtime take it from here.
+CELL_NAME = "vta"
+
 #: Register name -> byte offset.
 REGISTER_MAP: dict[str, int] = {r.name: r.offset for r in REGISTERS}
 
@@ -87,4 +92,4 @@ def describe() -> list[dict[str, object]]:
 
 
 __all__ = ["REGISTERS", "REGISTER_MAP", "Register", "CORE_ID", "CONTROL_LAUNCH",
-           "CONTROL_FINISHED", "MODULE_STATES", "FETCH_STATES", "describe"]
+           "CONTROL_FINISHED", "CELL_NAME", "MODULE_STATES", "FETCH_STATES", "describe"]

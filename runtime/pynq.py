@@ -21,7 +21,7 @@ import time
 from typing import Any, Protocol
 
 import numpy as np
-from vta.hw.regs import CONTROL_FINISHED, CONTROL_LAUNCH, CORE_ID, REGISTER_MAP
+from vta.hw.regs import CELL_NAME, CONTROL_FINISHED, CONTROL_LAUNCH, CORE_ID, REGISTER_MAP
 from vta.isa import Config
 
 from .device import Device
@@ -100,7 +100,7 @@ class PynqPlatform:
 
     keeps_sram = True
 
-    def __init__(self, bitstream: str | None = None, ip_name: str = "vta_0") -> None:
+    def __init__(self, bitstream: str | None = None, ip_name: str = CELL_NAME) -> None:
         try:
             import pynq  # type: ignore[import-not-found]
         except ImportError:
@@ -153,7 +153,7 @@ class PynqDevice(Device):
     keeps_sram = True
 
     def __init__(self, cfg: Config, *, arena_size: int, platform: Any = None,
-                 bitstream: str | None = None, ip_name: str = "vta_0", timeout: float = 10.0,
+                 bitstream: str | None = None, ip_name: str = CELL_NAME, timeout: float = 10.0,
                  insn_capacity: int = 16384, probe: bool = True) -> None:
         self.platform = platform if platform is not None else PynqPlatform(bitstream, ip_name)
         self.keeps_sram = bool(getattr(self.platform, "keeps_sram", True))
