@@ -202,7 +202,7 @@ _BOARDS: tuple[Board, ...] = (
         # (bridge address 0x80000000 + physical address, coherent with the ARM caches) as TVM's
         # DE10-Nano driver did. f2h_irq0 lines 0-2 are the GHRD's dip switches, buttons and JTAG
         # UART; VTA takes line 3.
-        clock_mhz=100.0, bus_width=64, reg_base=0xFF22_0000, reg_span=0x1000, flow="quartus",
+        clock_mhz=100.0, bus_width=64, reg_base=0xFF22_0000, reg_span=0x1_0000, flow="quartus",
         config_params=_PYNQ_CONFIG,
         notes="Cyclone V SoC; VTA on the lightweight HPS-to-FPGA bridge (0xFF220000), memory "
               "through the FPGA-to-HPS bridge's ACP window (64-bit)",
