@@ -103,4 +103,5 @@ def describe() -> list[dict[str, object]]:
 
 
 __all__ = ["REGISTERS", "REGISTER_MAP", "Register", "CORE_ID", "CONTROL_LAUNCH",
-           "CONTROL_FINISHED", "CONTROL_ERROR", "AXI_RESPONSES", "CELL_NAME", "MODULE_STATES", "FETCH_STATES", "describe"]
+           "CONTROL_FINISHED", "CONTROL_ERROR", "AXI_RESPONSES", "CELL_NAME", "MODULE_STATES",
+           "FETCH_STATES", "describe"]

@@ -6,8 +6,9 @@
     write insn_addr (0x0C) <- physical byte address of the instruction stream
     write insn_count (0x08) <- number of instructions
     write control (0x00)   <- 1 (launch)
-    read  control (0x00)   until bit 1 (finished) is set   [bounded by a timeout]
-    read  cycles (0x04)
+    read  control (0x00)   until bit 1 (finished) or bit 2 (AXI error) is set   [timeout]
+    read  cycles (0x04)     (finished), or
+    read  axi_error (0x80), axi_error_addr (0x84) and raise BusError   (AXI error)
 
 Offsets come from :data:`vta.hw.regs.REGISTER_MAP`. :class:`PynqPlatform` wraps the ``pynq``
 package (imported only when a board device is opened): ``pynq.Overlay``, ``pynq.MMIO`` and
@@ -21,11 +22,19 @@ import time
 from typing import Any, Protocol
 
 import numpy as np
-from vta.hw.regs import CELL_NAME, CONTROL_FINISHED, CONTROL_LAUNCH, CORE_ID, REGISTER_MAP
+from vta.hw.regs import (
+    AXI_RESPONSES,
+    CELL_NAME,
+    CONTROL_ERROR,
+    CONTROL_FINISHED,
+    CONTROL_LAUNCH,
+    CORE_ID,
+    REGISTER_MAP,
+)
 from vta.isa import Config
 
 from .device import Device
-from .errors import DeviceError, DeviceUnavailableError
+from .errors import BusError, DeviceError, DeviceUnavailableError
 
 
 class MMIO(Protocol):
@@ -85,14 +94,26 @@ class PynqDriver:
         self.mmio.write(r["control"], CONTROL_LAUNCH)
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        while not self.mmio.read(r["control"]) & CONTROL_FINISHED:
+        while not (control := self.mmio.read(r["control"])) & (CONTROL_FINISHED | CONTROL_ERROR):
             if time.monotonic() > deadline:
                 raise DeviceError(
                     f"VTA did not finish within {limit:g} s ({insn_count} instructions at "
                     f"0x{insn_addr:x}); the program may deadlock on a token")
             if self.poll_sleep:
                 time.sleep(self.poll_sleep)
+        if control & CONTROL_ERROR:
+            self._raise_bus_error()
         return self.mmio.read(r["cycles"])
+
+    def _raise_bus_error(self) -> None:
+        """Raise :class:`BusError` naming the response, the direction and the burst address."""
+        info = self.mmio.read(self.regs["axi_error"])
+        addr = self.mmio.read(self.regs["axi_error_addr"])
+        kind = "write" if info & 2 else "read"
+        resp = AXI_RESPONSES[info >> 2 & 3]
+        raise BusError(f"VTA stopped on an AXI {resp} response to a {kind} burst at physical "
+                       f"address 0x{addr:08X}: the address is not mapped to memory for the "
+                       f"core; reset it (reload the bitstream) before the next run")
 
 
 class PynqPlatform:
