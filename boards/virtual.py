@@ -16,8 +16,10 @@ time a CPU's polling loop takes); every other register access takes the cycles o
 transaction. Buffers are carved from the DDR model bump-pointer style; the model is coherent,
 so ``flush``/``invalidate`` only count calls.
 
-Supported: the Vivado boards (PYNQ-Z1, Ultra96-V2, ZCU104). The DE10-Nano and ULX3S tops are not
-virtual boards yet.
+Boards: PYNQ-Z1, Ultra96-V2, ZCU104 (the PYNQ device; DDR at the PS slave port's low DDR
+segment) and DE10-Nano (the DE10-Nano device; the core reaches SDRAM through the ACP window:
+physical address A at A + 0x80000000, anything else is DECERR). The ULX3S top (on-chip memory,
+serial bridge) is not a virtual board yet.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class _Buffer:
     def __init__(self, vb: VirtualBoard, addr: int, nbytes: int) -> None:
         self._vb = vb
         self.physical_address = addr
+        self.device_address = addr + vb.device_offset
         off = addr - vb.ddr_base
         self.array = vb.memory[off:off + nbytes]
         self.flushes = self.invalidates = 0
@@ -135,13 +138,17 @@ class VirtualBoard:
                  error_response: str = "decerr", poll_cycles: int = DEFAULT_POLL_CYCLES,
                  verbose: bool = False) -> None:
         self.board = get_board(board)
-        if self.board.flow != "vivado":
+        if self.board.name not in virtual_board_names():
             raise BoardError(f"no virtual board for {self.board.name} yet; virtual boards: "
                              f"{', '.join(virtual_board_names())}")
         if error_response not in _RESPONSES:
             raise BoardError(f"error_response must be slverr or decerr, not {error_response!r}")
         self.cfg = cfg or self.board.default_config
         base, size = self.board.extra["ddr_window"]
+        #: what the core adds to a physical address (the DE10-Nano's ACP window)
+        self.device_offset = self.board.extra.get("acp_alias", 0)
+        #: the runtime device that drives this board (vta.runtime.open picks it)
+        self.runtime_device = "de10-nano" if self.board.flow == "quartus" else "pynq"
         if not PAGE <= mem_bytes <= size:
             raise BoardError(f"mem_bytes {mem_bytes} must be between {PAGE} and the board's "
                              f"DDR window ({size} bytes)")
@@ -150,7 +157,8 @@ class VirtualBoard:
         self.lib = _load(build(self.board, self.cfg, verbose=verbose))
         self.memory = np.zeros(mem_bytes, np.uint8)  # the DDR (the C++ model keeps a pointer)
         self.handle = self.lib.vb_create()
-        self.lib.vb_mem(self.handle, base, self.memory.ctypes.data, mem_bytes)
+        self.lib.vb_mem(self.handle, base + self.device_offset, self.memory.ctypes.data,
+                        mem_bytes)
         self.lib.vb_config(self.handle, latency, _RESPONSES[error_response])
         self.lib.vb_reset(self.handle, 8)
         self.mmio = _Mmio(self)
@@ -196,7 +204,7 @@ def virtual_board_names() -> list[str]:
     """The boards that have a virtual board."""
     from .registry import all_boards
 
-    return [b.name for b in all_boards() if b.flow == "vivado"]
+    return [b.name for b in all_boards() if b.flow in ("vivado", "quartus")]
 
 
 def open_platform(name: str, cfg: Config, **opts: Any) -> VirtualBoard:

@@ -43,7 +43,11 @@ class MMIO(Protocol):
 
 
 class ContiguousBuffer(Protocol):
-    """Physically contiguous memory as the host sees it (possibly through a cache)."""
+    """Physically contiguous memory as the host sees it (possibly through a cache).
+
+    The core reaches it at ``device_address`` when the buffer has one (the DE10-Nano's ACP
+    alias: physical + 0x80000000), else at ``physical_address``.
+    """
 
     array: np.ndarray  # uint8 host view
     physical_address: int
@@ -167,6 +171,11 @@ class _PynqBuffer:
         self._buf.freebuffer()
 
 
+def device_address(buf: ContiguousBuffer) -> int:
+    """The address at which the core reaches ``buf``."""
+    return int(getattr(buf, "device_address", buf.physical_address))
+
+
 class PynqDevice(Device):
     """A VTA core on a PYNQ board (or on a register-level model given as ``platform=``)."""
 
@@ -182,7 +191,7 @@ class PynqDevice(Device):
         if probe:
             self.driver.probe(cfg)
         self._mem = self.platform.allocate(arena_size)
-        super().__init__(cfg, arena_size=arena_size, arena_base=self._mem.physical_address,
+        super().__init__(cfg, arena_size=arena_size, arena_base=device_address(self._mem),
                          memory=self._mem.array)
         self._insn = self.platform.allocate(insn_capacity * 16)
 
@@ -194,7 +203,7 @@ class PynqDevice(Device):
         self._insn.array[:n] = np.frombuffer(program, dtype=np.uint8)
         self._insn.flush()
         self._mem.flush()
-        cycles = self.driver.run(self._insn.physical_address, n // 16, timeout)
+        cycles = self.driver.run(device_address(self._insn), n // 16, timeout)
         self._mem.invalidate()
         return {"cycles": cycles, "insns": n // 16}
 
@@ -205,4 +214,4 @@ class PynqDevice(Device):
         super().close()
 
 
-__all__ = ["PynqDriver", "PynqDevice", "PynqPlatform", "hw_config_word"]
+__all__ = ["PynqDriver", "PynqDevice", "PynqPlatform", "device_address", "hw_config_word"]

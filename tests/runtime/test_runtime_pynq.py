@@ -124,3 +124,39 @@ def test_register_sequence_on_the_rtl_core(small_cfg: Config, matmul_case) -> No
     np.testing.assert_array_equal(case.result(C), case.reference())
     assert board.mmio.log[-1][:2] == ("r", CYCLES) and stats["cycles"] == board.mmio.log[-1][2]
     assert stats["cycles"] > 0
+
+
+def test_de10_nano_constants_match_the_board_registry() -> None:
+    from vta.boards import get_board
+    from vta.runtime.de10nano import ACP_ALIAS, REG_BASE
+
+    b = get_board("de10-nano")
+    assert (b.reg_base, b.extra["acp_alias"]) == (REG_BASE, ACP_ALIAS)
+
+
+def test_de10_nano_without_its_board_is_a_one_line_error(small_cfg: Config) -> None:
+    with pytest.raises(rt.DeviceUnavailableError, match="DE10-Nano") as e:
+        rt.open("de10-nano", small_cfg, udmabuf="no-such-udmabuf")
+    assert "\n" not in str(e.value)
+
+
+def test_bus_error_names_the_address(small_cfg: Config) -> None:
+    """The driver turns control bit 2 into a BusError naming the response, the direction and
+    the address latched by the core."""
+
+    class ErrorRegs:
+        def __init__(self) -> None:
+            self.values = {REGISTER_MAP["control"]: 4,
+                           REGISTER_MAP["axi_error"]: 1 | 1 << 1 | 2 << 2,
+                           REGISTER_MAP["axi_error_addr"]: 0x1234_5000}
+
+        def read(self, offset: int) -> int:
+            return self.values.get(offset, 0)
+
+        def write(self, offset: int, value: int) -> None:
+            pass
+
+    with pytest.raises(rt.BusError, match="SLVERR response to a write burst at physical "
+                                          "address 0x12345000") as e:
+        PynqDriver(ErrorRegs()).run(0x1000, 4)
+    assert "\n" not in str(e.value)
