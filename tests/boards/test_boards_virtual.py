@@ -72,19 +72,35 @@ def test_conv_layer_on_the_pynq_z1_top_matches_fsim(pynq_z1, small_cfg: Config) 
     assert pynq_z1.platform.error_bursts == 0
 
 
-def test_dense_layer_on_the_pynq_z1_top_matches_fsim(pynq_z1, small_cfg: Config) -> None:
+def _dense_matches_fsim(dev, small_cfg: Config) -> None:
     rng = np.random.default_rng(5)
     bb, bi, bo = small_cfg.batch, small_cfg.block_in, small_cfg.block_out
     d = rng.integers(-128, 128, (2, 6, bb, bi), dtype=np.int8)
     w = rng.integers(-128, 128, (5, 6, bo, bi), dtype=np.int8)
     op = topi.dense_packed(d.shape, w.shape, shift=5, relu=True, config=small_cfg, target=None)
     out = np.zeros(op.out_shape, np.int8)
-    op.build("pynq", device=pynq_z1)(d, w, out)
+    op.build("pynq", device=dev)(d, w, out)
     golden = topi.dense_packed(d.shape, w.shape, shift=5, relu=True, config=small_cfg)
     ref = np.zeros(golden.out_shape, np.int8)
     golden.module(d, w, ref)
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_array_equal(out, topi.dense_reference(d, w, op.info["epilogue"]))
+
+
+def test_dense_layer_on_the_pynq_z1_top_matches_fsim(pynq_z1, small_cfg: Config) -> None:
+    _dense_matches_fsim(pynq_z1, small_cfg)
+
+
+def test_dense_layer_on_the_ultra96_top_matches_fsim(small_cfg: Config) -> None:
+    """The Zynq UltraScale+ top: the 128-bit AXI master (ZCU104 has the same top)."""
+    require_verilator()
+    dev = rt.open("virtual:ultra96-v2", small_cfg, arena_size=1 << 20)
+    try:
+        _dense_matches_fsim(dev, small_cfg)
+        assert dev.platform.lib.vb_bus_bytes() == 16
+    finally:
+        dev.close()
+        dev.platform.close()
 
 
 def _load_program(cfg: Config, elem: int) -> bytes:
