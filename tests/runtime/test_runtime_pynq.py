@@ -160,3 +160,11 @@ def test_bus_error_names_the_address(small_cfg: Config) -> None:
                                           "address 0x12345000") as e:
         PynqDriver(ErrorRegs()).run(0x1000, 4)
     assert "\n" not in str(e.value)
+
+
+def test_unknown_virtual_board_is_a_one_line_error(small_cfg: Config) -> None:
+    with pytest.raises(rt.DeviceUnavailableError, match="virtual:nope.*unknown board") as e:
+        rt.open("virtual:nope", small_cfg)
+    assert "\n" not in str(e.value)
+    with pytest.raises(rt.DeviceUnavailableError, match="no platform 'warp'"):
+        rt.open("warp:pynq-z1", small_cfg)
