@@ -18,8 +18,9 @@ so ``flush``/``invalidate`` only count calls.
 
 Boards: PYNQ-Z1, Ultra96-V2, ZCU104 (the PYNQ device; DDR at the PS slave port's low DDR
 segment) and DE10-Nano (the DE10-Nano device; the core reaches SDRAM through the ACP window:
-physical address A at A + 0x80000000, anything else is DECERR). The ULX3S top (on-chip memory,
-serial bridge) is not a virtual board yet.
+physical address A at A + 0x80000000, anything else is DECERR). :class:`VirtualULX3S` is the
+ULX3S-85F's top (``vta_ulx3s_top.v``: serial bridge, on-chip device memory, the core) with the
+USB serial port modelled bit by bit at the top's baud rate, behind the runtime's ULX3S device.
 """
 
 from __future__ import annotations
@@ -138,9 +139,8 @@ class VirtualBoard:
                  error_response: str = "decerr", poll_cycles: int = DEFAULT_POLL_CYCLES,
                  verbose: bool = False) -> None:
         self.board = get_board(board)
-        if self.board.name not in virtual_board_names():
-            raise BoardError(f"no virtual board for {self.board.name} yet; virtual boards: "
-                             f"{', '.join(virtual_board_names())}")
+        if self.board.flow == "open":
+            raise BoardError(f"{self.board.name} has no DDR: use VirtualULX3S")
         if error_response not in _RESPONSES:
             raise BoardError(f"error_response must be slverr or decerr, not {error_response!r}")
         self.cfg = cfg or self.board.default_config
@@ -200,17 +200,99 @@ class VirtualBoard:
             self.close()
 
 
+class _SerialLine:
+    """The host end of the virtual ULX3S's serial port (``write``/``read`` of bytes)."""
+
+    def __init__(self, vu: VirtualULX3S) -> None:
+        self._vu = vu
+
+    def write(self, data: bytes) -> None:
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        self._vu.lib.vu_send(self._vu.handle, buf, len(data))
+
+    def read(self, n: int) -> bytes:
+        vu = self._vu
+        buf = (ctypes.c_uint8 * n)()
+        got = vu.lib.vu_recv(vu.handle, buf, n, vu.byte_cycles * (n + 64))
+        error = vu.lib.vu_error(vu.handle).decode()
+        if error:
+            raise VirtualBoardError(error)
+        return bytes(buf[:got])
+
+
+def _load_ulx3s(path: Path) -> ctypes.CDLL:
+    with _LOCK:
+        if path not in _LOADED:
+            lib = ctypes.CDLL(str(path))
+            vp, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+            bytes_p = ctypes.POINTER(ctypes.c_uint8)
+            for name, res, args in (
+                    ("vu_create", vp, [u32]), ("vu_free", None, [vp]), ("vu_run", None, [vp, u64]),
+                    ("vu_cycle", u64, [vp]), ("vu_leds", u32, [vp]),
+                    ("vu_error", ctypes.c_char_p, [vp]), ("vu_send", None, [vp, bytes_p, u32]),
+                    ("vu_recv", u32, [vp, bytes_p, u32, u64])):
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = res, args
+            _LOADED[path] = lib
+        return _LOADED[path]
+
+
+class VirtualULX3S:
+    """The ULX3S-85F's generated top under Verilator, as the ULX3S device's platform."""
+
+    runtime_device = "ulx3s"
+    default_arena = None  # the device memory, as on the board
+
+    def __init__(self, cfg: Config | None = None, *, verbose: bool = False) -> None:
+        from vta.hw.tsim import build_library
+
+        from .project import ULX3S_RAM_KIB
+        from .ulx3s import ECP5_LINT_STUBS, uart_clocks_per_bit
+
+        self.board = get_board("ulx3s-85f")
+        self.cfg = cfg or self.board.default_config
+        files = project_files(self.board, self.cfg)
+        harness = resources.files("vta.boards").joinpath("virtual_ulx3s.cpp").read_text()
+        lib = build_library({"vta_core.v": files["vta_core.v"],
+                             "vta_ulx3s_top.v": files["vta_ulx3s_top.v"],
+                             "ecp5_pll_stub.v": ECP5_LINT_STUBS,
+                             "virtual_ulx3s.cpp": harness},
+                            top="vta_ulx3s_top", cflags=[], verbose=verbose)
+        self.lib = _load_ulx3s(lib)
+        self.divisor = uart_clocks_per_bit(self.board.clock_mhz)
+        self.byte_cycles = 10 * self.divisor
+        self.ram_bytes = ULX3S_RAM_KIB << 10
+        self.handle = self.lib.vu_create(self.divisor)
+        self.lib.vu_run(self.handle, 1000)  # the power-on reset
+        self.transport = _SerialLine(self)
+
+    @property
+    def cycle(self) -> int:
+        return int(self.lib.vu_cycle(self.handle))
+
+    def close(self) -> None:
+        if self.handle:
+            self.lib.vu_free(self.handle)
+            self.handle = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # (interpreter shutdown)
+            self.close()
+
+
 def virtual_board_names() -> list[str]:
     """The boards that have a virtual board."""
     from .registry import all_boards
 
-    return [b.name for b in all_boards() if b.flow in ("vivado", "quartus")]
+    return [b.name for b in all_boards()]
 
 
-def open_platform(name: str, cfg: Config, **opts: Any) -> VirtualBoard:
+def open_platform(name: str, cfg: Config, **opts: Any) -> VirtualBoard | VirtualULX3S:
     """The ``vta.platforms`` entry point behind ``vta.runtime.open("virtual:NAME")``."""
+    if get_board(name).flow == "open":
+        return VirtualULX3S(cfg, **opts)
     return VirtualBoard(name, cfg, **opts)
 
 
-__all__ = ["VirtualBoard", "VirtualBoardError", "build", "open_platform",
+__all__ = ["VirtualBoard", "VirtualULX3S", "VirtualBoardError", "build", "open_platform",
            "virtual_board_names"]
