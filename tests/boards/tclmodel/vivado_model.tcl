@@ -325,7 +325,9 @@ proc find_objects {what pattern quiet} {
             if {[string match [string trimleft $pattern /] $cell/$n]} { lappend hits $cell/$n }
         }
     }
-    if {![llength $hits] && !$quiet} { model_error "get_bd_${what}s $pattern matches nothing" }
+    set cmd [dict get {pin get_bd_pins intf get_bd_intf_pins space get_bd_addr_spaces
+                       seg get_bd_addr_segs} $what]
+    if {![llength $hits] && !$quiet} { model_error "$cmd $pattern matches nothing" }
     return [lsort $hits]
 }
 proc get_objs {what args} {
