@@ -152,9 +152,14 @@ _PYNQ_CONFIG: dict[str, int] = {}
 _ULX3S_CONFIG = {"LOG_BLOCK": 2, "LOG_UOP_BUFF_SIZE": 10, "LOG_INP_BUFF_SIZE": 10,
                  "LOG_WGT_BUFF_SIZE": 10, "LOG_ACC_BUFF_SIZE": 11}
 
-#: The Zynq UltraScale+ processing system's block-design names (Ultra96-V2, ZCU104).
+#: The Zynq UltraScale+ processing system's block-design names (Ultra96-V2, ZCU104). The slave
+#: port S_AXI_HP0_FPD is the memory map SAXIGP2; of its segments only HP0_DDR_LOW (the low 2 GiB
+#: of DDR at 0) is within a 32-bit master's reach (HP0_DDR_HIGH starts at 0x8_0000_0000). The
+#: HPM0_FPD master's low window is 0xA0000000-0xAFFFFFFF.
 _ZYNQMP_PS = {"ps_ip": "zynq_ultra_ps_e", "ps_master": "M_AXI_HPM0_FPD",
-              "ps_slave": "S_AXI_HP0_FPD", "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0"}
+              "ps_slave": "S_AXI_HP0_FPD", "ps_ddr_segment": "SAXIGP2/HP0_DDR_LOW",
+              "ddr_window": (0x0, 0x8000_0000), "reg_window": (0xA000_0000, 0x1000_0000),
+              "ps_clk": "pl_clk0", "ps_rst": "pl_resetn0"}
 
 _BOARDS: tuple[Board, ...] = (
     Board(
@@ -164,8 +169,12 @@ _BOARDS: tuple[Board, ...] = (
         clock_mhz=100.0, bus_width=64, reg_base=0x43C0_0000, reg_span=0x1_0000, flow="vivado",
         config_params=_PYNQ_CONFIG,
         notes="Zynq-7000; VTA on M_AXI_GP0, memory through S_AXI_HP0 (64-bit)",
+        # S_AXI_HP0's DDR segment HP0_DDR_LOWOCM: the 512 MiB of DDR at 0; M_AXI_GP0's window
+        # is 0x40000000-0x7FFFFFFF.
         extra={"ps_ip": "processing_system7", "ps_master": "M_AXI_GP0",
-               "ps_slave": "S_AXI_HP0", "ps_clk": "FCLK_CLK0", "ps_rst": "FCLK_RESET0_N",
+               "ps_slave": "S_AXI_HP0", "ps_ddr_segment": "S_AXI_HP0/HP0_DDR_LOWOCM",
+               "ddr_window": (0x0, 0x2000_0000), "reg_window": (0x4000_0000, 0x4000_0000),
+               "ps_clk": "FCLK_CLK0", "ps_rst": "FCLK_RESET0_N",
                "board_part": "www.digilentinc.com:pynq-z1:part0:1.0"}),
     Board(
         name="ultra96-v2", title="Ultra96-V2", family="xcup", part="xczu3eg-sbva484-1-e",
@@ -188,11 +197,17 @@ _BOARDS: tuple[Board, ...] = (
         # Cyclone V SE A6: 41,509 ALMs, 166,036 registers, 5,570 Kb of M10K (557 blocks),
         # 112 variable-precision DSP blocks (Cyclone V device overview).
         budget=Resources(lut=41509, ff=166036, bram=557, dsp=112),
-        clock_mhz=100.0, bus_width=64, reg_base=0xFF20_0000, reg_span=0x1_0000, flow="quartus",
+        # Registers at lightweight-bridge offset 0x20000 (TVM's place), clear of the GHRD's
+        # peripherals at 0x0000-0x5FFF; memory through the FPGA-to-HPS bridge's ACP window
+        # (bridge address 0x80000000 + physical address, coherent with the ARM caches) as TVM's
+        # DE10-Nano driver did. f2h_irq0 lines 0-2 are the GHRD's dip switches, buttons and JTAG
+        # UART; VTA takes line 3.
+        clock_mhz=100.0, bus_width=64, reg_base=0xFF22_0000, reg_span=0x1_0000, flow="quartus",
         config_params=_PYNQ_CONFIG,
-        notes="Cyclone V SoC; VTA on the lightweight HPS-to-FPGA bridge, memory through the "
-              "FPGA-to-SDRAM port (64-bit)",
-        extra={"family_name": "Cyclone V"}),
+        notes="Cyclone V SoC; VTA on the lightweight HPS-to-FPGA bridge (0xFF220000), memory "
+              "through the FPGA-to-HPS bridge's ACP window (64-bit)",
+        extra={"family_name": "Cyclone V", "lw_bridge": (0xFF20_0000, 0x20_0000),
+               "acp_alias": 0x8000_0000, "ddr_window": (0x0, 0x4000_0000), "irq": 3}),
     Board(
         name="ulx3s-85f", title="ULX3S-85F", family="ecp5", part="LFE5U-85F-6BG381C",
         # LFE5U-85F: 83,640 LUT4s and FFs (41,820 slices), 208 EBR of 18 Kb (3,744 Kb),

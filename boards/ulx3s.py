@@ -77,6 +77,12 @@ def pll_params(fin_mhz: float, fout_mhz: float) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- UART
+def uart_clocks_per_bit(clock_mhz: float, baud: int = 115200) -> int:
+    """The serial bridge's clock cycles per bit at the PLL output the top gets for
+    ``clock_mhz`` (from the 25 MHz oscillator)."""
+    return round(pll_params(25.0, clock_mhz)["fout"] * 1e6 / baud)
+
+
 def _uart_divisor(divisor: int) -> int:
     """A UART's clock cycles per bit, checked (at least 4)."""
     if divisor < 4:
@@ -490,7 +496,7 @@ class ULX3STop(wiring.Component):
         self.pll = pll_params(25.0, clock_mhz)
         self.bus_width = bus_width
         self.ram_kib = ram_kib
-        self.divisor = round(self.pll["fout"] * 1e6 / baud)
+        self.divisor = uart_clocks_per_bit(clock_mhz, baud)
         super().__init__()
 
     def elaborate(self, platform) -> Module:

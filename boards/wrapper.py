@@ -6,7 +6,11 @@ The wrapper ``vta_top`` exposes the ports block-design tools expect: an AXI4-Lit
 active-low reset ``rst_n`` (the processor's) that is synchronised and inverted for the core's
 active-high synchronous ``rst``, and a level ``interrupt``. For Xilinx the ports carry
 ``X_INTERFACE_INFO`` attributes so Vivado's block design infers the interfaces, clock, reset and
-interrupt when the module is added as a module reference.
+interrupt when the module is added as a module reference. They declare no ``FREQ_HZ``: the
+block design propagates the frequency the processing system really makes (a ZynqMP PL clock
+requested at 200 MHz is 187.5 MHz), and a fixed one on a module reference fails validation.
+A board that reaches DRAM through a cache-coherent port (the DE10-Nano's ACP window) also gets
+``*user`` ports and cacheable ``*cache`` values (:data:`ACP_SIGNALS`).
 
 The core's ports are read from its Verilog (:func:`core_ports`) and checked against the
 contract of ``hw/README.md``, so a change of the core's interface fails here, by name.
@@ -36,6 +40,10 @@ AXI_PORTS = {
     "wready": "input",
     "bresp": "input", "bvalid": "input", "bready": "output",
 }
+
+#: ``*cache`` and ``*user`` of a coherent (ACP) master: write-back cacheable, shared.
+ACP_SIGNALS = {"awcache": (4, "4'b1111"), "arcache": (4, "4'b1111"), "awuser": (5, "5'b00001"),
+               "aruser": (5, "5'b00001")}
 
 _PORT_RE = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):(\d+)\]\s*)?"
                       r"([A-Za-z_][\w$]*)\s*;", re.M)
@@ -72,6 +80,17 @@ def check_core_ports(ports: dict[str, tuple[str, int]], bus_width: int) -> None:
                              f"wrapper expects {d} [{width or ports[name][1]}]")
 
 
+def master_constants(board: Board) -> dict[str, tuple[int, str]]:
+    """The AXI4 master outputs the wrapper drives with constants: name -> (width, value)."""
+    consts = {"awid": (1, "1'b0"), "arid": (1, "1'b0"), "awcache": (4, "4'b0011"),
+              "arcache": (4, "4'b0011"), "awprot": (3, "3'b000"), "arprot": (3, "3'b000"),
+              "awlock": (1, "1'b0"), "arlock": (1, "1'b0"), "awqos": (4, "4'b0000"),
+              "arqos": (4, "4'b0000")}
+    if "acp_alias" in board.extra:
+        consts.update(ACP_SIGNALS)
+    return consts
+
+
 def _range(width: int) -> str:
     return f"[{width - 1}:0] " if width > 1 else ""
 
@@ -81,7 +100,6 @@ def top_wrapper(board: Board, ports: dict[str, tuple[str, int]], *, core: str = 
     """The Verilog text of the board's top wrapper around the core module ``core``."""
     check_core_ports(ports, board.bus_width)
     xil = board.vendor == "xilinx"
-    freq = int(board.clock_mhz * 1e6)
     decl: list[str] = []
 
     def port(d: str, width: int, pname: str, attrs: tuple[str, ...] = ()) -> None:
@@ -90,8 +108,8 @@ def top_wrapper(board: Board, ports: dict[str, tuple[str, int]], *, core: str = 
 
     port("input", 1, "clk", (
         'X_INTERFACE_INFO = "xilinx.com:signal:clock:1.0 clk CLK"',
-        f'X_INTERFACE_PARAMETER = "ASSOCIATED_BUSIF s_axi_control:m_axi_gmem, '
-        f'ASSOCIATED_RESET rst_n, FREQ_HZ {freq}"'))
+        'X_INTERFACE_PARAMETER = "ASSOCIATED_BUSIF s_axi_control:m_axi_gmem, '
+        'ASSOCIATED_RESET rst_n"'))
     port("input", 1, "rst_n", (
         'X_INTERFACE_INFO = "xilinx.com:signal:reset:1.0 rst_n RST"',
         'X_INTERFACE_PARAMETER = "POLARITY ACTIVE_LOW"'))
@@ -104,7 +122,7 @@ def top_wrapper(board: Board, ports: dict[str, tuple[str, int]], *, core: str = 
         attrs = [f'X_INTERFACE_INFO = "xilinx.com:interface:aximm:1.0 s_axi_control {p.upper()}"']
         if first:
             attrs.append('X_INTERFACE_PARAMETER = "PROTOCOL AXI4LITE, DATA_WIDTH 32, '
-                         f'ADDR_WIDTH {ports["s_axil_" + p][1]}, FREQ_HZ {freq}"')
+                         f'ADDR_WIDTH {ports["s_axil_" + p][1]}"')
             first = False
         port(d, ports["s_axil_" + p][1], f"s_axi_control_{p}", tuple(attrs))
     for p in ("awprot", "arprot"):
@@ -116,13 +134,10 @@ def top_wrapper(board: Board, ports: dict[str, tuple[str, int]], *, core: str = 
         attrs = [f'X_INTERFACE_INFO = "xilinx.com:interface:aximm:1.0 m_axi_gmem {p.upper()}"']
         if first:
             attrs.append(f'X_INTERFACE_PARAMETER = "PROTOCOL AXI4, DATA_WIDTH {board.bus_width}, '
-                         f'ADDR_WIDTH 32, ID_WIDTH 1, MAX_BURST_LENGTH 16, FREQ_HZ {freq}"')
+                         'ADDR_WIDTH 32, ID_WIDTH 1, MAX_BURST_LENGTH 16"')
             first = False
         port(d, ports["m_axi_" + p][1], f"m_axi_gmem_{p}", tuple(attrs))
-    consts = {"awid": (1, "1'b0"), "arid": (1, "1'b0"), "awcache": (4, "4'b0011"),
-              "arcache": (4, "4'b0011"), "awprot": (3, "3'b000"), "arprot": (3, "3'b000"),
-              "awlock": (1, "1'b0"), "arlock": (1, "1'b0"), "awqos": (4, "4'b0000"),
-              "arqos": (4, "4'b0000")}
+    consts = master_constants(board)
     for p, (w, _) in consts.items():
         port("output", w, f"m_axi_gmem_{p}",
              (f'X_INTERFACE_INFO = "xilinx.com:interface:aximm:1.0 m_axi_gmem {p.upper()}"',))

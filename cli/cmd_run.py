@@ -14,8 +14,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "on --target cpu; compiled on the fly for VTA targets).")
     p.add_argument("module", metavar="DIR|MODEL.onnx")
     p.add_argument("--input", required=True, metavar="X.npy", help="the input tensor")
-    p.add_argument("--target", default="fsim", choices=("fsim", "tsim", "rtl", "perf", "cpu"),
-                   help="where VTA layers run (default fsim); cpu runs everything on the host")
+    p.add_argument("--target", default="fsim", type=_target, metavar="TARGET",
+                   help="where VTA layers run: fsim (default), tsim, rtl, perf, cpu (everything "
+                        "on the host) or virtual:BOARD (the board's generated top Verilog under "
+                        "Verilator, driven by the PYNQ driver; e.g. virtual:pynq-z1)")
     p.add_argument("-o", "--output", metavar="Y.npy", help="write the (first) output here")
     p.add_argument("--host", choices=("numpy", "llvm"), default="numpy",
                    help="CPU float layers: numpy (default, the reference) or LLVM-compiled "
@@ -24,6 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="per layer: where it ran, MACs, time, cycles, utilisation")
     add_config_args(p.add_argument_group("compiling an ONNX model on the fly"))
     p.set_defaults(func=run)
+
+
+def _target(text: str) -> str:
+    if text in ("fsim", "tsim", "rtl", "perf", "cpu") or (
+            text.startswith("virtual:") and len(text) > len("virtual:")):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid target {text!r}: choose fsim, tsim, rtl, perf, "
+                                     f"cpu or virtual:BOARD")
 
 
 def run(args: argparse.Namespace) -> int:

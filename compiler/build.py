@@ -217,11 +217,13 @@ def build(sch: Schedule, args: Sequence[Tensor], target: str = "fsim",
           config: Config | None = None, name: str = "main", **opts: Any) -> Any:
     """Compile a schedule into a callable on numpy arrays.
 
-    ``target``: "fsim", "tsim", "rtl", "perf", "pynq" (VTA, through vta.runtime; ``config``,
-    the VTA configuration, is required) or "cpu" (LLVM JIT, no configuration).
+    ``target``: "fsim", "tsim", "rtl", "perf", "pynq", "virtual:BOARD" (VTA, through
+    vta.runtime; ``config``, the VTA configuration, is required) or "cpu" (LLVM JIT, no
+    configuration).
     """
-    if target not in TARGETS:
-        raise CodegenError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if target not in TARGETS and not target.startswith("virtual:"):
+        raise CodegenError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)} "
+                           f"or virtual:BOARD")
     cfg = config
     if target in ("cpu", "llvm"):
         from .codegen.llvm import build_cpu

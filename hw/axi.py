@@ -12,6 +12,8 @@ Inside the core every DMA client talks to memory with three small typed streams:
 16-beat-aligned boundary (hence never a 4 KiB boundary); :class:`ReadArbiter` shares the AXI read
 channels between several clients, remembering the owner of every outstanding burst so read data
 goes back to it in order. :class:`vta.hw.core.VTACore` flattens these onto the ``m_axi_*`` ports.
+:class:`AxiErrorMonitor` watches the AXI responses and latches the first SLVERR/DECERR with the
+address of its burst.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 __all__ = ["req_layout", "rdata_layout", "wdata_layout", "BurstSplitter", "ReadArbiter",
-           "MAX_BURST", "check_bus_width"]
+           "AxiErrorMonitor", "MAX_BURST", "check_bus_width"]
 
 #: Longest burst issued (AXI3-compatible).
 MAX_BURST = 16
@@ -170,7 +172,8 @@ class ReadArbiter(wiring.Component):
     Requests are granted by fixed priority (client 0 first) into a register stage, so the AR
     payload is stable until accepted. The owner of each accepted burst is queued (up to
     ``max_outstanding``); read beats go to the owner at the head and ``last`` retires it.
-    A client must be able to take every beat it asked for.
+    A client must be able to take every beat it asked for. While ``halt`` is high no new
+    request is granted (a request already in the register stage stays valid until accepted).
     """
 
     def __init__(self, *, clients: int, bus_bytes: int, max_outstanding: int = 4) -> None:
@@ -181,6 +184,7 @@ class ReadArbiter(wiring.Component):
             "ar": Out(stream.Signature(req_layout())),
             "r": In(stream.Signature(rdata_layout(bus_bytes))),
             "outstanding": Out(range(max_outstanding + 1)),
+            "halt": In(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -201,7 +205,7 @@ class ReadArbiter(wiring.Component):
         # grant: the register stage can take a request when empty or being emptied, and the
         # owner queue has room (counting the request sitting in the register)
         take = Signal()
-        m.d.comb += take.eq((~ar_valid | self.ar.ready) & (level < depth))
+        m.d.comb += take.eq((~ar_valid | self.ar.ready) & (level < depth) & ~self.halt)
         push = Signal()
         pop = Signal()
         granted = Signal(id_bits)
@@ -259,6 +263,79 @@ class ReadArbiter(wiring.Component):
         # on the clients' ready and the memory's last) only selects between them
         m.d.sync += head_is.eq(Mux(pop, owner_onehot(head_next, level == 1),
                                    owner_onehot(head, level == 0)))
+        return m
+
+
+class _AddressQueue(wiring.Component):
+    """The start addresses of the bursts in flight on one direction, oldest first: pushed at
+    the address handshake, popped at the burst's last response. ``depth`` must be at least the
+    number of bursts the master keeps outstanding (the core's read arbiter and store DMA keep
+    at most 4); a push into a full queue is dropped."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        super().__init__({"push": In(1), "addr": In(ADDR_BITS), "pop": In(1),
+                          "head": Out(ADDR_BITS)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        slots = [Signal(ADDR_BITS, name=f"slot{k}") for k in range(self.depth)]
+        rd = Signal(range(self.depth))
+        wr = Signal(range(self.depth))
+        level = Signal(range(self.depth + 1))
+        push = Signal()
+        pop = Signal()
+        m.d.comb += [push.eq(self.push & (level < self.depth)), pop.eq(self.pop & (level > 0))]
+        with m.If(push):
+            for k in range(self.depth):
+                with m.If(wr == k):
+                    m.d.sync += slots[k].eq(self.addr)
+            m.d.sync += wr.eq(Mux(wr == self.depth - 1, 0, wr + 1))
+        with m.If(pop):
+            m.d.sync += rd.eq(Mux(rd == self.depth - 1, 0, rd + 1))
+        m.d.sync += level.eq(level + push - pop)
+        for k in range(self.depth):
+            with m.If(rd == k):
+                m.d.comb += self.head.eq(slots[k])
+        return m
+
+
+class AxiErrorMonitor(wiring.Component):
+    """Latches the first AXI error response (``rresp`` or ``bresp`` of SLVERR 2 or DECERR 3).
+
+    The inputs are the AXI handshakes as the port sees them. ``error`` stays high until reset;
+    ``write`` tells a write response from a read beat, ``resp`` keeps the code and ``addr`` the
+    start address of the burst the response belongs to (responses come in order: one ID).
+    """
+
+    def __init__(self, *, max_outstanding: int = 4) -> None:
+        self.max_outstanding = max_outstanding
+        super().__init__({
+            "ar_done": In(1), "araddr": In(ADDR_BITS),
+            "r_done": In(1), "rlast": In(1), "rresp": In(2),
+            "aw_done": In(1), "awaddr": In(ADDR_BITS),
+            "b_done": In(1), "bresp": In(2),
+            "error": Out(1), "write": Out(1), "resp": Out(2), "addr": Out(ADDR_BITS),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.reads = reads = _AddressQueue(self.max_outstanding)
+        m.submodules.writes = writes = _AddressQueue(self.max_outstanding)
+        m.d.comb += [
+            reads.push.eq(self.ar_done), reads.addr.eq(self.araddr),
+            reads.pop.eq(self.r_done & self.rlast),
+            writes.push.eq(self.aw_done), writes.addr.eq(self.awaddr),
+            writes.pop.eq(self.b_done),
+        ]
+        with m.If(~self.error):
+            # (a read error wins when both come in the same cycle)
+            with m.If(self.r_done & self.rresp[1]):
+                m.d.sync += [self.error.eq(1), self.write.eq(0), self.resp.eq(self.rresp),
+                             self.addr.eq(reads.head)]
+            with m.Elif(self.b_done & self.bresp[1]):
+                m.d.sync += [self.error.eq(1), self.write.eq(1), self.resp.eq(self.bresp),
+                             self.addr.eq(writes.head)]
         return m
 
 

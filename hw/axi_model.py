@@ -14,7 +14,10 @@ memory behaviour:
   model drives, never dropping a valid before its handshake);
 - protocol checks (burst type, 4 KiB boundary, size) raising :class:`AxiProtocolError`, and bounds
   checks raising :class:`AxiAccessError` (a :class:`vta.isa.errors.ProgramError`): reads beyond the
-  backing memory, writes of enabled bytes at or beyond ``write_limit``.
+  backing memory, writes of enabled bytes at or beyond ``write_limit``;
+- or, with ``out_of_range="slverr"`` / ``"decerr"``, the bounds checks answer like a bus does: a
+  read burst outside the memory returns zero data with that response on every beat, a write
+  burst with an enabled byte outside it writes nothing and gets that write response.
 
 Addresses are byte addresses; byte ``a`` of the address space is ``mem[a]``.
 """
@@ -43,6 +46,9 @@ AXI_SLAVE_OUTPUTS = (
 
 BURST_INCR = 1
 PAGE = 4096
+#: AXI response codes.
+RESP_OKAY, RESP_SLVERR, RESP_DECERR = 0, 2, 3
+_OUT_OF_RANGE = {"raise": None, "slverr": RESP_SLVERR, "decerr": RESP_DECERR}
 
 
 class AxiProtocolError(RuntimeError):
@@ -60,6 +66,7 @@ class _Burst:
     size: int  # bytes per beat
     ready: int  # first cycle the burst may move data
     beat: int = 0
+    resp: int = 0  # the response of every beat (reads) or of the burst (writes)
 
     def beat_addr(self) -> int:
         if self.beat == 0:
@@ -89,7 +96,7 @@ class AxiMemory:
     def __init__(self, mem: np.ndarray, *, bus_bytes: int, latency: int = 1,
                  write_latency: int = 1, bandwidth: float | None = None, stall: float = 0.0,
                  seed: int | None = 0, max_outstanding: int = 8,
-                 write_limit: int | None = None) -> None:
+                 write_limit: int | None = None, out_of_range: str = "raise") -> None:
         if bus_bytes not in (4, 8, 16, 32, 64):
             raise ValueError(f"bus_bytes must be a power of two from 4 to 64, not {bus_bytes!r}")
         if latency < 1 or write_latency < 1:
@@ -98,6 +105,10 @@ class AxiMemory:
             raise ValueError(f"stall must be a probability in [0, 1), not {stall!r}")
         if bandwidth is not None and bandwidth <= 0:
             raise ValueError(f"bandwidth must be positive (bytes per cycle), not {bandwidth!r}")
+        if out_of_range not in _OUT_OF_RANGE:
+            raise ValueError(f"out_of_range must be one of {', '.join(_OUT_OF_RANGE)}, "
+                             f"not {out_of_range!r}")
+        self.error_resp = _OUT_OF_RANGE[out_of_range]
         self.mem = mem
         self.bus_bytes = bus_bytes
         self.latency = latency
@@ -117,7 +128,7 @@ class AxiMemory:
         self.last_activity = 0
         self._reads: deque[_Burst] = deque()
         self._writes: deque[_Burst] = deque()
-        self._bresp: deque[int] = deque()
+        self._bresp: deque[tuple[int, int]] = deque()  # (ready cycle, response)
         self._credit = float(self.bus_bytes)
         self.out: dict[str, int] = dict.fromkeys(AXI_SLAVE_OUTPUTS, 0)
 
@@ -144,26 +155,34 @@ class AxiMemory:
         if start // PAGE != (end - 1) // PAGE:
             raise AxiProtocolError(
                 f"{kind} burst at {addr:#x} of {beats} x {size} bytes crosses a 4 KiB boundary")
+        resp = RESP_OKAY
         if end > len(self.mem):
-            raise AxiAccessError(
-                f"the core {'read' if kind == 'read' else 'wrote'} bytes {addr:#x}..{end - 1:#x}, "
-                f"beyond the {len(self.mem)}-byte memory (is a dram_base or size out of range?)")
+            if self.error_resp is None:
+                raise AxiAccessError(
+                    f"the core {'read' if kind == 'read' else 'wrote'} bytes "
+                    f"{addr:#x}..{end - 1:#x}, beyond the {len(self.mem)}-byte memory (is a "
+                    f"dram_base or size out of range?)")
+            resp = self.error_resp
         return _Burst(addr, beats, size, self.cycle + (self.latency if kind == "read"
-                                                       else 0))
+                                                       else 0), resp=resp)
 
     # ------------------------------------------------------------------ data
     def _read_word(self, addr: int) -> int:
         a = addr & ~(self.bus_bytes - 1)
         return int.from_bytes(self.mem[a:a + self.bus_bytes].tobytes(), "little")
 
-    def _write_word(self, addr: int, data: int, strb: int) -> None:
+    def _write_word(self, addr: int, data: int, strb: int) -> bool:
+        """Write the enabled bytes; False when they are out of range (and answered with an
+        error response instead)."""
         a = addr & ~(self.bus_bytes - 1)
         full = (1 << self.bus_bytes) - 1
         strb &= full
         if not strb:
-            return
+            return True
         data_bytes = np.frombuffer(data.to_bytes(self.bus_bytes, "little"), dtype=np.uint8)
         highest = a + strb.bit_length() - 1
+        if highest >= self.write_limit and self.error_resp is not None:
+            return False
         if highest >= self.write_limit:
             raise AxiAccessError(
                 f"the core wrote byte {highest:#x}, beyond the {self.write_limit}-byte DRAM image "
@@ -175,6 +194,7 @@ class AxiMemory:
                 if strb >> i & 1:
                     self.mem[a + i] = data_bytes[i]
         self.stats.bytes_written += bin(strb).count("1")
+        return True
 
     # ------------------------------------------------------------------ one edge
     def step(self, s: Mapping[str, int], *, rst: bool = False) -> dict[str, int]:
@@ -215,14 +235,15 @@ class AxiMemory:
                 raise AxiProtocolError(
                     f"write burst at {head.addr:#x}: wlast={s['wlast']} on beat {head.beat + 1} "
                     f"of {head.beats}")
-            self._write_word(head.beat_addr(), s["wdata"], s["wstrb"])
+            if head.resp or not self._write_word(head.beat_addr(), s["wdata"], s["wstrb"]):
+                head.resp = self.error_resp
             if self.bandwidth is not None:
                 self._credit -= self.bus_bytes
             head.beat += 1
             self.stats.write_beats += 1
             if last:
                 self._writes.popleft()
-                self._bresp.append(self.cycle + self.write_latency)
+                self._bresp.append((self.cycle + self.write_latency, head.resp))
             self.last_activity = self.cycle
         b_done = bool(out["bvalid"] and s["bready"])
         if b_done:
@@ -246,17 +267,18 @@ class AxiMemory:
                     if limited:
                         self._credit -= self.bus_bytes
                     new["rvalid"] = 1
-                    new["rdata"] = self._read_word(head.beat_addr())
+                    new["rdata"] = 0 if head.resp else self._read_word(head.beat_addr())
                     new["rlast"] = int(head.beat == head.beats - 1)
-                    new["rresp"] = 0
+                    new["rresp"] = head.resp
         new["wready"] = int(bool(self._writes) and (not limited or self._credit >= self.bus_bytes)
                             and self._go())
         if not out["bvalid"] or b_done:
-            new["bvalid"] = int(bool(self._bresp) and self._bresp[0] <= cycle and self._go())
-            new["bresp"] = 0
+            new["bvalid"] = int(bool(self._bresp) and self._bresp[0][0] <= cycle and self._go())
+            new["bresp"] = self._bresp[0][1] if new["bvalid"] else 0
         self.out = new
         return new
 
 
-__all__ = ["AxiMemory", "AxiStats", "AxiProtocolError", "AxiAccessError",
+__all__ = ["AxiMemory", "AxiStats", "AxiProtocolError", "AxiAccessError", "RESP_OKAY",
+           "RESP_SLVERR", "RESP_DECERR",
            "AXI_MASTER_OUTPUTS", "AXI_SLAVE_OUTPUTS"]

@@ -25,7 +25,7 @@ from amaranth.utils import ceil_log2
 from vta.isa import MODULES, TOKEN_QUEUES, Config
 from vta.isa.layout import INSN_BITS, INSN_QUEUE_DEPTH, TOKEN_QUEUE_DEPTH
 
-from .axi import ReadArbiter, check_bus_width
+from .axi import AxiErrorMonitor, ReadArbiter, check_bus_width
 from .compute import Compute, out_granularity
 from .decode import insn_layouts
 from .fetch import Fetch
@@ -106,6 +106,7 @@ class VTACore(wiring.Component):
             options=self.options)
         m.submodules.store = store = Store(cfg, insn_layout=lays.insn, bus_bytes=Wb)
         m.submodules.arbiter = arb = ReadArbiter(clients=3, bus_bytes=Wb)
+        m.submodules.axi_errors = axi_err = AxiErrorMonitor()
         queues = {}
         for q in TOKEN_QUEUES:
             queues[q] = m.submodules[f"tokens_{q.short}"] = TokenQueue(TOKEN_QUEUE_DEPTH)
@@ -125,8 +126,10 @@ class VTACore(wiring.Component):
         running = Signal()
         finished = Signal()
         clear = Signal()
-        m.d.comb += [clear.eq(regs.launch), regs.running.eq(running),
-                     regs.finished.eq(finished), self.interrupt.eq(finished)]
+        # (the host sees running drop in the cycle the error is latched)
+        m.d.comb += [clear.eq(regs.launch), regs.running.eq(running & ~axi_err.error),
+                     regs.finished.eq(finished), regs.error.eq(axi_err.error),
+                     self.interrupt.eq(finished | axi_err.error)]
         modules = (load, compute, store)
         for mod in modules:
             m.d.comb += mod.clear.eq(clear)
@@ -140,6 +143,11 @@ class VTACore(wiring.Component):
             & ~insn_q["compute"].r_rdy)
         with m.If(regs.launch):
             m.d.sync += [running.eq(1), finished.eq(0)]
+        with m.Elif(running & axi_err.error):
+            # an AXI error response stops the core: no new read burst (the arbiter halts), the
+            # host sees control bit 2 and axi_error / axi_error_addr, launch is ignored until
+            # reset (bursts already issued complete, their data is not trusted)
+            m.d.sync += running.eq(0)
         with m.Elif(running & all_done):
             m.d.sync += [running.eq(0), finished.eq(1)]
         m.d.comb += [fetch.start.eq(regs.launch), fetch.insn_addr.eq(regs.insn_addr),
@@ -204,6 +212,15 @@ class VTACore(wiring.Component):
             self.m_axi_wlast.eq(store.w.payload.last), self.m_axi_wvalid.eq(store.w.valid),
             store.w.ready.eq(self.m_axi_wready),
             store.b.valid.eq(self.m_axi_bvalid), self.m_axi_bready.eq(store.b.ready),
+            arb.halt.eq(axi_err.error),
+            axi_err.ar_done.eq(self.m_axi_arvalid & self.m_axi_arready),
+            axi_err.araddr.eq(self.m_axi_araddr),
+            axi_err.r_done.eq(self.m_axi_rvalid & self.m_axi_rready),
+            axi_err.rlast.eq(self.m_axi_rlast), axi_err.rresp.eq(self.m_axi_rresp),
+            axi_err.aw_done.eq(self.m_axi_awvalid & self.m_axi_awready),
+            axi_err.awaddr.eq(self.m_axi_awaddr),
+            axi_err.b_done.eq(self.m_axi_bvalid & self.m_axi_bready),
+            axi_err.bresp.eq(self.m_axi_bresp),
         ]
 
         # ---------------------------------------------------------------- counters / status
@@ -213,7 +230,9 @@ class VTACore(wiring.Component):
                                | cfg.LOG_ACC_WIDTH << 8 | cfg.LOG_BATCH << 12
                                | cfg.LOG_BLOCK << 16 | Wb << 20, 32),
             "status": Cat(fetch.busy, load.status.busy, compute.status.busy, store.status.busy,
-                          running, finished, compute.finish),
+                          running, finished, compute.finish, axi_err.error),
+            "axi_error": Cat(axi_err.error, axi_err.write, axi_err.resp),
+            "axi_error_addr": axi_err.addr,
             "fetched": fetch.fetched,
             "load_done": load.status.done, "compute_done": compute.status.done,
             "store_done": store.status.done,

@@ -8,7 +8,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .regs import CONTROL_FINISHED, CONTROL_LAUNCH, REGISTER_MAP
+from .regs import CONTROL_ERROR, CONTROL_FINISHED, CONTROL_LAUNCH, REGISTER_MAP
 
 __all__ = ["AXILiteSignature", "HostRegisters", "AXIL_ADDR_BITS"]
 
@@ -33,8 +33,9 @@ class HostRegisters(wiring.Component):
 
     ``readonly`` names the read-only registers of :data:`REGISTER_MAP` fed by ``ro_<name>``
     inputs. ``launch`` pulses (one cycle after the write is accepted) when the host writes 1 to
-    control bit 0 while not ``running``. Control reads back bit 0 = ``running``, bit 1 =
-    ``finished``. A write is accepted when its address and data are both valid; responses are
+    control bit 0 while neither ``running`` nor ``error``. Control reads back bit 0 =
+    ``running``, bit 1 = ``finished``, bit 2 = ``error`` (an AXI error response stopped the
+    core). A write is accepted when its address and data are both valid; responses are
     always OKAY.
 
     Timing: reads are pipelined over two cycles (the accepted address selects one of eight
@@ -54,6 +55,7 @@ class HostRegisters(wiring.Component):
             "launch": Out(1),
             "running": In(1),
             "finished": In(1),
+            "error": In(1),
             "insn_addr": Out(32),
             "insn_count": Out(32),
             **{f"ro_{name}": In(32) for name in self.readonly},
@@ -81,11 +83,12 @@ class HostRegisters(wiring.Component):
                 with m.If(waddr == REGISTER_MAP[name] >> 2):
                     m.d.sync += reg.eq((reg & ~byte_mask) | (bus.wdata & byte_mask))
             with m.If((waddr == REGISTER_MAP["control"] >> 2) & bus.wstrb[0]
-                      & (bus.wdata & CONTROL_LAUNCH).any() & ~self.running & ~launch):
+                      & (bus.wdata & CONTROL_LAUNCH).any() & ~self.running & ~launch
+                      & ~self.error):
                 m.d.sync += launch.eq(1)
         # ---- reads: stage 1 selects within groups of eight registers, stage 2 the group
         values: dict[int, object] = {
-            REGISTER_MAP["control"] >> 2: Cat(self.running, self.finished),
+            REGISTER_MAP["control"] >> 2: Cat(self.running, self.finished, self.error),
             REGISTER_MAP["insn_addr"] >> 2: self.insn_addr,
             REGISTER_MAP["insn_count"] >> 2: self.insn_count,
         }
@@ -120,5 +123,5 @@ class HostRegisters(wiring.Component):
                 for g, reg in enumerate(groups):
                     with m.Case(g):
                         m.d.sync += rdata.eq(reg)
-        assert CONTROL_FINISHED == 2  # bit 1 of Cat(running, finished)
+        assert (CONTROL_FINISHED, CONTROL_ERROR) == (2, 4)  # Cat(running, finished, error)
         return m

@@ -26,7 +26,8 @@ class Register:
 REGISTERS: tuple[Register, ...] = (
     Register("control", 0x00, "rw",
              "bit 0 launch (write 1 to start; reads 1 while running); bit 1 finished (reads 1 "
-             "after FINISH executed and every module drained; cleared by the next launch)"),
+             "after FINISH executed and every module drained; cleared by the next launch); "
+             "bit 2 AXI error (an error response stopped the core: see axi_error)"),
     Register("cycles", 0x04, "ro", "cycles since launch, stops counting at finish"),
     Register("insn_count", 0x08, "rw", "number of instructions to fetch"),
     Register("insn_addr", 0x0C, "rw", "byte address of the instruction stream (16-byte aligned)"),
@@ -36,7 +37,7 @@ REGISTERS: tuple[Register, ...] = (
              "[15:12] LOG_BATCH, [19:16] LOG_BLOCK, [27:20] bus width in bytes"),
     Register("status", 0x18, "ro",
              "bit 0 fetch busy, 1 load busy, 2 compute busy, 3 store busy, 4 running, "
-             "5 finished, 6 FINISH executed"),
+             "5 finished, 6 FINISH executed, 7 AXI error"),
     Register("fetched", 0x1C, "ro", "instructions fetched from memory since launch"),
     Register("load_done", 0x20, "ro", "instructions completed by load since launch"),
     Register("compute_done", 0x24, "ro", "instructions completed by compute since launch"),
@@ -64,7 +65,18 @@ REGISTERS: tuple[Register, ...] = (
              "(0 = idle; see hw/README.md)"),
     Register("bytes_read", 0x78, "ro", "bytes moved by AXI read bursts since launch"),
     Register("bytes_written", 0x7C, "ro", "bytes moved by AXI write beats (strobed) since launch"),
+    Register("axi_error", 0x80, "ro",
+             "bit 0 an AXI error response (SLVERR or DECERR) was received: the core stopped (no "
+             "new read burst, running drops, interrupt rises, launch is ignored) until reset; "
+             "bit 1 it answered a write (0: a read); bits [3:2] the response (2 SLVERR, 3 DECERR)"),
+    Register("axi_error_addr", 0x84, "ro",
+             "start byte address of the burst that got the error response"),
 )
+
+#: The instance name of the core in every generated board project (the Vivado block-design cell,
+#: the Platform Designer instance). PYNQ's ``Overlay.ip_dict`` lists the core under this name, so
+#: the board projects and the PYNQ runtime take it from here.
+CELL_NAME = "vta"
 
 #: Register name -> byte offset.
 REGISTER_MAP: dict[str, int] = {r.name: r.offset for r in REGISTERS}
@@ -72,6 +84,10 @@ REGISTER_MAP: dict[str, int] = {r.name: r.offset for r in REGISTERS}
 #: Control register bits.
 CONTROL_LAUNCH = 1 << 0
 CONTROL_FINISHED = 1 << 1
+CONTROL_ERROR = 1 << 2
+
+#: AXI response codes latched by the ``axi_error`` register.
+AXI_RESPONSES = {0: "OKAY", 1: "EXOKAY", 2: "SLVERR", 3: "DECERR"}
 
 #: Module state codes shown in the ``states`` register.
 MODULE_STATES: dict[str, int] = {
@@ -87,4 +103,5 @@ def describe() -> list[dict[str, object]]:
 
 
 __all__ = ["REGISTERS", "REGISTER_MAP", "Register", "CORE_ID", "CONTROL_LAUNCH",
-           "CONTROL_FINISHED", "MODULE_STATES", "FETCH_STATES", "describe"]
+           "CONTROL_FINISHED", "CONTROL_ERROR", "AXI_RESPONSES", "CELL_NAME", "MODULE_STATES",
+           "FETCH_STATES", "describe"]

@@ -14,6 +14,7 @@ from .arena import Arena, DeviceBuffer, as_mem_type
 from .device import TARGETS, Device, FsimDevice, PerfDevice, RtlDevice, TsimDevice, open
 from .errors import (
     ArenaError,
+    BusError,
     DeviceError,
     DeviceUnavailableError,
     HazardWarning,
@@ -32,6 +33,6 @@ __all__ = [
     "CommandQueue", "as_stage", "STAGES", "LOAD_STAGE", "COMPUTE_STAGE", "STORE_STAGE",
     "UopKernel", "UopCache", "Loop", "GEMM", "ALU",
     "RecordedProgram", "Relocation",
-    "RuntimeVTAError", "DeviceError", "DeviceUnavailableError", "OutOfMemoryError",
+    "RuntimeVTAError", "DeviceError", "BusError", "DeviceUnavailableError", "OutOfMemoryError",
     "ArenaError", "QueueError", "KernelError", "HazardWarning",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from vta.isa import Config, MemType
+from vta.isa import Config, MemType, VTAError
 from vta.isa.image import as_program_bytes, check_program
 
 from .arena import Arena, DeviceBuffer
@@ -24,8 +24,14 @@ from .errors import DeviceError, DeviceUnavailableError
 from .kernel import UopCache, UopKernel
 
 #: Default arena sizes (bytes) per target.
-DEFAULT_ARENA = {"fsim": 64 << 20, "perf": 64 << 20, "pynq": 64 << 20,
-                 "rtl": 1 << 20, "tsim": 4 << 20}
+DEFAULT_ARENA: dict[str, int | None] = {
+    "fsim": 64 << 20, "perf": 64 << 20, "pynq": 64 << 20, "de10-nano": 64 << 20,
+    "ulx3s": None,  # the device memory of the board, less the instruction area
+    "rtl": 1 << 20, "tsim": 4 << 20, "virtual": 4 << 20}
+#: Entry-point group of platform plugins: ``open("KIND:NAME")`` loads the entry point KIND and
+#: calls it with (NAME, config, **options) for a platform (``mmio``, ``allocate``) that the PYNQ
+#: driver runs on. vta.boards provides ``virtual`` (a board's generated top under Verilator).
+PLATFORM_GROUP = "vta.platforms"
 
 
 class Device:
@@ -237,7 +243,7 @@ def _import(module: str, target: str):
             f"use another target (fsim is always built in)") from None
 
 
-TARGETS = ("fsim", "rtl", "tsim", "perf", "pynq")
+TARGETS = ("fsim", "rtl", "tsim", "perf", "pynq", "de10-nano", "ulx3s")
 
 
 def _config(config: Config | str | Path | None) -> Config:
@@ -251,16 +257,48 @@ def _config(config: Config | str | Path | None) -> Config:
     return Config.from_json(text)
 
 
+def _plugin_platform(kind: str, name: str, cfg: Config, opts: dict[str, Any]) -> Any:
+    from importlib.metadata import entry_points
+
+    found = [e for e in entry_points(group=PLATFORM_GROUP) if e.name == kind]
+    if not found:
+        raise DeviceUnavailableError(f"unknown device {kind}:{name}: no platform {kind!r} is "
+                                     f"installed (group {PLATFORM_GROUP})")
+    try:
+        return found[0].load()(name, cfg, **opts)
+    except VTAError as e:
+        raise DeviceUnavailableError(f"cannot open {kind}:{name}: {e}") from None
+
+
 def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A001
          arena_size: int | None = None, **opts: Any) -> Device:
-    """Open a device: "fsim", "rtl", "tsim", "perf" or "pynq".
+    """Open a device: "fsim", "rtl", "tsim", "perf", "pynq", "de10-nano", "ulx3s" or
+    "virtual:BOARD".
+
+    "virtual:BOARD" (e.g. "virtual:pynq-z1", "virtual:de10-nano", "virtual:ulx3s-85f") is the
+    board's device (PYNQ's, the DE10-Nano's, the ULX3S's) on a virtual board: the board's
+    generated top Verilog under Verilator (:mod:`vta.boards.virtual`, needs verilator); its
+    options (``mem_bytes=``, ``latency=``, ``error_response=``, ``poll_cycles=``) go to the
+    board, ``timeout=`` to the driver.
 
     ``config`` is a :class:`Config`, a preset name or a vta_config.json path (default: the PYNQ
     configuration). ``arena_size`` is the DRAM arena in bytes; other options go to the device
     (``arena_base=`` for simulators; ``order=``/``trace=`` for fsim; for pynq ``bitstream=``,
-    ``ip_name=``, ``platform=`` (a register-level model for testing), ``timeout=``).
+    ``ip_name=``, ``platform=`` (a register-level model for testing), ``timeout=``; for
+    de10-nano ``udmabuf=``, ``platform=``, ``timeout=``; for ulx3s ``port=`` (serial port,
+    needs pyserial), ``platform=``, ``timeout=``; its arena is the device memory by default).
     A device that cannot be opened here raises :class:`DeviceUnavailableError`.
     """
+    if isinstance(target, str) and ":" in target:
+        kind, name = target.split(":", 1)
+        cfg = _config(config)
+        timeout = opts.pop("timeout", 60.0)
+        platform = _plugin_platform(kind.lower(), name, cfg, opts)
+        size = (arena_size if arena_size is not None
+                else getattr(platform, "default_arena", DEFAULT_ARENA["virtual"]))
+        # the platform says which board device drives it (PYNQ's or the DE10-Nano's)
+        return open(getattr(platform, "runtime_device", "pynq"), cfg, arena_size=size,
+                    platform=platform, timeout=timeout)
     if not isinstance(target, str) or target.lower() not in TARGETS:
         raise DeviceUnavailableError(f"unknown device {target!r}; choose one of "
                                      f"{', '.join(TARGETS)}")
@@ -271,6 +309,14 @@ def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A00
         from .pynq import PynqDevice
 
         return PynqDevice(cfg, arena_size=size, **opts)
+    if target == "de10-nano":
+        from .de10nano import De10NanoDevice
+
+        return De10NanoDevice(cfg, arena_size=size, **opts)
+    if target == "ulx3s":
+        from .ulx3s import Ulx3sDevice
+
+        return Ulx3sDevice(cfg, arena_size=size, **opts)
     cls = {"fsim": FsimDevice, "rtl": RtlDevice, "tsim": TsimDevice, "perf": PerfDevice}[target]
     return cls(cfg, arena_size=size, **opts)
 

@@ -17,6 +17,11 @@ class DeviceUnavailableError(DeviceError):
     """The device cannot be opened here (its module or external tool is missing)."""
 
 
+class BusError(DeviceError):
+    """The core got an AXI error response (SLVERR/DECERR) and stopped: an address it used is
+    not mapped to memory on the board. The core must be reset (reload the bitstream)."""
+
+
 class OutOfMemoryError(RuntimeVTAError):
     """The DRAM arena has no free block large enough for an allocation."""
 
@@ -37,5 +42,6 @@ class HazardWarning(UserWarning):
     """Consecutive micro-ops write the same accumulator entry and could not be reordered."""
 
 
-__all__ = ["RuntimeVTAError", "DeviceError", "DeviceUnavailableError", "OutOfMemoryError",
+__all__ = ["RuntimeVTAError", "DeviceError", "DeviceUnavailableError", "BusError",
+           "OutOfMemoryError",
            "ArenaError", "QueueError", "KernelError", "HazardWarning"]

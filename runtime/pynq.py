@@ -6,8 +6,9 @@
     write insn_addr (0x0C) <- physical byte address of the instruction stream
     write insn_count (0x08) <- number of instructions
     write control (0x00)   <- 1 (launch)
-    read  control (0x00)   until bit 1 (finished) is set   [bounded by a timeout]
-    read  cycles (0x04)
+    read  control (0x00)   until bit 1 (finished) or bit 2 (AXI error) is set   [timeout]
+    read  cycles (0x04)     (finished), or
+    read  axi_error (0x80), axi_error_addr (0x84) and raise BusError   (AXI error)
 
 Offsets come from :data:`vta.hw.regs.REGISTER_MAP`. :class:`PynqPlatform` wraps the ``pynq``
 package (imported only when a board device is opened): ``pynq.Overlay``, ``pynq.MMIO`` and
@@ -21,11 +22,19 @@ import time
 from typing import Any, Protocol
 
 import numpy as np
-from vta.hw.regs import CONTROL_FINISHED, CONTROL_LAUNCH, CORE_ID, REGISTER_MAP
+from vta.hw.regs import (
+    AXI_RESPONSES,
+    CELL_NAME,
+    CONTROL_ERROR,
+    CONTROL_FINISHED,
+    CONTROL_LAUNCH,
+    CORE_ID,
+    REGISTER_MAP,
+)
 from vta.isa import Config
 
 from .device import Device
-from .errors import DeviceError, DeviceUnavailableError
+from .errors import BusError, DeviceError, DeviceUnavailableError
 
 
 class MMIO(Protocol):
@@ -34,7 +43,11 @@ class MMIO(Protocol):
 
 
 class ContiguousBuffer(Protocol):
-    """Physically contiguous memory as the host sees it (possibly through a cache)."""
+    """Physically contiguous memory as the host sees it (possibly through a cache).
+
+    The core reaches it at ``device_address`` when the buffer has one (the DE10-Nano's ACP
+    alias: physical + 0x80000000), else at ``physical_address``.
+    """
 
     array: np.ndarray  # uint8 host view
     physical_address: int
@@ -85,14 +98,26 @@ class PynqDriver:
         self.mmio.write(r["control"], CONTROL_LAUNCH)
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        while not self.mmio.read(r["control"]) & CONTROL_FINISHED:
+        while not (control := self.mmio.read(r["control"])) & (CONTROL_FINISHED | CONTROL_ERROR):
             if time.monotonic() > deadline:
                 raise DeviceError(
                     f"VTA did not finish within {limit:g} s ({insn_count} instructions at "
                     f"0x{insn_addr:x}); the program may deadlock on a token")
             if self.poll_sleep:
                 time.sleep(self.poll_sleep)
+        if control & CONTROL_ERROR:
+            self._raise_bus_error()
         return self.mmio.read(r["cycles"])
+
+    def _raise_bus_error(self) -> None:
+        """Raise :class:`BusError` naming the response, the direction and the burst address."""
+        info = self.mmio.read(self.regs["axi_error"])
+        addr = self.mmio.read(self.regs["axi_error_addr"])
+        kind = "write" if info & 2 else "read"
+        resp = AXI_RESPONSES[info >> 2 & 3]
+        raise BusError(f"VTA stopped on an AXI {resp} response to a {kind} burst at physical "
+                       f"address 0x{addr:08X}: the address is not mapped to memory for the "
+                       f"core; reset it (reload the bitstream) before the next run")
 
 
 class PynqPlatform:
@@ -100,7 +125,7 @@ class PynqPlatform:
 
     keeps_sram = True
 
-    def __init__(self, bitstream: str | None = None, ip_name: str = "vta_0") -> None:
+    def __init__(self, bitstream: str | None = None, ip_name: str = CELL_NAME) -> None:
         try:
             import pynq  # type: ignore[import-not-found]
         except ImportError:
@@ -146,6 +171,11 @@ class _PynqBuffer:
         self._buf.freebuffer()
 
 
+def device_address(buf: ContiguousBuffer) -> int:
+    """The address at which the core reaches ``buf``."""
+    return int(getattr(buf, "device_address", buf.physical_address))
+
+
 class PynqDevice(Device):
     """A VTA core on a PYNQ board (or on a register-level model given as ``platform=``)."""
 
@@ -153,7 +183,7 @@ class PynqDevice(Device):
     keeps_sram = True
 
     def __init__(self, cfg: Config, *, arena_size: int, platform: Any = None,
-                 bitstream: str | None = None, ip_name: str = "vta_0", timeout: float = 10.0,
+                 bitstream: str | None = None, ip_name: str = CELL_NAME, timeout: float = 10.0,
                  insn_capacity: int = 16384, probe: bool = True) -> None:
         self.platform = platform if platform is not None else PynqPlatform(bitstream, ip_name)
         self.keeps_sram = bool(getattr(self.platform, "keeps_sram", True))
@@ -161,7 +191,7 @@ class PynqDevice(Device):
         if probe:
             self.driver.probe(cfg)
         self._mem = self.platform.allocate(arena_size)
-        super().__init__(cfg, arena_size=arena_size, arena_base=self._mem.physical_address,
+        super().__init__(cfg, arena_size=arena_size, arena_base=device_address(self._mem),
                          memory=self._mem.array)
         self._insn = self.platform.allocate(insn_capacity * 16)
 
@@ -173,7 +203,7 @@ class PynqDevice(Device):
         self._insn.array[:n] = np.frombuffer(program, dtype=np.uint8)
         self._insn.flush()
         self._mem.flush()
-        cycles = self.driver.run(self._insn.physical_address, n // 16, timeout)
+        cycles = self.driver.run(device_address(self._insn), n // 16, timeout)
         self._mem.invalidate()
         return {"cycles": cycles, "insns": n // 16}
 
@@ -184,4 +214,4 @@ class PynqDevice(Device):
         super().close()
 
 
-__all__ = ["PynqDriver", "PynqDevice", "PynqPlatform", "hw_config_word"]
+__all__ = ["PynqDriver", "PynqDevice", "PynqPlatform", "device_address", "hw_config_word"]

@@ -119,8 +119,9 @@ class Executor:
     def __init__(self, module: CompiledModule, target: str = "fsim", *,
                  progress: Callable[[int, int, str], None] | None = None,
                  arena_base: int = 0, host: str = "numpy") -> None:
-        if target not in TARGETS:
-            raise InputError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        if target not in TARGETS and not target.startswith("virtual:"):
+            raise InputError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)} "
+                             f"or virtual:BOARD")
         self.m, self.target, self.progress = module, target, progress
         if host not in ("numpy", "llvm"):
             raise InputError(f"unknown host kernels {host!r}; use numpy or llvm")

@@ -148,20 +148,37 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
         if lib.exists():
             return Build(lib, key, bus_width, vcd)
     verilog = generate(cfg, bus_width=bus_width, name="vta_core")
-    harness = _harness_source()
-    debug_ports = "debug_states" in verilog
-    options = [*VERILATOR_FLAGS, f"OPT_FAST={OPT_FAST}", f"BUS_BYTES={bus_width // 8}",
-               f"vcd={vcd}", f"debug_ports={debug_ports}"]
+    cflags = [f"-DBUS_BYTES={bus_width // 8}"]
+    if "debug_states" in verilog:
+        cflags.append("-DHAVE_DEBUG_PORTS")
+    lib = build_library({"vta_core.v": verilog, "harness.cpp": _harness_source()},
+                        top="vta_core", cflags=cflags, trace=vcd, verbose=verbose, jobs=jobs)
+    _write_index(index, lib.parent.name)
+    return Build(lib, lib.parent.name, bus_width, vcd)
+
+
+def build_library(files: dict[str, str], *, top: str, cflags: list[str], trace: bool = False,
+                  verbose: bool = False, jobs: int = 1) -> Path:
+    """Verilate ``files`` (name -> text: Verilog sources and one C++ harness exporting a C ABI)
+    with top module ``top`` into ``libvtatsim.so`` in the cache; returns its path.
+
+    The cache key hashes the files, the flags and the Verilator version; a build happens once
+    (under a lock, in a temporary directory renamed into place), also for parallel processes.
+    tsim and the virtual boards (:mod:`vta.boards.virtual`) are built here.
+    """
+    root = cache_root()
+    options = [*VERILATOR_FLAGS, f"OPT_FAST={OPT_FAST}", f"top={top}", f"trace={trace}",
+               *cflags]
     h = hashlib.sha256()
-    for part in (verilog, harness, "\0".join(options), _verilator_version()):
+    for part in (*(f"{n}\0{t}" for n, t in sorted(files.items())), "\0".join(options),
+                 _verilator_version()):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()[:20]
     final = root / key
     lib = final / "libvtatsim.so"
     if lib.exists():
-        _write_index(index, key)
-        return Build(lib, key, bus_width, vcd)
+        return lib
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -173,11 +190,11 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
     with open(root / f"{key}.lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
         if lib.exists():  # another process built it while we waited
-            return Build(lib, key, bus_width, vcd)
+            return lib
         work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
         try:
-            _compile(work, verilog, harness, bus_width=bus_width, vcd=vcd,
-                     debug_ports=debug_ports, verbose=verbose, jobs=jobs)
+            _compile(work, files, top=top, cflags=cflags, trace=trace, verbose=verbose,
+                     jobs=jobs)
             (work / "KEY").write_text("\n".join(options) + "\n")
             if final.exists():
                 shutil.rmtree(final)
@@ -185,9 +202,8 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-    _write_index(index, key)
     _prune(root, keep=KEEP_BUILDS, current=final)
-    return Build(lib, key, bus_width, vcd)
+    return lib
 
 
 def _prune(root: Path, *, keep: int, current: Path) -> None:
@@ -212,28 +228,26 @@ def _run(cmd: list[str], cwd: Path, verbose: bool, what: str) -> None:
         raise TsimBuildError(f"{what} failed (exit {proc.returncode}) in {cwd}:\n{tail}")
 
 
-def _compile(work: Path, verilog: str, harness: str, *, bus_width: int, vcd: bool,
-             debug_ports: bool, verbose: bool, jobs: int) -> None:
-    """Verilate and build the design and the harness into ``work/libvtatsim.so``.
+def _compile(work: Path, files: dict[str, str], *, top: str, cflags: list[str], trace: bool,
+             verbose: bool, jobs: int) -> None:
+    """Verilate and build ``files`` into ``work/libvtatsim.so``.
 
     ``--exe`` with ``-shared`` at link time makes Verilator's own makefile build the runtime and
     link everything into a shared library exporting only the harness's C ABI.
     """
     verilator = _tool("verilator")
     _tool("g++")
-    (work / "vta_core.v").write_text(verilog)
-    (work / "harness.cpp").write_text(harness)
-    cflags = ["-fPIC", "-fvisibility=hidden", "-std=c++17", f"-DBUS_BYTES={bus_width // 8}"]
-    if debug_ports:
-        cflags.append("-DHAVE_DEBUG_PORTS")
+    for name, text in files.items():
+        (work / name).write_text(text)
+    flags = ["-fPIC", "-fvisibility=hidden", "-std=c++17", *cflags]
     cmd = [verilator, "--cc", "--exe", "--build", *VERILATOR_FLAGS, "-Wno-fatal", "-Wno-lint",
-           "-Wno-style", "-Wno-SYMRSVDWORD", "--top-module", "vta_core", "--prefix", "Vvta_core",
-           "--Mdir", "obj", "-j", str(jobs), "-CFLAGS", " ".join(cflags),
+           "-Wno-style", "-Wno-SYMRSVDWORD", "--top-module", top, "--prefix", f"V{top}",
+           "--Mdir", "obj", "-j", str(jobs), "-CFLAGS", " ".join(flags),
            "-LDFLAGS", "-shared -Wl,-Bsymbolic", "-o", "libvtatsim.so",
            "-MAKEFLAGS", f"OPT_FAST={OPT_FAST} OPT_SLOW=-O0 OPT_GLOBAL=-O2"]
-    if vcd:
+    if trace:
         cmd.append("--trace")
-    cmd += ["vta_core.v", "harness.cpp"]
+    cmd += list(files)
     _run(cmd, work, verbose, "verilator")
     os.replace(work / "obj" / "libvtatsim.so", work / "libvtatsim.so")
     shutil.rmtree(work / "obj", ignore_errors=True)

@@ -374,3 +374,63 @@ def test_axil_host_driver_times_out_on_a_dead_slave():
     sim.add_testbench(tb)
     with pytest.raises(AxiProtocolError, match="no response"):
         sim.run()
+
+
+def aw(addr: int, beats: int, size_log: int = 3) -> dict[str, int]:
+    s = idle()
+    s.update(awaddr=addr, awlen=beats - 1, awsize=size_log, awburst=1, awvalid=1)
+    return s
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("mode,code", [("slverr", 2), ("decerr", 3)])
+def test_out_of_range_read_answers_an_error_response(mode: str, code: int):
+    mem = np.arange(256, dtype=np.uint8)
+    m = AxiMemory(mem, bus_bytes=8, latency=2, out_of_range=mode)
+    m.step(idle())
+    beats = []
+    for _ in range(100):  # a burst crossing the end: every beat answers the error, no data
+        was = dict(m.out)
+        s = ar(248, 2) if not beats and was["arready"] and m.stats.read_bursts == 0 else idle()
+        s["rready"] = 1
+        m.step(s)
+        if was["rvalid"]:
+            beats.append((was["rdata"], was["rresp"], was["rlast"]))
+            if was["rlast"]:
+                break
+    assert beats == [(0, code, 0), (0, code, 1)]
+    assert read_burst(m, 240, 1)[0][1] == int.from_bytes(bytes(range(240, 248)), "little")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("mode,code", [("slverr", 2), ("decerr", 3)])
+def test_out_of_range_write_answers_an_error_response_and_writes_nothing(mode: str, code: int):
+    mem = np.zeros(256, dtype=np.uint8)
+    m = AxiMemory(mem, bus_bytes=8, out_of_range=mode, write_limit=128)
+    resps = []
+    for addr in (120, 128):
+        while not m.out["awready"]:
+            m.step(idle())
+        m.step(aw(addr, 1))
+        while not m.out["wready"]:
+            m.step(idle())
+        s = idle()
+        s.update(wdata=0x0102030405060708, wstrb=0xFF, wlast=1, wvalid=1)
+        m.step(s)
+        for _ in range(20):
+            was = dict(m.out)
+            s = idle()
+            s["bready"] = 1
+            m.step(s)
+            if was["bvalid"]:
+                resps.append(was["bresp"])
+                break
+    assert resps == [0, code]
+    assert bytes(mem[120:128]) == (0x0102030405060708).to_bytes(8, "little")
+    assert not mem[128:].any()
+
+
+@pytest.mark.unit
+def test_out_of_range_mode_is_validated():
+    with pytest.raises(ValueError, match="out_of_range"):
+        AxiMemory(np.zeros(16, np.uint8), bus_bytes=8, out_of_range="okay")

@@ -70,7 +70,7 @@ def test_every_register_reads_its_source_and_unknown_addresses_read_zero() -> No
         for name, off in order:
             got, _ = await _read(ctx, bus, off, rng)
             assert got == expect[name], name
-        for off in (0x80, 0x100, 0xFFFC, 0x4000):
+        for off in (0x88, 0x100, 0xFFFC, 0x4000):
             got, _ = await _read(ctx, bus, off, rng)
             assert got == 0, hex(off)
         # reads see the value of the source when they are issued, not an older one
@@ -110,6 +110,10 @@ def test_launch_pulses_once_and_not_while_running() -> None:
         await _write(ctx, bus, REGISTER_MAP["control"], 1, strb=0b1110)  # byte 0 not written
         await ctx.tick().repeat(4)
         assert len(pulses) == 1
+        await _write(ctx, bus, REGISTER_MAP["control"], 1)
+        await ctx.tick().repeat(4)
+        assert len(pulses) == 2
+        ctx.set(dut.error, 1)  # an AXI error stopped the core: launch is ignored until reset
         await _write(ctx, bus, REGISTER_MAP["control"], 1)
         await ctx.tick().repeat(4)
         assert len(pulses) == 2

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import vta.runtime as rt
 from vta.hw.regs import CORE_ID, REGISTER_MAP
-from vta.isa import Config, FinishInsn, decode_program
+from vta.isa import Config, FinishInsn, MemInsn, decode_program
 from vta.runtime.pynq import PynqDriver, hw_config_word
 from vta.runtime.regmodel import SimulatedBoard
 
@@ -124,3 +124,89 @@ def test_register_sequence_on_the_rtl_core(small_cfg: Config, matmul_case) -> No
     np.testing.assert_array_equal(case.result(C), case.reference())
     assert board.mmio.log[-1][:2] == ("r", CYCLES) and stats["cycles"] == board.mmio.log[-1][2]
     assert stats["cycles"] > 0
+
+
+def test_de10_nano_constants_match_the_board_registry() -> None:
+    from vta.boards import get_board
+    from vta.runtime.de10nano import ACP_ALIAS, REG_BASE
+
+    b = get_board("de10-nano")
+    assert (b.reg_base, b.extra["acp_alias"]) == (REG_BASE, ACP_ALIAS)
+
+
+def test_de10_nano_without_its_board_is_a_one_line_error(small_cfg: Config) -> None:
+    with pytest.raises(rt.DeviceUnavailableError, match="DE10-Nano") as e:
+        rt.open("de10-nano", small_cfg, udmabuf="no-such-udmabuf")
+    assert "\n" not in str(e.value)
+
+
+def test_bus_error_names_the_address(small_cfg: Config) -> None:
+    """The driver turns control bit 2 into a BusError naming the response, the direction and
+    the address latched by the core."""
+
+    class ErrorRegs:
+        def __init__(self) -> None:
+            self.values = {REGISTER_MAP["control"]: 4,
+                           REGISTER_MAP["axi_error"]: 1 | 1 << 1 | 2 << 2,
+                           REGISTER_MAP["axi_error_addr"]: 0x1234_5000}
+
+        def read(self, offset: int) -> int:
+            return self.values.get(offset, 0)
+
+        def write(self, offset: int, value: int) -> None:
+            pass
+
+    with pytest.raises(rt.BusError, match="SLVERR response to a write burst at physical "
+                                          "address 0x12345000") as e:
+        PynqDriver(ErrorRegs()).run(0x1000, 4)
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_virtual_board_is_a_one_line_error(small_cfg: Config) -> None:
+    with pytest.raises(rt.DeviceUnavailableError, match="virtual:nope.*unknown board") as e:
+        rt.open("virtual:nope", small_cfg)
+    assert "\n" not in str(e.value)
+    with pytest.raises(rt.DeviceUnavailableError, match="no platform 'warp'"):
+        rt.open("warp:pynq-z1", small_cfg)
+
+
+def test_ulx3s_protocol_constants_match_the_gateware() -> None:
+    from vta.boards import get_board
+    from vta.boards import ulx3s as gateware
+    from vta.runtime import ulx3s
+
+    assert (gateware.REG_WINDOW, gateware.CMD_WRITE, gateware.CMD_READ) == (
+        ulx3s.REG_WINDOW, ulx3s.CMD_WRITE, ulx3s.CMD_READ)
+    assert get_board("ulx3s-85f").reg_base == ulx3s.REG_WINDOW
+
+
+def test_ulx3s_bridge_frames_and_stored_ranges(small_cfg: Config) -> None:
+    """The serial frames of a word write/read, and the bytes a program's STOREs write."""
+    from vta.isa import encode_program
+    from vta.isa.layout import MemType, Opcode
+    from vta.runtime.ulx3s import SerialBridge, stored_ranges
+
+    class Line:
+        def __init__(self) -> None:
+            self.sent, self.replies = b"", [b"\x01", b"\x78\x56\x34\x12"]
+
+        def write(self, data: bytes) -> None:
+            self.sent += data
+
+        def read(self, n: int) -> bytes:
+            return self.replies.pop(0)[:n]
+
+    line = Line()
+    bridge = SerialBridge(line)
+    bridge.write_word(0x8000_000C, 0xAABBCCDD)
+    assert bridge.read_word(0x100) == 0x12345678
+    assert line.sent == bytes([1, 0x0C, 0, 0, 0x80, 0xDD, 0xCC, 0xBB, 0xAA, 2, 0, 1, 0, 0])
+    silent = Line()
+    silent.replies = [b""]
+    with pytest.raises(rt.DeviceError, match="is the ULX3S bitstream loaded"):
+        SerialBridge(silent).write_word(0, 0)
+    eb = small_cfg.out_elem_bytes
+    store = MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT, dram_base=100, y_size=3,
+                    x_size=2, x_stride=5)
+    program = encode_program([store, FinishInsn()], small_cfg)
+    assert stored_ranges(program, small_cfg) == [(100 * eb, (100 + 2 * 5 + 2) * eb)]
