@@ -236,6 +236,8 @@ def resize_linear(x: np.ndarray, sizes: list[int], scales: list[float], coord_mo
         shape[axis] = n_out
         frac = (xi - i0).reshape(shape)
         y = np.take(y, i0, axis=axis) * (1 - frac) + np.take(y, i1, axis=axis) * frac
+    if np.issubdtype(dtype, np.integer):  # int8 in, int8 out (same scale): round to nearest
+        y = np.rint(y)
     return y.astype(dtype)
 
 

@@ -1,6 +1,10 @@
 """Graph passes: named Graph -> Graph functions, run in order by :func:`optimize`.
 
 - ``fold_constants``: evaluate nodes whose inputs are all constants.
+- ``fuse_layernorm``, ``fuse_gelu``, ``fuse_gates``: the exporters' decomposed LayerNorm
+  (opset < 17), erf GELU, ``x * Sigmoid(x)`` (SiLU) and ``x * HardSigmoid(x)`` (HardSwish)
+  become single ops.
+- ``fold_dense_bias``: MatMul + Add (a Linear layer's export) becomes one Dense with a bias.
 - ``fold_batchnorm``: BatchNormalization after Conv / ConvTranspose goes into its weights.
 - ``lower_conv_transpose``: ConvTranspose -> Dilate (zero insertion, injective) + Conv.
 - ``fuse_activations``: Relu / Clip after Conv, Dense or Add becomes the op's epilogue.
@@ -9,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,7 +21,7 @@ import numpy as np
 
 from . import ops
 from .ir import Graph, Node
-from .reference import FLOAT_KERNELS
+from .reference import ELEMENTWISE, FLOAT_KERNELS
 
 Pass = Callable[[Graph], Graph]
 
@@ -138,8 +143,222 @@ def fuse_activations(g: Graph) -> Graph:
     return g
 
 
+# ------------------------------------------------------------- exporter patterns
+class _Rewriter:
+    """Pattern matching over a graph: producers, consumers and constants, and the rewrite of a
+    matched chain into one node (which takes the name of the chain's last node)."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.prod = g.producers()
+        self.cons = g.consumers()
+        self.drop: set[str] = set()
+        self.replace: dict[str, Node] = {}
+
+    def only_consumer(self, tensor: str) -> Node | None:
+        c = self.cons.get(tensor, [])
+        return c[0] if len(c) == 1 and tensor not in self.g.outputs else None
+
+    def producer(self, tensor: str, op: str) -> Node | None:
+        n = self.prod.get(tensor)
+        return n if n is not None and n.op == op and n.name not in self.drop else None
+
+    def scalar(self, tensor: str) -> float | None:
+        v = self.g.params.get(tensor)
+        return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
+
+    def other(self, n: Node, tensor: str) -> str | None:
+        """The other input of a binary node ``n`` one of whose inputs is ``tensor``."""
+        if len(n.inputs) != 2 or tensor not in n.inputs:
+            return None
+        return n.inputs[1] if n.inputs[0] == tensor else n.inputs[0]
+
+    def rewrite(self, chain: list[Node], new: Node) -> None:
+        """``new`` replaces ``chain`` (each but the last with that single consumer)."""
+        if any(n.name in self.drop for n in chain):
+            return
+        for n in chain[:-1]:
+            self.drop.add(n.name)
+        self.replace[chain[-1].name] = new
+        self.drop.add(chain[-1].name)
+
+    def apply(self) -> Graph:
+        out = []
+        for n in self.g.nodes:
+            if n.name in self.replace:
+                out.append(self.replace[n.name])
+            elif n.name not in self.drop:
+                out.append(n)
+        self.g.nodes = out
+        return self.g.remove_unused()
+
+
+def fuse_gates(g: Graph) -> Graph:
+    """``x * Sigmoid(x)`` is SiLU; ``x * HardSigmoid(x)`` (alpha 1/6, beta 1/2) is HardSwish."""
+    r = _Rewriter(g)
+    for mul in list(g.nodes):
+        if mul.op != "Mul":
+            continue
+        for gate_t in mul.inputs:
+            gate = r.prod.get(gate_t)
+            if gate is None or r.only_consumer(gate_t) is not mul or \
+                    r.other(mul, gate_t) != gate.inputs[0]:
+                continue
+            if gate.op == "Sigmoid":
+                op = "Silu"
+            elif gate.op == "HardSigmoid" and abs(gate.attrs["alpha"] - 1 / 6) < 1e-6 \
+                    and abs(gate.attrs["beta"] - 0.5) < 1e-6:
+                op = "HardSwish"
+            else:
+                continue
+            r.rewrite([gate, mul], Node(op, mul.name, [gate.inputs[0]], list(mul.outputs)))
+            break
+    return r.apply()
+
+
+def fuse_gelu(g: Graph) -> Graph:
+    """The exporters' erf form of GELU, ``x * (erf(x / sqrt 2) + 1) * 0.5`` (with the 0.5 on
+    either side), becomes one Gelu."""
+    r = _Rewriter(g)
+    for erf in list(g.nodes):
+        if erf.op != "Erf":
+            continue
+        scale = r.prod.get(erf.inputs[0])
+        if scale is None or scale.op not in ("Div", "Mul") or \
+                r.only_consumer(scale.outputs[0]) is not erf:
+            continue
+        x, k = scale.inputs
+        want = math.sqrt(2) if scale.op == "Div" else 1 / math.sqrt(2)
+        if r.scalar(k) is None or abs(r.scalar(k) - want) > 1e-4:
+            continue
+        add = r.only_consumer(erf.outputs[0])
+        one = r.other(add, erf.outputs[0]) if add is not None and add.op == "Add" else None
+        if one is None or r.scalar(one) != 1.0:
+            continue
+        m1 = r.only_consumer(add.outputs[0])
+        if m1 is None or m1.op != "Mul":
+            continue
+        left = r.other(m1, add.outputs[0])
+        half = r.prod.get(left)
+        if left == x:  # x * (erf + 1), then * 0.5
+            m2 = r.only_consumer(m1.outputs[0])
+            c = r.other(m2, m1.outputs[0]) if m2 is not None and m2.op == "Mul" else None
+            if c is None or r.scalar(c) != 0.5:
+                continue
+            chain = [scale, erf, add, m1, m2]
+        elif half is not None and half.op == "Mul" and r.only_consumer(left) is m1 and \
+                r.other(half, x) is not None and r.scalar(r.other(half, x)) == 0.5:
+            chain = [half, scale, erf, add, m1]  # (x * 0.5) * (erf + 1)
+        else:
+            continue
+        r.rewrite(chain, Node("Gelu", chain[-1].name, [x], list(chain[-1].outputs),
+                              {"approximate": "none"}))
+    return r.apply()
+
+
+def fuse_layernorm(g: Graph) -> Graph:
+    """The opset < 17 export of LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt,
+    Div, then Mul scale, Add bias) becomes one LayerNormalization over the trailing axes."""
+    r = _Rewriter(g)
+    shapes: dict[str, tuple[int, ...]] | None = None
+    for mean in list(g.nodes):
+        if mean.op != "ReduceMean" or not mean.attrs["keepdims"]:
+            continue
+        if shapes is None:
+            from .reference import infer_shapes
+
+            shapes = infer_shapes(g)
+        axes = mean.attrs["axes"]
+        if axes != list(range(axes[0], len(shapes[mean.inputs[0]]))):
+            continue  # LayerNormalization normalises the trailing axes
+        x = mean.inputs[0]
+        subs = [c for c in r.cons.get(mean.outputs[0], []) if c.op == "Sub"
+                and c.inputs == [x, mean.outputs[0]]]
+        if len(subs) != 1 or len(r.cons[mean.outputs[0]]) != 1:
+            continue
+        sub = subs[0]
+        d = sub.outputs[0]
+        users = r.cons.get(d, [])
+        pow_ = next((u for u in users if u.op == "Pow" and u.inputs[0] == d
+                     and r.scalar(u.inputs[1]) == 2.0), None)
+        div = next((u for u in users if u.op == "Div" and u.inputs[0] == d), None)
+        if pow_ is None or div is None or len(users) != 2:
+            continue
+        var = r.only_consumer(pow_.outputs[0])
+        if var is None or var.op != "ReduceMean" or var.attrs != mean.attrs:
+            continue
+        add = r.only_consumer(var.outputs[0])
+        eps = r.scalar(r.other(add, var.outputs[0]) or "") if add is not None and \
+            add.op == "Add" else None
+        sqrt = r.only_consumer(add.outputs[0]) if eps is not None else None
+        if sqrt is None or sqrt.op != "Sqrt" or div.inputs[1] != sqrt.outputs[0] or \
+                r.only_consumer(sqrt.outputs[0]) is not div:
+            continue
+        chain = [mean, sub, pow_, var, add, sqrt, div]
+        ins = [x]
+        mul = r.only_consumer(div.outputs[0])
+        scale = r.other(mul, div.outputs[0]) if mul is not None and mul.op == "Mul" else None
+        if scale in g.params:
+            chain.append(mul)
+            ins.append(scale)
+            bias_add = r.only_consumer(mul.outputs[0])
+            bias = r.other(bias_add, mul.outputs[0]) if bias_add is not None and \
+                bias_add.op == "Add" else None
+            if bias in g.params:
+                chain.append(bias_add)
+                ins.append(bias)
+        if len(ins) == 1:
+            one = f"{chain[-1].name}.ones"
+            g.params[one] = np.ones(1, np.float32)
+            ins.append(one)
+        r.rewrite(chain, Node("LayerNormalization", chain[-1].name, ins,
+                              list(chain[-1].outputs), {"axis": axes[0], "epsilon": eps}))
+    return r.apply()
+
+
+def fold_dense_bias(g: Graph) -> Graph:
+    """A bias added after a Dense layer without one (MatMul + Add, possibly through the
+    Reshape that restores a rank > 2 operand's shape) becomes the Dense layer's bias."""
+    r = _Rewriter(g)
+    for add in list(g.nodes):
+        if add.op != "Add" or add.attrs.get("activation"):
+            continue
+        for t in add.inputs:
+            b = r.other(add, t)
+            if b not in g.params or r.only_consumer(t) is not add:
+                continue
+            src = r.prod.get(t)
+            chain = []
+            if src is not None and src.op == "Reshape" and \
+                    r.only_consumer(src.inputs[0]) is src:
+                chain.append(src)
+                src = r.prod.get(src.inputs[0])
+            if src is None or src.op != "Dense" or len(src.inputs) != 2:
+                continue
+            n_out = g.params[src.inputs[1]].shape[0]
+            bias = g.params[b]
+            if bias.size != n_out or (bias.ndim and bias.shape[-1] != n_out) or \
+                    (chain and chain[0].attrs["shape"][-1] != n_out):
+                continue
+            last = chain[0] if chain else src
+            if {add.name, src.name, last.name} & r.drop:
+                continue
+            bname = f"{src.name}.bias"
+            g.params[bname] = bias.reshape(-1).astype(np.float32)
+            src.inputs = [*src.inputs, bname]
+            r.drop |= {add.name, last.name}  # last now produces the sum
+            r.replace[last.name] = Node(last.op, last.name, list(last.inputs),
+                                        list(add.outputs), dict(last.attrs))
+            break
+    return r.apply()
+
+
 PIPELINE: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),
+    ("fuse_layernorm", fuse_layernorm),
+    ("fuse_gelu", fuse_gelu),
+    ("fuse_gates", fuse_gates),
+    ("fold_dense_bias", fold_dense_bias),
     ("fold_batchnorm", fold_batchnorm),
     ("lower_conv_transpose", lower_conv_transpose),
     ("fuse_activations", fuse_activations),
@@ -166,8 +385,10 @@ OP_PATTERN = {
     "Tanh": INJECTIVE, "Sigmoid": INJECTIVE, "Flatten": INJECTIVE, "Reshape": INJECTIVE,
     "Identity": INJECTIVE, "Pad": INJECTIVE, "Resize": INJECTIVE, "Dilate": INJECTIVE,
     "Concat": INJECTIVE, "BatchNormalization": INJECTIVE, "Quantize": INJECTIVE,
-    "Dequantize": INJECTIVE,
-    "GlobalAveragePool": REDUCTION,
+    "Dequantize": INJECTIVE, "Transpose": INJECTIVE, "Slice": INJECTIVE, "Gather": INJECTIVE,
+    **{op: INJECTIVE for op in ELEMENTWISE},
+    "GlobalAveragePool": REDUCTION, "GlobalMaxPool": REDUCTION, "ReduceMean": REDUCTION,
+    "ReduceMax": REDUCTION,
     "Conv": OUT_FUSABLE, "ConvTranspose": OUT_FUSABLE, "Dense": OUT_FUSABLE,
     "Gemm": OUT_FUSABLE, "MatMul": OUT_FUSABLE, "MaxPool": OUT_FUSABLE,
     "AveragePool": OUT_FUSABLE,
