@@ -217,8 +217,8 @@ def fuse_gates(g: Graph) -> Graph:
 
 
 def fuse_gelu(g: Graph) -> Graph:
-    """The exporters' erf form of GELU, ``x * (erf(x / sqrt 2) + 1) * 0.5`` (with the 0.5 on
-    either side), becomes one Gelu."""
+    """The exporters' erf form of GELU, ``x * (erf(x / sqrt 2) + 1) * 0.5`` (the products in
+    any order), becomes one Gelu."""
     r = _Rewriter(g)
     for erf in list(g.nodes):
         if erf.op != "Erf":
@@ -235,25 +235,38 @@ def fuse_gelu(g: Graph) -> Graph:
         one = r.other(add, erf.outputs[0]) if add is not None and add.op == "Add" else None
         if one is None or r.scalar(one) != 1.0:
             continue
-        m1 = r.only_consumer(add.outputs[0])
-        if m1 is None or m1.op != "Mul":
-            continue
-        left = r.other(m1, add.outputs[0])
-        half = r.prod.get(left)
-        if left == x:  # x * (erf + 1), then * 0.5
-            m2 = r.only_consumer(m1.outputs[0])
-            c = r.other(m2, m1.outputs[0]) if m2 is not None and m2.op == "Mul" else None
-            if c is None or r.scalar(c) != 0.5:
-                continue
-            chain = [scale, erf, add, m1, m2]
-        elif half is not None and half.op == "Mul" and r.only_consumer(left) is m1 and \
-                r.other(half, x) is not None and r.scalar(r.other(half, x)) == 0.5:
-            chain = [half, scale, erf, add, m1]  # (x * 0.5) * (erf + 1)
-        else:
+        chain = _gelu_products(r, [scale, erf, add], x)
+        if chain is None:
             continue
         r.rewrite(chain, Node("Gelu", chain[-1].name, [x], list(chain[-1].outputs),
                               {"approximate": "none"}))
     return r.apply()
+
+
+def _gelu_products(r: _Rewriter, chain: list[Node], x: str) -> list[Node] | None:
+    """The chain extended by the products with ``x`` and 0.5 after ``erf + 1`` (in any order
+    and association: ``x * (e * 0.5)``, ``(x * e) * 0.5``, ``(x * 0.5) * e``), or None."""
+    cur = chain[-1].outputs[0]
+    factors: list[str] = []
+    while sorted(factors) != ["half", "x"] and len(factors) < 2:
+        m = r.only_consumer(cur)
+        if m is None or m.op != "Mul":
+            return None
+        o = r.other(m, cur)
+        h = r.prod.get(o)
+        if o == x:
+            factors.append("x")
+        elif r.scalar(o) == 0.5:
+            factors.append("half")
+        elif h is not None and h.op == "Mul" and r.only_consumer(o) is m and \
+                r.other(h, x) is not None and r.scalar(r.other(h, x)) == 0.5:
+            factors += ["x", "half"]
+            chain.insert(0, h)
+        else:
+            return None
+        chain.append(m)
+        cur = m.outputs[0]
+    return chain if sorted(factors) == ["half", "x"] else None
 
 
 def fuse_layernorm(g: Graph) -> Graph:

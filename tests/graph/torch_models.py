@@ -234,7 +234,7 @@ class Fire(nn.Module):
 
 def squeezenet() -> nn.Module:
     return nn.Sequential(
-        nn.Conv2d(3, 32, 3, 2), nn.ReLU(), nn.MaxPool2d(3, 2, ceil_mode=True),
+        nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU(), nn.MaxPool2d(3, 2, ceil_mode=True),
         Fire(32, 16, 32), Fire(64, 16, 32), nn.MaxPool2d(3, 2, ceil_mode=True),
         Fire(64, 16, 48), nn.Dropout(0.5), nn.Conv2d(96, 10, 1), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten())
@@ -283,23 +283,31 @@ class DenseLayer(nn.Module):
 
 
 class DenseNet(nn.Module):
-    def __init__(self, c0: int = 16, growth: int = 8, layers: int = 3):
+    """Two dense blocks around a transition; the second block sees the channel counts of the
+    first, so their pre-activation batch norms (scale 1, shift 0) are equal tensors that the
+    TorchScript exporter shares through Identity nodes."""
+
+    def __init__(self, c0: int = 16, growth: int = 8, layers: int = 2):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, c0, 3, 2, 1, bias=False), nn.BatchNorm2d(c0),
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        self.block = nn.ModuleList(DenseLayer(c0 + k * growth, growth) for k in range(layers))
+        self.block1 = nn.ModuleList(DenseLayer(c0 + k * growth, growth) for k in range(layers))
         c = c0 + layers * growth
-        self.trans = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, c // 2, 1,
+        self.trans = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, c0, 1,
                                                                            bias=False),
                                    nn.AvgPool2d(2, 2))
-        self.norm = nn.BatchNorm2d(c // 2)
-        self.fc = nn.Linear(c // 2, 10)
+        self.block2 = nn.ModuleList(DenseLayer(c0 + k * growth, growth) for k in range(layers))
+        self.norm = nn.BatchNorm2d(c)
+        self.fc = nn.Linear(c, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = [self.stem(x)]
-        for layer in self.block:
+        for layer in self.block1:
             feats.append(layer(feats))
-        x = F.relu(self.norm(self.trans(torch.cat(feats, 1))))
+        feats = [self.trans(torch.cat(feats, 1))]
+        for layer in self.block2:
+            feats.append(layer(feats))
+        x = F.relu(self.norm(torch.cat(feats, 1)))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
@@ -482,6 +490,10 @@ FAMILIES: dict[str, Callable[[], nn.Module]] = {
 #: Input size per family (AlexNet's stride-4 11x11 stem needs a larger image).
 SIZES = {"alexnet": 64}
 
+#: Families whose torchvision definitions initialise every conv / linear bias to zero (equal
+#: zero tensors that the TorchScript exporter shares through Identity nodes).
+ZERO_BIAS = {"vgg", "efficientnet", "mobilenet_v3", "regnet"}
+
 
 def build(name: str, seed: int = 0) -> nn.Module:
     """The family's model with seeded weights and batch-norm statistics re-estimated on random
@@ -489,6 +501,10 @@ def build(name: str, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     model = FAMILIES[name]()
     size = SIZES.get(name, 32)
+    if name in ZERO_BIAS:
+        for m in model.modules():
+            if isinstance(m, nn.Conv2d | nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
     model.train()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
