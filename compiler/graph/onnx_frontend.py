@@ -427,8 +427,8 @@ def _clip(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     else:
         lo_t = c.const("Clip", name, ins[1] if len(ins) > 1 else "", "min")
         hi_t = c.const("Clip", name, ins[2] if len(ins) > 2 else "", "max")
-        lo = None if lo_t is None else float(lo_t)
-        hi = None if hi_t is None else float(hi_t)
+        lo = None if lo_t is None else float(lo_t.reshape(-1)[0])
+        hi = None if hi_t is None else float(hi_t.reshape(-1)[0])
     c.emit("Clip", name, ins[:1], outs[:1], min=lo, max=hi)
 
 
