@@ -165,6 +165,29 @@ def test_exported_patterns_fuse(family: str, export: str, fused: str) -> None:
         assert len(dense) == 5 and all(len(n.inputs) == 3 for n in dense)
 
 
+@pytest.mark.parametrize("family, dynamo", [("shufflenet_v2", False), ("alexnet", False),
+                                            ("yolo", False), ("convnext", True)])
+def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -> None:
+    """A symbolic batch dimension (dynamic_axes / dynamic_shapes) leaves Shape chains on the
+    batch in the graph; they fold with the batch compiled as 1."""
+    import torch
+
+    torch.set_num_threads(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = onnx.load_from_string(tm.export(tm.build(family), tm.SIZES.get(family, 32),
+                                                dynamo=dynamo, opset=None if dynamo else 13,
+                                                dynamic_batch=True))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param and "Shape" in op_types(model)
+    g = from_onnx(model)
+    assert "Shape" not in {n.op for n in g.nodes}
+    x = {model.graph.input[0].name: np.random.default_rng(0).standard_normal(
+        g.inputs[model.graph.input[0].name].shape).astype(np.float32)}
+    (ref,) = run_ort(model, x)
+    assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
+
+
 def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
     """The command-line path: vta compile / vta run on a dynamo-exported YOLO-style model
     (LeakyRelu, Slice, Resize, Concat, PRelu, a 5-D permuted output)."""

@@ -515,14 +515,20 @@ def build(name: str, seed: int = 0) -> nn.Module:
     return model.eval()
 
 
-def export(model: nn.Module, size: int, *, dynamo: bool, opset: int | None = None) -> bytes:
-    """``torch.onnx.export`` of a (1, 3, size, size) input, serialized."""
-    x = torch.randn(1, 3, size, size)
+def export(model: nn.Module, size: int, *, dynamo: bool, opset: int | None = None,
+           dynamic_batch: bool = False) -> bytes:
+    """``torch.onnx.export`` of a (1, 3, size, size) input, serialized; ``dynamic_batch``
+    exports a symbolic batch dimension (the graph then computes shapes at run time)."""
+    x = torch.randn(2 if dynamic_batch and dynamo else 1, 3, size, size)
     buf = io.BytesIO()
-    kw = {"opset_version": opset} if opset else {}
+    kw: dict = {"opset_version": opset} if opset else {}
     if dynamo:
+        if dynamic_batch:
+            kw["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=64)},)
         prog = torch.onnx.export(model, (x,), dynamo=True, verbose=False, **kw)
         return prog.model_proto.SerializeToString()
+    if dynamic_batch:
+        kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
     torch.onnx.export(model, (x,), buf, dynamo=False, input_names=["input"],
                       output_names=["output"], **kw)
     return buf.getvalue()
