@@ -652,10 +652,36 @@ def _concat(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     c.emit("Concat", name, ins, outs[:1], axis=c.axis(int(a["axis"]), rank))
 
 
-def _softmax(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
-    legacy = c.opset < 13
-    c.emit("Softmax", name, ins[:1], outs[:1], axis=int(a.get("axis", 1 if legacy else -1)),
-           legacy=legacy)
+def _softmax(op: str) -> Callable[..., None]:
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        legacy = c.opset < 13
+        c.emit(op, name, ins[:1], outs[:1], axis=int(a.get("axis", 1 if legacy else -1)),
+               legacy=legacy)
+    return conv
+
+
+def _expand(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    target = [int(v) for v in c.const("Expand", name, ins[1], "the shape")]
+    shape = list(np.broadcast_shapes(c.shape(ins[0]), tuple(target)))
+    if tuple(shape) == c.shape(ins[0]):
+        c.forward(ins[0], outs[0])
+    else:
+        c.emit("Expand", name, ins[:1], outs[:1], shape=shape)
+
+
+def _minmax(op: str) -> Callable[..., None]:
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        ins = [i for i in ins if i]
+        if len(ins) == 1:
+            c.forward(ins[0], outs[0])
+            return
+        acc = ins[0]
+        for k, other in enumerate(ins[1:]):  # variadic: a chain of binary ops
+            last = k == len(ins) - 2
+            out = outs[0] if last else f"{name}.{k}"
+            c.emit(op, name if last else f"{name}.{k}", [acc, other], [out])
+            acc = out
+    return conv
 
 
 def _prelu(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
@@ -673,9 +699,13 @@ def _pad(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         pads = [int(v) for v in c.const("Pad", name, ins[1], "pads")]
         v = c.const("Pad", name, ins[2] if len(ins) > 2 else "", "constant_value")
         value = 0.0 if v is None else float(np.asarray(v).reshape(-1)[0])
-        if len(ins) > 3 and ins[3]:
-            raise c.fail("Pad", name, "the axes input is not supported (give pads for every "
-                                      "axis)")
+        if len(ins) > 3 and ins[3]:  # opset 18: pads for the listed axes only
+            rank = len(c.shape(ins[0]))
+            axes = [c.axis(int(v), rank) for v in c.const("Pad", name, ins[3], "axes")]
+            full = [0] * (2 * rank)
+            for k, ax in enumerate(axes):
+                full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
+            pads = full
     if min(pads) < 0:
         raise c.fail("Pad", name, "negative pads are not supported")
     c.emit("Pad", name, ins[:1], outs[:1], pads=pads, mode=mode, value=value)
@@ -735,6 +765,9 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     **{op: _simple(op) for op in ("Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Neg",
                                   "Abs", "Reciprocal", "HardSwish", "GlobalAveragePool",
                                   "GlobalMaxPool")},
+    **{op: _simple(op) for op in ("Softplus", "Mish")},
+    "Elu": _simple("Elu", alpha=1.0),
+    "Max": _minmax("Max"), "Min": _minmax("Min"), "Expand": _expand,
     "HardSigmoid": _simple("HardSigmoid", alpha=0.2, beta=0.5),
     "LeakyRelu": _simple("LeakyRelu", alpha=0.01),
     "Gelu": _simple("Gelu", approximate="none"),
@@ -745,7 +778,8 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "ReduceMax": _reduce("ReduceMax", "GlobalMaxPool"),
     "Flatten": _flatten, "Reshape": _reshape, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "Transpose": _transpose, "Slice": _slice, "Split": _split, "Gather": _gather,
-    "Concat": _concat, "Softmax": _softmax, "Pad": _pad, "Resize": _resize,
+    "Concat": _concat, "Softmax": _softmax("Softmax"), "LogSoftmax": _softmax("LogSoftmax"),
+    "Pad": _pad, "Resize": _resize,
     "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
     "Shape": _shape, "Size": _size,
 }

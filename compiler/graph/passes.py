@@ -405,7 +405,7 @@ OP_PATTERN = {
     "Conv": OUT_FUSABLE, "ConvTranspose": OUT_FUSABLE, "Dense": OUT_FUSABLE,
     "Gemm": OUT_FUSABLE, "MatMul": OUT_FUSABLE, "MaxPool": OUT_FUSABLE,
     "AveragePool": OUT_FUSABLE,
-    "Softmax": OPAQUE,
+    "Softmax": OPAQUE, "LogSoftmax": OPAQUE, "Expand": INJECTIVE,
 }
 
 

@@ -166,6 +166,12 @@ FLOAT_KERNELS: dict[str, Kernel] = {
     "Neg": _f32(np.negative),
     "Abs": _f32(np.abs),
     "Reciprocal": _f32(np.reciprocal),
+    "Max": lambda n, a: [np.maximum(a[0], a[1]).astype(np.float32)],
+    "Min": lambda n, a: [np.minimum(a[0], a[1]).astype(np.float32)],
+    "Softplus": _f32(lambda x: np.logaddexp(0, x)),
+    "Mish": _f32(lambda x: x * np.tanh(np.logaddexp(0, x))),
+    "Elu": lambda n, a: [np.where(a[0] > 0, a[0], n.attrs["alpha"] * np.expm1(a[0]))
+                         .astype(np.float32)],
     "HardSigmoid": lambda n, a: [_hardsigmoid(n, a[0]).astype(np.float32)],
     "HardSwish": _f32(lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
     "Silu": _f32(lambda x: x * _sigmoid(x)),
@@ -198,6 +204,9 @@ FLOAT_KERNELS: dict[str, Kernel] = {
                                     axis=n.attrs["axis"])],
     "Concat": lambda n, a: [np.concatenate(a, axis=n.attrs["axis"])],
     "Softmax": lambda n, a: [ops.softmax(a[0], n.attrs["axis"], n.attrs["legacy"])],
+    "LogSoftmax": lambda n, a: [np.log(ops.softmax(a[0].astype(np.float64), n.attrs["axis"],
+                                                   n.attrs["legacy"])).astype(np.float32)],
+    "Expand": lambda n, a: [np.ascontiguousarray(np.broadcast_to(a[0], n.attrs["shape"]))],
     "Pad": _pad,
     "Resize": _resize,
     "Identity": lambda n, a: [a[0]],
@@ -208,7 +217,7 @@ FLOAT_KERNELS: dict[str, Kernel] = {
 ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Clip", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp",
     "Neg", "Abs", "Reciprocal", "HardSigmoid", "HardSwish", "Silu", "Gelu", "LeakyRelu",
-    "PRelu", "Identity"})
+    "PRelu", "Identity", "Max", "Min", "Softplus", "Mish", "Elu"})
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -322,7 +331,9 @@ SHAPE_RULES: dict[str, Callable[[Node, list[Shape]], Shape]] = {
     "ReduceMean": _reduce_shape,
     "ReduceMax": _reduce_shape,
     **{op: lambda n, s: tuple(np.broadcast_shapes(*s)) for op in ELEMENTWISE},
-    **{op: lambda n, s: s[0] for op in ("BatchNormalization", "LayerNormalization", "Softmax")},
+    **{op: lambda n, s: s[0] for op in ("BatchNormalization", "LayerNormalization", "Softmax",
+                                        "LogSoftmax")},
+    "Expand": lambda n, s: tuple(n.attrs["shape"]),
 }
 
 
