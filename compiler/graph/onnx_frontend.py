@@ -450,8 +450,9 @@ def _layernorm(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     if len([o for o in outs if o]) > 1:
         raise c.fail("LayerNormalization", name, "only the first output (Y) is supported")
     rank = len(c.shape(ins[0]))
+    axis = c.axis(int(a.get("axis", -1)), rank)
     c.emit("LayerNormalization", name, [i for i in ins[:3] if i], outs[:1],
-           axis=c.axis(int(a.get("axis", -1)), rank), epsilon=float(a.get("epsilon", 1e-5)))
+           axes=list(range(axis, rank)), epsilon=float(a.get("epsilon", 1e-5)))
 
 
 def _pool(op: str) -> Callable[..., None]:

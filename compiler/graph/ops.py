@@ -260,10 +260,10 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     return y.astype(x.dtype)
 
 
-def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int,
+def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axes: list[int],
                eps: float) -> np.ndarray:
-    """Normalise over the axes from ``axis`` to the last, then scale and shift."""
-    axes = tuple(range(axis, x.ndim))
+    """Normalise over ``axes``, then scale and shift (``scale`` and ``bias`` broadcast)."""
+    axes = tuple(axes)
     x64 = x.astype(np.float64)
     mean = x64.mean(axis=axes, keepdims=True)
     var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)

@@ -5,6 +5,9 @@
   (opset < 17), erf GELU, ``x * Sigmoid(x)`` (SiLU) and ``x * HardSigmoid(x)`` (HardSwish)
   become single ops.
 - ``fold_dense_bias``: MatMul + Add (a Linear layer's export) becomes one Dense with a bias.
+- ``dense_rows_to_conv``, ``cancel_transposes``, ``drop_identities``: a Dense over an NHWC
+  tensor's rows becomes a 1x1 Conv between transposes, and inverse transposes (through
+  element-wise ops) and Identity nodes go.
 - ``fold_batchnorm``: BatchNormalization after Conv / ConvTranspose goes into its weights.
 - ``lower_conv_transpose``: ConvTranspose -> Dilate (zero insertion, injective) + Conv.
 - ``fuse_activations``: Relu / Clip after Conv, Dense or Add becomes the op's epilogue.
@@ -325,7 +328,7 @@ def fuse_layernorm(g: Graph) -> Graph:
             g.params[one] = np.ones(1, np.float32)
             ins.append(one)
         r.rewrite(chain, Node("LayerNormalization", chain[-1].name, ins,
-                              list(chain[-1].outputs), {"axis": axes[0], "epsilon": eps}))
+                              list(chain[-1].outputs), {"axes": axes, "epsilon": eps}))
     return r.apply()
 
 
@@ -366,12 +369,118 @@ def fold_dense_bias(g: Graph) -> Graph:
     return r.apply()
 
 
+def dense_rows_to_conv(g: Graph) -> Graph:
+    """A Dense layer over the rows of an NHWC tensor (a Linear layer on ``x.permute(0, 2, 3,
+    1)``, as ConvNeXt writes its pointwise layers) is a 1x1 convolution between transposes to
+    NCHW and back: VTA runs convolutions, and the transposes cancel (:func:`cancel_transposes`)."""
+    r = _Rewriter(g)
+    shapes: dict[str, tuple[int, ...]] | None = None
+    for d in list(g.nodes):
+        pre = r.producer(d.inputs[0], "Reshape") if d.op == "Dense" else None
+        post = r.only_consumer(d.outputs[0])
+        if pre is None or r.only_consumer(pre.outputs[0]) is not d or post is None or \
+                post.op != "Reshape" or d.attrs.get("activation"):
+            continue
+        if shapes is None:
+            from .reference import infer_shapes
+
+            shapes = infer_shapes(g)
+        xs = shapes[pre.inputs[0]]
+        o = g.params[d.inputs[1]].shape[0]
+        if len(xs) != 4 or list(post.attrs["shape"]) != [*xs[:3], o]:
+            continue
+        wname = f"{d.name}.weight_1x1"
+        g.params[wname] = g.params[d.inputs[1]].reshape(o, -1, 1, 1)
+        nchw, conv_out = f"{d.name}.nchw", f"{d.name}.conv"
+        r.drop |= {pre.name, d.name, post.name}
+        r.replace[pre.name] = Node("Transpose", f"{d.name}.to_nchw", [pre.inputs[0]], [nchw],
+                                   {"perm": [0, 3, 1, 2]})
+        r.replace[d.name] = Node("Conv", d.name, [nchw, wname, *d.inputs[2:]], [conv_out],
+                                 {"strides": [1, 1], "pads": [0, 0, 0, 0],
+                                  "dilations": [1, 1], "group": 1})
+        r.replace[post.name] = Node("Transpose", f"{d.name}.to_nhwc", [conv_out],
+                                    list(post.outputs), {"perm": [0, 2, 3, 1]})
+    return r.apply()
+
+
+#: Element-wise ops of one input (they commute with any transpose).
+_UNARY = frozenset({"Relu", "Clip", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Neg", "Abs",
+                    "Reciprocal", "HardSigmoid", "HardSwish", "Silu", "Gelu", "LeakyRelu",
+                    "Softplus", "Mish", "Elu", "Identity"})
+
+
+def _commutes(n: Node) -> bool:
+    """``n`` commutes with a transpose (LayerNorm's axes and parameters are permuted)."""
+    return (n.op in _UNARY and len(n.inputs) == 1) or n.op == "LayerNormalization"
+
+
+def _untranspose_layernorm(g: Graph, n: Node, perm: list[int]) -> None:
+    """LayerNorm of ``x.transpose(perm)`` -> LayerNorm of ``x``: axes and parameters mapped."""
+    inv = [perm.index(k) for k in range(len(perm))]
+    n.attrs = dict(n.attrs, axes=sorted(perm[k] for k in n.attrs["axes"]))
+    for k, p in enumerate(n.inputs[1:], start=1):
+        v = g.params[p]
+        full = v.reshape((1,) * (len(perm) - v.ndim) + v.shape)
+        name = f"{p}.{n.name}.transposed"
+        g.params[name] = np.ascontiguousarray(full.transpose(inv))
+        n.inputs[k] = name
+
+
+def cancel_transposes(g: Graph) -> Graph:
+    """A transpose followed (through element-wise ops and LayerNorms) by its inverse: both go
+    (ConvNeXt's NHWC blocks become NCHW: channel LayerNorm, 1x1 convs, GELU)."""
+    r = _Rewriter(g)
+    for t2 in list(g.nodes):
+        if t2.op != "Transpose" or t2.name in r.drop:
+            continue
+        chain: list[Node] = []
+        t1 = r.prod.get(t2.inputs[0])
+        while t1 is not None and _commutes(t1) and all(i in g.params for i in t1.inputs[1:]) \
+                and r.only_consumer(t1.outputs[0]) is (chain[0] if chain else t2):
+            chain.insert(0, t1)
+            t1 = r.prod.get(t1.inputs[0])
+        if t1 is None or t1.op != "Transpose" or t1.name in r.drop or \
+                r.only_consumer(t1.outputs[0]) is not (chain[0] if chain else t2):
+            continue
+        p1, p2 = t1.attrs["perm"], t2.attrs["perm"]
+        if len(p1) != len(p2) or [p1[p] for p in p2] != list(range(len(p1))):
+            continue
+        r.drop |= {t1.name, t2.name}
+        if chain:
+            chain[0].inputs = [t1.inputs[0], *chain[0].inputs[1:]]
+            chain[-1].outputs = list(t2.outputs)
+            for n in chain:
+                if n.op == "LayerNormalization":
+                    _untranspose_layernorm(g, n, p1)
+        else:
+            r.replace[t2.name] = Node("Identity", t2.name, [t1.inputs[0]], list(t2.outputs))
+    return r.apply()
+
+
+def drop_identities(g: Graph) -> Graph:
+    """Identity nodes go (their consumers read the source) unless they produce a graph
+    output."""
+    alias: dict[str, str] = {}
+    kept = []
+    for n in g.nodes:
+        n.inputs = [alias.get(i, i) for i in n.inputs]
+        if n.op == "Identity" and n.outputs[0] not in g.outputs:
+            alias[n.outputs[0]] = n.inputs[0]
+        else:
+            kept.append(n)
+    g.nodes = kept
+    return g.remove_unused()
+
+
 PIPELINE: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),
     ("fuse_layernorm", fuse_layernorm),
     ("fuse_gelu", fuse_gelu),
     ("fuse_gates", fuse_gates),
     ("fold_dense_bias", fold_dense_bias),
+    ("dense_rows_to_conv", dense_rows_to_conv),
+    ("cancel_transposes", cancel_transposes),
+    ("drop_identities", drop_identities),
     ("fold_batchnorm", fold_batchnorm),
     ("lower_conv_transpose", lower_conv_transpose),
     ("fuse_activations", fuse_activations),

@@ -181,7 +181,7 @@ FLOAT_KERNELS: dict[str, Kernel] = {
     "PRelu": lambda n, a: [np.where(a[0] >= 0, a[0], a[0] * a[1]).astype(np.float32)],
     "BatchNormalization": _bn,
     "LayerNormalization": lambda n, a: [ops.layer_norm(a[0], a[1], a[2] if len(a) > 2
-                                                       else None, n.attrs["axis"],
+                                                       else None, n.attrs["axes"],
                                                        n.attrs["epsilon"])],
     "MaxPool": lambda n, a: [ops.max_pool(a[0], n.attrs["kernel_shape"], n.attrs["strides"],
                                           n.attrs["pads"])],

@@ -153,16 +153,17 @@ def test_ceil_mode_and_spatial_reductions() -> None:
     ("convnext", "ts11", "LayerNormalization"), ("convnext", "dynamo18", "Gelu")])
 def test_exported_patterns_fuse(family: str, export: str, fused: str) -> None:
     """Decomposed activations and LayerNorm (ReduceMean/Sub/Pow/Sqrt/Div, Erf GELU, x *
-    Sigmoid(x), x * HardSigmoid(x)) become single ops; Linear on NHWC (MatMul + Add) becomes
-    one Dense with a bias."""
+    Sigmoid(x), x * HardSigmoid(x)) become single ops; ConvNeXt's NHWC blocks become NCHW
+    (channel LayerNorm, Linear layers as 1x1 convolutions with their bias, no Transpose)."""
     og = optimize(from_onnx(exported(family, export)))
     ops = [n.op for n in og.nodes]
     assert fused in ops
     assert not {"Erf", "Pow", "Sqrt", "Div", "ReduceMean", "HardSigmoid"} & set(ops) or \
         family == "mobilenet_v3"  # its squeeze-excitation gate stays a HardSigmoid
     if family == "convnext":
-        dense = [n for n in og.nodes if n.op == "Dense"]
-        assert len(dense) == 5 and all(len(n.inputs) == 3 for n in dense)
+        pointwise = [n for n in og.nodes if n.op == "Conv" and len(n.inputs) == 3
+                     and og.params[n.inputs[1]].shape[2:] == (1, 1)]
+        assert len(pointwise) == 4 and "Transpose" not in ops and ops.count("Dense") == 1
 
 
 @pytest.mark.parametrize("family, dynamo", [("shufflenet_v2", False), ("alexnet", False),
