@@ -31,9 +31,10 @@ from .conftest import assert_close_rel, run_ort
 pytestmark = pytest.mark.sim
 
 FAMILIES = list(tm.FAMILIES)
-#: (id, dynamo, opset); None: the exporter's default opset
-EXPORTS = {"ts11": (False, 11), "ts14": (False, 14), "ts17": (False, 17), "ts21": (False, 21),
-           "dynamo": (True, None)}
+#: id: (dynamo, opset); None: the exporter's default opset; "ts12_unfolded": TorchScript
+#: without constant folding (batch norms, Constant nodes, weights listed as inputs)
+EXPORTS = {"ts11": (False, 11), "ts12_unfolded": (False, 12), "ts14": (False, 14),
+           "ts17": (False, 17), "ts21": (False, 21), "dynamo": (True, None)}
 #: families whose export changes with the opset (HardSwish, LayerNorm, GELU): also dynamo at 18
 DYNAMO18 = ("mobilenet_v3", "convnext", "yolo")
 COSINE = 0.99
@@ -52,7 +53,7 @@ def exported(family: str, export: str) -> onnx.ModelProto:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             data = tm.export(tm.build(family), tm.SIZES.get(family, 32), dynamo=dynamo,
-                             opset=opset)
+                             opset=opset, fold=export != "ts12_unfolded")
         _CACHE[key] = onnx.load_from_string(data)
     return _CACHE[key]
 

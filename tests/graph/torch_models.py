@@ -516,9 +516,11 @@ def build(name: str, seed: int = 0) -> nn.Module:
 
 
 def export(model: nn.Module, size: int, *, dynamo: bool, opset: int | None = None,
-           dynamic_batch: bool = False) -> bytes:
+           dynamic_batch: bool = False, fold: bool = True) -> bytes:
     """``torch.onnx.export`` of a (1, 3, size, size) input, serialized; ``dynamic_batch``
-    exports a symbolic batch dimension (the graph then computes shapes at run time)."""
+    exports a symbolic batch dimension (the graph then computes shapes at run time);
+    ``fold=False`` is the TorchScript exporter without its constant folding (batch norms stay,
+    weights are also listed as graph inputs)."""
     x = torch.randn(2 if dynamic_batch and dynamo else 1, 3, size, size)
     buf = io.BytesIO()
     kw: dict = {"opset_version": opset} if opset else {}
@@ -529,6 +531,8 @@ def export(model: nn.Module, size: int, *, dynamo: bool, opset: int | None = Non
         return prog.model_proto.SerializeToString()
     if dynamic_batch:
         kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
+    if not fold:
+        kw.update(do_constant_folding=False, keep_initializers_as_inputs=True)
     torch.onnx.export(model, (x,), buf, dynamo=False, input_names=["input"],
                       output_names=["output"], **kw)
     return buf.getvalue()
