@@ -28,6 +28,7 @@ line naming the node and the op type; any other failure inside a converter becom
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,12 @@ from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
 from .ops import ceil_mode_extra
 from .reference import output_shape
+
+#: Node names the dynamo exporter generates (``node_Conv_109``): a layer with a weight named
+#: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
+#: (``/layer1/layer1.0/conv1/Conv``) carry it.
+_GENERATED_NAME = re.compile(r"node_\w+")
+_WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 #: Ops that are never evaluated at import time even when their inputs are constant.
 _NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
@@ -240,6 +247,9 @@ class _Converter:
 
         op = onode.op_type
         name = onode.name or f"{op}_{k}"
+        if _GENERATED_NAME.fullmatch(name) and op in _WEIGHTED and len(onode.input) > 1 and \
+                onode.input[1].endswith(".weight"):
+            name = onode.input[1][:-len(".weight")]  # the PyTorch module's path
         while name in self.names:
             name = f"{name}_{k}"
         self.names.add(name)

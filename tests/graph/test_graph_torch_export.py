@@ -167,6 +167,17 @@ def test_exported_patterns_fuse(family: str, export: str, fused: str) -> None:
         assert len(pointwise) == 4 and "Transpose" not in ops and ops.count("Dense") == 1
 
 
+def test_dynamo_layers_take_module_names() -> None:
+    """The dynamo exporter names nodes node_Conv_109; layers take their PyTorch module path
+    from their weight (what --float-layer and --cpu-layer name)."""
+    model = exported("resnet", "dynamo")
+    assert any(n.name.startswith("node_Conv") for n in model.graph.node)
+    g = from_onnx(model)
+    assert [n.name for n in g.nodes if n.op in ("Conv", "Dense")] == [
+        "stem.0.0", "body.0.conv1.0", "body.0.conv2.0", "body.1.conv1.0", "body.1.conv2.0",
+        "body.1.conv3.0", "body.1.down.0", "fc"]
+
+
 @pytest.mark.parametrize("family, dynamo", [("shufflenet_v2", False), ("alexnet", False),
                                             ("yolo", False), ("convnext", True)])
 def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -> None:
