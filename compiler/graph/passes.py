@@ -8,6 +8,7 @@
 - ``dense_rows_to_conv``, ``cancel_transposes``, ``drop_identities``: a Dense over an NHWC
   tensor's rows becomes a 1x1 Conv between transposes, and inverse transposes (through
   element-wise ops) and Identity nodes go.
+- ``fold_channel_shuffle``: Reshape-Transpose-Reshape channel shuffles become one Gather.
 - ``fold_batchnorm``: BatchNormalization after Conv / ConvTranspose goes into its weights.
 - ``lower_conv_transpose``: ConvTranspose -> Dilate (zero insertion, injective) + Conv.
 - ``fuse_activations``: Relu / Clip after Conv, Dense or Add becomes the op's epilogue.
@@ -457,6 +458,34 @@ def cancel_transposes(g: Graph) -> Graph:
     return r.apply()
 
 
+def fold_channel_shuffle(g: Graph) -> Graph:
+    """ShuffleNet's channel shuffle, Reshape (N, C, H, W) -> (N, g, C/g, H, W), Transpose of
+    the two group axes, Reshape back, is one channel permutation: a Gather on axis 1."""
+    r = _Rewriter(g)
+    shapes: dict[str, tuple[int, ...]] | None = None
+    for t in list(g.nodes):
+        if t.op != "Transpose" or t.attrs["perm"] != [0, 2, 1, 3, 4]:
+            continue
+        pre, post = r.producer(t.inputs[0], "Reshape"), r.only_consumer(t.outputs[0])
+        if pre is None or r.only_consumer(pre.outputs[0]) is not t or post is None or \
+                post.op != "Reshape":
+            continue
+        if shapes is None:
+            from .reference import infer_shapes
+
+            shapes = infer_shapes(g)
+        xs = shapes[pre.inputs[0]]
+        n, grp, cg, h, w = pre.attrs["shape"]
+        if len(xs) != 4 or tuple(xs) != (n, grp * cg, h, w) or \
+                list(post.attrs["shape"]) != list(xs):
+            continue
+        j = np.arange(grp * cg)
+        perm = ((j % grp) * cg + j // grp).tolist()
+        r.rewrite([pre, t, post], Node("Gather", post.name, [pre.inputs[0]], list(post.outputs),
+                                       {"axis": 1, "indices": perm}))
+    return r.apply()
+
+
 def drop_identities(g: Graph) -> Graph:
     """Identity nodes go (their consumers read the source) unless they produce a graph
     output."""
@@ -480,6 +509,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("fold_dense_bias", fold_dense_bias),
     ("dense_rows_to_conv", dense_rows_to_conv),
     ("cancel_transposes", cancel_transposes),
+    ("fold_channel_shuffle", fold_channel_shuffle),
     ("drop_identities", drop_identities),
     ("fold_batchnorm", fold_batchnorm),
     ("lower_conv_transpose", lower_conv_transpose),

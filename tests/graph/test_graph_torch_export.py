@@ -134,6 +134,8 @@ def test_channel_shuffle_folds_to_static_shapes(export: str) -> None:
     assert ops.count("Transpose") == 2 and ops.count("Slice") == 2  # chunk(2) -> two Slices
     shuffles = [n for n in g.nodes if n.op == "Reshape" and len(n.attrs["shape"]) == 5]
     assert [n.attrs["shape"] for n in shuffles] == [[1, 2, 16, 4, 4]] * 2
+    ops = [n.op for n in optimize(g).nodes]  # each shuffle: one channel permutation
+    assert ops.count("Gather") == 2 and "Transpose" not in ops
 
 
 def test_ceil_mode_and_spatial_reductions() -> None:
