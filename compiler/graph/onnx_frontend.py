@@ -1,44 +1,72 @@
-"""ONNX -> graph IR. Every operator is converted to canonical attributes; anything else is an
-:class:`UnsupportedOpError` naming the op type, the node and what is supported.
+"""ONNX -> graph IR, as ``torch.onnx.export`` (TorchScript and dynamo exporters, opsets 11-21)
+writes it.
+
+Conversion walks the nodes in order and keeps, for every tensor, either its constant value or
+its static shape (the input shapes are static: a symbolic batch dimension becomes 1):
+
+- **Constant propagation.** A node whose inputs are all constants (initializers, ``Constant``
+  outputs, or values folded before it) is evaluated at import time by ONNX's reference
+  implementation (``onnx.reference``, so dtypes and semantics are ONNX's own) and produces no IR
+  node. ``Shape``/``Size`` of an activation are constants too, from the static shapes, so the
+  exporters' Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains fold into static
+  Reshape targets. ``Identity``, ``Dropout`` and float ``Cast`` forward their input (constant or
+  not): the exporters share equal weights (batch-norm scales of 1, zero biases) through
+  Identity nodes, and a layer sees its weights as constants whichever way they arrive.
+- **Shape inference.** Every emitted IR node's output shape comes from
+  :func:`.reference.output_shape`; ops that need a shape (Unsqueeze, Squeeze, Slice, ceil-mode
+  pooling, ``auto_pad=SAME_*``, a MatMul over a rank-4 activation) resolve it at import.
+- **Canonical attributes.** Each op is converted to the IR's canonical form (pads
+  ``[top, left, bottom, right]``; ceil-mode pooling as extra end padding; ``ReduceMean``/
+  ``ReduceMax`` over H, W as global pooling; ``Split`` as one ``Slice`` per output; Unsqueeze,
+  Squeeze and Reshape as a static ``Reshape``; MatMul with a constant 2-D weight as ``Dense``).
+
+An op without a converter, on a non-constant input, is an :class:`UnsupportedOpError` of one
+line naming the node and the op type; any other failure inside a converter becomes a one-line
+:class:`ModelError` naming the node.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from vta.isa.errors import VTAError
 
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
+from .ops import ceil_mode_extra
+from .reference import output_shape
 
-SUPPORTED_OPS = (
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Mul", "Relu", "Clip", "Tanh", "Sigmoid",
-    "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
-    "Concat", "Softmax", "Pad", "Resize", "Upsample", "Identity", "Dropout", "Constant",
-)
+#: Node names the dynamo exporter generates (``node_Conv_109``): a layer with a weight named
+#: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
+#: (``/layer1/layer1.0/conv1/Conv``) carry it.
+_GENERATED_NAME = re.compile(r"node_\w+")
+_WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
-#: Attributes each op accepts (others are rejected by name).
+#: Ops that are never evaluated at import time even when their inputs are constant.
+_NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+#: Attributes each op accepts (others are rejected by name); an op missing here accepts any.
 _ATTRS: dict[str, set[str]] = {
     "Conv": {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
     "ConvTranspose": {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
                       "output_padding"},
     "Gemm": {"alpha", "beta", "transA", "transB", "broadcast"},
-    "MatMul": set(), "Add": {"broadcast", "axis"}, "Mul": {"broadcast", "axis"},
-    "Relu": set(), "Clip": {"min", "max"}, "Tanh": set(), "Sigmoid": set(),
     "BatchNormalization": {"epsilon", "momentum", "spatial", "training_mode", "is_test"},
     "MaxPool": {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides",
                 "storage_order"},
     "AveragePool": {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
                     "strides", "dilations"},
-    "GlobalAveragePool": set(), "Flatten": {"axis"}, "Reshape": {"allowzero", "shape"},
-    "Concat": {"axis"}, "Softmax": {"axis"}, "Pad": {"mode", "pads", "value"},
+    "Pad": {"mode", "pads", "value"},
     "Resize": {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
                "exclude_outside", "extrapolation_value", "antialias", "axes",
                "keep_aspect_ratio_policy"},
     "Upsample": {"mode", "scales", "height_scale", "width_scale"},
-    "Identity": set(), "Dropout": {"ratio", "seed", "is_test"}, "Constant": {"value"},
 }
 
 
@@ -70,8 +98,13 @@ def from_onnx(model: Any, *, source: str = "model") -> Graph:
     try:
         onnx.checker.check_model(model)
     except Exception as e:  # noqa: BLE001 - ValidationError and friends
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"{source} is not a valid ONNX model: {first}") from None
+        raise ModelError(f"{source} is not a valid ONNX model: {_first_line(e)}") from None
+    if model.functions:  # model-local functions (the dynamo exporter may write them)
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception as e:  # noqa: BLE001
+            raise ModelError(f"{source}: its local functions cannot be inlined: "
+                             f"{_first_line(e)}") from None
     opset = 1
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
@@ -87,13 +120,19 @@ def from_onnx(model: Any, *, source: str = "model") -> Graph:
         inputs[vi.name] = _tensor_info(vi, source)
     if not inputs:
         raise ModelError(f"{source} has no (non-constant) graph input")
-    conv = _Converter(params, opset, source)
+    conv = _Converter(params, inputs, opset, source)
     for k, onode in enumerate(g.node):
         conv.convert(onode, k)
-    graph = Graph(conv.nodes, inputs, [o.name for o in g.output], params,
-                  name=g.name or Path(source).stem)
+    outputs = [o.name for o in g.output]
+    conv.bind_outputs(outputs)
+    graph = Graph(conv.nodes, inputs, outputs, params, name=g.name or Path(source).stem)
     graph.verify()
     return graph.remove_unused()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _to_array(numpy_helper: Any, t: Any, source: str) -> np.ndarray:
@@ -101,7 +140,13 @@ def _to_array(numpy_helper: Any, t: Any, source: str) -> np.ndarray:
         a = numpy_helper.to_array(t)
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"{source}: tensor {t.name!r} cannot be read ({e})") from None
-    if a.dtype == np.float64 or a.dtype == np.float16:
+    return _canonical(a)
+
+
+def _canonical(a: Any) -> np.ndarray:
+    """Float tensors as float32 (the IR's float type); integers and booleans as they are."""
+    a = np.asarray(a)
+    if a.dtype.kind == "f" and a.dtype != np.float32:
         a = a.astype(np.float32)
     return a
 
@@ -130,8 +175,13 @@ def _tensor_info(vi: Any, source: str) -> TensorInfo:
 
 
 class _Converter:
-    def __init__(self, params: dict[str, np.ndarray], opset: int, source: str):
+    """ONNX nodes -> IR nodes, folding constants and tracking static shapes on the way."""
+
+    def __init__(self, params: dict[str, np.ndarray], inputs: dict[str, TensorInfo],
+                 opset: int, source: str):
         self.params, self.opset, self.source = params, opset, source
+        self.shapes: dict[str, tuple[int, ...]] = {k: v.shape for k, v in inputs.items()}
+        self.alias: dict[str, str] = {}  # Identity-like outputs -> the tensor they forward
         self.nodes: list[Node] = []
         self.names: set[str] = set()
 
@@ -140,78 +190,156 @@ class _Converter:
         return UnsupportedOpError(f"{self.source}: node {name!r} ({op}): {what}")
 
     def const(self, op: str, name: str, tensor: str, what: str) -> np.ndarray | None:
+        """The constant value of input ``tensor`` (None for an omitted optional input)."""
         if not tensor:
             return None
         if tensor not in self.params:
             raise self.fail(op, name, f"{what} (input {tensor!r}) must be a constant "
-                                      f"(an initializer or Constant node)")
+                                      f"(an initializer or computed from constants)")
         return self.params[tensor]
 
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        if tensor in self.params:
+            return tuple(self.params[tensor].shape)
+        return self.shapes[tensor]
+
+    def emit(self, op: str, name: str, ins: list[str], outs: list[str], **attrs: Any) -> None:
+        n = Node(op, name, ins, outs, attrs)
+        self.nodes.append(n)
+        self.shapes[outs[0]] = output_shape(n, [self.shape(i) if i else None for i in ins],
+                                            self.params)
+
+    def forward(self, src: str, dst: str) -> None:
+        """``dst`` is ``src`` (Identity, Dropout, float Cast)."""
+        if src in self.params:
+            self.params[dst] = self.params[src]
+        else:
+            self.alias[dst] = self.alias.get(src, src)
+
+    def spatial(self, op: str, name: str, attrs: dict[str, Any], kernel: list[int],
+                x: str) -> tuple[list[int], list[int], list[int]]:
+        """strides, pads ``[top, left, bottom, right]`` and dilations of a 2-D window op."""
+        if len(kernel) != 2:
+            raise self.fail(op, name, f"only 2-D operators are supported (kernel {kernel})")
+        strides = [int(v) for v in attrs.get("strides", [1, 1])]
+        dil = [int(v) for v in attrs.get("dilations", [1, 1])]
+        auto = attrs.get("auto_pad", "NOTSET")
+        if auto == "NOTSET":
+            return strides, [int(v) for v in attrs.get("pads", [0, 0, 0, 0])], dil
+        if auto == "VALID":
+            return strides, [0, 0, 0, 0], dil
+        if auto not in ("SAME_UPPER", "SAME_LOWER"):
+            raise self.fail(op, name, f"auto_pad={auto} is not supported")
+        begin, end = [], []
+        for size, k, s, d in zip(self.shape(x)[2:], kernel, strides, dil):
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            lo = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            begin.append(lo)
+            end.append(total - lo)
+        return strides, begin + end, dil
+
+    def axis(self, a: int, rank: int) -> int:
+        return a + rank if a < 0 else a
+
+    # --------------------------------------------------------------- conversion
     def convert(self, onode: Any, k: int) -> None:
         from onnx import helper
 
         op = onode.op_type
         name = onode.name or f"{op}_{k}"
+        if _GENERATED_NAME.fullmatch(name) and op in _WEIGHTED and len(onode.input) > 1 and \
+                onode.input[1].endswith(".weight"):
+            name = onode.input[1][:-len(".weight")]  # the PyTorch module's path
         while name in self.names:
             name = f"{name}_{k}"
         self.names.add(name)
         if onode.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(
-                f"{self.source}: node {name!r} is {onode.domain}::{op}; only the default ONNX "
-                f"domain is supported (ops: {', '.join(SUPPORTED_OPS)})")
+                f"{self.source}: node {name!r} has op type {onode.domain}::{op}; only the "
+                f"default ONNX domain is supported")
+        ins = [self.alias.get(i, i) for i in onode.input]
+        outs = list(onode.output)
+        if all(not i or i in self.params for i in ins) and op not in _NEVER_FOLD:
+            self.fold(onode, name, ins)
+            return
         if op not in _CONVERTERS:
             raise UnsupportedOpError(
-                f"{self.source}: node {name!r} has unsupported op type {op}; supported: "
-                f"{', '.join(SUPPORTED_OPS)}")
+                f"{self.source}: node {name!r} has unsupported op type {op} (on a non-constant "
+                f"input); supported: {', '.join(SUPPORTED_OPS)}")
         attrs = {a.name: helper.get_attribute_value(a) for a in onode.attribute}
+        allowed = _ATTRS.get(op)
         for key in attrs:
-            if key not in _ATTRS[op]:
+            if allowed is not None and key not in allowed:
                 raise self.fail(op, name, f"attribute {key!r} is not supported (supported: "
-                                          f"{', '.join(sorted(_ATTRS[op])) or 'none'})")
+                                          f"{', '.join(sorted(allowed)) or 'none'})")
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
-        ins, outs = list(onode.input), list(onode.output)
-        _CONVERTERS[op](self, name, ins, outs, attrs)
+        try:
+            _CONVERTERS[op](self, name, ins, outs, attrs)
+        except VTAError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any converter failure is one line
+            raise ModelError(f"{self.source}: node {name!r} ({op}) cannot be imported: "
+                             f"{type(e).__name__}: {_first_line(e)}") from None
 
-    def emit(self, op: str, name: str, ins: list[str], outs: list[str], **attrs: Any) -> None:
-        self.nodes.append(Node(op, name, ins, outs, attrs))
+    def fold(self, onode: Any, name: str, ins: list[str]) -> None:
+        """Evaluate a node of constant inputs with ONNX's reference implementation."""
+        import onnx
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
 
-    def spatial(self, op: str, name: str, attrs: dict[str, Any], kernel: list[int]
-                ) -> tuple[list[int], list[int], list[int]]:
-        if len(kernel) != 2:
-            raise self.fail(op, name, f"only 2-D operators are supported (kernel {kernel})")
-        auto = attrs.get("auto_pad", "NOTSET")
-        if auto not in ("NOTSET", "VALID"):
-            raise self.fail(op, name, f"auto_pad={auto} is not supported (supported: NOTSET "
-                                      f"with explicit pads, VALID)")
-        strides = list(attrs.get("strides", [1, 1]))
-        dil = list(attrs.get("dilations", [1, 1]))
-        p = list(attrs.get("pads", [0, 0, 0, 0])) if auto == "NOTSET" else [0, 0, 0, 0]
-        # ONNX pads are [x1_begin, x2_begin, x1_end, x2_end] == [top, left, bottom, right]
-        return strides, [int(v) for v in p], dil
+        if onode.op_type in ("Identity", "Dropout") and ins and ins[0]:
+            self.forward(ins[0], onode.output[0])
+            return
+        feeds = {orig: self.params[i] for orig, i in zip(onode.input, ins) if orig}
+        g = helper.make_graph([onode], "fold", [onnx.ValueInfoProto(name=k) for k in feeds],
+                              [onnx.ValueInfoProto(name=o) for o in onode.output if o])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)])
+        try:
+            vals = ReferenceEvaluator(m).run(None, feeds)
+        except Exception as e:  # noqa: BLE001 - whatever the reference implementation raises
+            raise ModelError(f"{self.source}: node {name!r} ({onode.op_type}) of constant "
+                             f"inputs cannot be evaluated: {_first_line(e)}") from None
+        for o, v in zip([o for o in onode.output if o], vals):
+            self.params[o] = _canonical(v)
+
+    def bind_outputs(self, outputs: list[str]) -> None:
+        """A graph output that only forwards another tensor gets an Identity producing it."""
+        for o in outputs:
+            if o in self.alias:
+                self.emit("Identity", f"{o}.identity", [self.alias[o]], [o])
 
 
-def _conv(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+# ----------------------------------------------------------------------- converters
+Ins = list[str]
+Attrs = dict[str, Any]
+
+
+def _conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     w = c.const("Conv", name, ins[1], "the weight")
     if w.ndim != 4:
         raise c.fail("Conv", name, f"only 2-D convolution is supported (weight rank {w.ndim})")
     kernel = list(a.get("kernel_shape", w.shape[2:]))
-    strides, pads, dil = c.spatial("Conv", name, a, kernel)
+    strides, pads, dil = c.spatial("Conv", name, a, kernel, ins[0])
+    if len(ins) > 2 and ins[2]:
+        c.const("Conv", name, ins[2], "the bias")
     c.emit("Conv", name, [i for i in ins if i], outs[:1], strides=strides, pads=pads,
            dilations=dil, group=int(a.get("group", 1)))
 
 
-def _conv_t(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _conv_t(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     w = c.const("ConvTranspose", name, ins[1], "the weight")
     if w.ndim != 4:
         raise c.fail("ConvTranspose", name, "only 2-D transposed convolution is supported")
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise c.fail("ConvTranspose", name, f"auto_pad={a['auto_pad']} is not supported")
     kernel = list(a.get("kernel_shape", w.shape[2:]))
-    strides, pads, dil = c.spatial("ConvTranspose", name, a, kernel)
+    strides, pads, dil = c.spatial("ConvTranspose", name, a, kernel, ins[0])
     c.emit("ConvTranspose", name, [i for i in ins if i], outs[:1], strides=strides, pads=pads,
            dilations=dil, group=int(a.get("group", 1)),
            output_padding=list(a.get("output_padding", [0, 0])))
 
 
-def _gemm(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _gemm(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
     ta, tb = int(a.get("transA", 0)), int(a.get("transB", 0))
     b = c.params.get(ins[1])
@@ -233,43 +361,88 @@ def _gemm(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str
            transA=ta, transB=tb)
 
 
-def _matmul(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _matmul(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    """A constant 2-D right operand makes a Dense layer; a rank > 2 left operand is flattened
+    to rows around it (one Dense over all rows, as a 1x1 convolution would be)."""
     b = c.params.get(ins[1])
-    if b is not None and b.ndim == 2:
-        wname = f"{name}.weight"
-        c.params[wname] = np.ascontiguousarray(b.T.astype(np.float32))
-        c.emit("Dense", name, [ins[0], wname], outs[:1])
-    else:
+    xs = c.shape(ins[0])
+    if b is None or b.ndim != 2 or ins[0] in c.params or len(xs) < 2:
         c.emit("MatMul", name, ins, outs[:1])
+        return
+    wname = f"{name}.weight"
+    c.params[wname] = np.ascontiguousarray(b.T.astype(np.float32))
+    if len(xs) == 2:
+        c.emit("Dense", name, [ins[0], wname], outs[:1])
+        return
+    rows, flat = f"{name}.rows", f"{name}.rows_out"
+    c.emit("Reshape", f"{name}.flatten", [ins[0]], [rows], shape=[math.prod(xs[:-1]), xs[-1]],
+           allowzero=0)
+    c.emit("Dense", name, [rows, wname], [flat])
+    c.emit("Reshape", f"{name}.unflatten", [flat], outs[:1], shape=[*xs[:-1], b.shape[1]],
+           allowzero=0)
 
 
 def _binary(op: str) -> Callable[..., None]:
-    def conv(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
-        if "axis" in a:
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        if "axis" in a or a.get("broadcast"):
             raise c.fail(op, name, "legacy broadcast with 'axis' is not supported; re-export "
                                    "with opset >= 7")
-        c.emit(op, name, ins, outs[:1])
+        c.emit(op, name, ins[:2], outs[:1])
     return conv
 
 
-def _simple(op: str) -> Callable[..., None]:
-    def conv(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
-        c.emit(op, name, ins[:1], outs[:1])
+def _simple(op: str, **defaults: Any) -> Callable[..., None]:
+    """A one-input op; ``defaults`` are its attributes with their ONNX default values."""
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        for key in a:
+            if key not in defaults:
+                raise c.fail(op, name, f"attribute {key!r} is not supported")
+        attrs = {k: type(v)(a.get(k, v)) for k, v in defaults.items()}
+        c.emit(op, name, ins[:1], outs[:1], **attrs)
     return conv
 
 
-def _clip(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _forward(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    if len([o for o in outs if o]) > 1:
+        raise c.fail("Dropout", name, "the mask output is not supported (inference only)")
+    c.forward(ins[0], outs[0])
+
+
+def _cast(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    import onnx
+
+    to = int(a.get("to", 0))
+    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16):
+        raise c.fail("Cast", name, f"a cast of an activation to "
+                                   f"{onnx.TensorProto.DataType.Name(to)} is not supported "
+                                   f"(activations are float32)")
+    c.forward(ins[0], outs[0])
+
+
+def _shape(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    shp = np.asarray(c.shape(ins[0]), np.int64)
+    rank = len(shp)
+    start = c.axis(int(a.get("start", 0)), rank)
+    end = c.axis(int(a.get("end", rank)), rank)
+    c.params[outs[0]] = shp[max(start, 0):max(end, 0)]
+
+
+def _size(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    c.params[outs[0]] = np.asarray(math.prod(c.shape(ins[0])), np.int64)
+
+
+def _clip(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     if c.opset < 11:
         lo, hi = a.get("min"), a.get("max")
     else:
         lo_t = c.const("Clip", name, ins[1] if len(ins) > 1 else "", "min")
         hi_t = c.const("Clip", name, ins[2] if len(ins) > 2 else "", "max")
-        lo = None if lo_t is None else float(lo_t)
-        hi = None if hi_t is None else float(hi_t)
+        lo = None if lo_t is None else float(lo_t.reshape(-1)[0])
+        hi = None if hi_t is None else float(hi_t.reshape(-1)[0])
     c.emit("Clip", name, ins[:1], outs[:1], min=lo, max=hi)
 
 
-def _bn(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _bn(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     if a.get("training_mode", 0):
         raise c.fail("BatchNormalization", name, "training_mode=1 is not supported "
                                                  "(export the model in eval mode)")
@@ -283,53 +456,251 @@ def _bn(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, 
     c.emit("BatchNormalization", name, ins[:5], outs[:1], epsilon=float(a.get("epsilon", 1e-5)))
 
 
+def _layernorm(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    if len([o for o in outs if o]) > 1:
+        raise c.fail("LayerNormalization", name, "only the first output (Y) is supported")
+    rank = len(c.shape(ins[0]))
+    axis = c.axis(int(a.get("axis", -1)), rank)
+    c.emit("LayerNormalization", name, [i for i in ins[:3] if i], outs[:1],
+           axes=list(range(axis, rank)), epsilon=float(a.get("epsilon", 1e-5)))
+
+
 def _pool(op: str) -> Callable[..., None]:
-    def conv(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         if "kernel_shape" not in a:
             raise c.fail(op, name, "kernel_shape is required")
         kernel = list(a["kernel_shape"])
-        strides, pads, dil = c.spatial(op, name, a, kernel)
+        strides, pads, dil = c.spatial(op, name, a, kernel, ins[0])
         if dil != [1, 1]:
             raise c.fail(op, name, f"dilations={dil} are not supported (only 1)")
-        if a.get("ceil_mode", 0):
-            raise c.fail(op, name, "ceil_mode=1 is not supported (only 0, floor)")
         if a.get("storage_order", 0):
             raise c.fail(op, name, "storage_order=1 is not supported")
         if len([o for o in outs if o]) > 1:
             raise c.fail(op, name, "the Indices output is not supported")
-        extra = {}
+        extra = [0, 0]
+        if a.get("ceil_mode", 0):  # as extra padding at the end (never counted by the mean)
+            extra = [ceil_mode_extra(size, k, s, pads[i], pads[i + 2])
+                     for i, (size, k, s) in enumerate(zip(c.shape(ins[0])[2:], kernel,
+                                                          strides))]
+            pads = [pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1]]
+        attrs: dict[str, Any] = {}
         if op == "AveragePool":
-            extra["count_include_pad"] = bool(a.get("count_include_pad", 0))
+            attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
+            if any(extra):
+                attrs["ceil_extra"] = extra
         c.emit(op, name, ins[:1], outs[:1], kernel_shape=kernel, strides=strides, pads=pads,
-               **extra)
+               **attrs)
     return conv
 
 
-def _flatten(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
-    c.emit("Flatten", name, ins[:1], outs[:1], axis=int(a.get("axis", 1)))
-
-
-def _reshape(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
-    if c.opset < 5:
-        shape = list(a["shape"])
+def _reduce_axes(c: _Converter, op: str, name: str, ins: Ins, a: Attrs) -> list[int]:
+    rank = len(c.shape(ins[0]))
+    if "axes" in a:
+        axes = list(a["axes"])
+    elif len(ins) > 1 and ins[1]:
+        axes = [int(v) for v in c.const(op, name, ins[1], "axes").reshape(-1)]
     else:
-        shape = [int(v) for v in c.const("Reshape", name, ins[1], "the target shape")]
-    c.emit("Reshape", name, ins[:1], outs[:1], shape=shape, allowzero=int(a.get("allowzero", 0)))
+        axes = []
+    if not axes:
+        if a.get("noop_with_empty_axes", 0):
+            return []
+        axes = list(range(rank))
+    return sorted(c.axis(int(v), rank) for v in axes)
 
 
-def _concat(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _reduce(op: str, global_op: str) -> Callable[..., None]:
+    """ReduceMean / ReduceMax; over H and W of an NCHW tensor it is global pooling."""
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        axes = _reduce_axes(c, op, name, ins, a)
+        keep = bool(a.get("keepdims", 1))
+        xs = c.shape(ins[0])
+        if not axes:
+            c.forward(ins[0], outs[0])
+        elif len(xs) == 4 and axes == [2, 3]:
+            if keep:
+                c.emit(global_op, name, ins[:1], outs[:1])
+            else:
+                mid = f"{name}.pooled"
+                c.emit(global_op, name, ins[:1], [mid])
+                c.emit("Reshape", f"{name}.squeeze", [mid], outs[:1], shape=list(xs[:2]),
+                       allowzero=0)
+        else:
+            c.emit(op, name, ins[:1], outs[:1], axes=axes, keepdims=keep)
+    return conv
+
+
+def _flatten(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    rank = len(c.shape(ins[0]))
+    axis = int(a.get("axis", 1))
+    c.emit("Flatten", name, ins[:1], outs[:1], axis=axis + rank if axis < 0 else axis)
+
+
+def _static_reshape(c: _Converter, name: str, x: str, out: str, shape: list[int]) -> None:
+    c.emit("Reshape", name, [x], [out], shape=[int(v) for v in shape], allowzero=0)
+
+
+def _reshape(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    if c.opset < 5:
+        target = list(a["shape"])
+    else:
+        target = [int(v) for v in c.const("Reshape", name, ins[1], "the target shape")]
+    xs = c.shape(ins[0])
+    if not a.get("allowzero", 0):
+        target = [xs[i] if v == 0 else v for i, v in enumerate(target)]
+    if target.count(-1) > 1:
+        raise c.fail("Reshape", name, f"target shape {target} has more than one -1")
+    if -1 in target:
+        known = math.prod(v for v in target if v != -1)
+        target[target.index(-1)] = math.prod(xs) // known if known else 0
+    if math.prod(target) != math.prod(xs):
+        raise c.fail("Reshape", name, f"cannot reshape {list(xs)} to {target}")
+    _static_reshape(c, name, ins[0], outs[0], target)
+
+
+def _axes_arg(c: _Converter, op: str, name: str, ins: Ins, a: Attrs) -> list[int] | None:
+    if "axes" in a:
+        return [int(v) for v in a["axes"]]
+    if len(ins) > 1 and ins[1]:
+        return [int(v) for v in c.const(op, name, ins[1], "axes").reshape(-1)]
+    return None
+
+
+def _unsqueeze(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    xs = list(c.shape(ins[0]))
+    axes = _axes_arg(c, "Unsqueeze", name, ins, a)
+    if axes is None:
+        raise c.fail("Unsqueeze", name, "axes are required")
+    rank = len(xs) + len(axes)
+    for ax in sorted(c.axis(v, rank) for v in axes):
+        xs.insert(ax, 1)
+    _static_reshape(c, name, ins[0], outs[0], xs)
+
+
+def _squeeze(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    xs = list(c.shape(ins[0]))
+    axes = _axes_arg(c, "Squeeze", name, ins, a)
+    drop = {c.axis(v, len(xs)) for v in axes} if axes is not None else \
+        {k for k, d in enumerate(xs) if d == 1}
+    _static_reshape(c, name, ins[0], outs[0], [d for k, d in enumerate(xs) if k not in drop])
+
+
+def _transpose(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    rank = len(c.shape(ins[0]))
+    perm = [int(v) for v in a.get("perm", range(rank - 1, -1, -1))]
+    c.emit("Transpose", name, ins[:1], outs[:1], perm=perm)
+
+
+def _slice_attrs(shape: tuple[int, ...], starts: list[int], ends: list[int],
+                 axes: list[int], steps: list[int]) -> dict[str, list[Any]]:
+    """Canonical Slice attributes: non-negative axes, clamped bounds (an end of None runs to
+    the start of the axis for a negative step)."""
+    out: dict[str, list[Any]] = {"axes": [], "starts": [], "ends": [], "steps": []}
+    for ax, b, e, st in zip(axes, starts, ends, steps):
+        ax = ax + len(shape) if ax < 0 else ax
+        b, e, st = slice(int(max(min(b, 2**62), -2**62)), int(max(min(e, 2**62), -2**62)),
+                         int(st)).indices(shape[ax])
+        out["axes"].append(ax)
+        out["starts"].append(b)
+        out["ends"].append(None if e < 0 else e)
+        out["steps"].append(st)
+    return out
+
+
+def _slice(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    xs = c.shape(ins[0])
+    if c.opset < 10:
+        starts, ends = list(a["starts"]), list(a["ends"])
+        axes = list(a.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        def arg(k: int, what: str) -> list[int] | None:
+            v = c.const("Slice", name, ins[k] if len(ins) > k else "", what)
+            return None if v is None else [int(x) for x in v.reshape(-1)]
+        starts, ends = arg(1, "starts"), arg(2, "ends")
+        axes = arg(3, "axes") or list(range(len(starts)))
+        steps = arg(4, "steps") or [1] * len(starts)
+    if 0 in steps:
+        raise c.fail("Slice", name, "a step of 0 is not valid")
+    c.emit("Slice", name, ins[:1], outs[:1], **_slice_attrs(xs, starts, ends, axes, steps))
+
+
+def _split(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    """One Slice per output."""
+    xs = c.shape(ins[0])
+    axis = c.axis(int(a.get("axis", 0)), len(xs))
+    n_out = len(outs)
+    if "split" in a:
+        sizes = [int(v) for v in a["split"]]
+    elif len(ins) > 1 and ins[1]:
+        sizes = [int(v) for v in c.const("Split", name, ins[1], "split").reshape(-1)]
+    else:  # equal parts (opset 18: num_outputs; the last part may be smaller)
+        part = -(-xs[axis] // n_out)
+        sizes = [min(part, xs[axis] - k * part) for k in range(n_out)]
+    if len(sizes) != n_out or sum(sizes) != xs[axis]:
+        raise c.fail("Split", name, f"split sizes {sizes} do not cover axis {axis} "
+                                    f"({xs[axis]}) in {n_out} outputs")
+    begin = 0
+    for k, (size, out) in enumerate(zip(sizes, outs)):
+        if out:
+            c.emit("Slice", f"{name}.{k}", ins[:1], [out],
+                   **_slice_attrs(xs, [begin], [begin + size], [axis], [1]))
+        begin += size
+
+
+def _gather(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    xs = c.shape(ins[0])
+    axis = c.axis(int(a.get("axis", 0)), len(xs))
+    idx = c.const("Gather", name, ins[1], "the indices").astype(np.int64)
+    idx = np.where(idx < 0, idx + xs[axis], idx)
+    c.emit("Gather", name, ins[:1], outs[:1], axis=axis, indices=idx.tolist())
+
+
+def _concat(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     if "axis" not in a:
         raise c.fail("Concat", name, "the axis attribute is required")
-    c.emit("Concat", name, ins, outs[:1], axis=int(a["axis"]))
+    ins = [i for i in ins if i and math.prod(c.shape(i)) > 0]  # empty parts add nothing
+    rank = len(c.shape(ins[0]))
+    c.emit("Concat", name, ins, outs[:1], axis=c.axis(int(a["axis"]), rank))
 
 
-def _softmax(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
-    legacy = c.opset < 13
-    c.emit("Softmax", name, ins[:1], outs[:1], axis=int(a.get("axis", 1 if legacy else -1)),
-           legacy=legacy)
+def _softmax(op: str) -> Callable[..., None]:
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        legacy = c.opset < 13
+        c.emit(op, name, ins[:1], outs[:1], axis=int(a.get("axis", 1 if legacy else -1)),
+               legacy=legacy)
+    return conv
 
 
-def _pad(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+def _expand(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    target = [int(v) for v in c.const("Expand", name, ins[1], "the shape")]
+    shape = list(np.broadcast_shapes(c.shape(ins[0]), tuple(target)))
+    if tuple(shape) == c.shape(ins[0]):
+        c.forward(ins[0], outs[0])
+    else:
+        c.emit("Expand", name, ins[:1], outs[:1], shape=shape)
+
+
+def _minmax(op: str) -> Callable[..., None]:
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        ins = [i for i in ins if i]
+        if len(ins) == 1:
+            c.forward(ins[0], outs[0])
+            return
+        acc = ins[0]
+        for k, other in enumerate(ins[1:]):  # variadic: a chain of binary ops
+            last = k == len(ins) - 2
+            out = outs[0] if last else f"{name}.{k}"
+            c.emit(op, name if last else f"{name}.{k}", [acc, other], [out])
+            acc = out
+    return conv
+
+
+def _prelu(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    c.const("PRelu", name, ins[1], "the slope")
+    c.emit("PRelu", name, ins[:2], outs[:1])
+
+
+def _pad(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     mode = a.get("mode", "constant")
     if mode not in ("constant", "reflect", "edge"):
         raise c.fail("Pad", name, f"mode={mode} is not supported (constant, reflect, edge)")
@@ -339,18 +710,26 @@ def _pad(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str,
         pads = [int(v) for v in c.const("Pad", name, ins[1], "pads")]
         v = c.const("Pad", name, ins[2] if len(ins) > 2 else "", "constant_value")
         value = 0.0 if v is None else float(np.asarray(v).reshape(-1)[0])
-        if len(ins) > 3 and ins[3]:
-            raise c.fail("Pad", name, "the axes input is not supported (give pads for every "
-                                      "axis)")
+        if len(ins) > 3 and ins[3]:  # opset 18: pads for the listed axes only
+            rank = len(c.shape(ins[0]))
+            axes = [c.axis(int(v), rank) for v in c.const("Pad", name, ins[3], "axes")]
+            full = [0] * (2 * rank)
+            for k, ax in enumerate(axes):
+                full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
+            pads = full
     if min(pads) < 0:
         raise c.fail("Pad", name, "negative pads are not supported")
     c.emit("Pad", name, ins[:1], outs[:1], pads=pads, mode=mode, value=value)
 
 
-def _resize(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]) -> None:
+_COORD_MODES = ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners",
+                "tf_half_pixel_for_nearest")
+
+
+def _resize(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     mode = a.get("mode", "nearest")
-    if mode != "nearest":
-        raise c.fail("Resize", name, f"mode={mode} is not supported (only nearest)")
+    if mode not in ("nearest", "linear"):
+        raise c.fail("Resize", name, f"mode={mode} is not supported (nearest, linear)")
     for key in ("antialias", "exclude_outside"):
         if a.get(key, 0):
             raise c.fail("Resize", name, f"{key}={a[key]} is not supported (only 0)")
@@ -358,11 +737,10 @@ def _resize(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[s
         raise c.fail("Resize", name, "axes / keep_aspect_ratio_policy are not supported")
     coord = a.get("coordinate_transformation_mode", "asymmetric" if c.opset < 11
                   else "half_pixel")
-    allowed = ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners",
-               "tf_half_pixel_for_nearest")
+    allowed = _COORD_MODES if mode == "nearest" else _COORD_MODES[:4]
     if coord not in allowed:
         raise c.fail("Resize", name, f"coordinate_transformation_mode={coord} is not "
-                                     f"supported ({', '.join(allowed)})")
+                                     f"supported with mode={mode} ({', '.join(allowed)})")
     nearest = a.get("nearest_mode", "floor" if c.opset < 11 else "round_prefer_floor")
     if c.opset < 11:
         scales_t, sizes_t = c.const("Resize", name, ins[1], "scales"), None
@@ -373,14 +751,14 @@ def _resize(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[s
     sizes = [int(v) for v in sizes_t] if sizes_t is not None and sizes_t.size else None
     if scales is None and sizes is None:
         raise c.fail("Resize", name, "neither scales nor sizes is given")
-    c.emit("Resize", name, ins[:1], outs[:1], scales=scales, sizes=sizes,
+    c.emit("Resize", name, ins[:1], outs[:1], scales=scales, sizes=sizes, mode=mode,
            coordinate_transformation_mode=coord, nearest_mode=nearest)
 
 
-def _upsample(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]
-              ) -> None:
-    if a.get("mode", "nearest") != "nearest":
-        raise c.fail("Upsample", name, f"mode={a['mode']} is not supported (only nearest)")
+def _upsample(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    mode = a.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise c.fail("Upsample", name, f"mode={mode} is not supported (nearest, linear)")
     if "scales" in a:
         scales = [float(v) for v in a["scales"]]
     elif "height_scale" in a:
@@ -388,32 +766,34 @@ def _upsample(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict
     else:
         scales = [float(v) for v in c.const("Upsample", name, ins[1], "scales")]
     c.emit("Resize", name, ins[:1], outs[:1], scales=scales, sizes=None,
+           mode="nearest" if mode == "nearest" else "linear",
            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-
-
-def _dropout(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]
-             ) -> None:
-    if len([o for o in outs if o]) > 1:
-        raise c.fail("Dropout", name, "the mask output is not supported (inference only)")
-    c.emit("Identity", name, ins[:1], outs[:1])
-
-
-def _constant(c: _Converter, name: str, ins: list[str], outs: list[str], a: dict[str, Any]
-              ) -> None:
-    from onnx import numpy_helper
-
-    if "value" not in a:
-        raise c.fail("Constant", name, "only the 'value' attribute is supported")
-    c.params[outs[0]] = _to_array(numpy_helper, a["value"], c.source)
 
 
 _CONVERTERS: dict[str, Callable[..., None]] = {
     "Conv": _conv, "ConvTranspose": _conv_t, "Gemm": _gemm, "MatMul": _matmul,
-    "Add": _binary("Add"), "Mul": _binary("Mul"), "Relu": _simple("Relu"), "Clip": _clip,
-    "Tanh": _simple("Tanh"), "Sigmoid": _simple("Sigmoid"), "BatchNormalization": _bn,
+    **{op: _binary(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")},
+    **{op: _simple(op) for op in ("Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Neg",
+                                  "Abs", "Reciprocal", "HardSwish", "GlobalAveragePool",
+                                  "GlobalMaxPool")},
+    **{op: _simple(op) for op in ("Softplus", "Mish")},
+    "Elu": _simple("Elu", alpha=1.0),
+    "Max": _minmax("Max"), "Min": _minmax("Min"), "Expand": _expand,
+    "HardSigmoid": _simple("HardSigmoid", alpha=0.2, beta=0.5),
+    "LeakyRelu": _simple("LeakyRelu", alpha=0.01),
+    "Gelu": _simple("Gelu", approximate="none"),
+    "PRelu": _prelu, "Clip": _clip, "BatchNormalization": _bn,
+    "LayerNormalization": _layernorm,
     "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
-    "GlobalAveragePool": _simple("GlobalAveragePool"), "Flatten": _flatten,
-    "Reshape": _reshape, "Concat": _concat, "Softmax": _softmax, "Pad": _pad,
-    "Resize": _resize, "Upsample": _upsample, "Identity": _simple("Identity"),
-    "Dropout": _dropout, "Constant": _constant,
+    "ReduceMean": _reduce("ReduceMean", "GlobalAveragePool"),
+    "ReduceMax": _reduce("ReduceMax", "GlobalMaxPool"),
+    "Flatten": _flatten, "Reshape": _reshape, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
+    "Transpose": _transpose, "Slice": _slice, "Split": _split, "Gather": _gather,
+    "Concat": _concat, "Softmax": _softmax("Softmax"), "LogSoftmax": _softmax("LogSoftmax"),
+    "Pad": _pad, "Resize": _resize,
+    "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
+    "Shape": _shape, "Size": _size,
 }
+
+#: The ops imported on activations (any standard op is also evaluated on constants).
+SUPPORTED_OPS = tuple(sorted(_CONVERTERS))

@@ -136,9 +136,22 @@ def max_pool(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[in
     return out
 
 
+def ceil_mode_extra(size: int, k: int, stride: int, pad0: int, pad1: int) -> int:
+    """Padding to add at the end of an axis so that the floor output size equals ONNX's (and
+    PyTorch's) ``ceil_mode=1`` size, whose last window must start inside the input or the
+    leading padding."""
+    out = -(-(size + pad0 + pad1 - k) // stride) + 1
+    if (out - 1) * stride >= size + pad0:
+        out -= 1
+    return max(0, (out - 1) * stride + k - (size + pad0 + pad1))
+
+
 def pool_sum_count(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int],
-                   count_include_pad: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Window sums (exact for integers) and the divisor per output position."""
+                   count_include_pad: bool, ceil_extra: list[int] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Window sums (exact for integers) and the divisor per output position. ``pads`` include
+    the ceil-mode extension ``ceil_extra`` ([bottom, right]), which is never counted; the
+    other pads are counted when ``count_include_pad``."""
     work = np.int64 if np.issubdtype(x.dtype, np.integer) else np.float32
     xp = pad_nchw(x.astype(work, copy=False), pads)
     win = windows(xp, kernel[0], kernel[1], strides)
@@ -146,36 +159,45 @@ def pool_sum_count(x: np.ndarray, kernel: list[int], strides: list[int], pads: l
     for i in range(kernel[0]):
         for j in range(kernel[1]):
             s += win[..., i, j]
-    if count_include_pad:
+    eb, er = ceil_extra or (0, 0)
+    if count_include_pad and not (eb or er):
         cnt = np.full(s.shape[2:], kernel[0] * kernel[1], dtype=np.int64)
     else:
-        ones = pad_nchw(np.ones((1, 1) + x.shape[2:], dtype=np.int64), pads)
+        t, left, b, r = pads
+        counted = [t, left, b - eb, r - er] if count_include_pad else [0, 0, 0, 0]
+        ones = pad_nchw(np.ones((1, 1) + x.shape[2:], dtype=np.int64), counted, 1)
+        ones = pad_nchw(ones, [p - c for p, c in zip(pads, counted)])
         cnt = windows(ones, kernel[0], kernel[1], strides).sum(axis=(4, 5))[0, 0]
     return s, cnt
 
 
 def avg_pool(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int],
-             count_include_pad: bool) -> np.ndarray:
-    s, cnt = pool_sum_count(x, kernel, strides, pads, count_include_pad)
+             count_include_pad: bool, ceil_extra: list[int] | None = None) -> np.ndarray:
+    s, cnt = pool_sum_count(x, kernel, strides, pads, count_include_pad, ceil_extra)
     return (s / cnt.astype(np.float32)).astype(np.float32)
+
+
+def source_coords(in_size: int, out_size: int, scale: float, coord_mode: str) -> np.ndarray:
+    """ONNX Resize's coordinate transformation: the input coordinate of every output position
+    along one axis."""
+    xo = np.arange(out_size, dtype=np.float64)
+    if coord_mode == "asymmetric":
+        return xo / scale
+    if coord_mode == "half_pixel":
+        return (xo + 0.5) / scale - 0.5
+    if coord_mode == "pytorch_half_pixel":
+        return (xo + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(xo)
+    if coord_mode == "align_corners":
+        return xo * (in_size - 1) / (out_size - 1) if out_size > 1 else np.zeros_like(xo)
+    if coord_mode == "tf_half_pixel_for_nearest":
+        return (xo + 0.5) / scale
+    raise ValueError(coord_mode)  # pragma: no cover - the frontend rejects other modes
 
 
 def nearest_indices(in_size: int, out_size: int, scale: float, coord_mode: str,
                     nearest_mode: str) -> np.ndarray:
     """ONNX Resize (mode=nearest) source index of every output position along one axis."""
-    xo = np.arange(out_size, dtype=np.float64)
-    if coord_mode == "asymmetric":
-        xi = xo / scale
-    elif coord_mode == "half_pixel":
-        xi = (xo + 0.5) / scale - 0.5
-    elif coord_mode == "pytorch_half_pixel":
-        xi = (xo + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(xo)
-    elif coord_mode == "align_corners":
-        xi = xo * (in_size - 1) / (out_size - 1) if out_size > 1 else np.zeros_like(xo)
-    elif coord_mode == "tf_half_pixel_for_nearest":
-        xi = (xo + 0.5) / scale
-    else:  # pragma: no cover - the frontend rejects other modes
-        raise ValueError(coord_mode)
+    xi = source_coords(in_size, out_size, scale, coord_mode)
     if nearest_mode == "round_prefer_floor":
         idx = np.where(xi - np.floor(xi) == 0.5, np.floor(xi), np.round(xi))
     elif nearest_mode == "round_prefer_ceil":
@@ -195,6 +217,60 @@ def resize_nearest(x: np.ndarray, sizes: list[int], scales: list[float], coord_m
         idx = nearest_indices(x.shape[axis], n_out, sc, coord_mode, nearest_mode)
         x = np.take(x, idx, axis=axis)
     return x
+
+
+def resize_linear(x: np.ndarray, sizes: list[int], scales: list[float], coord_mode: str
+                  ) -> np.ndarray:
+    """ONNX Resize mode=linear (bilinear on images): separable, one axis at a time, source
+    coordinates clamped to the input (as onnxruntime and PyTorch do)."""
+    dtype = x.dtype
+    y = x.astype(np.float64)
+    for axis, (n_out, sc) in enumerate(zip(sizes, scales)):
+        n_in = y.shape[axis]
+        if n_out == n_in and sc == 1.0:
+            continue
+        xi = np.clip(source_coords(n_in, n_out, sc, coord_mode), 0, n_in - 1)
+        i0 = np.floor(xi).astype(np.int64)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        shape = [1] * y.ndim
+        shape[axis] = n_out
+        frac = (xi - i0).reshape(shape)
+        y = np.take(y, i0, axis=axis) * (1 - frac) + np.take(y, i1, axis=axis) * frac
+    if np.issubdtype(dtype, np.integer):  # int8 in, int8 out (same scale): round to nearest
+        y = np.rint(y)
+    return y.astype(dtype)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7, below float32's
+    resolution of values near 1); numpy has none."""
+    a = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t
+            + 0.254829592) * t
+    return (np.sign(x) * (1.0 - poly * np.exp(-a * a))).astype(x.dtype)
+
+
+def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    x64 = x.astype(np.float64)
+    if approximate == "tanh":
+        y = 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)))
+    else:
+        y = 0.5 * x64 * (1 + erf(x64 / math.sqrt(2)))
+    return y.astype(x.dtype)
+
+
+def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axes: list[int],
+               eps: float) -> np.ndarray:
+    """Normalise over ``axes``, then scale and shift (``scale`` and ``bias`` broadcast)."""
+    axes = tuple(axes)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x64 - mean) / np.sqrt(var + eps) * scale
+    if bias is not None:
+        y = y + bias
+    return y.astype(x.dtype)
 
 
 def softmax(x: np.ndarray, axis: int, legacy: bool) -> np.ndarray:

@@ -31,7 +31,8 @@ from .reference import FLOAT_KERNELS, run_float
 QMIN, QMAX = -128, 127
 
 #: Ops that run on int8 tensors when their input is quantized (exponent unchanged).
-_PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Dilate", "Pad"}
+_PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Dilate", "Pad", "Transpose",
+                "Slice", "Gather", "GlobalMaxPool"}
 
 
 def exponent_for(max_abs: float, bits: int = 8) -> int:
@@ -101,7 +102,8 @@ def _qavg(n: Node, a: list[Any]) -> list[np.ndarray]:
         cnt = np.int64(x.shape[2] * x.shape[3])
     else:
         s, cnt = ops.pool_sum_count(x, n.attrs["kernel_shape"], n.attrs["strides"],
-                                    n.attrs["pads"], n.attrs["count_include_pad"])
+                                    n.attrs["pads"], n.attrs["count_include_pad"],
+                                    n.attrs.get("ceil_extra"))
     d = n.attrs["shift"]  # out_exp - in_exp
     num = s * (1 << max(d, 0))
     den = cnt * (1 << max(-d, 0))

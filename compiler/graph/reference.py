@@ -111,9 +111,34 @@ def resize_params(in_shape: tuple[int, ...], attrs: dict[str, Any]
 
 def _resize(n: Node, a: list[Any]) -> list[np.ndarray]:
     sizes, scales = resize_params(a[0].shape, n.attrs)
+    if n.attrs.get("mode", "nearest") == "linear":
+        return [ops.resize_linear(a[0], sizes, scales,
+                                  n.attrs["coordinate_transformation_mode"])]
     return [ops.resize_nearest(a[0], sizes, scales,
                                n.attrs["coordinate_transformation_mode"],
                                n.attrs["nearest_mode"])]
+
+
+def _slice(n: Node, a: list[Any]) -> list[np.ndarray]:
+    idx = [slice(None)] * a[0].ndim
+    for ax, b, e, st in zip(n.attrs["axes"], n.attrs["starts"], n.attrs["ends"],
+                            n.attrs["steps"]):
+        idx[ax] = slice(b, e, st)
+    return [np.ascontiguousarray(a[0][tuple(idx)])]
+
+
+def _f32(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """An element-wise float kernel of one input."""
+    return lambda n, a: [np.asarray(fn(a[0]), dtype=np.float32)]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))  # no overflow for large |x|
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _hardsigmoid(n: Node, x: np.ndarray) -> np.ndarray:
+    return np.clip(n.attrs["alpha"] * x + n.attrs["beta"], 0, 1)
 
 
 def _dilate(n: Node, a: list[Any]) -> list[np.ndarray]:
@@ -127,28 +152,72 @@ FLOAT_KERNELS: dict[str, Kernel] = {
     "Gemm": _gemm,
     "MatMul": lambda n, a: [np.matmul(a[0], a[1]).astype(np.float32)],
     "Add": lambda n, a: [_activation(n, (a[0] + a[1]).astype(np.float32))],
+    "Sub": lambda n, a: [(a[0] - a[1]).astype(np.float32)],
     "Mul": lambda n, a: [(a[0] * a[1]).astype(np.float32)],
+    "Div": lambda n, a: [(a[0] / a[1]).astype(np.float32)],
+    "Pow": lambda n, a: [np.power(a[0], a[1]).astype(np.float32)],
     "Relu": lambda n, a: [np.maximum(a[0], 0)],
     "Clip": _clip,
     "Tanh": lambda n, a: [np.tanh(a[0])],
-    "Sigmoid": lambda n, a: [(1 / (1 + np.exp(-a[0]))).astype(np.float32)],
+    "Sigmoid": _f32(_sigmoid),
+    "Erf": _f32(ops.erf),
+    "Sqrt": _f32(np.sqrt),
+    "Exp": _f32(np.exp),
+    "Neg": _f32(np.negative),
+    "Abs": _f32(np.abs),
+    "Reciprocal": _f32(np.reciprocal),
+    "Max": lambda n, a: [np.maximum(a[0], a[1]).astype(np.float32)],
+    "Min": lambda n, a: [np.minimum(a[0], a[1]).astype(np.float32)],
+    "Softplus": _f32(lambda x: np.logaddexp(0, x)),
+    "Mish": _f32(lambda x: x * np.tanh(np.logaddexp(0, x))),
+    "Elu": lambda n, a: [np.where(a[0] > 0, a[0], n.attrs["alpha"] * np.expm1(a[0]))
+                         .astype(np.float32)],
+    "HardSigmoid": lambda n, a: [_hardsigmoid(n, a[0]).astype(np.float32)],
+    "HardSwish": _f32(lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
+    "Silu": _f32(lambda x: x * _sigmoid(x)),
+    "Gelu": lambda n, a: [ops.gelu(a[0], n.attrs.get("approximate", "none"))],
+    "LeakyRelu": lambda n, a: [np.where(a[0] >= 0, a[0], a[0] * np.float32(n.attrs["alpha"]))
+                               .astype(np.float32)],
+    "PRelu": lambda n, a: [np.where(a[0] >= 0, a[0], a[0] * a[1]).astype(np.float32)],
     "BatchNormalization": _bn,
+    "LayerNormalization": lambda n, a: [ops.layer_norm(a[0], a[1], a[2] if len(a) > 2
+                                                       else None, n.attrs["axes"],
+                                                       n.attrs["epsilon"])],
     "MaxPool": lambda n, a: [ops.max_pool(a[0], n.attrs["kernel_shape"], n.attrs["strides"],
                                           n.attrs["pads"])],
     "AveragePool": lambda n, a: [ops.avg_pool(a[0], n.attrs["kernel_shape"],
                                               n.attrs["strides"], n.attrs["pads"],
-                                              n.attrs["count_include_pad"])],
+                                              n.attrs["count_include_pad"],
+                                              n.attrs.get("ceil_extra"))],
     "GlobalAveragePool": lambda n, a: [a[0].mean(axis=(2, 3), keepdims=True,
                                                  dtype=np.float32)],
+    "GlobalMaxPool": lambda n, a: [a[0].max(axis=(2, 3), keepdims=True)],
+    "ReduceMean": lambda n, a: [a[0].mean(axis=tuple(n.attrs["axes"]),
+                                          keepdims=n.attrs["keepdims"], dtype=np.float32)],
+    "ReduceMax": lambda n, a: [a[0].max(axis=tuple(n.attrs["axes"]),
+                                        keepdims=n.attrs["keepdims"])],
     "Flatten": _flatten,
     "Reshape": _reshape,
+    "Transpose": lambda n, a: [np.ascontiguousarray(a[0].transpose(n.attrs["perm"]))],
+    "Slice": _slice,
+    "Gather": lambda n, a: [np.take(a[0], np.asarray(n.attrs["indices"], np.int64),
+                                    axis=n.attrs["axis"])],
     "Concat": lambda n, a: [np.concatenate(a, axis=n.attrs["axis"])],
     "Softmax": lambda n, a: [ops.softmax(a[0], n.attrs["axis"], n.attrs["legacy"])],
+    "LogSoftmax": lambda n, a: [np.log(ops.softmax(a[0].astype(np.float64), n.attrs["axis"],
+                                                   n.attrs["legacy"])).astype(np.float32)],
+    "Expand": lambda n, a: [np.ascontiguousarray(np.broadcast_to(a[0], n.attrs["shape"]))],
     "Pad": _pad,
     "Resize": _resize,
     "Identity": lambda n, a: [a[0]],
     "Dilate": _dilate,
 }
+
+#: Element-wise ops: the output has the inputs' broadcast shape.
+ELEMENTWISE = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Clip", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp",
+    "Neg", "Abs", "Reciprocal", "HardSigmoid", "HardSwish", "Silu", "Gelu", "LeakyRelu",
+    "PRelu", "Identity", "Max", "Min", "Softplus", "Mish", "Elu"})
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -199,8 +268,91 @@ def _last_use(graph: Graph) -> dict[str, int]:
     return last
 
 
+# ------------------------------------------------------------------ shape inference
+Shape = tuple[int, ...]
+
+
+def _pool_shape(n: Node, s: list[Shape]) -> Shape:
+    (kh, kw), (sh, sw), (t, left, b, r) = (n.attrs["kernel_shape"], n.attrs["strides"],
+                                           n.attrs["pads"])
+    return (*s[0][:2], ops.conv_out_size(s[0][2], kh, sh, t, b, 1),
+            ops.conv_out_size(s[0][3], kw, sw, left, r, 1))
+
+
+def _conv_shape(n: Node, s: list[Shape]) -> Shape:
+    (kh, kw), (sh, sw) = s[1][2:], n.attrs["strides"]
+    (t, left, b, r), (dh, dw) = n.attrs["pads"], n.attrs["dilations"]
+    return (s[0][0], s[1][0], ops.conv_out_size(s[0][2], kh, sh, t, b, dh),
+            ops.conv_out_size(s[0][3], kw, sw, left, r, dw))
+
+
+def _conv_t_shape(n: Node, s: list[Shape]) -> Shape:
+    (kh, kw), (sh, sw) = s[1][2:], n.attrs["strides"]
+    (t, left, b, r), (dh, dw) = n.attrs["pads"], n.attrs["dilations"]
+    op = n.attrs["output_padding"]
+    return (s[0][0], s[1][1] * n.attrs["group"],
+            (s[0][2] - 1) * sh + dh * (kh - 1) + 1 + op[0] - t - b,
+            (s[0][3] - 1) * sw + dw * (kw - 1) + 1 + op[1] - left - r)
+
+
+def _gemm_shape(n: Node, s: list[Shape]) -> Shape:
+    m = s[0][1] if n.attrs["transA"] else s[0][0]
+    return (m, s[1][0] if n.attrs["transB"] else s[1][1])
+
+
+def _matmul_shape(n: Node, s: list[Shape]) -> Shape:
+    a, b = s[0], s[1]
+    if len(b) == 1:
+        return a[:-1]
+    if len(a) == 1:
+        return (*b[:-2], b[-1])
+    return (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+
+
+def _reduce_shape(n: Node, s: list[Shape]) -> Shape:
+    axes = set(n.attrs["axes"])
+    if n.attrs["keepdims"]:
+        return tuple(1 if k in axes else d for k, d in enumerate(s[0]))
+    return tuple(d for k, d in enumerate(s[0]) if k not in axes)
+
+
+#: Output shape of the ops whose kernels do arithmetic; the others (copies, which cost no
+#: more than the shape they make) get theirs by running the kernel on zeros.
+SHAPE_RULES: dict[str, Callable[[Node, list[Shape]], Shape]] = {
+    "Conv": _conv_shape,
+    "ConvTranspose": _conv_t_shape,
+    "Dense": lambda n, s: (*s[0][:-1], s[1][0]),
+    "Gemm": _gemm_shape,
+    "MatMul": _matmul_shape,
+    "MaxPool": _pool_shape,
+    "AveragePool": _pool_shape,
+    "GlobalAveragePool": lambda n, s: (*s[0][:2], 1, 1),
+    "GlobalMaxPool": lambda n, s: (*s[0][:2], 1, 1),
+    "ReduceMean": _reduce_shape,
+    "ReduceMax": _reduce_shape,
+    **{op: lambda n, s: tuple(np.broadcast_shapes(*s)) for op in ELEMENTWISE},
+    **{op: lambda n, s: s[0] for op in ("BatchNormalization", "LayerNormalization", "Softmax",
+                                        "LogSoftmax")},
+    "Expand": lambda n, s: tuple(n.attrs["shape"]),
+}
+
+
+def output_shape(n: Node, in_shapes: list[Shape | None],
+                 params: Mapping[str, np.ndarray]) -> Shape:
+    """The shape of node ``n``'s (first) output from its inputs' shapes."""
+    rule = SHAPE_RULES.get(n.op)
+    if rule is not None:
+        return tuple(int(d) for d in rule(n, [s for s in in_shapes if s is not None]))
+    args = [params[i] if i in params else (np.zeros(s, np.float32) if s is not None else None)
+            for i, s in zip(n.inputs, in_shapes)]
+    return tuple(np.shape(FLOAT_KERNELS[n.op](n, args)[0]))
+
+
 def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
-    """Shapes of every tensor, by running the graph once on zeros."""
-    feeds = {k: np.zeros(v.shape, dtype=v.dtype) for k, v in graph.inputs.items()}
-    env = run_float(graph, feeds, keep=True)
-    return {k: tuple(np.shape(v)) for k, v in env.items()}
+    """Shapes of every tensor (graph inputs, parameters and node outputs)."""
+    shapes: dict[str, Shape] = {k: tuple(v.shape) for k, v in graph.params.items()}
+    shapes.update({k: tuple(v.shape) for k, v in graph.inputs.items()})
+    for n in graph.nodes:
+        out = output_shape(n, [shapes.get(i) if i else None for i in n.inputs], graph.params)
+        shapes[n.outputs[0]] = out
+    return shapes

@@ -111,12 +111,13 @@ def test_bad_models_are_one_line_errors(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage" * 20)
     one_line_error(capsys, ["compile", str(bad), "-o", str(tmp_path / "o")], "bad.onnx")
-    m = onnx_model([helper.make_node("Erf", ["x"], ["y"], name="erf_node")], {"x": [1, 4]},
-                   {"y": None})
-    p = tmp_path / "erf.onnx"
+    m = onnx_model([helper.make_node("Relu", ["x"], ["r"], name="relu_node"),
+                    helper.make_node("Einsum", ["r"], ["y"], name="einsum_node",
+                                     equation="ij->ji")], {"x": [1, 4]}, {"y": None})
+    p = tmp_path / "einsum.onnx"
     p.write_bytes(m.SerializeToString())
-    one_line_error(capsys, ["compile", str(p), "-o", str(tmp_path / "o")], "Erf", "erf_node",
-                   "supported")
+    one_line_error(capsys, ["compile", str(p), "-o", str(tmp_path / "o")], "Einsum",
+                   "einsum_node", "supported")
     one_line_error(capsys, ["run", str(p), "--input", str(tmp_path / "x.npy")], "x.npy")
     assert not (tmp_path / "o").exists()
 
