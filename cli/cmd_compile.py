@@ -37,9 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--buffering", choices=("auto", "single", "double"), default="auto",
                    help="VTA buffer use per layer: auto picks the fewest cycles (performance "
                         "model); single gives fewer, larger instructions (faster on fsim)")
-    p.add_argument("--host-llvm", action="store_true",
-                   help="build the float CPU layers with the operator compiler's LLVM backend "
-                        "and store their LLVM IR in the module (host/*.ll)")
+    p.add_argument("--host", choices=("llvm", "numpy"), default="llvm",
+                   help="CPU layers: llvm (default) stores the LLVM IR of their kernels built by "
+                        "the operator compiler (host/*.ll; `vta run` JIT-compiles it); numpy "
+                        "stores none (they run numpy kernels, the reference)")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer quantization report")
     p.set_defaults(func=run)
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                            cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
                            keep_first_float=not args.quantize_first, board=board,
                            slots={"auto": None, "single": 1, "double": 2}[args.buffering],
-                           host_llvm=args.host_llvm, per_channel=args.per_channel)
+                           host=args.host, per_channel=args.per_channel)
     if args.tuning_log:
         _apply_tuning_log(module, args.tuning_log)
     module.save(args.output)

@@ -20,9 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernels", choices=("module", "topi"), default="module",
                    help="VTA layers: the module's instruction streams (default) or the operator "
                         "compiler's conv2d schedules (vta.compiler.topi), built at load time")
-    p.add_argument("--host", choices=("numpy", "llvm"), default="numpy",
-                   help="CPU float layers: numpy (default, the reference) or LLVM-compiled "
-                        "kernels of the operator compiler where it has them")
+    p.add_argument("--host", choices=("llvm", "numpy"), default="llvm",
+                   help="CPU layers: llvm (default) runs the module's LLVM kernels (host/*.ll, "
+                        "JIT-compiled at load) where it has them; numpy runs the numpy kernels "
+                        "(the reference)")
     p.add_argument("--report", action="store_true",
                    help="per layer: where it ran, MACs, time, cycles, utilisation")
     add_config_args(p.add_argument_group("compiling an ONNX model on the fly"))
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
             print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
                   file=sys.stderr)
-            module = compile_graph(graph, config_from_args(args))
+            module = compile_graph(graph, config_from_args(args), host=args.host)
         cfg = module.cfg
         with Executor(module, args.target, progress=progress_printer(),
                       lowering=args.kernels, host=args.host) as ex:

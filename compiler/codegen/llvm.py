@@ -247,7 +247,7 @@ class _Gen:
             return b.select(c, t, f)
         if isinstance(e, Call):
             args = [self.expr(a, safe) for a in e.args]
-            if e.name in ("exp", "sqrt", "log", "fabs", "floor"):
+            if e.name in ("exp", "sqrt", "log", "fabs", "floor", "rint"):
                 fn = self.module.declare_intrinsic(f"llvm.{e.name}", [_type(e.dtype)])
                 return b.call(fn, args)
             if e.name == "reinterpret":  # same-width bit cast (int32 <-> float32)
@@ -454,22 +454,37 @@ class CpuModule:
     The call path is cheap: the argument checks compare against shapes and dtypes prepared at
     build time, and the arrays are passed to a generated wrapper that reads their data pointers
     itself (about a microsecond per call instead of ~10 with ctypes pointer conversions).
+    Built from a lowered function, or (:meth:`from_ir`) from the LLVM IR text a compiled
+    network module stores, which JIT-compiles without lowering anything.
     """
 
-    def __init__(self, func: PrimFunc, args: Sequence[Tensor], opt_level: int = 3,
-                 prefer_256_bit: bool = True, unroll: bool = True,
-                 nontemporal_stores: bool = False):
-        llvm = _llvm()
+    def __init__(self, func: PrimFunc, args: Sequence[Tensor], **opts: Any):
+        outputs = [k for k, a in enumerate(args) if not isinstance(a.op, PlaceholderOp)]
+        self._setup(llvm_ir(func), func.name, func.params, outputs, **opts)
         self.func = func
-        self.args = list(args)
-        self.outputs = [k for k, a in enumerate(args) if not isinstance(a.op, PlaceholderOp)]
+
+    @classmethod
+    def from_ir(cls, ir: str, name: str, params: Sequence[Buffer], outputs: Sequence[int],
+                **opts: Any) -> CpuModule:
+        """JIT the LLVM IR of :func:`llvm_ir` (function ``name`` taking ``params``; the
+        indices ``outputs`` are written)."""
+        self = cls.__new__(cls)
+        self._setup(ir, name, params, list(outputs), **opts)
+        self.func = None
+        return self
+
+    def _setup(self, ir: str, name: str, params: Sequence[Buffer], outputs: list[int],
+               opt_level: int = 3, prefer_256_bit: bool = True, unroll: bool = True,
+               nontemporal_stores: bool = False) -> None:
+        llvm = _llvm()
+        self.name, self.params, self.outputs = name, list(params), outputs
         # non-temporal stores are marked after optimisation: on the IR they would keep the loop
         # vectoriser away (a vector NT store needs an alignment numpy arrays do not promise)
-        self.llvm_ir = llvm_ir(func)
+        self.llvm_ir = ir
         fast = _array_layout_ok()
         text = self.llvm_ir
         if fast:
-            text += "".join(_array_wrapper(func.name, func.params, self.outputs, flat)
+            text += "".join(_array_wrapper(name, params, outputs, flat)
                             for flat in (False, True))
         mod = llvm.parse_assembly(text)
         mod.verify()
@@ -489,30 +504,31 @@ class CpuModule:
         mpm.run(mod, pb)
         self.optimized_ir = str(mod)
         if nontemporal_stores:
-            self.optimized_ir = _mark_nontemporal(self.optimized_ir, func.name)
+            self.optimized_ir = _mark_nontemporal(self.optimized_ir, name)
             mod = llvm.parse_assembly(self.optimized_ir)
             mod.verify()
         self.engine = llvm.create_mcjit_compiler(mod, self.tm)
         self.engine.finalize_object()
-        addr = self.engine.get_function_address(func.name)
-        n = len(func.params)
+        addr = self.engine.get_function_address(name)
+        n = len(params)
         self._cfn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n)(addr)
         self._afn = self._ffn = None
         if fast:
             # the GIL is released during the call (CFUNCTYPE), as for the pointer path
             ftype = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)
-            self._afn = ftype(self.engine.get_function_address(f"{func.name}__arrays"))
-            self._ffn = ftype(self.engine.get_function_address(f"{func.name}__flat"))
-        self._expect = [(tuple(p.shape), np.dtype(p.dtype), k in self.outputs)
-                        for k, p in enumerate(func.params)]
+            self._afn = ftype(self.engine.get_function_address(f"{name}__arrays"))
+            self._ffn = ftype(self.engine.get_function_address(f"{name}__flat"))
+        self._expect = [(tuple(p.shape), np.dtype(p.dtype), k in outputs)
+                        for k, p in enumerate(params)]
 
     @property
     def ir(self) -> str:
-        return str(self.func)
+        """The loop IR it was built from (the LLVM IR when built by :meth:`from_ir`)."""
+        return str(self.func) if self.func is not None else self.llvm_ir
 
     def __call__(self, *arrays: np.ndarray) -> None:
         if len(arrays) != len(self._expect):
-            raise CodegenError(f"{self.func.name} takes {len(self._expect)} arrays, got "
+            raise CodegenError(f"{self.name} takes {len(self._expect)} arrays, got "
                                f"{len(arrays)}")
         if self._afn is not None and self._afn(*arrays) == 0:
             return  # checked and run natively
@@ -537,7 +553,7 @@ class CpuModule:
             self._ffn(*arrays) == 0
 
     def _bad(self, arrays: Sequence[np.ndarray]) -> None:
-        for a, p, (shape, dt, out) in zip(arrays, self.func.params, self._expect):
+        for a, p, (shape, dt, out) in zip(arrays, self.params, self._expect):
             ok = isinstance(a, np.ndarray) and a.shape == shape and a.dtype == dt \
                 and a.flags.c_contiguous and (not out or a.flags.writeable)
             if not ok:
