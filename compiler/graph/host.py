@@ -48,12 +48,14 @@ class HostKernel:
     ir: str
     #: constant trailing arguments (e.g. per-channel shifts), after the node's inputs
     extra: list[np.ndarray] = field(default_factory=list)
+    #: options of the LLVM build (CpuModule's, e.g. ``{"unroll": False}``)
+    opts: dict[str, Any] = field(default_factory=dict)
     _module: Any = None
 
     def text(self) -> str:
         """The IR as stored in a module: a signature comment line, then the LLVM IR."""
         sig = {"name": self.name, "params": self.params, "out_shape": self.out_shape,
-               "extra": [[a.tolist(), str(a.dtype)] for a in self.extra]}
+               "extra": [[a.tolist(), str(a.dtype)] for a in self.extra], "opts": self.opts}
         return _HEADER + json.dumps(sig) + "\n" + self.ir
 
     @property
@@ -63,7 +65,8 @@ class HostKernel:
             from vta.compiler.tir.stmt import Buffer
 
             bufs = [Buffer(n, tuple(s), d) for n, s, d in self.params]
-            self._module = CpuModule.from_ir(self.ir, self.name, bufs, [len(bufs) - 1])
+            self._module = CpuModule.from_ir(self.ir, self.name, bufs, [len(bufs) - 1],
+                                             **self.opts)
         return self._module
 
     def __call__(self, inputs: list[np.ndarray | None]) -> np.ndarray:
@@ -89,7 +92,7 @@ def load_host_kernel(node: str, text: str) -> HostKernel:
     sig = json.loads(head[len(_HEADER):])
     return HostKernel(node, sig["name"], [(n, tuple(s), d) for n, s, d in sig["params"]],
                       tuple(sig["out_shape"]), ir,
-                      [np.asarray(v, dtype=d) for v, d in sig["extra"]])
+                      [np.asarray(v, dtype=d) for v, d in sig["extra"]], sig.get("opts", {}))
 
 
 def _symmetric(pads: list[int]) -> tuple[int, int] | None:
@@ -180,4 +183,5 @@ def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
     out_shape = tuple(shapes.get(n.outputs[0], op.out_shape))
     if prod(out_shape) != prod(op.out_shape):
         return None
-    return HostKernel(n.name, op.name, op.params, out_shape, op.llvm_ir, extra)
+    return HostKernel(n.name, op.name, op.params, out_shape, op.llvm_ir, extra,
+                      dict(op.build_opts or {}))
