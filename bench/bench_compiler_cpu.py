@@ -309,7 +309,9 @@ def report(args: argparse.Namespace, rows: list, net: list[dict]) -> int:
     write_record("bench_compiler_cpu",
                  {"kernels": [{"name": n, "kind": k, "ours_ms": t * 1e3, "ratio": t_ref / t,
                                "agrees": ok} for n, k, t, t_ref, ok in rows],
-                  "summary": summary, "host_ops": net, "host_ops_by_op": by_op,
+                  "summary": summary,
+                  "host_ops": {f"{r['network']}:{r['node']}": r for r in net},
+                  "host_ops_by_op": by_op,
                   "host_ops_worst_ratio": min((r["ratio"] for r in net), default=None)},
                  {"kernels_numpy_ms": {n: t_ref * 1e3 for n, _, _, t_ref, _ in rows},
                   "host_ops_numpy_ms": {f"{r['network']}/{r['node']}": r["numpy_ms"]

@@ -93,15 +93,21 @@ def latest(bench: str, results: Path | None = None) -> dict[str, Any] | None:
 
 
 def lookup(record: dict[str, Any], key: str) -> Any:
-    """The value at a dotted ``key`` (``figures.speed.perf_ms``) of a record."""
+    """The value at a dotted ``key`` (``figures.speed.perf_ms``) of a record; a dictionary key
+    may itself contain dots (``figures.host_ops.resnet18:maxpool.out.quantize.ratio``)."""
     v: Any = record
-    for part in key.split("."):
-        if isinstance(v, list):
-            v = v[int(part)]
-        elif isinstance(v, dict) and part in v:
-            v = v[part]
+    parts = key.split(".")
+    while parts:
+        if isinstance(v, list) and parts[0].isdigit() and int(parts[0]) < len(v):
+            v, parts = v[int(parts[0])], parts[1:]
+            continue
+        for j in range(len(parts), 0, -1):  # the longest dotted name that is a key
+            name = ".".join(parts[:j])
+            if isinstance(v, dict) and name in v:
+                v, parts = v[name], parts[j:]
+                break
         else:
-            raise KeyError(f"{record.get('bench')}: no {key!r} (stops at {part!r})")
+            raise KeyError(f"{record.get('bench')}: no {key!r} (stops at {parts[0]!r})")
     return v
 
 
