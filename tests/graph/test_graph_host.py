@@ -90,6 +90,21 @@ def test_network_bit_exact_on_fsim_with_llvm_host(modules, small_models, name: s
                                       run_quantized(m.graph, x)[g.outputs[0]])
 
 
+def test_mixed_int8_model_with_llvm_host(small_models) -> None:
+    """The model of test_graph_vta's mixed-op test (float conv, int8 pad/avg pool/resize/concat/
+    max pool, softmax): LLVM where a kernel exists, bit-exact given the float kernels."""
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+    from .test_graph_vta import _mixed_model
+
+    g = from_onnx(_mixed_model())
+    m = compile_graph(g, Config())
+    assert {"c0", "pool", "softmax"} <= set(m.host_ir)
+    x = rand_input(g, 2)
+    with Executor(m, "fsim") as ex:
+        np.testing.assert_array_equal(ex.run(x)["y"], _reference(m, x)["y"])
+
+
 def test_module_stores_ir_and_runs_it_without_lowering(modules, small_models, tmp_path,
                                                        monkeypatch) -> None:
     m, g = modules["resnet18"], small_models["resnet18"][1]

@@ -202,7 +202,7 @@ def test_operator_compiler_kernels_agree(small_models) -> None:
     m = compile_graph(g, Config())
     x = rand_input(g, 4)
     ref = run_quantized(m.graph, x)[g.outputs[0]]
-    with Executor(m, "fsim", lowering="topi") as ex:
+    with Executor(m, "fsim", lowering="topi", host="numpy") as ex:
         out = ex.run(x)[g.outputs[0]]
         used = [k for k, op in ex._topi.items() if op is not None]
     assert len(used) >= 3
@@ -269,7 +269,7 @@ def test_mixed_int8_ops_bit_exact_and_close_to_float() -> None:
               "fc": "QDense", "temp": "Mul", "softmax": "Softmax"}
     assert {k: ops[k] for k in expect} == expect
     ref = run_quantized(m.graph, x)["y"]
-    with Executor(m, "fsim") as ex:
+    with Executor(m, "fsim", host="numpy") as ex:  # LLVM host kernels: test_graph_host.py
         out = ex.run(x)["y"]
     np.testing.assert_array_equal(out, ref)
     f = run_float(g, x)["y"].ravel()
