@@ -66,7 +66,10 @@ class HostKernel:
             from vta.compiler.tir.stmt import Buffer
 
             bufs = [Buffer(n, tuple(s), d) for n, s, d in self.params]
+            from vta.isa.fileio import user_cache_dir
+
             self._module = CpuModule.from_ir(self.ir, self.name, bufs, [len(bufs) - 1],
+                                             object_cache=user_cache_dir("host-kernels"),
                                              **self.opts)
         return self._module
 

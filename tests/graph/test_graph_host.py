@@ -122,3 +122,40 @@ def test_module_stores_ir_and_runs_it_without_lowering(modules, small_models, tm
         np.testing.assert_array_equal(ex.run(x)[g.outputs[0]], _reference(m, x)[g.outputs[0]])
     nm = compile_graph(g, Config(), host="numpy")
     assert nm.host_ir == {}
+
+
+def test_machine_code_cache_is_reused_across_processes(tmp_path, monkeypatch) -> None:
+    """`vta run` keeps each host kernel's machine code in the user cache: a second load (here
+    in a fresh process, where numpy's type addresses differ) skips LLVM and still takes the
+    native call path with the right results."""
+    import subprocess
+    import sys
+
+    from vta.compiler.graph.host import HostKernel
+    from vta.compiler.graph.ir import Node
+    from vta.compiler.topi import cpu
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    op = cpu.qadd((2, 50), 1, 0, 1, -128, 127)
+    k = HostKernel("a", op.name, op.params, op.out_shape, op.llvm_ir)
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-128, 128, (2, 50)).astype(np.int8) for _ in range(2))
+    n = Node("QAdd", "a", ["a", "b"], ["c"],
+             {"shift_a": 1, "shift_b": 0, "shift": 1, "lo": -128, "hi": 127})
+    np.testing.assert_array_equal(k([a, b]), kernel_for("QAdd")(n, [a, b])[0])
+    assert k.module.optimized_ir is not None and len(list(tmp_path.rglob("*.o"))) == 1
+    (tmp_path / "k.txt").write_text(k.text())
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    code = (
+        "import numpy as np, sys; from pathlib import Path\n"
+        "from vta.compiler.graph.host import load_host_kernel\n"
+        f"d = Path({str(tmp_path)!r})\n"
+        "k = load_host_kernel('a', (d / 'k.txt').read_text())\n"
+        "a, b = np.load(d / 'a.npy'), np.load(d / 'b.npy')\n"
+        "out = np.empty((2, 50), np.int8)\n"
+        "assert k.module.optimized_ir is None  # from the cache\n"
+        "assert k.module.call_flat(a, b, out)  # the native checks accept numpy's arrays\n"
+        "np.save(d / 'out.npy', out)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), k([a, b]))
