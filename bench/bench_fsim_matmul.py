@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{2 * n ** 3 / best / 1e9:5.1f} GOP/s; program built in {build * 1e3:.0f} ms)")
         worst = max(worst, best / ref)
         fig[label] = {"ms": best * 1e3, "ratio_to_numpy": best / ref,
-                      "insns": stats["insn_count"]}
+                      "insns": stats["insn_count"], "muops_per_s": uops / best / 1e6}
     print(f"  goal: fsim within 3x of numpy -> {'met' if worst <= 3 else 'NOT met'} "
           f"(worst ratio {worst:.2f}x)")
     write_record("bench_fsim_matmul", {"n": n, **fig, "worst_ratio": worst},
