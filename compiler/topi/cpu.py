@@ -362,7 +362,7 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
         raise ScheduleError("conv2d: an integer conv2d needs requant=(shift, lo, hi)")
     if kh == kw == 1 and groups == 1 and ph == pw == 0 and not integer:
         return _conv2d_1x1(data_shape, kernel_shape, strides, dtype, bias, relu)
-    if groups == 1 and not integer and (ci * kh * kw >= 64):
+    if groups == 1 and not integer:
         return _conv2d_gemm(data_shape, kernel_shape, strides, padding, dtype, bias, relu)
     acc_t = "int32" if integer else dtype
     oh = (h + 2 * ph - kh) // sh + 1
