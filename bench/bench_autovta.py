@@ -20,7 +20,8 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
+
+from record import write_record
 
 #: The issue's goal: this many times fewer ResNet-18 cycles than the default config.
 GOAL = 2.5
@@ -39,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--skip-search", action="store_true",
                     help="only the resource model's error (no search)")
-    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args(argv)
 
     from vta.boards import get_board
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         out["held_out_error"] = {k: sum(abs(r[k]) for r in extra) / len(extra) for k in KINDS}
 
     if args.skip_search:
-        if args.json:
-            Path(args.json).write_text(json.dumps(out, indent=1, default=str) + "\n")
+        write_record("bench_autovta", out, None, params=vars(args))
         return 0
     # ------------------------------------------------------------ best config vs the default
     print(f"\n== {args.model} VTA cycles under {board.title}'s budget "
@@ -127,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                    speedup=ref.cycles / best.cycles, evaluated=len(res.points),
                    fitting=res.fitting_size, tuner=res.tuner)
         out["ceiling"] = ceiling(res, net, model, board)
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, default=str) + "\n")
+    write_record("bench_autovta", out, {"default": out.get("reference")}, params=vars(args))
     return 0
 
 

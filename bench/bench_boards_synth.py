@@ -13,7 +13,7 @@
 3. The synthesis, place-and-route and total times of each step.
 
     .venv/bin/python bench/bench_boards_synth.py [--only pynq|ecp5] [--preset NAME | --config F]
-        [--seeds LIST] [--clock MHZ] [--effort timing|fast] [--json OUT]
+        [--seeds LIST] [--clock MHZ] [--effort timing|fast]
 
 This takes tens of minutes on one core; the two parts can run as two processes
 (``--only pynq`` and ``--only ecp5``).
@@ -22,11 +22,12 @@ This takes tens of minutes on one core; the two parts can run as two processes
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from record import write_record
 
 
 def _progress(quiet: bool):
@@ -54,7 +55,6 @@ def main() -> int:
                     help="ECP5 part: nextpnr's clock target (default: the board's 100 MHz)")
     ap.add_argument("--effort", choices=("timing", "fast"), default="timing",
                     help="ECP5 part: nextpnr options, as for 'vta build --effort'")
-    ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args()
     try:
@@ -76,8 +76,8 @@ def main() -> int:
         figures.update(_pynq(args))
     if args.only != "pynq":
         figures.update(_ecp5(args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    write_record("bench_boards_synth", figures, None,
+                 params={k: v for k, v in vars(args).items() if k != "cfg"})
     return 0
 
 

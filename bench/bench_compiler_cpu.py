@@ -13,7 +13,14 @@ is reported. Time is the CPU time of the calling thread (both sides run single-t
 time slices lost to other processes on a shared machine do not count; ``--wall`` measures
 wall-clock time instead.
 
+The second table is the CPU operators of the zoo's networks at full size as `vta run` runs them
+(vta.compiler.graph.host: the LLVM kernel JIT-compiled from the module's IR) against the numpy
+kernel each replaces (`--host numpy`), on the node's real input; integer kernels must agree
+exactly, float ones within the tolerance of tests/graph/test_graph_host.py. Goal: every LLVM
+kernel at least numpy's speed. Both tables go into one record under bench/results/.
+
     .venv/bin/python bench/bench_compiler_cpu.py [--repeat 31] [--blas-threads N] [--wall]
+        [--networks resnet18,mobilenet_v1,dcgan] [--only kernels|networks]
 
 (--blas-threads must be set before numpy loads BLAS, so it is read from the command line
 before numpy is imported.)
@@ -37,6 +44,7 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+from record import write_record
 from vta.compiler.topi import cpu
 
 #: Goals (numpy time / our time): element-wise and pooling at least numpy's speed, BLAS-backed
@@ -125,11 +133,63 @@ def np_avgpool_slices(x: np.ndarray, k: int, s: int) -> np.ndarray:
     return out
 
 
+#: allowed difference of a float LLVM host kernel (relative to the reference's largest
+#: magnitude; tanh absolute), as in tests/graph/test_graph_host.py
+FLOAT_TOL = {"Conv": 1e-5, "Softmax": 1e-6, "Tanh": 1e-6}
+
+
+def network_ops(names: list[str], repeat: int) -> list[dict]:
+    """Time every CPU node of the zoo networks with an LLVM kernel against its numpy kernel."""
+    from vta.compiler.graph import zoo
+    from vta.compiler.graph.host import load_host_kernel
+    from vta.compiler.graph.module import compile_graph
+    from vta.compiler.graph.onnx_frontend import from_onnx
+    from vta.compiler.graph.quantize import kernel_for, run_quantized
+    from vta.isa import Config
+
+    rows = []
+    print(f"\n{'network / node':44} {'op':19} {'llvm':>10}  {'numpy':>10}  numpy/llvm")
+    for name in names:
+        g = from_onnx(zoo.build(name))
+        m = compile_graph(g, Config())
+        rng = np.random.default_rng(0)
+        feeds = {k: rng.standard_normal(v.shape).astype(np.float32)
+                 for k, v in g.inputs.items()}
+        env = run_quantized(m.graph, feeds, keep=True)
+        for n in m.graph.nodes:
+            if n.name not in m.host_ir:
+                continue
+            k = load_host_kernel(n.name, m.host_ir[n.name])
+            args = [env[i] if i else None for i in n.inputs]
+            ref = kernel_for(n.op)(n, args)[0]
+            got = k(args)
+            if n.op in FLOAT_TOL:
+                scale = 1.0 if n.op == "Tanh" else float(np.abs(ref).max())
+                ok = float(np.abs(got.astype(np.float64) - ref).max()) <= FLOAT_TOL[n.op] * scale
+            else:
+                ok = got.dtype == ref.dtype and np.array_equal(got, ref)
+            t_ours, t_ref, _ = compare(lambda k=k, a=args: k(a),
+                                       {"numpy": lambda n=n, a=args: kernel_for(n.op)(n, a)},
+                                       repeat)
+            rows.append({"network": name, "node": n.name, "op": n.op,
+                         "shape": list(m.shapes[n.inputs[0]]), "llvm_ms": t_ours * 1e3,
+                         "numpy_ms": t_ref * 1e3, "ratio": t_ref / t_ours, "exact": ok
+                         if n.op not in FLOAT_TOL else None, "agrees": ok})
+            print(f"{name + ' / ' + n.name:44} {n.op:19} {t_ours * 1e3:7.4f} ms  "
+                  f"{t_ref * 1e3:7.4f} ms  {t_ref / t_ours:6.2f}  "
+                  f"{'OK' if ok else 'MISMATCH'}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=31, help="samples per kernel (median)")
     ap.add_argument("--blas-threads", default="1", help="BLAS threads for numpy (default 1)")
     ap.add_argument("--wall", action="store_true", help="wall-clock instead of thread CPU time")
+    ap.add_argument("--networks", default="resnet18,mobilenet_v1,dcgan",
+                    help="zoo networks (full size) whose CPU operators are timed")
+    ap.add_argument("--only", choices=("kernels", "networks"),
+                    help="run only the operator table or only the networks' host operators")
     args = ap.parse_args(argv)
     global CLOCK
     if args.blas_threads != "1" and not args.wall:
@@ -152,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
               f"ratio {t_ref / t_ours:6.2f}  {'OK' if ok else 'MISMATCH'}  ({kind}; {which})",
               flush=True)
 
+    if args.only != "networks":
+        kernel_table(case, rng)
+    net = network_ops(args.networks.split(","), args.repeat) if args.only != "kernels" else []
+    return report(args, rows, net)
+
+
+def kernel_table(case: Callable, rng: np.random.Generator) -> None:
+    """The operators of vta.compiler.topi.cpu against numpy spellings of the same operation."""
     print(f"{'kernel':36} {'ours':>12}  {'reference':>15}  numpy/ours   (kind; reference)")
     v = rng.standard_normal(1 << 22).astype(np.float32)
     w_ = rng.standard_normal(1 << 22).astype(np.float32)
@@ -204,16 +272,53 @@ def main(argv: list[str] | None = None) -> int:
 
     case("softmax 64x1000", cpu.softmax(sm.shape), {"exp / sum": np_softmax}, [sm], 1e-5,
          "other")
+
+
+def report(args: argparse.Namespace, rows: list, net: list[dict]) -> int:
+    """Print the goals and write the record; 0 when every result agreed."""
     print()
     print(f"BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; median of "
           f"{args.repeat} interleaved samples of {'wall-clock' if args.wall else 'thread CPU'} "
           "time")
+    summary = {}
     for kind, goal in GOALS.items():
         r = [t_ref / t for _, k, t, t_ref, _ in rows if k == kind]
-        worst = min(r)
-        print(f"{kind:13} geometric-mean numpy/ours = {np.exp(np.mean(np.log(r))):.2f}, worst "
+        if not r:
+            continue
+        worst, geo = min(r), float(np.exp(np.mean(np.log(r))))
+        summary[kind] = {"geomean_ratio": geo, "worst_ratio": worst, "goal": goal}
+        print(f"{kind:13} geometric-mean numpy/ours = {geo:.2f}, worst "
               f"{worst:.2f} (goal >= {goal}: {'met' if worst >= goal else 'MISSED'})")
-    return 0 if all(ok for *_, ok in rows) else 1
+    by_op: dict[str, dict] = {}
+    for r in net:
+        o = by_op.setdefault(r["op"], {"nodes": 0, "llvm_ms": 0.0, "numpy_ms": 0.0,
+                                       "worst_ratio": float("inf")})
+        o["nodes"] += 1
+        o["llvm_ms"] += r["llvm_ms"]
+        o["numpy_ms"] += r["numpy_ms"]
+        o["worst_ratio"] = min(o["worst_ratio"], r["ratio"])
+    if net:
+        print(f"\n{'host op (all networks)':24} {'nodes':>5} {'llvm ms':>9} {'numpy ms':>9} "
+              f"{'worst numpy/llvm':>17}")
+        for op, o in sorted(by_op.items()):
+            print(f"{op:24} {o['nodes']:5} {o['llvm_ms']:9.4f} {o['numpy_ms']:9.4f} "
+                  f"{o['worst_ratio']:17.2f}")
+        worst = min(r["ratio"] for r in net)
+        print(f"network host ops: worst numpy/llvm {worst:.2f} (goal >= 1: "
+              f"{'met' if worst >= 1 else 'MISSED'})")
+    write_record("bench_compiler_cpu",
+                 {"kernels": [{"name": n, "kind": k, "ours_ms": t * 1e3, "ratio": t_ref / t,
+                               "agrees": ok} for n, k, t, t_ref, ok in rows],
+                  "summary": summary,
+                  "host_ops": {f"{r['network']}:{r['node']}": r for r in net},
+                  "host_ops_by_op": by_op,
+                  "host_ops_worst_ratio": min((r["ratio"] for r in net), default=None)},
+                 {"kernels_numpy_ms": {n: t_ref * 1e3 for n, _, _, t_ref, _ in rows},
+                  "host_ops_numpy_ms": {f"{r['network']}/{r['node']}": r["numpy_ms"]
+                                        for r in net}},
+                 params={"repeat": args.repeat, "blas_threads": args.blas_threads,
+                         "clock": "wall" if args.wall else "thread", "networks": args.networks})
+    return 0 if all(ok for *_, ok in rows) and all(r["agrees"] for r in net) else 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import datetime
 import time
 
 import numpy as np
+from record import write_record
 from vta import runtime as rt
 from vta.compiler import topi
 from vta.isa import Config
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     total = {False: 0, True: 0}
     judged: list[tuple[str, bool]] = []
     capped: list[str] = []
+    layers: dict[str, dict] = {}
     for name in args.layers.split(","):
         try:
             r0 = run_layer(cfg, name, backend, False, args.check)
@@ -161,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             ok = r1["util"] >= GOAL
             judged.append((name, ok))
             goal = "met" if ok else "MISS"
+        layers[name] = {"cycles_1thread": r0["cycles"], "util_1thread_pct": _pct(r0["util"]),
+                        "cycles": r1["cycles"], "util_pct": _pct(r1["util"]),
+                        "ceiling_pct": 100 * rl["ceiling"], "compute_bound": rl["compute_bound"],
+                        "knobs": kn, "goal": goal}
         print(f"{name:6} {r0['cycles']:>13} {r0['util']:>6.1%} {r1['cycles']:>13} "
               f"{r1['util']:>6.1%} {sp:>7.2f} {r1['insns']:>7} {bound:>12} "
               f"{rl['ceiling']:>7.1%} {goal:>5}  {ks}{chk}", flush=True)
@@ -173,7 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     if capped:
         print(f"compute-bound but capped below {GOAL:.0%} by the ISA (reset + epilogue ALU "
               f"micro-ops per output entry): {', '.join(capped)}")
+    # reference: the ideal GEMM cycles of each layer (utilisation = ideal / cycles) and the
+    # single-thread schedule, both from this run
+    write_record("bench_compiler_resnet_layers",
+                 {"backend": backend, "layers": layers, "total_cycles": total[True],
+                  "goal_met": f"{len(met)}/{len(judged)}"},
+                 {"total_cycles_1thread": total[False]},
+                 params={"backend": args.backend, "layers": args.layers})
     return 0
+
+
+def _pct(u: float | None) -> float | None:
+    return None if u is None else 100 * u
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import shutil  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
@@ -66,6 +67,12 @@ def main() -> None:
     t_compile, c_compile = time.perf_counter() - t0, time.process_time() - c0
     macs = sum(module.macs.values())
     vmacs = sum(module.macs[k] for k, v in module.partition.items() if v == "vta")
+    fig: dict = {"compile_s": t_compile, "compile_cpu_s": c_compile, "gmacs": macs / 1e9,
+                 "vta_mac_pct": vmacs / macs * 100,
+                 "vta_layers": sum(v == "vta" for v in module.partition.values()),
+                 "layers": len(module.partition),
+                 "vta_insns": sum(k.insns for k in module.kernels.values())}
+    ref: dict = {"floor_mcycles": vmacs / cfg.macs_per_cycle / 1e6}
     print(f"compile: {t_compile:.2f} s wall, {c_compile:.2f} s CPU (goal <= 20 s); "
           f"{macs / 1e9:.3f} GMACs, "
           f"{vmacs / macs * 100:.1f}% on VTA, "
@@ -80,17 +87,24 @@ def main() -> None:
                                 providers=["CPUExecutionProvider"])
     t_ort = best_of(args.repeat, lambda: sess.run(None, x))
     t_float = best_of(args.repeat, lambda: run_float(graph, x))
+    fig["float_ms"], ref["onnxruntime_ms"] = t_float * 1e3, t_ort * 1e3
+    fig["float_ratio"] = t_float / t_ort
     print(f"float CPU path: {t_float * 1e3:.1f} ms vs onnxruntime (1 thread) "
           f"{t_ort * 1e3:.1f} ms: ratio {t_float / t_ort:.2f}x")
 
     # int8: numpy reference vs fsim, with the default knobs and with one virtual thread
     t_ref = best_of(args.repeat, lambda: run_quantized(module.graph, x))
+    ref["int8_numpy_s"] = t_ref
     single = compile_graph(graph, cfg, threads=False)
     for label, mod in (("default knobs", module), ("one virtual thread", single)):
         with Executor(mod, "fsim") as ex:
             ex.run(x)
             t_fsim = best_of(args.repeat, lambda ex=ex: ex.run(x))
             c_fsim = cpu_best_of(args.repeat, lambda ex=ex: ex.run(x))
+        key = "default" if label == "default tiling" else "single_buffered"
+        fig.setdefault("fsim_s", {})[key] = t_fsim
+        fig.setdefault("fsim_cpu_s", {})[key] = c_fsim
+        fig.setdefault("fsim_ratio", {})[key] = t_fsim / t_ref
         print(f"fsim end to end ({label}, {sum(k.insns for k in mod.kernels.values())} "
               f"instructions): {t_fsim:.3f} s wall, {c_fsim:.3f} s CPU (goal <= 2 s) vs the int8 "
               f"numpy reference {t_ref:.3f} s: ratio {t_fsim / t_ref:.2f}x")
@@ -101,22 +115,28 @@ def main() -> None:
         with Executor(mod, "perf") as ex:
             ex.run(x, rep)
         cyc = sum(r.cycles or 0 for r in rep.layers)
+        key = "default" if label == "default tiling" else "single_buffered"
+        fig.setdefault("perf_mcycles", {})[key] = cyc / 1e6
+        fig.setdefault("perf_peak_pct", {})[key] = floor / cyc * 100
         print(f"perf model ({label}): {cyc / 1e6:.2f} M cycles for the VTA layers (goal <= 10 M "
               f"on tsim; compute-bound floor {floor / 1e6:.2f} M; TVM's tsim ~31 M): "
               f"{floor / cyc * 100:.1f}% of peak")
     if args.tsim:
         if shutil.which("verilator") is None:
             print("tsim: skipped (verilator is not installed)")
+            write_record("bench_networks_resnet18", fig, ref, params=vars(args))
             return
         rep = RunReport("tsim")
         t0 = time.perf_counter()
-        with Executor(module, "tsim") as ex:
+        with Executor(module, "tsim", host="numpy") as ex:  # bit-exact with numpy's host ops
             out = ex.run(x, rep)
         ok = np.array_equal(out[graph.outputs[0]], run_quantized(module.graph, x)[
             graph.outputs[0]])
         cyc = sum(r.cycles or 0 for r in rep.layers)
         print(f"tsim: {cyc / 1e6:.2f} M cycles (goal <= 10 M), {time.perf_counter() - t0:.1f} s"
               f" wall, bit-exact with the int8 reference: {ok}")
+        fig["tsim_mcycles"], fig["tsim_bit_exact"] = cyc / 1e6, bool(ok)
+    write_record("bench_networks_resnet18", fig, ref, params=vars(args))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ the endpoints of the critical path. The reference in the same run is the goal it
 and the target nextpnr was asked for (``--freq``, 110 MHz by default: the full design routes
 worse than a module alone).
 
-    .venv/bin/python bench/bench_rtl_fmax.py [--only NAME ...] [--freq MHZ] [--json OUT]
+    .venv/bin/python bench/bench_rtl_fmax.py [--only NAME ...] [--freq MHZ]
                                              [--keep DIR] [--list]
 
 Each module takes from a few seconds to a few minutes (one core). Add a module by adding a
@@ -33,6 +33,7 @@ from typing import Any
 from amaranth.hdl import Elaboratable, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
+from record import write_record
 
 GOAL_MHZ = 100.0
 BOARD = "ulx3s-85f"
@@ -358,7 +359,6 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--effort", choices=("timing", "fast"), default="timing",
                     help="nextpnr options, as for 'vta build --effort' (default: timing)")
-    ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     ap.add_argument("--keep", metavar="DIR", help="keep the work files under DIR/<module>")
     ap.add_argument("--list", action="store_true", help="list the modules and exit")
     g = ap.add_mutually_exclusive_group()
@@ -417,10 +417,9 @@ def main() -> int:
     worst = min(results, key=lambda r: r["fmax_mhz"])
     print(f"slowest: {worst['module']} at {worst['fmax_mhz']:.1f} MHz "
           f"({worst['fmax_mhz'] / GOAL_MHZ:.2f}x the {GOAL_MHZ:g} MHz goal)")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"board": board.name, "freq_mhz": args.freq,
-                                               "goal_mhz": GOAL_MHZ, "modules": results},
-                                              indent=2) + "\n")
+    write_record("bench_rtl_fmax", {"board": board.name, "freq_mhz": args.freq,
+                                    "modules": results, "slowest_mhz": worst["fmax_mhz"]},
+                 {"goal_mhz": GOAL_MHZ}, params=vars(args))
     return 0
 
 

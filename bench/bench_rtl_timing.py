@@ -20,6 +20,7 @@ import argparse
 import time
 
 import numpy as np
+from record import write_record
 from vta.hw.simulate import run_program
 from vta.isa import Config
 from vta.isa.insn import FinishInsn, GemmInsn, Insn, MemInsn, Uop, encode_uops
@@ -53,7 +54,7 @@ def gemm_program(cfg: Config, n_iter: int) -> tuple[list[Insn], np.ndarray]:
     return prog, dram
 
 
-def bench_gemm(cfg: Config, sizes: list[int]) -> None:
+def bench_gemm(cfg: Config, sizes: list[int]) -> dict:
     base = counters(*gemm_program(cfg, 0), cfg, 64)["compute_busy"]
     ns, busy = [], []
     for n in sizes:
@@ -68,6 +69,7 @@ def bench_gemm(cfg: Config, sizes: list[int]) -> None:
               f"(N + {busy[-1] - iters})")
     slope, const = fit(ns, busy)
     print(f"  => {slope:.3f} cycles per micro-op (reference 1.000), constant {const:.1f} cycles")
+    return {"cycles_per_uop": slope, "constant": const}
 
 
 # ---------------------------------------------------------------------------- loads
@@ -82,7 +84,7 @@ def load_program(cfg: Config, mem_type: MemType, elems: int) -> tuple[list[Insn]
     return prog, dram
 
 
-def bench_load(cfg: Config, bus_width: int, mem_type: MemType, sizes: list[int]) -> None:
+def bench_load(cfg: Config, bus_width: int, mem_type: MemType, sizes: list[int]) -> dict:
     bus_bytes = bus_width // 8
     eb = cfg.elem_bytes(mem_type)
     words, busy = [], []
@@ -96,6 +98,7 @@ def bench_load(cfg: Config, bus_width: int, mem_type: MemType, sizes: list[int])
     print(f"  => steady state {slope:.3f} cycles per bus word = {bus_bytes / slope:.2f} B/cycle "
           f"(reference 1.000 cycle per word = {bus_bytes} B/cycle; ratio {1 / slope:.3f}); "
           f"fixed {const:.1f} cycles (memory latency 8 + pipeline)")
+    return {"cycles_per_word": slope, "constant": const}
 
 
 def store_program(cfg: Config, elems: int) -> tuple[list[Insn], np.ndarray]:
@@ -108,7 +111,7 @@ def store_program(cfg: Config, elems: int) -> tuple[list[Insn], np.ndarray]:
     return prog, dram
 
 
-def bench_store(cfg: Config, bus_width: int, sizes: list[int]) -> None:
+def bench_store(cfg: Config, bus_width: int, sizes: list[int]) -> dict:
     bus_bytes = bus_width // 8
     words, busy = [], []
     for n in sizes:
@@ -120,6 +123,7 @@ def bench_store(cfg: Config, bus_width: int, sizes: list[int]) -> None:
           + ", ".join(f"{w} words in {b} cycles" for w, b in zip(words, busy)))
     print(f"  => steady state {slope:.3f} cycles per bus word (reference 1.000); fixed "
           f"{const:.1f} cycles")
+    return {"cycles_per_word": slope, "constant": const}
 
 
 # ---------------------------------------------------------------------------- tokens
@@ -139,7 +143,7 @@ def token_program(hops: int, with_tokens: bool) -> list[Insn]:
     return prog
 
 
-def bench_tokens(cfg: Config, hops: list[int]) -> None:
+def bench_tokens(cfg: Config, hops: list[int]) -> dict:
     dram = np.zeros(64, np.uint8)
     chained, free, busy = [], [], []
     for h in hops:
@@ -158,6 +162,7 @@ def bench_tokens(cfg: Config, hops: list[int]) -> None:
     print(f"  => {per_hop:.2f} cycles per hop = {busy_per_insn:.2f} busy cycles of the no-op "
           f"instruction (pop, run, push) + {extra:.2f}; a token pushed in cycle t is popped in "
           f"cycle t+{1 + extra:.0f}: latency {1 + extra:.2f} cycles (reference: at most 2)")
+    return {"cycles_per_hop": per_hop, "token_latency": 1 + extra}
 
 
 def main() -> None:
@@ -167,18 +172,22 @@ def main() -> None:
     t0 = time.time()
     small, default = Config.preset("small"), Config()
     print("1. GEMM: one micro-op per cycle (small config, 1x4x4)")
-    bench_gemm(small, [16, 64, 256] if args.quick else [16, 64, 256, 1024])
+    fig = {"gemm": bench_gemm(small, [16, 64, 256] if args.quick else [16, 64, 256, 1024])}
     print("2. Loads: bus words per cycle (default config, 1x16x16)")
     sizes = [2, 6] if args.quick else [2, 8, 16]
     for bw in (64, 128):
-        bench_load(default, bw, MemType.WGT, sizes)
-    bench_load(default, 64, MemType.INP, [8, 32] if args.quick else [16, 64, 128])
+        fig[f"load_wgt_{bw}bit"] = bench_load(default, bw, MemType.WGT, sizes)
+    fig["load_inp_64bit"] = bench_load(default, 64, MemType.INP,
+                                       [8, 32] if args.quick else [16, 64, 128])
     print("   Stores, for comparison (default config)")
     for bw in (64, 128):
-        bench_store(default, bw, [8, 32] if args.quick else [16, 64, 128])
+        fig[f"store_{bw}bit"] = bench_store(default, bw, [8, 32] if args.quick else [16, 64, 128])
     print("3. Dependency tokens (small config)")
-    bench_tokens(small, [8, 32] if args.quick else [8, 32, 64])
+    fig["tokens"] = bench_tokens(small, [8, 32] if args.quick else [8, 32, 64])
     print(f"({time.time() - t0:.0f} s)")
+    write_record("bench_rtl_timing", fig,
+                 {"cycles_per_uop": 1.0, "cycles_per_word": 1.0, "token_latency_max": 2},
+                 params=vars(args))
 
 
 if __name__ == "__main__":

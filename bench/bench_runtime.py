@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import vta.runtime as rt
+from record import write_record
 from vta.isa import Config
 from vta.sim.fsim import FunctionalSim
 
@@ -147,6 +148,9 @@ def main() -> None:
     print(f"through the runtime:    {best_rt * 1e3:.1f} ms CPU (fsim inside it: "
           f"{best_sim * 1e3:.1f} ms)")
     print(f"runtime share added to fsim's time: {added / best_ref * 100:.1f}% (goal <= 10%)")
+    write_record("bench_runtime", {"generation_ms": best_gen * 1e3, "runtime_ms": best_rt * 1e3,
+                                   "added_pct": added / best_ref * 100},
+                 {"fsim_alone_ms": best_ref * 1e3}, params=vars(args))
 
 
 if __name__ == "__main__":

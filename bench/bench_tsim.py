@@ -20,6 +20,7 @@ import argparse
 import time
 
 import numpy as np
+from record import write_record
 from vta.hw import tsim
 from vta.isa import Config
 from vta.sim.programs import matmul_program
@@ -92,11 +93,19 @@ def main() -> None:
     print(f"tsim speed: {speed / 1e3:.0f}k simulated cycles per wall-clock second, "
           f"{total_cycles / total_cpu / 1e3:.0f}k per CPU second (goal >= 300k; the two differ "
           f"when other processes share the cores)")
+    fig = {"size": size, "util_single_pct": 100 * single["util"],
+           "util_double_pct": 100 * double["util"], "cycles_single": single["cycles"],
+           "cycles_double": double["cycles"], "kcycles_per_wall_s": speed / 1e3,
+           "kcycles_per_cpu_s": total_cycles / total_cpu / 1e3}
+    ref = {"numpy_matches": bool(single["ok"] and double["ok"])}
     if not args.quick:
         ref_wall, ref_cpu = amaranth_speed(cfg)
+        ref["amaranth_cycles_per_cpu_s"] = ref_cpu
+        fig["speedup_vs_amaranth"] = total_cycles / total_cpu / ref_cpu
         print(f"Amaranth-simulator backend (same core, same run): {ref_wall:,.0f} cycles per "
               f"wall second, {ref_cpu:,.0f} per CPU second; tsim is "
               f"{total_cycles / total_cpu / ref_cpu:,.0f}x faster (CPU time)")
+    write_record("bench_tsim", fig, ref, params=vars(args))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from record import write_record
 from vta.isa import Config
 from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.tune import Measurer, MeasureResult, RandomTuner, XGBTuner
@@ -316,7 +317,17 @@ def main() -> int:
         print(f"median ratio xgb+tl / random over {len(ratios_tl)} workloads: "
               f"{statistics.median(ratios_tl):.2f} (goal <= 0.25)")
     print(f"replay time {time.perf_counter() - t_start:.0f} s")
-    print_resnet_cycles(layers, args, columns)
+    net = print_resnet_cycles(layers, args, columns)
+    fig = {"layers": {lay.name: {"valid": n, "optimum": lay.best, "trials_xgb": med["xgb"],
+                                 "trials_xgb_tl": med["xgb+tl"]}
+                      for lay, n, _, _, med, _ in rows},
+           "median_ratio_xgb_random": statistics.median(ratios),
+           "median_ratio_xgb_tl_random": statistics.median(ratios_tl) if ratios_tl else None,
+           "resnet18": net}
+    write_record("bench_tune_resnet", fig,
+                 {"trials_random": {lay.name: med["random"] for lay, _, _, _, med, _ in rows},
+                  "resnet18_default_cycles": net["default_cycles"]},
+                 params=vars(args))
     return 0
 
 
@@ -359,7 +370,7 @@ class CpuLimitedMeasurer(Measurer):
         return out
 
 
-def print_resnet_cycles(layers: list[Layer], args: argparse.Namespace, columns: slice) -> None:
+def print_resnet_cycles(layers: list[Layer], args: argparse.Namespace, columns: slice) -> dict:
     """ResNet-18's VTA conv cycles on the perf model: compiler defaults against the tuned
     schedules (the exhaustive optimum, which the tuners reach, where a table exists; else what
     the transfer-primed XGBoost tuner finds in ``--tune-rest`` trials), weighted by how often
@@ -388,6 +399,8 @@ def print_resnet_cycles(layers: list[Layer], args: argparse.Namespace, columns: 
     print(f"ResNet-18 VTA convs (perf model, x occurrences): default {tot_d:,.0f} cycles, tuned "
           f"{tot_t:,.0f} ({tot_d / tot_t:.2f}x)"
           + (f"; layers left out: {', '.join(missing)}" if missing else ""))
+    out = {"default_cycles": tot_d, "tuned_cycles": tot_t, "speedup": tot_d / tot_t,
+           "left_out": missing}
     for name in filter(None, args.tsim.split(",")):
         lay = next((x for x in layers if x.name == name), None)
         if lay is None:
@@ -401,6 +414,8 @@ def print_resnet_cycles(layers: list[Layer], args: argparse.Namespace, columns: 
         print(f"{name} on tsim (outputs checked against numpy): default {default:,.0f} cycles, "
               f"tuned {tuned:,.0f} ({default / tuned:.2f}x; perf model said "
               f"{default_knobs_cost(lay.task) / lay.best:.2f}x) [{time.perf_counter() - t0:.0f} s]")
+        out[f"tsim {name}"] = {"default_cycles": default, "tuned_cycles": tuned}
+    return out
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--precompute":

@@ -41,9 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="default schedules: auto picks the fewest cycles (vta.sim.perf) among "
                         "all knobs, virtual threads included; single keeps to one thread "
                         "(fewer, larger instructions: faster on fsim)")
-    p.add_argument("--host-llvm", action="store_true",
-                   help="build the float CPU layers with the operator compiler's LLVM backend "
-                        "and store their LLVM IR in the module (host/*.ll)")
+    p.add_argument("--host", choices=("llvm", "numpy"), default="llvm",
+                   help="CPU layers: llvm (default) stores the LLVM IR of their kernels built by "
+                        "the operator compiler (host/*.ll; `vta run` JIT-compiles it); numpy "
+                        "stores none (they run numpy kernels, the reference)")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer quantization report")
     p.set_defaults(func=run)
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                            cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
                            keep_first_float=not args.quantize_first, board=board,
                            threads=args.buffering == "auto", tuned=tuned,
-                           host_llvm=args.host_llvm, per_channel=args.per_channel)
+                           host=args.host, per_channel=args.per_channel)
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
                             f"{len(module.tuned_knobs)} VTA layer(s)")

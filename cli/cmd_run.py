@@ -19,9 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "on the host) or virtual:BOARD (the board's generated top Verilog under "
                         "Verilator, driven by the PYNQ driver; e.g. virtual:pynq-z1)")
     p.add_argument("-o", "--output", metavar="Y.npy", help="write the (first) output here")
-    p.add_argument("--host", choices=("numpy", "llvm"), default="numpy",
-                   help="CPU float layers: numpy (default, the reference) or LLVM-compiled "
-                        "kernels of the operator compiler where it has them")
+    p.add_argument("--host", choices=("llvm", "numpy"), default="llvm",
+                   help="CPU layers: llvm (default) runs the module's LLVM kernels (host/*.ll, "
+                        "JIT-compiled at load) where it has them; numpy runs the numpy kernels "
+                        "(the reference)")
     p.add_argument("--report", action="store_true",
                    help="per layer: where it ran, MACs, time, cycles, utilisation")
     add_config_args(p.add_argument_group("compiling an ONNX model on the fly"))
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
             print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
                   file=sys.stderr)
-            module = compile_graph(graph, config_from_args(args))
+            module = compile_graph(graph, config_from_args(args), host=args.host)
         cfg = module.cfg
         with Executor(module, args.target, progress=progress_printer(),
                       host=args.host) as ex:

@@ -48,9 +48,10 @@ class PerfParams:
 
     Structural values (bus, bandwidth, bursts, outstanding reads, one micro-op per cycle) are
     the RTL's and tsim's defaults; the others were fitted to tsim's cycle counts at the default
-    config with ``bench/bench_perf_model.py --calibrate`` (mean error 3.6%, max 12.0% on its
-    30 programs, refitted for the pipelined compute datapath: 9/8-cycle GEMM/ALU drains only
-    before a token push, two-operand ALU micro-ops at one per two cycles).
+    config with ``bench/bench_perf_model.py --calibrate`` on every other program of its
+    benchmark set (refitted for the pipelined compute datapath: 9/8-cycle GEMM/ALU drains only
+    before a token push, two-operand ALU micro-ops at one per two cycles); the training,
+    held-out and other-configuration errors are in the README (from its record).
     """
 
     bus_bytes: int = 8            #: memory port data width in bytes (64-bit PYNQ port)

@@ -11,9 +11,12 @@ a clamped (always in-bounds) index so padding never reads outside an array.
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import os
 import re
 from collections.abc import Sequence
 from math import prod
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -247,7 +250,7 @@ class _Gen:
             return b.select(c, t, f)
         if isinstance(e, Call):
             args = [self.expr(a, safe) for a in e.args]
-            if e.name in ("exp", "sqrt", "log", "fabs", "floor"):
+            if e.name in ("exp", "sqrt", "log", "fabs", "floor", "rint"):
                 fn = self.module.declare_intrinsic(f"llvm.{e.name}", [_type(e.dtype)])
                 return b.call(fn, args)
             if e.name == "reinterpret":  # same-width bit cast (int32 <-> float32)
@@ -389,11 +392,13 @@ def _array_wrapper(name: str, params: Sequence[Buffer], outputs: Sequence[int],
     for k, p in enumerate(params):
         tp = field(k, "type", "ptr", "tp")
         ir.append(f"  %tpi{k} = ptrtoint ptr {tp} to i64")
-        ir.append(f"  %tpc{k} = icmp eq i64 %tpi{k}, {id(np.ndarray)}")
+        ir.append(f"  %tpw{k} = load i64, ptr @__vta_ndarray, align 8")
+        ir.append(f"  %tpc{k} = icmp eq i64 %tpi{k}, %tpw{k}")
         check(f"%tpc{k}")
         ds = field(k, "descr", "ptr", "ds")
         ir.append(f"  %dsi{k} = ptrtoint ptr {ds} to i64")
-        ir.append(f"  %dsc{k} = icmp eq i64 %dsi{k}, {id(np.dtype(p.dtype))}")
+        ir.append(f"  %dsw{k} = load i64, ptr @__vta_dtype_{k}, align 8")
+        ir.append(f"  %dsc{k} = icmp eq i64 %dsi{k}, %dsw{k}")
         check(f"%dsc{k}")
         fl = field(k, "flags", "i32", "fl")
         req = _C_CONTIGUOUS | (_WRITEABLE if k in outputs else 0)
@@ -434,6 +439,22 @@ def _array_wrapper(name: str, params: Sequence[Buffer], outputs: Sequence[int],
     return "\n".join(ir)
 
 
+def _wrapper_globals(params: Sequence[Buffer]) -> str:
+    """The globals the wrappers compare against: the addresses of numpy's ndarray type and of
+    each parameter's dtype, written after loading (so the machine code holds no address of
+    this process and can be cached)."""
+    return "".join(["@__vta_ndarray = global i64 0\n",
+                    *(f"@__vta_dtype_{k} = global i64 0\n" for k in range(len(params)))])
+
+
+def _set_wrapper_globals(engine: Any, params: Sequence[Buffer]) -> None:
+    ctypes.c_int64.from_address(engine.get_global_value_address("__vta_ndarray")).value = \
+        id(np.ndarray)
+    for k, p in enumerate(params):
+        ctypes.c_int64.from_address(engine.get_global_value_address(f"__vta_dtype_{k}")).value \
+            = id(np.dtype(p.dtype))
+
+
 def _mark_nontemporal(ir: str, name: str) -> str:
     """Mark the vector stores of function ``name`` non-temporal (streaming: the written lines
     bypass the caches and are not read first). The backend splits under-aligned ones into
@@ -448,29 +469,65 @@ def _mark_nontemporal(ir: str, name: str) -> str:
     return ir[:head.start()] + body + ir[end:] + f"\n!{node} = !{{i32 1}}\n"
 
 
+def _store(path: Path, obj: bytes) -> None:
+    """Keep a compiled object (atomically; a cache that cannot be written is skipped)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(obj)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _load(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 class CpuModule:
     """A JIT-compiled CPU function; call it on numpy arrays (outputs written in place).
 
     The call path is cheap: the argument checks compare against shapes and dtypes prepared at
     build time, and the arrays are passed to a generated wrapper that reads their data pointers
     itself (about a microsecond per call instead of ~10 with ctypes pointer conversions).
+    Built from a lowered function, or (:meth:`from_ir`) from the LLVM IR text a compiled
+    network module stores, which JIT-compiles without lowering anything.
     """
 
-    def __init__(self, func: PrimFunc, args: Sequence[Tensor], opt_level: int = 3,
-                 prefer_256_bit: bool = True, unroll: bool = True,
-                 nontemporal_stores: bool = False):
-        llvm = _llvm()
+    def __init__(self, func: PrimFunc, args: Sequence[Tensor], **opts: Any):
+        outputs = [k for k, a in enumerate(args) if not isinstance(a.op, PlaceholderOp)]
+        self._setup(llvm_ir(func), func.name, func.params, outputs, **opts)
         self.func = func
-        self.args = list(args)
-        self.outputs = [k for k, a in enumerate(args) if not isinstance(a.op, PlaceholderOp)]
+
+    @classmethod
+    def from_ir(cls, ir: str, name: str, params: Sequence[Buffer], outputs: Sequence[int],
+                **opts: Any) -> CpuModule:
+        """JIT the LLVM IR of :func:`llvm_ir` (function ``name`` taking ``params``; the
+        indices ``outputs`` are written)."""
+        self = cls.__new__(cls)
+        self._setup(ir, name, params, list(outputs), **opts)
+        self.func = None
+        return self
+
+    def _setup(self, ir: str, name: str, params: Sequence[Buffer], outputs: list[int],
+               opt_level: int = 3, prefer_256_bit: bool = True, unroll: bool = True,
+               nontemporal_stores: bool = False, object_cache: Path | None = None) -> None:
+        """JIT ``ir``. ``object_cache``: a directory keeping the machine code of each module
+        (keyed by its IR, options, CPU and LLVM version); a hit skips optimisation and code
+        generation (``optimized_ir`` is then None)."""
+        llvm = _llvm()
+        self.name, self.params, self.outputs = name, list(params), outputs
         # non-temporal stores are marked after optimisation: on the IR they would keep the loop
         # vectoriser away (a vector NT store needs an alignment numpy arrays do not promise)
-        self.llvm_ir = llvm_ir(func)
+        self.llvm_ir = ir
         fast = _array_layout_ok()
         text = self.llvm_ir
         if fast:
-            text += "".join(_array_wrapper(func.name, func.params, self.outputs, flat)
-                            for flat in (False, True))
+            text += _wrapper_globals(params) + "".join(
+                _array_wrapper(name, params, outputs, flat) for flat in (False, True))
         mod = llvm.parse_assembly(text)
         mod.verify()
         target = llvm.Target.from_default_triple()
@@ -480,39 +537,54 @@ class CpuModule:
             features += ",+prefer-256-bit"
         self.tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features,
                                                opt=3, codemodel="jitdefault")
-        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = unroll
-        pb = llvm.create_pass_builder(self.tm, pto)
-        mpm = pb.getModulePassManager()
-        mpm.run(mod, pb)
-        self.optimized_ir = str(mod)
-        if nontemporal_stores:
-            self.optimized_ir = _mark_nontemporal(self.optimized_ir, func.name)
-            mod = llvm.parse_assembly(self.optimized_ir)
-            mod.verify()
+        cached = None
+        if object_cache is not None:
+            key = hashlib.sha256("\0".join([
+                text, repr((opt_level, prefer_256_bit, unroll, nontemporal_stores)),
+                llvm.get_host_cpu_name(), features, ".".join(map(str, llvm.llvm_version_info))
+            ]).encode()).hexdigest()[:32]
+            cached = object_cache / f"{key}.o"
+        self.optimized_ir = None
+        if cached is None or not cached.exists():
+            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+            pto.loop_vectorization = True
+            pto.slp_vectorization = True
+            pto.loop_unrolling = unroll
+            pb = llvm.create_pass_builder(self.tm, pto)
+            mpm = pb.getModulePassManager()
+            mpm.run(mod, pb)
+            self.optimized_ir = str(mod)
+            if nontemporal_stores:
+                self.optimized_ir = _mark_nontemporal(self.optimized_ir, name)
+                mod = llvm.parse_assembly(self.optimized_ir)
+                mod.verify()
         self.engine = llvm.create_mcjit_compiler(mod, self.tm)
+        if cached is not None:
+            self.engine.set_object_cache(lambda _m, obj: _store(cached, obj),
+                                         lambda _m: _load(cached))
         self.engine.finalize_object()
-        addr = self.engine.get_function_address(func.name)
-        n = len(func.params)
+        if fast:
+            _set_wrapper_globals(self.engine, params)
+        addr = self.engine.get_function_address(name)
+        n = len(params)
         self._cfn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n)(addr)
         self._afn = self._ffn = None
         if fast:
             # the GIL is released during the call (CFUNCTYPE), as for the pointer path
             ftype = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * n)
-            self._afn = ftype(self.engine.get_function_address(f"{func.name}__arrays"))
-            self._ffn = ftype(self.engine.get_function_address(f"{func.name}__flat"))
-        self._expect = [(tuple(p.shape), np.dtype(p.dtype), k in self.outputs)
-                        for k, p in enumerate(func.params)]
+            self._afn = ftype(self.engine.get_function_address(f"{name}__arrays"))
+            self._ffn = ftype(self.engine.get_function_address(f"{name}__flat"))
+        self._expect = [(tuple(p.shape), np.dtype(p.dtype), k in outputs)
+                        for k, p in enumerate(params)]
 
     @property
     def ir(self) -> str:
-        return str(self.func)
+        """The loop IR it was built from (the LLVM IR when built by :meth:`from_ir`)."""
+        return str(self.func) if self.func is not None else self.llvm_ir
 
     def __call__(self, *arrays: np.ndarray) -> None:
         if len(arrays) != len(self._expect):
-            raise CodegenError(f"{self.func.name} takes {len(self._expect)} arrays, got "
+            raise CodegenError(f"{self.name} takes {len(self._expect)} arrays, got "
                                f"{len(arrays)}")
         if self._afn is not None and self._afn(*arrays) == 0:
             return  # checked and run natively
@@ -537,7 +609,7 @@ class CpuModule:
             self._ffn(*arrays) == 0
 
     def _bad(self, arrays: Sequence[np.ndarray]) -> None:
-        for a, p, (shape, dt, out) in zip(arrays, self.func.params, self._expect):
+        for a, p, (shape, dt, out) in zip(arrays, self.params, self._expect):
             ok = isinstance(a, np.ndarray) and a.shape == shape and a.dtype == dt \
                 and a.flags.c_contiguous and (not out or a.flags.writeable)
             if not ok:

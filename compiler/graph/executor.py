@@ -118,7 +118,7 @@ class Executor:
 
     def __init__(self, module: CompiledModule, target: str = "fsim", *,
                  progress: Callable[[int, int, str], None] | None = None,
-                 arena_base: int = 0, host: str = "numpy") -> None:
+                 arena_base: int = 0, host: str = "llvm") -> None:
         if target not in TARGETS and not target.startswith("virtual:"):
             raise InputError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)} "
                              f"or virtual:BOARD")
@@ -134,10 +134,13 @@ class Executor:
         self.arena_base = arena_base
         if target != "cpu" and module.kernels:
             self._open()
-        if host == "llvm":  # JIT the host kernels now, not inside the first run's timings
-            for n in module.graph.nodes:
-                if module.partition.get(n.name, "cpu") == "cpu" or self.dev is None:
-                    self._host_op(n)
+        if host == "llvm":  # JIT the module's host kernels now, not inside the first run
+            from .host import load_host_kernel
+
+            built: dict[str, Any] = {}  # identical kernels (same IR) are compiled once
+            for k, ir in module.host_ir.items():
+                self._host[k] = load_host_kernel(k, ir)
+                self._host[k]._module = built.setdefault(ir, self._host[k].module)
 
     def _open(self) -> None:
         from vta.runtime import device as rdev
@@ -188,13 +191,8 @@ class Executor:
             else:
                 where = "cpu"
                 args = [env[i] if i else None for i in n.inputs]
-                op = self._host_op(n) if self.host == "llvm" else None
-                if op is not None:
-                    from .host import run_host
-
-                    res = [run_host(op, n, args)]
-                else:
-                    res = kernel_for(n.op)(n, args)
+                hk = self._host.get(n.name)
+                res = [hk(args)] if hk is not None else kernel_for(n.op)(n, args)
             dt = time.perf_counter() - t0
             for o, v in zip(n.outputs, res):
                 env[o] = v
@@ -208,13 +206,6 @@ class Executor:
         if report is not None:
             report.seconds += time.perf_counter() - t_start
         return {o: env[o] for o in g.outputs}
-
-    def _host_op(self, n: Any) -> Any:
-        if n.name not in self._host:
-            from .host import host_kernel
-
-            self._host[n.name] = host_kernel(n, self.m.shapes, self.m.graph.params)
-        return self._host[n.name]
 
     def _run_vta(self, n: Any, x: np.ndarray) -> tuple[np.ndarray | None, int | None]:
         m, cfg = self.m, self.cfg

@@ -1,59 +1,198 @@
-"""Host (CPU) kernels through the operator compiler's LLVM backend (vta.compiler.topi.cpu).
+"""Host (CPU) kernels of a compiled network: LLVM code from the operator compiler.
 
-Float layers the operator compiler has a kernel for (conv2d with symmetric padding and an
-optional Relu, max pooling, global average pooling, dense, softmax over the last axis) can run
-as LLVM-compiled code instead of numpy; the module stores their LLVM IR (``host/*.ll``).
-LLVM's float reassociation differs from numpy's summation order in the last bits, so the numpy
-kernels stay the default (they are the bit-exact reference the int8 path is checked against).
+``vta compile`` (``--host llvm``, the default) builds, for every node that runs on the CPU and
+that :func:`host_kernel` knows, a kernel of :mod:`vta.compiler.topi.cpu` and stores its LLVM IR
+in the module (``host/*.ll``, a first comment line carrying the kernel's signature). ``vta run``
+JIT-compiles that IR (:func:`load_host_kernel`; nothing is lowered) and calls it in place of the
+numpy kernel of the node; ``--host numpy`` (compile or run) keeps the numpy kernels, the
+reference the tests compare against.
+
+Agreement with the numpy kernels:
+
+- integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
+  ``QGlobalAveragePool``, ``Quantize``, ``Dequantize``, ``Dilate``, ``MaxPool``) are bit-exact;
+- float reductions (``Conv``, ``Softmax``, ``Tanh``) differ in the last bits: LLVM may
+  reassociate sums and fuse multiply-adds (fast-math), and softmax/tanh use a polynomial
+  ``exp``; the tests bound the difference (see tests/graph/test_graph_host.py).
+
+Shapes and views (``Flatten``, ``Reshape``, ``Identity``) have no kernel: numpy's reshape is a
+view and costs nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 import numpy as np
 
 from .ir import Node
 
+#: The first line of a stored host kernel's IR: ``; vta-host-kernel {json signature}``.
+_HEADER = "; vta-host-kernel "
+
+
+@dataclass
+class HostKernel:
+    """An LLVM kernel computing one node: ``k(inputs) -> output`` (the node's inputs, in order;
+    absent optional inputs as None)."""
+
+    node: str
+    #: function name and ``(name, shape, dtype)`` of every argument, the output last
+    name: str
+    params: list[tuple[str, tuple[int, ...], str]]
+    out_shape: tuple[int, ...]
+    ir: str
+    #: constant trailing arguments (e.g. per-channel shifts), after the node's inputs
+    extra: list[np.ndarray] = field(default_factory=list)
+    #: options of the LLVM build (CpuModule's, e.g. ``{"unroll": False}``)
+    opts: dict[str, Any] = field(default_factory=dict)
+    _module: Any = None
+    _fast: Any = None
+
+    def text(self) -> str:
+        """The IR as stored in a module: a signature comment line, then the LLVM IR."""
+        sig = {"name": self.name, "params": self.params, "out_shape": self.out_shape,
+               "extra": [[a.tolist(), str(a.dtype)] for a in self.extra], "opts": self.opts}
+        return _HEADER + json.dumps(sig) + "\n" + self.ir
+
+    @property
+    def module(self) -> Any:
+        if self._module is None:
+            from vta.compiler.codegen.llvm import CpuModule
+            from vta.compiler.tir.stmt import Buffer
+
+            bufs = [Buffer(n, tuple(s), d) for n, s, d in self.params]
+            from vta.isa.fileio import user_cache_dir
+
+            self._module = CpuModule.from_ir(self.ir, self.name, bufs, [len(bufs) - 1],
+                                             object_cache=user_cache_dir("host-kernels"),
+                                             **self.opts)
+        return self._module
+
+    def __call__(self, inputs: list[np.ndarray | None]) -> np.ndarray:
+        if self._module is None or self._fast is None:
+            self._fast = (self.module.flat_entry, np.dtype(self.params[-1][2]),
+                          len(self.params) - 1 - len(self.extra))
+        fast, odt, nin = self._fast
+        out = np.empty(self.out_shape, odt)
+        # the native entry checks each array (exact ndarray, dtype, element count, layout)
+        if fast is not None and not self.extra and len(inputs) == nin \
+                and fast(*inputs, out) == 0:
+            return out
+        args = [x for x in inputs if x is not None] + self.extra
+        if fast is not None and len(args) == nin + len(self.extra) and fast(*args, out) == 0:
+            return out
+        conv = [np.ascontiguousarray(a, dtype=d).reshape(s)
+                for a, (_, s, d) in zip(args, self.params)]
+        self.module(*conv, out.reshape(self.params[-1][1]))
+        return out
+
+
+def load_host_kernel(node: str, text: str) -> HostKernel:
+    """A :class:`HostKernel` from the IR text a module stores (see :meth:`HostKernel.text`)."""
+    head, _, ir = text.partition("\n")
+    if not head.startswith(_HEADER):
+        from .errors import ModelError
+
+        raise ModelError(f"host kernel of {node!r} has no signature line; recompile the "
+                         "module")
+    sig = json.loads(head[len(_HEADER):])
+    return HostKernel(node, sig["name"], [(n, tuple(s), d) for n, s, d in sig["params"]],
+                      tuple(sig["out_shape"]), ir,
+                      [np.asarray(v, dtype=d) for v, d in sig["extra"]], sig.get("opts", {}))
+
+
+def _symmetric(pads: list[int]) -> tuple[int, int] | None:
+    t, left, b, r = pads
+    return (t, left) if (t, left) == (b, r) else None
+
+
+def _conv(n: Node, xs: tuple[int, ...], params: Mapping[str, np.ndarray]) -> Any:
+    a = n.attrs
+    pad = _symmetric(a["pads"])
+    if pad is None or a["dilations"] != [1, 1]:
+        return None
+    w = params[n.inputs[1]]
+    bias = len(n.inputs) > 2 and bool(n.inputs[2])
+    from vta.compiler.topi import cpu
+
+    if n.op == "Conv":
+        act = a.get("activation")
+        if act and (act != "relu" or a.get("act_max") is not None):
+            return None
+        return cpu.conv2d(xs, w.shape, tuple(a["strides"]), pad, bias=bias, relu=bool(act),
+                          groups=a["group"])
+    shift = a["shift"]
+    shifts = shift if isinstance(shift, list) else [shift]
+    if max(abs(s) for s in shifts) >= 32:  # beyond an int32 shift: the numpy kernel
+        return None
+    return cpu.conv2d(xs, w.shape, tuple(a["strides"]), pad, dtype="int8", bias=bias,
+                      groups=a["group"], requant=(shift, a["lo"], a["hi"]))
+
+
+def _pool(n: Node, xs: tuple[int, ...], dtype: str) -> Any:
+    a = n.attrs
+    pad = _symmetric(a["pads"])
+    if pad is None or len(xs) != 4:
+        return None
+    from vta.compiler.topi import cpu
+
+    return cpu.max_pool2d(xs, a["kernel_shape"], a["strides"], pad, dtype=dtype)
+
+
+def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
+           params: Mapping[str, np.ndarray], dtypes: Mapping[str, str]) -> Any:
+    """The topi.cpu operator of node ``n`` (input shape ``xs``), or None."""
+    from vta.compiler.topi import cpu
+
+    a = n.attrs
+    builders: dict[str, Callable[[], Any]] = {
+        "Conv": lambda: _conv(n, xs, params),
+        "QConv": lambda: _conv(n, xs, params),
+        "MaxPool": lambda: _pool(n, xs, "float32"),
+        "QMaxPool": lambda: _pool(n, xs, "int8"),
+        "GlobalAveragePool": lambda: cpu.global_avg_pool2d(xs) if len(xs) == 4 else None,
+        "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, a["shift"])
+        if len(xs) == 4 else None,
+        "Quantize": lambda: cpu.quantize(xs, a["exp"]),
+        "Dequantize": lambda: cpu.dequantize(xs, a["exp"]),
+        "QAdd": lambda: cpu.qadd(xs, a["shift_a"], a["shift_b"], a["shift"], a["lo"], a["hi"])
+        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None,
+        "Dense": lambda: cpu.dense(xs[0], params[n.inputs[1]].shape[1],
+                                   params[n.inputs[1]].shape[0], bias=len(n.inputs) > 2)
+        if len(xs) == 2 and not a.get("activation") else None,
+        "Softmax": lambda: cpu.softmax(xs)
+        if not a.get("legacy") and a["axis"] in (-1, len(xs) - 1) else None,
+        "Tanh": lambda: cpu.tanh(xs),
+        "Dilate": lambda: cpu.dilate(xs, a["strides"], a["pads"],
+                                     dtypes.get(n.inputs[0], "float32"))
+        if min(a["pads"]) >= 0 and len(xs) == 4 else None,
+    }
+    make = builders.get(n.op)
+    return make() if make is not None else None
+
 
 def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
-                params: Mapping[str, np.ndarray]) -> Any | None:
-    """A built ``CpuOp`` computing node ``n`` from its inputs, or None when there is none."""
-    try:
-        from vta.compiler.topi import cpu
-    except ImportError:  # pragma: no cover - the operator compiler ships with the kit
-        return None
-    a = n.attrs
+                params: Mapping[str, np.ndarray],
+                dtypes: Mapping[str, str] | None = None) -> HostKernel | None:
+    """The LLVM kernel of node ``n`` (its IR lowered, not yet JIT-compiled), or None when the
+    operator compiler has none for it (the node then runs its numpy kernel). ``dtypes``: the
+    dtype of each activation (needed for dtype-generic ops such as ``Dilate``)."""
     xs = shapes.get(n.inputs[0]) if n.inputs else None
-    if xs is None:
+    if xs is None or n.inputs[0] in params:
         return None
-    if n.op == "Conv":
-        t, left, b, r = a["pads"]
-        act = a.get("activation")
-        relu = act == "relu"
-        if (t, left) != (b, r) or a["dilations"] != [1, 1] or (act and not relu):
-            return None
-        w = params[n.inputs[1]]
-        return cpu.conv2d(xs, w.shape, tuple(a["strides"]), (t, left), bias=len(n.inputs) > 2,
-                          relu=relu, groups=a["group"])
-    if n.op == "MaxPool":
-        t, left, b, r = a["pads"]
-        if (t, left) != (b, r):
-            return None
-        return cpu.max_pool2d(xs, a["kernel_shape"], a["strides"], (t, left))
-    if n.op == "GlobalAveragePool" and len(xs) == 4:
-        return cpu.global_avg_pool2d(xs)
-    if n.op == "Dense" and len(xs) == 2 and not n.attrs.get("activation"):
-        w = params[n.inputs[1]]
-        return cpu.dense(xs[0], w.shape[1], w.shape[0], bias=len(n.inputs) > 2)
-    if n.op == "Softmax" and not a.get("legacy") and a["axis"] in (-1, len(xs) - 1):
-        return cpu.softmax(xs)
-    return None
-
-
-def run_host(op: Any, n: Node, inputs: list[np.ndarray]) -> np.ndarray:
-    if n.op == "GlobalAveragePool":
-        x = inputs[0]
-        return op(x.reshape(x.shape[0], x.shape[1], -1)).reshape(x.shape[0], x.shape[1], 1, 1)
-    return op(*inputs)
+    op = _build(n, tuple(xs), shapes, params, dtypes or {})
+    if op is None:
+        return None
+    extra = []
+    if n.op == "QConv" and isinstance(n.attrs["shift"], list):
+        extra.append(np.asarray(n.attrs["shift"], np.int32))
+    out_shape = tuple(shapes.get(n.outputs[0], op.out_shape))
+    if prod(out_shape) != prod(op.out_shape):
+        return None
+    return HostKernel(n.name, op.name, op.params, out_shape, op.llvm_ir, extra,
+                      dict(op.build_opts or {}))

@@ -279,12 +279,17 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                   float_layers: Iterable[str] = (), cpu_layers: Iterable[str] = (),
                   vta_ops: Iterable[str] = VTA_OPS, keep_first_float: bool = True,
                   board: str | None = None, threads: bool = True,
-                  tuned: Lookup | None = None, host_llvm: bool = False,
+                  tuned: Lookup | None = None, host: str = "llvm",
                   per_channel: bool = False) -> CompiledModule:
     """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
     through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
     its template's default knobs; ``threads=False`` keeps default schedules to one virtual
-    thread (fewer, larger instructions: faster on fsim)."""
+    thread (fewer, larger instructions: faster on fsim). ``host``: "llvm" stores the LLVM IR
+    of the CPU nodes' kernels, "numpy" none."""
+    if host not in ("llvm", "numpy"):
+        from .errors import InputError
+
+        raise InputError(f"unknown host kernels {host!r}; use llvm or numpy")
     t0 = time.perf_counter()
     og = optimize(g)
     _check_layer_names(og, cpu_layers, "--cpu-layer")
@@ -315,14 +320,15 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     macs = {n.name: node_macs(n, shapes, qg.params) for n in qg.nodes}
     fusion = [{"kind": f.kind, "master": f.master, "nodes": f.nodes} for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
-    if host_llvm:
+    if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
         from .host import host_kernel
 
+        dtypes = {k: str(np.asarray(v).dtype) for k, v in env.items()}
         for n in qg.nodes:
             if partition[n.name] == "cpu":
-                op = host_kernel(n, shapes, qg.params)
-                if op is not None:
-                    host_ir[n.name] = op.llvm_ir
+                hk = host_kernel(n, shapes, qg.params, dtypes)
+                if hk is not None:
+                    host_ir[n.name] = hk.text()
     return CompiledModule(cfg, qg, qr.exps, qr.layers, partition, shapes, plan, bytes(image),
                           kernels, board, fusion, macs, time.perf_counter() - t0, notes,
                           host_ir, agree)

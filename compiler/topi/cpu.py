@@ -22,36 +22,45 @@ from ..build import build
 from ..errors import CodegenError, ScheduleError
 from ..schedule import Schedule
 from ..te.tensor import Tensor
+from ..tir.expr import Call, int_range, is_int
 from . import nn
 
 
 @dataclass
 class CpuOp:
-    """A compiled CPU operator: ``op(*inputs) -> output`` (a new array)."""
+    """A CPU operator: ``op(*inputs) -> output`` (a new array). JIT-compiled on first use;
+    :attr:`llvm_ir` alone needs no JIT (what a compiled network module stores)."""
 
     name: str
     sch: Schedule
     args: list[Tensor]
     out_shape: tuple[int, ...]
     out_dtype: str
-    module: Any = None
     #: Options for the LLVM build (e.g. ``{"unroll": False}``).
     build_opts: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.module is None:
-            self.module = build(self.sch, self.args, "cpu", name=self.name,
-                                **(self.build_opts or {}))
+        self._module: Any = None
+        self._ir: str | None = None
         self._ins = [(tuple(t.shape), np.dtype(t.dtype)) for t in self.args[:-1]]
         self._out = (tuple(self.args[-1].shape), np.dtype(self.out_dtype))
-        self._fast = self.module.flat_entry
+        self._fast: Any = None
+
+    @property
+    def module(self) -> Any:
+        """The JIT-compiled :class:`~vta.compiler.codegen.llvm.CpuModule` (built once)."""
+        if self._module is None:
+            self._module = build(self.sch, self.args, "cpu", name=self.name,
+                                 **(self.build_opts or {}))
+            self._fast = self._module.flat_entry
+        return self._module
 
     def __call__(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Run on ``inputs``; writes into ``out`` when given (C-contiguous, right size and
         dtype). Inputs of another dtype, layout or a same-size shape are converted first."""
         if out is None:
             out = np.empty(self.out_shape, self._out[1])
-        fast = self._fast
+        fast = self._fast if self._module is not None else self.module.flat_entry
         if fast is not None and len(inputs) == len(self._ins) and fast(*inputs, out) == 0:
             return out  # checked (dtype, element count, layout) and run natively
         if len(inputs) != len(self._ins):
@@ -76,7 +85,20 @@ class CpuOp:
 
     @property
     def llvm_ir(self) -> str:
-        return self.module.llvm_ir
+        """The LLVM IR of the kernel, before optimisation (lowered here; no JIT)."""
+        if self._module is not None:
+            return self._module.llvm_ir
+        if self._ir is None:
+            from ..codegen.llvm import llvm_ir
+            from ..lower import lower
+
+            self._ir = llvm_ir(lower(self.sch, self.args, self.name))
+        return self._ir
+
+    @property
+    def params(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """``(name, shape, dtype)`` of each argument of the kernel (the output last)."""
+        return [(t.name, tuple(t.shape), t.dtype) for t in self.args]
 
 
 def _vec(s: Schedule, t: Tensor, width: int = 0) -> None:
@@ -106,6 +128,129 @@ def relu(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
     return CpuOp("relu", s, [a, c], tuple(shape), dtype)
 
 
+def tanh(shape: Sequence[int]) -> CpuOp:
+    """float32 tanh as Eigen's rational approximation ``x p(x^2) / q(x^2)`` on x clamped to
+    +-7.9053 (where float32 tanh is +-1): 11 multiply-adds and a division, vectorised;
+    absolute error below 1e-6 of numpy's ``np.tanh``."""
+    n = prod(shape)
+    f32 = "float32"
+    a = te.placeholder((n,), f32, "a")
+    alpha = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+             5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+             4.89352455891786e-03)
+    beta = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+            4.89352518554385e-03)
+
+    def f(i):  # noqa: ANN001, ANN202 - an Expr builder
+        x = te.clip(a[i], -7.90531110763549805, 7.90531110763549805)
+        x2 = x * x
+        p = te.const(alpha[0], f32)
+        for c in alpha[1:]:
+            p = p * x2 + te.const(c, f32)
+        q = te.const(beta[0], f32)
+        for c in beta[1:]:
+            q = q * x2 + te.const(c, f32)
+        return x * p / q
+    c = te.compute((n,), f, name="tanh")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    # bound by multiply-adds and the division: 512-bit vectors where the CPU has them
+    return CpuOp("tanh", s, [a, c], tuple(shape), f32, build_opts={"prefer_256_bit": False})
+
+
+# --------------------------------------------------------------------- int8 (quantized)
+def quantize(shape: Sequence[int], exp: int) -> CpuOp:
+    """float32 -> int8 ``clip(rint(x * 2**exp), -128, 127)`` (exact: scaling by a power of two
+    loses no bits, ``rint`` rounds half to even as ``np.rint`` does)."""
+    n = prod(shape)
+    f32 = "float32"
+    x = te.placeholder((n,), f32, "x")
+    scale = te.const(2.0 ** exp, f32)
+    c = te.compute((n,), lambda i: te.clip(Call("rint", [x[i] * scale], "float32"), -128.0, 127.0)
+                   .astype("int8"), name="quantize")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    return CpuOp("quantize", s, [x, c], tuple(shape), "int8")
+
+
+def dequantize(shape: Sequence[int], exp: int) -> CpuOp:
+    """int8 -> float32 ``q * 2**-exp`` (exact)."""
+    n = prod(shape)
+    q = te.placeholder((n,), "int8", "q")
+    c = te.compute((n,), lambda i: q[i].astype("float32") * te.const(2.0 ** -exp, "float32"),
+                   name="dequantize")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    return CpuOp("dequantize", s, [q, c], tuple(shape), "float32")
+
+
+def _acc_type(max_abs: int) -> str:
+    """The narrower of int32 / int64 that holds every value up to ``max_abs``."""
+    return "int32" if max_abs < (1 << 31) else "int64"
+
+
+def qadd(shape: Sequence[int], shift_a: int, shift_b: int, shift: int, lo: int,
+         hi: int) -> CpuOp:
+    """int8 ``clip(round((a << shift_a) + (b << shift_b), shift), lo, hi)``: the sum rounded
+    half up to ``2**-shift`` (``shift <= 0``: shifted left), exact in int32 (int64 when the
+    shifts need it)."""
+    n = prod(shape)
+    a = te.placeholder((n,), "int8", "a")
+    b = te.placeholder((n,), "int8", "b")
+    top = (128 << max(shift_a, 0)) + (128 << max(shift_b, 0)) + (1 << max(shift - 1, 0))
+    acc = _acc_type(top << max(-shift, 0))
+
+    def f(i):  # noqa: ANN001, ANN202 - an Expr builder
+        v = (a[i].astype(acc) << shift_a) + (b[i].astype(acc) << shift_b)
+        v = (v + (1 << (shift - 1))) >> shift if shift > 0 else v << -shift
+        return te.clip(v, lo, hi).astype("int8")
+    c = te.compute((n,), f, name="qadd")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    return CpuOp("qadd", s, [a, b, c], tuple(shape), "int8")
+
+
+def qglobal_avg_pool2d(shape: Sequence[int], shift: int) -> CpuOp:
+    """int8 global average pooling: ``clip(floor((2 s 2**d + c) / (2 c)), -128, 127)`` with
+    ``s`` the exact window sum, ``c = count 2**-d`` (d = ``shift`` = out_exp - in_exp), i.e.
+    ``round_half_up(s * 2**d / count)``."""
+    n, ch, h, w = shape
+    cnt = h * w
+    num_mul, den = 1 << max(shift, 0), cnt << max(-shift, 0)
+    acc = _acc_type(2 * 128 * cnt * num_mul + den)
+    x = te.placeholder((n, ch, cnt), "int8", "x")
+    r = te.reduce_axis((0, cnt), "r")
+    tot = te.compute((n, ch), lambda a, b: te.sum(x[a, b, r].astype(acc), axis=[r]),
+                     name="qsum")
+    out = te.compute((n, ch), lambda a, b: te.clip(
+        (tot[a, b] * (2 * num_mul) + den) // (2 * den), -128, 127).astype("int8"),
+        name="qgavg")
+    s = te.create_schedule(out.op)
+    return CpuOp("qglobal_avg_pool2d", s, [x, out], (n, ch, 1, 1), "int8",
+                 build_opts={"unroll": False})
+
+
+def dilate(shape: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+           dtype: str = "float32") -> CpuOp:
+    """Insert ``stride - 1`` zeros between pixels, then pad by ``[top, left, bottom, right]``
+    (non-negative; the lowering of a transposed convolution to a convolution)."""
+    n, c, h, w = shape
+    sh, sw = strides
+    t, left, b, r = pads
+    oh, ow = (h - 1) * sh + 1 + t + b, (w - 1) * sw + 1 + left + r
+    x = te.placeholder(tuple(shape), dtype, "x")
+
+    def f(a, ch, i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        y, z = i - t, j - left
+        inside = te.all(y >= 0, y < (h - 1) * sh + 1, (y % sh).equal(0) if sh > 1 else y >= 0,
+                        z >= 0, z < (w - 1) * sw + 1, (z % sw).equal(0) if sw > 1 else z >= 0)
+        return te.if_then_else(inside, x[a, ch, y // sh, z // sw], te.const(0, dtype))
+    out = te.compute((n, c, oh, ow), f, name="dilate")
+    s = te.create_schedule(out.op)
+    s[out].vectorize(s[out].op.axis[3])
+    return CpuOp("dilate", s, [x, out], (n, c, oh, ow), dtype)
+
+
 # --------------------------------------------------------------------- pooling
 def _pool(kind: str, shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
           padding: Sequence[int], dtype: str) -> CpuOp:
@@ -116,7 +261,10 @@ def _pool(kind: str, shape: Sequence[int], kernel: Sequence[int], strides: Seque
     oh = (h + 2 * ph - kh) // sh + 1
     ow = (w + 2 * pw - kw) // sw + 1
     x = te.placeholder(tuple(shape), dtype, "x")
-    fill = float("-inf") if kind == "max" else 0.0
+    if is_int(dtype):  # integer max pooling pads with the type's minimum (avg: float only)
+        fill: float | int = int_range(dtype)[0]
+    else:
+        fill = float("-inf") if kind == "max" else 0.0
     src = nn.pad(x, (0, 0, ph, pw), pad_value=fill, name="pad") if ph or pw else x
     ry = te.reduce_axis((0, kh), "ry")
     rx = te.reduce_axis((0, kw), "rx")
@@ -137,7 +285,7 @@ def _pool(kind: str, shape: Sequence[int], kernel: Sequence[int], strides: Seque
 
 def max_pool2d(shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
                padding: Sequence[int] = (0, 0), dtype: str = "float32") -> CpuOp:
-    """NCHW max pooling (padding with -inf)."""
+    """NCHW max pooling (padding with -inf, or the integer type's minimum)."""
     return _pool("max", shape, kernel, strides, padding, dtype)
 
 
@@ -190,8 +338,14 @@ def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32",
 def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
            strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
            dtype: str = "float32", bias: bool = False, relu: bool = False,
-           groups: int = 1, co_block: int = 4) -> CpuOp:
-    """NCHW float conv2d (OIHW weights; ``groups`` for grouped/depthwise), optional bias/relu.
+           groups: int = 1, co_block: int = 4,
+           requant: tuple[int | Sequence[int], int, int] | None = None) -> CpuOp:
+    """NCHW conv2d (OIHW weights; ``groups`` for grouped/depthwise), optional bias/relu.
+
+    Float, or int8 (``dtype="int8"``) with int32 accumulation and an int32 bias, the
+    ``requant = (shift, lo, hi)`` epilogue giving int8 ``clip(acc >> shift, lo, hi)`` (a
+    negative shift shifts left; ``shift`` is one amount or one per output channel, passed then
+    as a last int32 argument): the VTA epilogue, exact (int32 wraps as the hardware does).
 
     Schedule: output rows of ``co_block`` channels; the (ci, dy, dx) reduction sits outside the
     vectorised output row, so every reduction step is one vector multiply-add per channel.
@@ -203,8 +357,14 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
                             f"a kernel with {cig} input channels do not agree")
     sh, sw = strides
     ph, pw = padding
-    if kh == kw == 1 and groups == 1 and ph == pw == 0:
+    integer = is_int(dtype)
+    if integer and requant is None:
+        raise ScheduleError("conv2d: an integer conv2d needs requant=(shift, lo, hi)")
+    if kh == kw == 1 and groups == 1 and ph == pw == 0 and not integer:
         return _conv2d_1x1(data_shape, kernel_shape, strides, dtype, bias, relu)
+    if groups == 1 and not integer:
+        return _conv2d_gemm(data_shape, kernel_shape, strides, padding, dtype, bias, relu)
+    acc_t = "int32" if integer else dtype
     oh = (h + 2 * ph - kh) // sh + 1
     ow = (w + 2 * pw - kw) // sw + 1
     x = te.placeholder(tuple(data_shape), dtype, "x")
@@ -216,17 +376,19 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
     opg = co // groups
     conv = te.compute((n, co, oh, ow), lambda a, o, i, j: te.sum(
         src[a, (o // opg) * cig + rc if groups > 1 else rc, i * sh + ry, j * sw + rx]
-        * k[o, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+        .astype(acc_t) * k[o, rc, ry, rx].astype(acc_t), axis=[rc, ry, rx]), name="conv")
     out = conv
     args = [x, k]
     if bias:
-        b = te.placeholder((co,), dtype, "b")
+        b = te.placeholder((co,), acc_t, "b")
         out = te.compute(conv.shape, lambda a, o, i, j: conv[a, o, i, j] + b[o], name="bias")
         args.append(b)
     if relu:
         prev = out
-        out = te.compute(conv.shape, lambda *i: te.max(prev(*i), te.const(0, dtype)),
+        out = te.compute(conv.shape, lambda *i: te.max(prev(*i), te.const(0, acc_t)),
                          name="relu")
+    if requant is not None:
+        out = _requant(out, requant, dtype, args)
     s = te.create_schedule(out.op)
     a, o, i, j = s[conv].op.axis
     cb = max(d for d in range(1, co_block + 1) if co % d == 0)
@@ -246,6 +408,101 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
         for mid in s.stages:
             if mid.op is not out.op and mid.op is not conv.op and mid.name in ("bias",
                                                                                "relu"):
+                mid.compute_inline()
+    return CpuOp("conv2d", s, args + [out], (n, co, oh, ow), dtype)
+
+
+def _requant(acc: Tensor, requant: tuple[int | Sequence[int], int, int], dtype: str,
+             args: list[Tensor]) -> Tensor:
+    """int8 ``clip(acc >> shift, lo, hi)`` of an NCHW int32 tensor (the VTA epilogue); a
+    per-channel shift becomes a last int32 argument."""
+    shift, lo, hi = requant
+    zero = te.const(0, "int32")
+    if isinstance(shift, int):
+        def shifted(*i):  # noqa: ANN002, ANN202 - Expr builders
+            return acc(*i) >> shift if shift >= 0 else acc(*i) << -shift
+    else:
+        sv = te.placeholder((len(shift),), "int32", "shift")
+        args.append(sv)
+
+        def shifted(*i):  # noqa: ANN002, ANN202
+            s = sv[i[1]]
+            return te.if_then_else(s >= zero, acc(*i) >> te.max(s, zero),
+                                   acc(*i) << te.max(zero - s, zero))
+    return te.compute(acc.shape, lambda *i: te.clip(shifted(*i), lo, hi).astype(dtype),
+                      name="requant")
+
+
+def _conv2d_gemm(data_shape: Sequence[int], kernel_shape: Sequence[int],
+                 strides: Sequence[int], padding: Sequence[int], dtype: str, bias: bool,
+                 relu: bool, ob: int = 16, pb: int | None = None,
+                 inline_pad: bool = False) -> CpuOp:
+    """KxK conv2d as a register-blocked matrix product over im2col blocks: for each block of
+    ``pb`` output pixels, the (C, KH, KW, pb) window block is gathered contiguously (it sits in
+    the L1 cache), then every block of ``ob`` output channels accumulates ``ob x pb`` sums in
+    registers over the C*KH*KW reduction. Pixels are blocks of an output row when the row
+    divides into them (no index division), else blocks of the flattened output. The padded
+    input is materialised once (the gather then needs no bounds selects).
+
+    Block sizes: 16 channels x 8 pixels where the channels divide by 16; otherwise at least 128
+    products per block (measured on AVX-512/AVX2 with LLVM 22: blocks of 64 or 96 products,
+    e.g. 8 x 8, made the vectoriser produce code 5-8x slower)."""
+    n, ci, h, w = data_shape
+    co, _, kh, kw = kernel_shape
+    sh, sw = strides
+    ph, pw = padding
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (w + 2 * pw - kw) // sw + 1
+    npix = oh * ow
+    x = te.placeholder(tuple(data_shape), dtype, "x")
+    k = te.placeholder(tuple(kernel_shape), dtype, "w")
+    src = nn.pad(x, (0, 0, ph, pw), name="pad") if ph or pw else x
+    ob = max(d for d in range(1, ob + 1) if co % d == 0)
+    if pb is None:
+        pb = 8 * -(-128 // (8 * ob))  # >= 128 products per block, whole 8-lane vectors
+    rows = ow % pb == 0
+    if rows:  # pixels (i, j): no division
+        cols = te.compute((n, ci, kh, kw, oh, ow), lambda a, c, y, z, i, j: src[
+            a, c, i * sh + y, j * sw + z], name="im2col")
+        oshape: tuple[int, ...] = (n, co, oh, ow)
+    else:
+        pb = max(d for d in range(1, pb + 1) if npix % d == 0)
+        cols = te.compute((n, ci, kh, kw, npix), lambda a, c, y, z, p: src[
+            a, c, (p // ow) * sh + y, (p % ow) * sw + z], name="im2col")
+        oshape = (n, co, npix)
+    rc = te.reduce_axis((0, ci), "rc")
+    ry = te.reduce_axis((0, kh), "ry")
+    rx = te.reduce_axis((0, kw), "rx")
+    conv = te.compute(oshape, lambda a, o, *p: te.sum(cols[(a, rc, ry, rx, *p)]
+                                                      * k[o, rc, ry, rx], axis=[rc, ry, rx]),
+                      name="conv")
+    out, args = conv, [x, k]
+    if bias:
+        b = te.placeholder((co,), dtype, "b")
+        args.append(b)
+        out = te.compute(oshape, lambda a, o, *p: conv[(a, o, *p)] + b[o], name="bias")
+    if relu:
+        prev = out
+        out = te.compute(oshape, lambda *i: te.max(prev(*i), te.const(0, dtype)), name="relu")
+    s = te.create_schedule(out.op)
+    if src is not x and inline_pad:
+        s[src].compute_inline()
+    ax = s[conv].op.axis
+    oo, oi = s[conv].split(ax[1], factor=ob)
+    po, pi = s[conv].split(ax[-1], factor=pb)
+    s[conv].reorder(ax[0], *ax[2:-1], po, oo, rc, ry, rx, oi, pi)
+    s[conv].unroll(oi)
+    s[conv].vectorize(pi)
+    s[cols].compute_at(s[conv], po)
+    s[cols].vectorize(s[cols].op.axis[-1])
+    if out is not conv:
+        oax = s[out].op.axis
+        opo, opi = s[out].split(oax[-1], factor=pb)
+        s[out].reorder(oax[0], *oax[2:-1], opo, oax[1], opi)
+        s[out].vectorize(opi)
+        s[conv].compute_at(s[out], opo)
+        for mid in s.stages:
+            if mid.op is not out.op and mid.name in ("bias", "relu"):
                 mid.compute_inline()
     return CpuOp("conv2d", s, args + [out], (n, co, oh, ow), dtype)
 
@@ -345,5 +602,6 @@ def softmax(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
     return CpuOp("softmax", s, [x, out], tuple(shape), dtype)
 
 
-__all__ = ["CpuOp", "fast_exp", "add", "relu", "max_pool2d", "avg_pool2d",
-           "global_avg_pool2d", "dense", "conv2d", "softmax"]
+__all__ = ["CpuOp", "fast_exp", "add", "relu", "tanh", "max_pool2d", "avg_pool2d",
+           "global_avg_pool2d", "dense", "conv2d", "softmax", "quantize", "dequantize", "qadd",
+           "qglobal_avg_pool2d", "dilate"]

@@ -218,3 +218,68 @@ def test_nontemporal_stores_keep_the_loop_vectorised():
     f(a, b)
     np.testing.assert_array_equal(b, a * np.float32(3))
     assert "x float>" in f.optimized_ir and "!nontemporal" in f.optimized_ir
+
+
+def test_conv2d_gemm_rows_and_flat_pixel_blocks():
+    """KxK convs with enough reduction go through the im2col-block matrix product: output rows
+    that divide into 16-pixel blocks (conv1-like, stride 2) and flattened pixels (4x4)."""
+    for xs, ws, s, p in [((1, 3, 37, 37), (16, 3, 7, 7), 2, 3), ((1, 20, 7, 7), (24, 20, 4, 4),
+                                                                 1, 0)]:
+        x = RNG.standard_normal(xs).astype(np.float32)
+        w = RNG.standard_normal(ws).astype(np.float32)
+        b = RNG.standard_normal(ws[0]).astype(np.float32)
+        op = cpu.conv2d(xs, ws, (s, s), (p, p), bias=True, relu=True)
+        assert "im2col" in str(op.sch.stages)
+        ref = np.maximum(_conv_ref(x, w, s, p) + b[None, :, None, None], 0)
+        np.testing.assert_allclose(op(x, w, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_int8_kernels_exact_against_the_int8_reference():
+    """quantize/dequantize, qadd, int8 max and global average pooling, dilate and the int8
+    conv with the VTA epilogue give the int8 reference's bits (vta.compiler.graph.quantize)."""
+    from vta.compiler.graph import ops
+    from vta.compiler.graph.ir import Node
+    from vta.compiler.graph.quantize import INT_KERNELS, dequantize_array, quantize_array
+
+    x = (RNG.standard_normal((1, 8, 9, 9)) * 4).astype(np.float32)
+    x.ravel()[:8] = np.array([0.5, 1.5, -0.5, -2.5, 2.5, 1000, -1000, 0.49999997]) / 16
+    q = cpu.quantize(x.shape, 4)(x)
+    np.testing.assert_array_equal(q, quantize_array(x, 4))  # ties to even, saturation
+    np.testing.assert_array_equal(cpu.dequantize(q.shape, 4)(q), dequantize_array(q, 4))
+    a = RNG.integers(-128, 128, (1, 8, 9, 9)).astype(np.int8)
+    b = RNG.integers(-128, 128, (1, 8, 9, 9)).astype(np.int8)
+    for sa, sb, k, lo, hi in [(0, 1, 1, -128, 127), (2, 0, 3, 0, 127), (0, 0, -1, -128, 127),
+                              (1, 1, 0, -128, 127)]:
+        n = Node("QAdd", "a", ["a", "b"], ["c"],
+                 {"shift_a": sa, "shift_b": sb, "shift": k, "lo": lo, "hi": hi})
+        np.testing.assert_array_equal(cpu.qadd(a.shape, sa, sb, k, lo, hi)(a, b),
+                                      INT_KERNELS["QAdd"](n, [a, b])[0])
+    for d in (0, 2, -3):
+        n = Node("QGlobalAveragePool", "p", ["a"], ["c"], {"shift": d})
+        np.testing.assert_array_equal(cpu.qglobal_avg_pool2d(a.shape, d)(a),
+                                      INT_KERNELS["QGlobalAveragePool"](n, [a])[0])
+    np.testing.assert_array_equal(cpu.max_pool2d(a.shape, (3, 3), (2, 2), (1, 1), "int8")(a),
+                                  ops.max_pool(a, [3, 3], [2, 2], [1, 1, 1, 1]))
+    for dt in ("int8", "float32"):
+        for st, p in [((2, 2), [2, 2, 2, 2]), ((1, 1), [3, 3, 3, 3]), ((2, 2), [1, 2, 0, 1])]:
+            xx = a.astype(dt)
+            np.testing.assert_array_equal(cpu.dilate(xx.shape, st, p, dt)(xx),
+                                          ops.dilate_pad(xx, list(st), p))
+    bias = RNG.integers(-3000, 3000, 8).astype(np.int32)
+    for shift, lo, hi, grp in [(5, 0, 127, 8), ([3, 4, 5, -1, 0, 2, 6, 7], -128, 127, 8),
+                               (7, -128, 127, 1), (-2, -128, 127, 2)]:
+        w = RNG.integers(-128, 128, (8, 8 // grp, 3, 3)).astype(np.int8)
+        n = Node("QConv", "c", ["x", "w", "b"], ["y"],
+                 {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1], "group": grp,
+                  "shift": shift, "lo": lo, "hi": hi})
+        op = cpu.conv2d(a.shape, w.shape, (1, 1), (1, 1), dtype="int8", bias=True, groups=grp,
+                        requant=(shift, lo, hi))
+        extra = [np.array(shift, np.int32)] if isinstance(shift, list) else []
+        np.testing.assert_array_equal(op(a, w, bias, *extra),
+                                      INT_KERNELS["QConv"](n, [a, w, bias])[0])
+
+
+def test_tanh_within_1e6_of_numpy():
+    x = np.concatenate([np.linspace(-20, 20, 100001), [0, 1e-30, -1e-7, np.inf, -np.inf]])
+    x = x.astype(np.float32)
+    assert float(np.abs(cpu.tanh(x.shape)(x) - np.tanh(x)).max()) <= 1e-6

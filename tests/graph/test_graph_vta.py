@@ -93,7 +93,7 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool) -
     x = rand_input(g, 3)
     ref = run_quantized(m.graph, x)[g.outputs[0]]
     rep = RunReport("fsim")
-    with Executor(m, "fsim") as ex:
+    with Executor(m, "fsim", host="numpy") as ex:  # LLVM host kernels: test_graph_host.py
         out = ex.run(x, rep)[g.outputs[0]]
     np.testing.assert_array_equal(out, ref)
     on_vta = {r.node for r in rep.layers if r.where == "fsim"}
@@ -106,7 +106,7 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool) -
     else:
         assert len(on_vta) == {"resnet18": 20, "dcgan": 4}[name]
     # the whole-CPU run of the same module gives the same bits
-    with Executor(m, "cpu") as ex:
+    with Executor(m, "cpu", host="numpy") as ex:
         np.testing.assert_array_equal(ex.run(x)[g.outputs[0]], ref)
 
 
@@ -173,7 +173,7 @@ def test_run_lowers_nothing(small_models, monkeypatch) -> None:
     from vta.compiler.topi import defaults
 
     monkeypatch.setattr(defaults, "search", boom)
-    with Executor(m, "fsim") as ex:
+    with Executor(m, "fsim", host="numpy") as ex:
         out = ex.run(x)[g.outputs[0]]
     np.testing.assert_array_equal(out, ref)
 
@@ -238,7 +238,7 @@ def test_mixed_int8_ops_bit_exact_and_close_to_float() -> None:
               "fc": "QDense", "temp": "Mul", "softmax": "Softmax"}
     assert {k: ops[k] for k in expect} == expect
     ref = run_quantized(m.graph, x)["y"]
-    with Executor(m, "fsim") as ex:
+    with Executor(m, "fsim", host="numpy") as ex:  # LLVM host kernels: test_graph_host.py
         out = ex.run(x)["y"]
     np.testing.assert_array_equal(out, ref)
     f = run_float(g, x)["y"].ravel()
