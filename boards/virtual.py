@@ -288,7 +288,7 @@ def virtual_board_names() -> list[str]:
 
 
 def open_platform(name: str, cfg: Config, **opts: Any) -> VirtualBoard | VirtualULX3S:
-    """The ``vta.platforms`` entry point behind ``vta.runtime.open("virtual:NAME")``."""
+    """The ``vta_kit.platforms`` entry point behind ``vta.runtime.open("virtual:NAME")``."""
     if get_board(name).flow == "open":
         return VirtualULX3S(cfg, **opts)
     return VirtualBoard(name, cfg, **opts)

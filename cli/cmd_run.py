@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="fsim", type=_target, metavar="TARGET",
                    help="where VTA layers run: fsim (default), tsim, rtl, perf, cpu (everything "
                         "on the host) or virtual:BOARD (the board's generated top Verilog under "
-                        "Verilator, driven by the PYNQ driver; e.g. virtual:pynq-z1)")
+                        "Verilator, driven by the board's runtime device; e.g. virtual:pynq-z1)")
     p.add_argument("-o", "--output", metavar="Y.npy", help="write the (first) output here")
     p.add_argument("--host", choices=("llvm", "numpy"), default="llvm",
                    help="CPU layers: llvm (default) runs the module's LLVM kernels (host/*.ll, "

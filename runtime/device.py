@@ -31,7 +31,7 @@ DEFAULT_ARENA: dict[str, int | None] = {
 #: Entry-point group of platform plugins: ``open("KIND:NAME")`` loads the entry point KIND and
 #: calls it with (NAME, config, **options) for a platform (``mmio``, ``allocate``) that the PYNQ
 #: driver runs on. vta.boards provides ``virtual`` (a board's generated top under Verilator).
-PLATFORM_GROUP = "vta.platforms"
+PLATFORM_GROUP = "vta_kit.platforms"  # (an entry-point group, named after the distribution)
 
 
 class Device:

@@ -23,6 +23,8 @@ from vta.boards.project import write_project
 from vta.hw.regs import CELL_NAME
 from vta.isa import Config
 
+from ..conftest import require_tool
+
 MODELS = Path(__file__).resolve().parent / "tclmodel"
 VIVADO_BOARDS = [b.name for b in all_boards() if b.flow == "vivado"]
 
@@ -41,12 +43,7 @@ class ModelFailure(AssertionError):
 
 
 def tclsh() -> str:
-    path = shutil.which("tclsh")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("tclsh is not installed (CI=true: the Tcl model check must run)")
-        pytest.skip("tclsh is not installed (scripts/ensure-tools.sh installs Debian's tcl)")
-    return path
+    return require_tool("tclsh")  # (Debian's tcl; make tools installs it)
 
 
 _PORT = re.compile(r"((?:\s*\(\*[^*]*\*\)\s*)*)\s*(input|output)\s+wire\s+(?:\[(\d+):0\]\s*)?"

@@ -8,9 +8,6 @@ The first build of a board's model takes about a minute (then it is cached): slo
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import numpy as np
 import pytest
 import vta.runtime as rt
@@ -20,14 +17,13 @@ from vta.hw.regs import REGISTER_MAP
 from vta.isa import Config, FinishInsn, GemmInsn, MemInsn, encode_program
 from vta.isa.layout import MemType, Opcode
 
+from ..conftest import require_tool
+
 pytestmark = [pytest.mark.tsim, pytest.mark.slow]
 
 
 def require_verilator() -> None:
-    if shutil.which("verilator") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("verilator is not installed (CI=true: the virtual board must run)")
-        pytest.skip("verilator is not installed (scripts/ensure-tools.sh installs it)")
+    require_tool("verilator", "g++")
 
 
 @pytest.fixture(scope="module")
