@@ -201,6 +201,7 @@ class _Converter:
     def extra_outputs_used(self, outs: list[str]) -> bool:
         """Whether an output after the first (a mask, statistics, indices) is used."""
         return any(o in self.live for o in outs[1:])
+
     def fail(self, op: str, name: str, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.source}: node {name!r} ({op}): {what}")
 
