@@ -120,14 +120,25 @@ def from_onnx(model: Any, *, source: str = "model") -> Graph:
         inputs[vi.name] = _tensor_info(vi, source)
     if not inputs:
         raise ModelError(f"{source} has no (non-constant) graph input")
-    conv = _Converter(params, inputs, opset, source)
-    for k, onode in enumerate(g.node):
-        conv.convert(onode, k)
     outputs = [o.name for o in g.output]
+    conv = _Converter(params, inputs, opset, source)
+    conv.live = _live_tensors(g.node, outputs)
+    for k, onode in enumerate(g.node):
+        if any(o in conv.live for o in onode.output):  # nodes nothing uses are not imported
+            conv.convert(onode, k)
     conv.bind_outputs(outputs)
     graph = Graph(conv.nodes, inputs, outputs, params, name=g.name or Path(source).stem)
     graph.verify()
     return graph.remove_unused()
+
+
+def _live_tensors(nodes: Any, outputs: list[str]) -> set[str]:
+    """The tensors the graph outputs depend on."""
+    live = set(outputs)
+    for n in reversed(list(nodes)):
+        if any(o in live for o in n.output):
+            live.update(i for i in n.input if i)
+    return live
 
 
 def _first_line(e: BaseException) -> str:
@@ -184,8 +195,13 @@ class _Converter:
         self.alias: dict[str, str] = {}  # Identity-like outputs -> the tensor they forward
         self.nodes: list[Node] = []
         self.names: set[str] = set()
+        self.live: set[str] = set()  # tensors the graph outputs depend on
 
     # ------------------------------------------------------------------ helpers
+    def extra_outputs_used(self, outs: list[str]) -> bool:
+        """Whether an output after the first (a mask, statistics, indices) is used."""
+        return any(o in self.live for o in outs[1:])
+
     def fail(self, op: str, name: str, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.source}: node {name!r} ({op}): {what}")
 
@@ -403,7 +419,7 @@ def _simple(op: str, **defaults: Any) -> Callable[..., None]:
 
 
 def _forward(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
-    if len([o for o in outs if o]) > 1:
+    if c.extra_outputs_used(outs):
         raise c.fail("Dropout", name, "the mask output is not supported (inference only)")
     c.forward(ins[0], outs[0])
 
@@ -448,7 +464,7 @@ def _bn(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
                                                  "(export the model in eval mode)")
     if a.get("spatial", 1) != 1:
         raise c.fail("BatchNormalization", name, "spatial=0 is not supported")
-    if len([o for o in outs if o]) > 1:
+    if c.extra_outputs_used(outs):
         raise c.fail("BatchNormalization", name, "only the first output (inference) is "
                                                  "supported")
     for k, what in zip(range(1, 5), ("scale", "bias", "mean", "var")):
@@ -457,7 +473,7 @@ def _bn(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
 
 
 def _layernorm(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
-    if len([o for o in outs if o]) > 1:
+    if c.extra_outputs_used(outs):
         raise c.fail("LayerNormalization", name, "only the first output (Y) is supported")
     rank = len(c.shape(ins[0]))
     axis = c.axis(int(a.get("axis", -1)), rank)
@@ -475,7 +491,7 @@ def _pool(op: str) -> Callable[..., None]:
             raise c.fail(op, name, f"dilations={dil} are not supported (only 1)")
         if a.get("storage_order", 0):
             raise c.fail(op, name, "storage_order=1 is not supported")
-        if len([o for o in outs if o]) > 1:
+        if c.extra_outputs_used(outs):
             raise c.fail(op, name, "the Indices output is not supported")
         extra = [0, 0]
         if a.get("ceil_mode", 0):  # as extra padding at the end (never counted by the mean)

@@ -352,3 +352,22 @@ def test_other_domain_and_bad_shapes_are_one_line() -> None:
     with pytest.raises(ModelError) as e:
         from_onnx(m)
     assert "bad_reshape" in one_line(e) and "[4, 2]" in one_line(e)
+
+
+def test_unused_nodes_and_outputs_are_not_imported() -> None:
+    """A node nothing depends on is not imported (so an unsupported op there is no error), and
+    an unused extra output (Dropout's mask, MaxPool's indices) is no error either; a used one
+    is."""
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], name="drop"),
+             helper.make_node("MaxPool", ["d"], ["y", "idx"], name="pool",
+                              kernel_shape=[2, 2]),
+             helper.make_node("TopK", ["x", "k"], ["tv", "ti"], name="dead_topk")]
+    m = onnx_model(nodes, {"x": [1, 2, 4, 4]}, {"y": None}, {"k": i64(1)})
+    g = from_onnx(m)
+    assert [n.op for n in g.nodes] == ["MaxPool"]
+    x = {"x": R.standard_normal((1, 2, 4, 4)).astype(np.float32)}
+    np.testing.assert_array_equal(run_float(g, x)["y"], run_ort(m, x)[0])
+    m = onnx_model(nodes[:2] + [mk("Cast", ["idx"], "y2", to=1)], {"x": [1, 2, 4, 4]},
+                   {"y": None, "y2": None})
+    with pytest.raises(UnsupportedOpError, match="pool.*Indices"):
+        from_onnx(m)

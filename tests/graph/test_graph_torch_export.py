@@ -108,7 +108,7 @@ def op_types(model: onnx.ModelProto) -> set[str]:
 def test_identity_shared_weights_reach_vta(family: str) -> None:
     """The TorchScript exporter shares equal weights (zero biases, unit BN scales) through
     Identity nodes; every conv / dense layer still sees constants: all but the first conv
-    (kept float by default) and the grouped convs VTA cannot split are int8."""
+    (kept float by default) are int8 and, grouped convs aside, run on VTA."""
     model = exported(family, "ts17")
     assert "Identity" in op_types(model)
     g = from_onnx(model)
@@ -119,7 +119,7 @@ def test_identity_shared_weights_reach_vta(family: str) -> None:
     assert floats == [layers[0].name]
     grouped = [n.name for n in layers if n.attrs.get("group", 1) > 1
                and n.attrs["group"] < m.shapes[n.inputs[0]][1]]
-    assert {k for k, v in m.partition.items() if v == "vta"} == \
+    assert {k for k, v in m.partition.items() if v == "vta"} >= \
         {n.name for n in layers[1:] if n.name not in grouped}
 
 
