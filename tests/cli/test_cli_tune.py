@@ -78,3 +78,20 @@ def test_tune_measure_fsim_counts_micro_ops(tmp_path, capsys) -> None:
         op.build("perf", device=_fresh_device(op, "perf"))
         stats = op.module(*[np.zeros(t.shape, np.dtype(t.dtype)) for t in op.args])
         assert r["result"]["cost"] == stats["gemm_uops"] + stats["alu_uops"]
+
+
+@pytest.mark.unit
+def test_tune_says_when_no_trial_could_be_measured(tmp_path, monkeypatch, capsys) -> None:
+    """Every measurement failing is exit status 1 with one error line naming the workload and
+    the kind of failure (was: exit 1 and nothing said)."""
+    from vta.tune import measure, vta_tasks  # noqa: F401 - registers the real measurers first
+
+    def broken(op, **_):  # noqa: ANN001, ANN003, ANN202
+        raise RuntimeError("the measuring device is unplugged")
+
+    monkeypatch.setitem(measure._MEASURERS, "perf", broken)
+    assert main(["tune", "--workload", SPEC, "--preset", "small", "--trials", "2", "--batch",
+                 "2", "--tuner", "random"]) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1, errors
+    assert "vta.conv2d" in errors[0] and "all failed: run" in errors[0], errors
