@@ -206,10 +206,17 @@ def check_vcd_path(vcd: str | os.PathLike[str] | None) -> None:
         raise FileError(f"cannot write the VCD file {path}: directory {parent} is not writable")
 
 
-def progress_line(backend: str, cycles: int, max_cycles: int, done: int, total: int,
-                  seconds: float) -> None:
-    """One progress line on stderr for a long run."""
-    print(f"{backend}: {cycles:,} cycles, {done} of {total} instructions done, "
+#: Registers a progress line reads: instructions and micro-ops retired.
+DONE_REGS = ("load_done", "compute_done", "store_done", "gemm_uops", "alu_uops")
+
+
+def progress_line(backend: str, cycles: int, max_cycles: int, regs: Mapping[str, int],
+                  insns: Sequence[Insn], seconds: float) -> None:
+    """One progress line on stderr for a long run (``regs``: the :data:`DONE_REGS` values)."""
+    done = regs["load_done"] + regs["compute_done"] + regs["store_done"]
+    uops = sum(uop_iterations(i) for i in insns if isinstance(i, GemmInsn | AluInsn))
+    print(f"{backend}: {cycles:,} cycles, {done} of {len(insns)} instructions and "
+          f"{regs['gemm_uops'] + regs['alu_uops']:,} of {uops:,} micro-ops done, "
           f"{seconds:.0f} s (bound {max_cycles:,} cycles)", file=sys.stderr, flush=True)
 
 

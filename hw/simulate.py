@@ -31,6 +31,7 @@ from .axi_model import AXI_MASTER_OUTPUTS, AXI_SLAVE_OUTPUTS, AxiMemory
 from .harness import (
     COUNTER_REGS,
     DEBUG_REGS,
+    DONE_REGS,
     PROGRESS_REGS,
     PROGRESS_SECONDS,
     MemoryImage,
@@ -224,9 +225,8 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
             if now - launch_cycle > job.max_cycles:
                 raise cycle_limit_error(job.max_cycles, max_cycles is None, "rtl")
             if progress is not None and time.monotonic() >= next_line:
-                regs = await read_regs(ctx, ("load_done", "compute_done", "store_done"))
-                progress_line("rtl", now - launch_cycle, job.max_cycles, sum(regs.values()),
-                              len(job.insns), time.monotonic() - t0)
+                progress_line("rtl", now - launch_cycle, job.max_cycles,
+                              await read_regs(ctx, DONE_REGS), job.insns, time.monotonic() - t0)
                 next_line = time.monotonic() + progress
             last_progress = max(last_progress, memory.last_activity)
             if now - last_progress >= idle_limit // 2:

@@ -40,6 +40,7 @@ from ..axi_model import AxiAccessError, AxiProtocolError
 from ..harness import (
     COUNTER_REGS,
     DEBUG_REGS,
+    DONE_REGS,
     PROGRESS_REGS,
     PROGRESS_SECONDS,
     CycleLimitError,
@@ -366,7 +367,7 @@ class TsimModel:
 
 
 def _run_bounded(model: TsimModel, bound: int, idle_limit: int, progress: float | None,
-                 count: int) -> int:
+                 insns: Sequence[Insn]) -> int:
     """Run the model in slices of cycles until it finishes, deadlocks or reaches ``bound``
     cycles, with a progress line on stderr every ``progress`` seconds of a long run. A slice is
     several idle limits long, so the watchdog (restarted per slice) still sees a deadlock."""
@@ -382,8 +383,8 @@ def _run_bounded(model: TsimModel, bound: int, idle_limit: int, progress: float 
             return status
         now = time.monotonic()
         if progress is not None and now >= next_line:
-            done = sum(model.read_regs(("load_done", "compute_done", "store_done")).values())
-            progress_line("tsim", model.cycle - start, bound, done, count, now - t0)
+            progress_line("tsim", model.cycle - start, bound, model.read_regs(DONE_REGS), insns,
+                          now - t0)
             next_line = now + progress
 
 
@@ -432,7 +433,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
         model.write(REGISTER_MAP["insn_count"], image.insn_count)
         model.write(REGISTER_MAP["control"], CONTROL_LAUNCH)
         start = model.cycle
-        status = _run_bounded(model, bound, idle_limit, progress, len(insns))
+        status = _run_bounded(model, bound, idle_limit, progress, insns)
         if status == _DEADLOCK:
             raise deadlock_error(model.read_regs(DEBUG_REGS), insns, idle_limit)
         if status == _CYCLE_LIMIT:

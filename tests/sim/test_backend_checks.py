@@ -239,7 +239,9 @@ def test_rtl_prints_progress_lines_on_stderr(small_cfg, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(line.startswith("rtl: ") and " cycles, " in line for line in lines)
     n = len(mm.program) // 16
-    assert f"of {n} instructions done" in lines[-1]
+    uops = r.stats["gemm_uops"] + r.stats["alu_uops"]
+    assert f"of {n} instructions and " in lines[-1]
+    assert f"of {uops:,} micro-ops done, " in lines[-1]
 
 
 @pytest.mark.parametrize("backend", ["rtl", "tsim"])
