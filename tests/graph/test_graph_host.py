@@ -108,7 +108,6 @@ def test_mixed_int8_model_with_llvm_host(small_models) -> None:
 def test_module_stores_ir_and_runs_it_without_lowering(modules, small_models, tmp_path,
                                                        monkeypatch) -> None:
     m, g = modules["resnet18"], small_models["resnet18"][1]
-    assert compile_graph(g, Config(), host="numpy").host_ir == {}
     m.save(tmp_path / "mod")
     lm = load_module(tmp_path / "mod")
     assert lm.host_ir == m.host_ir and all("define" in t for t in lm.host_ir.values())
