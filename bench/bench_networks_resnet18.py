@@ -101,7 +101,7 @@ def main() -> None:
             ex.run(x)
             t_fsim = best_of(args.repeat, lambda ex=ex: ex.run(x))
             c_fsim = cpu_best_of(args.repeat, lambda ex=ex: ex.run(x))
-        key = "default" if label == "default tiling" else "single_buffered"
+        key = "default" if label == "default knobs" else "one_thread"
         fig.setdefault("fsim_s", {})[key] = t_fsim
         fig.setdefault("fsim_cpu_s", {})[key] = c_fsim
         fig.setdefault("fsim_ratio", {})[key] = t_fsim / t_ref
@@ -115,7 +115,7 @@ def main() -> None:
         with Executor(mod, "perf") as ex:
             ex.run(x, rep)
         cyc = sum(r.cycles or 0 for r in rep.layers)
-        key = "default" if label == "default tiling" else "single_buffered"
+        key = "default" if label == "default knobs" else "one_thread"
         fig.setdefault("perf_mcycles", {})[key] = cyc / 1e6
         fig.setdefault("perf_peak_pct", {})[key] = floor / cyc * 100
         print(f"perf model ({label}): {cyc / 1e6:.2f} M cycles for the VTA layers (goal <= 10 M "

@@ -4,7 +4,8 @@ For each network: compile time, the VTA layers' cycles on the performance model 
 and on tsim (Verilator RTL, the reference), the model's error against tsim, the share of the
 GEMM peak of every VTA layer and the compute-bound floor (VTA MACs / MACs per cycle). With
 ``--check`` the tsim outputs are compared with the int8 numpy reference of the quantized graph.
-Writes a JSON record under bench/results/.
+Writes a JSON record under bench/results/ (bench/record.py; ``--label NAME`` records it as
+``bench_networks_vta_NAME``, e.g. a baseline).
 
     .venv/bin/python bench/bench_networks_vta.py [--nets resnet18,mobilenet_v1,dcgan]
         [--no-tsim] [--check] [--label NAME]
@@ -17,30 +18,17 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
 import shutil  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.isa import Config  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa: ANN001
@@ -103,15 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg = Config()
     tsim = not args.no_tsim and shutil.which("verilator") is not None
-    now = datetime.datetime.now(datetime.UTC)
-    recs = [run_net(n, cfg, tsim, args.check) for n in args.nets.split(",")]
-    RESULTS.mkdir(exist_ok=True)
-    label = f"_{args.label}" if args.label else ""
-    out = RESULTS / f"networks_vta{label}.json"
-    out.write_text(json.dumps({"bench": "bench_networks_vta", "commit": commit(),
-                               "date": now.strftime("%Y-%m-%d %H:%M UTC"),
-                               "config": "default 1x16x16", "networks": recs}, indent=1) + "\n")
-    print(f"wrote {out}")
+    recs = {n: run_net(n, cfg, tsim, args.check) for n in args.nets.split(",")}
+    # reference: tsim's cycles of each network (the perf model's figures are checked against
+    # them) and the compute-bound floor, both in every network's entry
+    write_record(f"bench_networks_vta{'_' + args.label if args.label else ''}",
+                 {"config": "default 1x16x16", "networks": recs},
+                 {n: {"tsim_cycles": r.get("tsim_cycles"), "floor_cycles": r["floor_cycles"]}
+                  for n, r in recs.items()}, params=vars(args))
     return 0
 
 

@@ -51,7 +51,7 @@ def speed(cfg: Config, params: object) -> dict[str, float]:
     """Seconds of the model and of tsim on a 1024^3 matmul (one run each)."""
     from vta.hw import tsim
     from vta.isa.image import as_program_bytes
-    from vta.isa.programs import matmul_program
+    from vta.sim.programs import matmul_program
 
     prog, dram, _ = matmul_program(cfg, 1024, 1024, 1024, double_buffer=True)
     insns = decode_program(as_program_bytes(prog, cfg), cfg)
