@@ -58,12 +58,20 @@ def work(tmp_path_factory) -> Path:
     shutil.copyfile(EXAMPLES / "matmul.s", t / "m.s")
     assert main(["asm", str(t / "m.s"), "-o", str(t / "m.bin")]) == 0
     (t / "d.bin").write_bytes(bytes(1 << 16))
+    (t / "d8.bin").write_bytes(bytes(8))  # too small for what m.bin reads
+    from vta.isa import Config, FinishInsn, GemmInsn, encode_program
+
+    huge = GemmInsn(uop_bgn=0, uop_end=1, iter_out=16383, iter_in=16383)  # 2^28 iterations
+    (t / "huge.bin").write_bytes(encode_program([huge, FinishInsn()], Config()))
     assert main(["config", "write", "--preset", "small", "-o", str(t / "c.json")]) == 0
     bus128 = json.loads((t / "c.json").read_text()) | {"BUS_WIDTH": 128}
     (t / "c128.json").write_text(json.dumps(bus128))  # as `vta explore` writes a 128-bit point
     tiny_onnx(t / "tiny.onnx")
     assert main(["compile", str(t / "tiny.onnx"), "-o", str(t / "mod")]) == 0
     shutil.copytree(t / "mod", t / "trunc")
+    shutil.copytree(t / "mod", t / "trunc-const")
+    const = (t / "trunc-const" / "const.bin").read_bytes()
+    (t / "trunc-const" / "const.bin").write_bytes(const[: len(const) // 2])
     params = (t / "trunc" / "params.npz").read_bytes()
     (t / "trunc" / "params.npz").write_bytes(params[: len(params) // 2])
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
@@ -133,6 +141,18 @@ CASES: dict[str, tuple[list[str], str]] = {
     "sim-opt-bypassing-max-cycles": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o",
                                       "{t}/o.bin", "--backend", "rtl", "--opt",
                                       "max_cycles=-5"], "use --max-cycles"),
+    "sim-fsim-huge-gemm": (["sim", "{t}/huge.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin"],
+                           "iter_out=16383 x iter_in=16383"),
+    "sim-perf-with-output": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "--backend", "perf",
+                              "-o", "{t}/o.bin"], "writes no OUT.bin"),
+    "sim-tsim-vcd-missing-dir": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin",
+                                  "--backend", "tsim", "--vcd", "{t}/nodir/w.vcd"],
+                                 "waveform file"),
+    **{f"sim-{b}-past-the-image": (["sim", "{t}/m.bin", "--dram", "{t}/d8.bin", "-o",
+                                    "{t}/o.bin", "--backend", b], "beyond the 8-byte DRAM image")
+       for b in ("fsim", "rtl", "tsim")},
+    "sim-perf-past-the-image": (["sim", "{t}/m.bin", "--dram", "{t}/d8.bin", "--backend",
+                                 "perf"], "beyond the 8-byte DRAM image"),
     # --- vta verilog
     "verilog-output-is-file": (["verilog", "--preset", "small", "-o", "{t}/afile"],
                                "is a file"),
@@ -218,6 +238,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                             "{t}/inf.npy"], "NaN or infinite"),
     "run-truncated-params": (["run", "{t}/trunc", "--input", "{t}/x.npy"],
                              "file params.npz is damaged"),
+    "run-truncated-const": (["run", "{t}/trunc-const", "--input", "{t}/x.npy", "-o",
+                             "{t}/y.npy"], "file const.bin is damaged"),
     "run-onto-its-input": (["run", "{t}/mod", "--input", "{t}/x.npy", "-o", "{t}/x.npy"],
                            "is also the input"),
     "run-output-is-dir": (["run", "{t}/mod", "--input", "{t}/x.npy", "-o", "{t}/adir"],
