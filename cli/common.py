@@ -74,7 +74,8 @@ def board_config_from_args(args: argparse.Namespace, board: Any) -> Config:
     if cfg.bus_width not in (None, board.bus_width):
         from vta.isa.errors import ConfigError
 
-        raise ConfigError(f"{args.config} asks for a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
+        source = args.config or f"preset {args.preset}"
+        raise ConfigError(f"{source} asks for a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
                           f"board {board.name} has a {board.bus_width}-bit one; choose a "
                           "configuration for this board")
     return cfg
