@@ -18,10 +18,11 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from vta.isa.fileio import write_atomic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -67,11 +68,7 @@ def write_record(bench: str, figures: dict[str, Any], reference: dict[str, Any] 
     out = results or RESULTS
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{bench}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{bench}-", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(rec, f, indent=1, default=_plain)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(rec, indent=1, default=_plain) + "\n", "bench record")
     print(f"record: {path}")
     return path
 

@@ -11,9 +11,9 @@ from .common import (
     BOARD_DEFAULT,
     add_config_args,
     add_core_options_arg,
+    board_config_from_args,
     board_from_args,
     check_outputs,
-    config_from_args,
     float_range,
     seed_int,
 )
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise BoardError(f"--ram-kib {ram}: give a power of two from 1 to {limit} (the "
                          f"{board.title} has {board.budget.bram:g} block RAMs of "
                          f"{BRAM_DATA_BYTES[board.family] // 1024} KiB)")
-    cfg = config_from_args(args) if (args.config or args.preset) else board.default_config
+    cfg = board_config_from_args(args, board)
     # checked now, not after minutes of synthesis and place-and-route
     check_outputs({"JSON report": args.json}, dirs={"output directory": args.output},
                   inputs=(args.config,))

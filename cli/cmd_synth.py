@@ -10,9 +10,9 @@ from .common import (
     BOARD_DEFAULT,
     add_config_args,
     add_core_options_arg,
+    board_config_from_args,
     board_from_args,
     check_outputs,
-    config_from_args,
 )
 
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.isa.fileio import write_atomic
 
     board = board_from_args(args)
-    cfg = config_from_args(args) if (args.config or args.preset) else board.default_config
+    cfg = board_config_from_args(args, board)
     # checked now, not after minutes of synthesis
     check_outputs({"JSON report": args.json}, dirs={"work directory": args.workdir},
                   inputs=(args.config,))

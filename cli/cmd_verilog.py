@@ -18,6 +18,7 @@ from .common import (
     BOARD_DEFAULT,
     add_config_args,
     add_core_options_arg,
+    board_config_from_args,
     board_from_args,
     check_outputs,
     config_from_args,
@@ -71,14 +72,8 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as e:
             raise VerilogError(f"board projects are unavailable ({e}); install the boards "
                                "package or drop --board") from None
-        # no --config/--preset: the board's own default configuration
-        chosen = cfg if (args.config or args.preset) else None
         board = board_from_args(args)
-        if chosen is not None and chosen.bus_width not in (None, board.bus_width):
-            raise VerilogError(f"{args.config} asks for a {chosen.bus_width}-bit bus (BUS_WIDTH) "
-                               f"but board {board.name} has a {board.bus_width}-bit one; choose "
-                               f"a configuration for this board")
-        paths = write_project(board, chosen, out)
+        paths = write_project(board, board_config_from_args(args, board), out)
         for path in paths:
             print(path)
         return 0

@@ -11,12 +11,12 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from vta.isa import MODULES, POP_FLAGS, TOKEN_QUEUES, Config, queue_of
-from vta.isa.errors import DeadlockError, FileError, ProgramError
+from vta.isa.errors import DeadlockError, ProgramError
+from vta.isa.fileio import check_output_file
 from vta.isa.insn import AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
 from vta.isa.layout import AluOp, MemType, Opcode
 
@@ -193,17 +193,10 @@ def cycle_limit_error(max_cycles: int, default: bool, backend: str) -> CycleLimi
 
 
 def check_vcd_path(vcd: str | os.PathLike[str] | None) -> None:
-    """A waveform file must go to an existing, writable directory (checked before simulating)."""
-    if vcd is None:
-        return
-    path = Path(vcd)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise FileError(f"VCD file {path} is a directory; give a file name")
-    if not parent.is_dir():
-        raise FileError(f"cannot write the VCD file {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise FileError(f"cannot write the VCD file {path}: directory {parent} is not writable")
+    """A waveform file must go to an existing, writable directory (checked before simulating,
+    as every output file is: :func:`vta.isa.fileio.check_output_file`)."""
+    if vcd is not None:
+        check_output_file(vcd, "VCD file")
 
 
 #: Registers a progress line reads: instructions and micro-ops retired.

@@ -62,14 +62,19 @@ class Where:
         return f"instruction {self.n} ({insn_name(self.insn)})"
 
 
-def check_insns(insns: Sequence[Insn], cfg: Config, dram_bytes: int) -> list[str]:
+def check_insns(insns: Sequence[Insn], cfg: Config, dram_bytes: int,
+                dram_start: int = 0) -> list[str]:
     """Check every instruction against ``cfg`` and a ``dram_bytes``-byte DRAM image; returns the
-    module that executes each one. Raises :class:`ProgramError` for the first bad one."""
+    module that executes each one. Raises :class:`ProgramError` for the first bad one.
+    ``dram_start`` > 0 (a board device, whose arena sits at a physical address): only bytes
+    ``dram_start .. dram_bytes - 1`` are the program's, the memory below is someone else's."""
     count = len(insns)
-    return [check_insn(n, insn, cfg, count, dram_bytes) for n, insn in enumerate(insns)]
+    return [check_insn(n, insn, cfg, count, dram_bytes, dram_start)
+            for n, insn in enumerate(insns)]
 
 
-def check_insn(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> str:
+def check_insn(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int,
+               dram_start: int = 0) -> str:
     """Static checks of instruction ``n`` of ``count``; returns the module that executes it."""
     where = Where(n, insn)
     if isinstance(insn, FinishInsn):
@@ -77,7 +82,7 @@ def check_insn(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> 
             raise ProgramError(f"{where}: FINISH must be the last instruction (of {count})")
         module = COMPUTE_MODULE
     elif isinstance(insn, MemInsn):
-        module = _check_mem(where, insn, cfg, dram_bytes)
+        module = _check_mem(where, insn, cfg, dram_bytes, dram_start)
     else:
         module = COMPUTE_MODULE
         if insn.uop_end < insn.uop_bgn:
@@ -99,7 +104,8 @@ def check_insn(n: int, insn: Insn, cfg: Config, count: int, dram_bytes: int) -> 
     return module
 
 
-def _check_mem(where: Where, insn: MemInsn, cfg: Config, dram_bytes: int) -> str:
+def _check_mem(where: Where, insn: MemInsn, cfg: Config, dram_bytes: int,
+               dram_start: int) -> str:
     mt = insn.memory_type
     if insn.opcode == Opcode.STORE:
         if mt != MemType.OUT:
@@ -129,11 +135,13 @@ def _check_mem(where: Where, insn: MemInsn, cfg: Config, dram_bytes: int) -> str
         eb = cfg.elem_bytes(mt)
         first = insn.dram_base * eb
         end = (insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size) * eb
-        if end > dram_bytes:
+        if end > dram_bytes or first < dram_start:
+            image = (f"beyond the {dram_bytes}-byte DRAM image" if not dram_start else
+                     f"outside the device's DRAM arena {dram_start:#x}..{dram_bytes - 1:#x}")
             raise ProgramError(
                 f"{where}: DRAM bytes {first:#x}..{end - 1:#x} (dram_base={insn.dram_base}, "
                 f"y_size={insn.y_size}, x_size={insn.x_size}, x_stride={insn.x_stride}, "
-                f"{eb}-byte elements) are beyond the {dram_bytes}-byte DRAM image")
+                f"{eb}-byte elements) are {image}")
     return module
 
 

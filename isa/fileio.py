@@ -23,32 +23,32 @@ def user_cache_dir(*parts: str) -> Path:
     return base.joinpath(*parts)
 
 
-def read_bytes(path: str | Path, what: str = "file") -> bytes:
-    """Read a whole file; a missing or unreadable file is a FileError naming it."""
-    p = Path(path)
+@contextlib.contextmanager
+def _reading(p: Path, what: str) -> Iterator[None]:
+    """Turn the OSError of reading ``p`` into a FileError naming it."""
     try:
-        return p.read_bytes()
+        yield
     except FileNotFoundError:
         raise FileError(f"{what} {p} does not exist") from None
     except IsADirectoryError:
         raise FileError(f"{what} {p} is a directory, not a file") from None
     except OSError as e:
         raise FileError(f"cannot read {what} {p}: {e.strerror or e}") from None
+
+
+def read_bytes(path: str | Path, what: str = "file") -> bytes:
+    """Read a whole file; a missing or unreadable file is a FileError naming it."""
+    p = Path(path)
+    with _reading(p, what):
+        return p.read_bytes()
 
 
 def check_input_file(path: str | Path, what: str = "file") -> Path:
     """Fail now (the FileError :func:`read_bytes` would give) if ``path`` cannot be read, for
     an input that is only read after long work."""
     p = Path(path)
-    try:
-        with open(p, "rb"):
-            pass
-    except FileNotFoundError:
-        raise FileError(f"{what} {p} does not exist") from None
-    except IsADirectoryError:
-        raise FileError(f"{what} {p} is a directory, not a file") from None
-    except OSError as e:
-        raise FileError(f"cannot read {what} {p}: {e.strerror or e}") from None
+    with _reading(p, what), open(p, "rb"):
+        pass
     return p
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from vta.isa import Config, MemType, VTAError
+from vta.isa import Config, MemType, VTAError, decode_program
+from vta.isa.checks import check_insns
 from vta.isa.image import as_program_bytes, check_program
 
 from .arena import Arena, DeviceBuffer
@@ -42,6 +43,9 @@ class Device:
     keeps_sram = True
     #: Whether runs compute data (the performance model only estimates time).
     computes_results = True
+    #: Whether the backend itself runs :func:`vta.isa.checks.check_insns` over its whole DRAM
+    #: image (the simulators do); a board does not, so :meth:`run_queued` checks for it.
+    backend_checks = False
 
     def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0,
                  memory: np.ndarray | None = None) -> None:
@@ -100,10 +104,15 @@ class Device:
 
     def run_queued(self, program: bytes, *, timeout: float | None = None,
                    keeps_kernels: bool = True) -> dict[str, Any]:
-        """Run a program built by a command queue (no re-check); the micro-op cache stays valid
-        when ``keeps_kernels`` and the device keeps its SRAM."""
+        """Run a program (every program reaches the device here); the micro-op cache stays
+        valid when ``keeps_kernels`` and the device keeps its SRAM. The program gets the
+        static checks every backend runs (:func:`vta.isa.checks.check_insns`, a
+        :class:`ProgramError` as on fsim) against the arena's DRAM range."""
         if self._closed:
             raise DeviceError(f"the {self.target} device is closed")
+        if not self.backend_checks:  # before the board sees it: bounds are the arena's
+            check_insns(decode_program(program, self.cfg), self.cfg,
+                        self.arena.base + self.arena.size, self.arena.base)
         t0 = time.perf_counter()
         try:
             stats = self._execute(program, timeout)
@@ -148,6 +157,8 @@ class Device:
 
 class _SimDevice(Device):
     """A simulator device: the DRAM image is host memory; the arena sits at ``arena_base``."""
+
+    backend_checks = True  # fsim, rtl, tsim, perf check against the whole image
 
     def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0) -> None:
         if arena_base < 0 or arena_base % 4096:

@@ -157,10 +157,7 @@ class Ulx3sDevice(Device):
         self._image[self._insn_base:self._insn_base + n] = np.frombuffer(program, np.uint8)
         written = self._sync_to_device()
         cycles = self.driver.run(self._insn_base, n // 16, timeout)
-        for start, end in stored_ranges(program, self.cfg):
-            if end > self._insn_base:
-                raise DeviceError(f"a STORE wrote device memory 0x{start:X}-0x{end:X}, beyond "
-                                  f"the arena")
+        for start, end in stored_ranges(program, self.cfg):  # inside the arena (run_queued)
             self._read_back(start, end)
         return {"cycles": cycles, "insns": n // 16, "words_written": written}
 

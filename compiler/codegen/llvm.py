@@ -10,9 +10,9 @@ a clamped (always in-bounds) index so padding never reads outside an array.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
-import os
 import re
 from collections.abc import Sequence
 from math import prod
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from vta.isa.errors import FileError
+from vta.isa.fileio import write_atomic
 
 from ..errors import CodegenError
 from ..lower import lower
@@ -471,13 +473,9 @@ def _mark_nontemporal(ir: str, name: str) -> str:
 
 def _store(path: Path, obj: bytes) -> None:
     """Keep a compiled object (atomically; a cache that cannot be written is skipped)."""
-    try:
+    with contextlib.suppress(OSError, FileError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(obj)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+        write_atomic(path, obj, "compiled host kernel")
 
 
 def _load(path: Path) -> bytes | None:

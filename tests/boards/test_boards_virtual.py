@@ -131,6 +131,19 @@ def test_access_outside_the_ddr_window_is_a_bus_error(pynq_z1, small_cfg: Config
     assert (mmio.read(REGISTER_MAP["control"]), mmio.read(REGISTER_MAP["axi_error"])) == (2, 0)
 
 
+def test_program_outside_the_arena_never_reaches_the_virtual_board(pynq_z1,
+                                                                    small_cfg: Config) -> None:
+    """Through the device (not the bare driver), a LOAD past the arena is the ProgramError
+    fsim gives, before a launch: the board's clock does not move."""
+    from vta.isa.errors import ProgramError
+
+    end = pynq_z1.arena.base + pynq_z1.arena.size
+    cycle = pynq_z1.platform.cycle
+    with pytest.raises(ProgramError, match="outside the device's DRAM arena"):
+        pynq_z1.run(_load_program(small_cfg, end // small_cfg.inp_elem_bytes))
+    assert pynq_z1.platform.cycle == cycle
+
+
 def test_de10_nano_top_runs_through_the_acp_window(small_cfg: Config) -> None:
     """The DE10-Nano device hands the core ACP-window addresses (physical + 0x80000000); the
     virtual board maps SDRAM only there, so a dense layer is right only if every address the

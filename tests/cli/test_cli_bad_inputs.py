@@ -10,6 +10,7 @@ fail before their tools start.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -57,10 +58,20 @@ def work(tmp_path_factory) -> Path:
     shutil.copyfile(EXAMPLES / "matmul.s", t / "m.s")
     assert main(["asm", str(t / "m.s"), "-o", str(t / "m.bin")]) == 0
     (t / "d.bin").write_bytes(bytes(1 << 16))
+    (t / "d8.bin").write_bytes(bytes(8))  # too small for what m.bin reads
+    from vta.isa import Config, FinishInsn, GemmInsn, encode_program
+
+    huge = GemmInsn(uop_bgn=0, uop_end=1, iter_out=16383, iter_in=16383)  # 2^28 iterations
+    (t / "huge.bin").write_bytes(encode_program([huge, FinishInsn()], Config()))
     assert main(["config", "write", "--preset", "small", "-o", str(t / "c.json")]) == 0
+    bus128 = json.loads((t / "c.json").read_text()) | {"BUS_WIDTH": 128}
+    (t / "c128.json").write_text(json.dumps(bus128))  # as `vta explore` writes a 128-bit point
     tiny_onnx(t / "tiny.onnx")
     assert main(["compile", str(t / "tiny.onnx"), "-o", str(t / "mod")]) == 0
     shutil.copytree(t / "mod", t / "trunc")
+    shutil.copytree(t / "mod", t / "trunc-const")
+    const = (t / "trunc-const" / "const.bin").read_bytes()
+    (t / "trunc-const" / "const.bin").write_bytes(const[: len(const) // 2])
     params = (t / "trunc" / "params.npz").read_bytes()
     (t / "trunc" / "params.npz").write_bytes(params[: len(params) // 2])
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
@@ -130,6 +141,18 @@ CASES: dict[str, tuple[list[str], str]] = {
     "sim-opt-bypassing-max-cycles": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o",
                                       "{t}/o.bin", "--backend", "rtl", "--opt",
                                       "max_cycles=-5"], "use --max-cycles"),
+    "sim-fsim-huge-gemm": (["sim", "{t}/huge.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin"],
+                           "iter_out=16383 x iter_in=16383"),
+    "sim-perf-with-output": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "--backend", "perf",
+                              "-o", "{t}/o.bin"], "writes no OUT.bin"),
+    "sim-tsim-vcd-missing-dir": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin",
+                                  "--backend", "tsim", "--vcd", "{t}/nodir/w.vcd"],
+                                 "waveform file"),
+    **{f"sim-{b}-past-the-image": (["sim", "{t}/m.bin", "--dram", "{t}/d8.bin", "-o",
+                                    "{t}/o.bin", "--backend", b], "beyond the 8-byte DRAM image")
+       for b in ("fsim", "rtl", "tsim")},
+    "sim-perf-past-the-image": (["sim", "{t}/m.bin", "--dram", "{t}/d8.bin", "--backend",
+                                 "perf"], "beyond the 8-byte DRAM image"),
     # --- vta verilog
     "verilog-output-is-file": (["verilog", "--preset", "small", "-o", "{t}/afile"],
                                "is a file"),
@@ -140,6 +163,9 @@ CASES: dict[str, tuple[list[str], str]] = {
     "verilog-bad-name": (["verilog", "--preset", "small", "--name", "no good", "-o",
                           "{t}/v"], "not a valid identifier"),
     "verilog-bus-width": (["verilog", "--bus-width", "96", "-o", "{t}/v"], "--bus-width"),
+    "verilog-board-config-bus-not-the-boards": (["verilog", "--board", "pynq-z1", "--config",
+                                                 "{t}/c128.json", "-o", "{t}/v"],
+                                                "asks for a 128-bit bus"),
     # --- vta synth: before yosys starts
     "synth-workdir-is-file": ([*SYNTH, "--workdir", "{t}/afile"], "is a file"),
     "synth-json-missing-dir": ([*SYNTH, "--json", "{t}/nodir/r.json"], "does not exist"),
@@ -147,6 +173,8 @@ CASES: dict[str, tuple[list[str], str]] = {
     "synth-json-is-workdir": ([*SYNTH, "--json", "{t}/w", "--workdir", "{t}/w"],
                               "different names"),
     "synth-unknown-board": (["synth", "--board", "nosuch", "-q"], "nosuch"),
+    "synth-config-bus-not-the-boards": (["synth", "--board", "pynq-z1", "--config",
+                                         "{t}/c128.json", "-q"], "64-bit one"),
     # --- vta build: before yosys starts
     "build-clock-negative": ([*ULX3S, "--clock", "-5", "-o", "{t}/b"], "--clock"),
     "build-clock-zero": ([*ULX3S, "--clock", "0", "-o", "{t}/b"], "above 0"),
@@ -164,6 +192,9 @@ CASES: dict[str, tuple[list[str], str]] = {
     "build-json-is-output": ([*ULX3S, "-o", "{t}/b", "--json", "{t}/b"], "different names"),
     "build-seed-negative": ([*ULX3S, "--seed", "-1", "-o", "{t}/b"], "--seed"),
     "build-not-open-flow": (["build", "--board", "pynq-z1", "-o", "{t}/b"], "vta verilog"),
+    "build-config-bus-not-the-boards": (["build", "--board", "ulx3s-85f", "--config",
+                                         "{t}/c128.json", "-q", "-o", "{t}/b"],
+                                        "asks for a 128-bit bus"),
     # --- vta zoo
     "zoo-num-classes-negative": (["zoo", "resnet18", "-o", "{t}/z.onnx", "--num-classes",
                                   "-1"], "--num-classes"),
@@ -207,6 +238,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                             "{t}/inf.npy"], "NaN or infinite"),
     "run-truncated-params": (["run", "{t}/trunc", "--input", "{t}/x.npy"],
                              "file params.npz is damaged"),
+    "run-truncated-const": (["run", "{t}/trunc-const", "--input", "{t}/x.npy", "-o",
+                             "{t}/y.npy"], "file const.bin is damaged"),
     "run-onto-its-input": (["run", "{t}/mod", "--input", "{t}/x.npy", "-o", "{t}/x.npy"],
                            "is also the input"),
     "run-output-is-dir": (["run", "{t}/mod", "--input", "{t}/x.npy", "-o", "{t}/adir"],
@@ -354,3 +387,35 @@ def test_sim_writes_all_outputs_or_none(work: Path, tmp_path: Path, monkeypatch,
     ref = fsim_run(read_program(work / "m.bin", cfg), read_dram(work / "d.bin"), cfg)
     assert (tmp_path / "o.bin").read_bytes() == ref.dram.tobytes()
     assert (stats_dir / "s.json").exists() and (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("cmd", ["synth", "build", "verilog"])
+def test_board_commands_build_the_config_files_bus(cmd: str, work: Path, tmp_path: Path,
+                                                   monkeypatch) -> None:
+    """A config file whose BUS_WIDTH is the board's goes to the hardware as read, the same way
+    for every command that builds for a board (its bus agrees); the board default otherwise."""
+    from vta.boards import get_board, openflow, project, synth
+    from vta.isa import Config
+
+    seen: list[Config] = []
+
+    def capture(board, cfg, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(cfg)
+        raise SystemExit(0)  # stop before the tools: only the configuration is looked at
+
+    monkeypatch.setattr(synth, "synth_core", capture)
+    monkeypatch.setattr(openflow, "build_bitstream", capture)
+    monkeypatch.setattr(project, "write_project", capture)
+    board = {"synth": "ultra96-v2", "build": "ulx3s-85f", "verilog": "ultra96-v2"}[cmd]
+    bus = get_board(board).bus_width
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps(json.loads((work / "c.json").read_text())
+                                   | {"BUS_WIDTH": bus}))
+    argv = [cmd, "--board", board, "--config", str(cfg_file), "-o", str(tmp_path / "o")]
+    argv = [a for a in argv if cmd != "synth" or a not in ("-o", str(tmp_path / "o"))]
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert seen == [Config.from_json(cfg_file)] and seen[0].bus_width == bus
+    with pytest.raises(SystemExit):
+        main([a for a in argv if a not in ("--config", str(cfg_file))])
+    assert seen[1] == get_board(board).default_config
