@@ -39,7 +39,7 @@ VTA_LOWER_TSIM = {"date": "2026-11-25", "commit": "6d5b636",
 
 def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa: ANN001
     rep = RunReport(target)
-    with Executor(module, target) as ex:
+    with Executor(module, target, host="numpy") as ex:  # numpy host ops: the reference
         out = ex.run(x, rep)
     return {r.node: int(r.cycles) for r in rep.layers if r.where != "cpu" and r.cycles}, out
 
