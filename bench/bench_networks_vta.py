@@ -1,14 +1,15 @@
 """VTA cycles of the zoo networks (default config): the perf model against tsim, per layer.
 
 For each network: compile time, the VTA layers' cycles on the performance model (vta.sim.perf)
-and on tsim (Verilator RTL, the reference), the model's error against tsim, the share of the
-GEMM peak of every VTA layer and the compute-bound floor (VTA MACs / MACs per cycle). With
-``--check`` the tsim outputs are compared with the int8 numpy reference of the quantized graph.
-Writes a JSON record under bench/results/ (bench/record.py; ``--label NAME`` records it as
-``bench_networks_vta_NAME``, e.g. a baseline).
+and on tsim (Verilator RTL, the reference measured in the same run), the model's error against
+tsim, the share of the GEMM peak of every VTA layer and the compute-bound floor (VTA MACs / MACs
+per cycle). With ``--check`` the tsim outputs are compared with the int8 numpy reference of the
+quantized graph. The tsim cycles of the earlier separate instruction generator (vta_lower,
+deleted when every layer moved to the topi templates) are printed beside, as constants with
+their date. Writes its record with bench/record.py.
 
     .venv/bin/python bench/bench_networks_vta.py [--nets resnet18,mobilenet_v1,dcgan]
-        [--no-tsim] [--check] [--label NAME]
+        [--no-tsim] [--check]
 """
 
 from __future__ import annotations
@@ -30,10 +31,15 @@ from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.isa import Config  # noqa: E402
 
+#: tsim cycles of the VTA layers with the earlier instruction generator (vta_lower), measured
+#: by this benchmark on 2026-11-25 at commit 6d5b636 (bit-exact), before it was deleted.
+VTA_LOWER_TSIM = {"date": "2026-11-25", "commit": "6d5b636",
+                  "cycles": {"resnet18": 7877594, "mobilenet_v1": 6239270, "dcgan": 2481706}}
+
 
 def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa: ANN001
     rep = RunReport(target)
-    with Executor(module, target) as ex:
+    with Executor(module, target, host="numpy") as ex:  # numpy host ops: the reference
         out = ex.run(x, rep)
     return {r.node: int(r.cycles) for r in rep.layers if r.where != "cpu" and r.cycles}, out
 
@@ -71,6 +77,10 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
             rec["tsim_bit_exact"] = ok
             msg += f"; bit-exact with the int8 reference: {ok}"
         print(msg, flush=True)
+    old = VTA_LOWER_TSIM["cycles"].get(name)
+    if old and ts:
+        print(f"  vta_lower ({VTA_LOWER_TSIM['date']}): {old / 1e6:.3f} M cycles on tsim; now "
+              f"{rec['tsim_cycles'] / old:.3f}x of it", flush=True)
     for k in vmacs:
         c = ts.get(k) or perf.get(k)
         knobs = module.kernels[k].knobs if k in module.kernels else None
@@ -87,17 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nets", default="resnet18,mobilenet_v1,dcgan")
     ap.add_argument("--no-tsim", action="store_true")
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     cfg = Config()
     tsim = not args.no_tsim and shutil.which("verilator") is not None
     recs = {n: run_net(n, cfg, tsim, args.check) for n in args.nets.split(",")}
-    # reference: tsim's cycles of each network (the perf model's figures are checked against
-    # them) and the compute-bound floor, both in every network's entry
-    write_record(f"bench_networks_vta{'_' + args.label if args.label else ''}",
-                 {"config": "default 1x16x16", "networks": recs},
-                 {n: {"tsim_cycles": r.get("tsim_cycles"), "floor_cycles": r["floor_cycles"]}
-                  for n, r in recs.items()}, params=vars(args))
+    fig = {n: {"perf_mcycles": r["perf_cycles"] / 1e6,
+               "tsim_mcycles": r["tsim_cycles"] / 1e6 if "tsim_cycles" in r else None,
+               "perf_error_pct": r["perf_error"] * 100 if "perf_error" in r else None,
+               "peak_pct": r["floor_cycles"] / r["tsim_cycles"] * 100 if "tsim_cycles" in r
+               else None, "compile_s": r["compile_s"], "bit_exact": r.get("tsim_bit_exact"),
+               "layers": r["layers"]} for n, r in recs.items()}
+    ref = {n: {"tsim_cycles": r.get("tsim_cycles"), "floor_mcycles": r["floor_cycles"] / 1e6,
+               "vta_lower_tsim_mcycles": VTA_LOWER_TSIM["cycles"].get(n, 0) / 1e6}
+           for n, r in recs.items()}
+    write_record("bench_networks_vta", fig, dict(ref, vta_lower=VTA_LOWER_TSIM),
+                 params=vars(args))
     return 0
 
 

@@ -7,7 +7,7 @@ one amount or a per-channel vector, clip; each one ALU pass). :meth:`VtaLayer.op
 the topi template with knobs (te compute -> schedule); :func:`record_layer` runs the tir pass
 pipeline and VTA code generation in record mode; :func:`place` rebases the recorded program onto
 the module's memory plan. A layer that does not fit the configuration raises
-:class:`LoweringError` and runs on the CPU (the reason goes into the module's notes).
+:class:`LayerError` and runs on the CPU (the reason goes into the module's notes).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
-from vta.isa.errors import VTAError
 from vta.runtime.record import RecordedProgram, Relocation
 
+from ..errors import CompilerError
 from .ir import Node
 from .pack import ceil_div, pack_activation, pack_weight
 
 
-class LoweringError(VTAError):
-    """The layer does not fit this VTA configuration (it then runs on the CPU)."""
+class LayerError(CompilerError):
+    """A layer that does not fit this VTA configuration (it then runs on the CPU)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def _vector(v: np.ndarray, cfg: Config) -> bytes:
 
 def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Config
                ) -> VtaLayer:
-    """The VTA layer of a QConv / QDense node, or LoweringError saying why it cannot be one."""
+    """The VTA layer of a QConv / QDense node, or LayerError saying why it cannot be one."""
     a = n.attrs
     shift = a["shift"]
     vec = isinstance(shift, list | tuple)
@@ -123,7 +123,7 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
                         (ceil_div(w_shape[0], bo), ceil_div(w_shape[1], bi)), **epi)
     pads = tuple(int(p) for p in a["pads"])
     if max(pads) > 15:
-        raise LoweringError(f"padding {max(pads)} exceeds the 4-bit LOAD pad fields")
+        raise LayerError(f"padding {max(pads)} exceeds the 4-bit LOAD pad fields")
     nn_, c, h, w = x_shape
     o, cg, kh, kw = w_shape
     grp = int(a.get("group", 1))
@@ -139,7 +139,7 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
     if grp == c == o and c % blk == 0:
         return VtaLayer(n.name, "conv2d", (nb, c // blk, h, w), (c // blk, 1, kh, kw), **geom,
                         groups=c // blk, depthwise=True, **epi)
-    raise LoweringError(f"{grp} groups of {c // grp} input channels do not split into whole "
+    raise LayerError(f"{grp} groups of {c // grp} input channels do not split into whole "
                         f"{blk}-channel blocks")
 
 
@@ -181,7 +181,7 @@ def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:
         byte = x.offset * x.elem_bytes
         k = next(k for k, (o, s) in enumerate(zip(r.offsets, r.sizes)) if o <= byte < o + s)
         if operands[k] % x.elem_bytes:
-            raise LoweringError(f"operand {k} at byte {operands[k]} is not aligned to "
+            raise LayerError(f"operand {k} at byte {operands[k]} is not aligned to "
                                 f"{x.elem_bytes} B")
         relocs.append(Relocation(x.index, "arena", x.elem_bytes,
                                  x.offset + (operands[k] - r.offsets[k]) // x.elem_bytes))
@@ -203,5 +203,5 @@ def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
     return pack_activation(x4, cfg.batch, cfg.block)
 
 
-__all__ = ["LoweringError", "VtaLayer", "plan_layer", "Recorded", "record_layer", "place",
+__all__ = ["LayerError", "VtaLayer", "plan_layer", "Recorded", "record_layer", "place",
            "gemm_macs", "packed_input"]

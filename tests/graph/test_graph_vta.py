@@ -289,7 +289,7 @@ def _check_module_layer(m, name: str, x) -> None:  # noqa: ANN001
 
 @pytest.mark.unit
 def test_plan_layer_groups_and_partial_blocks() -> None:
-    from vta.compiler.graph.lowering import LoweringError, plan_layer
+    from vta.compiler.graph.lowering import LayerError, plan_layer
 
     attrs = {"strides": [1, 1], "pads": [1] * 4, "dilations": [1, 1], "shift": 3, "lo": -128,
              "hi": 127}
@@ -297,7 +297,7 @@ def test_plan_layer_groups_and_partial_blocks() -> None:
     def node(group: int) -> Node:
         return Node("QConv", "c", ["x", "w", "b"], ["y"], dict(attrs, group=group))
 
-    with pytest.raises(LoweringError, match="whole 16-channel blocks"):
+    with pytest.raises(LayerError, match="whole 16-channel blocks"):
         plan_layer(node(2), (1, 32, 8, 8), (48, 16, 3, 3), Config())
     dw = plan_layer(node(48), (1, 48, 8, 8), (48, 1, 3, 3), Config())
     assert dw.depthwise and dw.groups == 3 and dw.kernel == (3, 1, 3, 3)
@@ -309,7 +309,7 @@ def test_plan_layer_groups_and_partial_blocks() -> None:
     assert np.count_nonzero(wp[1]) == np.count_nonzero(w[16:32].astype(np.int8))
     gc = plan_layer(node(2), (1, 64, 8, 8), (64, 32, 3, 3), Config())
     assert gc.groups == 2 and not gc.depthwise and gc.kernel == (4, 2, 3, 3)
-    with pytest.raises(LoweringError, match="pad"):
+    with pytest.raises(LayerError, match="pad"):
         plan_layer(Node("QConv", "c", ["x", "w", "b"], ["y"],
                         dict(attrs, group=1, pads=[16] * 4)), (1, 16, 8, 8), (16, 16, 3, 3),
                    Config())

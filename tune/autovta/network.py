@@ -75,7 +75,7 @@ class VTALayer:
 
     def plan(self, cfg: Config) -> Any:
         """The compiler's :class:`~vta.compiler.graph.lowering.VtaLayer` on ``cfg`` (raises
-        ``LoweringError`` when no template expresses it there)."""
+        ``LayerError`` when no template expresses it there)."""
         from vta.compiler.graph.ir import Node
         from vta.compiler.graph.lowering import plan_layer
 
@@ -257,7 +257,7 @@ class NetworkPerf:
 def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
     """The layer's program for ``cfg`` as the compiler builds it (its template with the
     default knobs for ``cfg``, recorded), at placeholder addresses (raises a VTAError, e.g.
-    ``LoweringError``, when it does not fit the buffers)."""
+    ``LayerError``, when it does not fit the buffers)."""
     from vta.compiler.graph.lowering import record_layer
     from vta.isa import decode_program
 
