@@ -14,7 +14,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
-from vta.isa.layout import INSN_BITS, INSN_BYTES, MemType, Opcode
+from vta.isa.insn import LOAD_MEM_TYPES
+from vta.isa.layout import INSN_BITS, INSN_BYTES, Opcode
 
 from .axi import MAX_BURST, BurstSplitter, rdata_layout, req_layout
 
@@ -95,13 +96,7 @@ class Fetch(wiring.Component):
         # assemble instructions from beats
         fetched = Signal(32)
         m.d.comb += self.fetched.eq(fetched)
-        def destination(word) -> object:
-            """The 2 destination bits (to load, to store) of the instruction ``word``."""
-            insn = data.View(self.insn_layout, word)
-            opcode, mtype = insn.mem.opcode, insn.mem.memory_type
-            data_load = (mtype == MemType.INP) | (mtype == MemType.WGT)
-            return Cat((opcode == Opcode.LOAD) & data_load, opcode == Opcode.STORE)
-
+        destination = self._destination
         if bpi == 1:
             word = self.rdata.payload.data[:INSN_BITS]
             m.d.comb += [
@@ -130,7 +125,27 @@ class Fetch(wiring.Component):
         with m.Elif(buf.w_en & buf.w_rdy):
             m.d.sync += fetched.eq(fetched + 1)
 
-        # dispatch in order
+        self._dispatch(m, buf)
+
+        m.d.comb += self.busy.eq(splitter.busy | (inflight != 0) | buf.r_rdy)
+        with m.If(splitter.busy):
+            m.d.comb += self.state.eq(1)
+        with m.Elif(inflight != 0):
+            m.d.comb += self.state.eq(2)
+        with m.Elif(buf.r_rdy):
+            m.d.comb += self.state.eq(3)
+        return m
+
+    def _destination(self, word) -> object:
+        """The 2 destination bits (to load, to store) of the instruction ``word``: the module
+        that executes it (vta.isa.insn: LOAD of LOAD_MEM_TYPES to load, STORE to store)."""
+        insn = data.View(self.insn_layout, word)
+        opcode, mtype = insn.mem.opcode, insn.mem.memory_type
+        data_load = Cat(*(mtype == t for t in sorted(LOAD_MEM_TYPES))).any()
+        return Cat((opcode == Opcode.LOAD) & data_load, opcode == Opcode.STORE)
+
+    def _dispatch(self, m: Module, buf) -> None:
+        """Hand the buffered instructions, in order, to the queue of their module."""
         to_load = Signal()
         to_store = Signal()
         m.d.comb += [to_load.eq(buf.r_data[INSN_BITS]), to_store.eq(buf.r_data[INSN_BITS + 1])]
@@ -143,11 +158,3 @@ class Fetch(wiring.Component):
         with m.Else():
             m.d.comb += [self.compute_q.valid.eq(buf.r_rdy), buf.r_en.eq(self.compute_q.ready)]
 
-        m.d.comb += self.busy.eq(splitter.busy | (inflight != 0) | buf.r_rdy)
-        with m.If(splitter.busy):
-            m.d.comb += self.state.eq(1)
-        with m.Elif(inflight != 0):
-            m.d.comb += self.state.eq(2)
-        with m.Elif(buf.r_rdy):
-            m.d.comb += self.state.eq(3)
-        return m

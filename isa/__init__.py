@@ -34,6 +34,7 @@ from .errors import (
     VTAError,
 )
 from .insn import (
+    LOAD_MEM_TYPES,
     AluInsn,
     FinishInsn,
     GemmInsn,
@@ -83,7 +84,7 @@ __all__ = [
     "MODULE_QUEUES", "MODULE_FLAGS", "queue_of", "queue_between",
     "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
     "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class", "nop_insn",
-    "encode_rows", "decode_words", "program_words", "words_to_bytes",
+    "encode_rows", "decode_words", "program_words", "words_to_bytes", "LOAD_MEM_TYPES",
     "Opcode", "MemType", "AluOp", "Field", "Layout", "Layouts", "build_layouts",
     "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES", "TOKEN_QUEUE_DEPTH", "INSN_QUEUE_DEPTH",
 ]

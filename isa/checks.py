@@ -17,6 +17,7 @@ from .deps import DEP_FLAGS, MODULE_QUEUES
 from .errors import ProgramError
 from .insn import (
     COMPUTE_MODULE,
+    LOAD_MEM_TYPES,
     LOAD_MODULE,
     STORE_MODULE,
     AluInsn,
@@ -117,7 +118,7 @@ def _check_mem(where: Where, insn: MemInsn, cfg: Config, dram_bytes: int,
                     "ACC)" if mt == 5 else "")
             raise ProgramError(f"{where}: LOAD needs memory_type UOP, WGT, INP or ACC "
                                f"(0-3), not {mt}{hint}")
-        module = LOAD_MODULE if mt in (MemType.INP, MemType.WGT) else COMPUTE_MODULE
+        module = LOAD_MODULE if mt in LOAD_MEM_TYPES else COMPUTE_MODULE
     if insn.x_size == 0:
         return module  # a no-op that only moves tokens
     mt = MemType(mt)

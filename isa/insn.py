@@ -65,6 +65,10 @@ class Insn:
         return tuple(int(getattr(self, f)) for f in DEP_FLAGS)  # type: ignore[return-value]
 
 
+#: The memory types the load module loads (LOAD UOP and LOAD ACC run on compute).
+LOAD_MEM_TYPES = frozenset({MemType.INP, MemType.WGT})
+
+
 @dataclass(frozen=True, kw_only=True)
 class MemInsn(Insn):
     """LOAD or STORE: a 2D strided DMA between DRAM and an SRAM buffer."""
@@ -87,7 +91,7 @@ class MemInsn(Insn):
     def module(self) -> str:
         if self.opcode == Opcode.STORE:
             return STORE_MODULE
-        if self.memory_type in (MemType.INP, MemType.WGT):
+        if self.memory_type in LOAD_MEM_TYPES:
             return LOAD_MODULE
         return COMPUTE_MODULE
 
@@ -305,5 +309,5 @@ __all__ = [
     "LOAD_MODULE", "COMPUTE_MODULE", "STORE_MODULE",
     "encode", "decode", "encode_word", "decode_word", "encode_program", "decode_program",
     "encode_uop", "encode_uops", "decode_uop", "uop_fields", "insn_class", "nop_insn",
-    "encode_rows", "decode_words", "program_words", "words_to_bytes",
+    "encode_rows", "decode_words", "program_words", "words_to_bytes", "LOAD_MEM_TYPES",
 ]

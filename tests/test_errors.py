@@ -35,7 +35,7 @@ def _kit_exceptions() -> list[type[BaseException]]:
                 continue
             mod = importlib.import_module(name)
             found += [o for o in vars(mod).values()
-                      if inspect.isclass(o) and issubclass(o, BaseException)
+                      if inspect.isclass(o) and issubclass(o, Exception)  # not signals
                       and not issubclass(o, Warning) and o.__module__ == name]
     return found
 
