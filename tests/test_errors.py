@@ -16,8 +16,6 @@ LAYERS = ("isa", "sim", "hw", "runtime", "boards", "compiler", "tune", "cli")
 INTERNAL = {
     # a violation of the AXI protocol by the core's own RTL: a bug in the kit, not a bad input
     "vta.hw.axi_model.AxiProtocolError",
-    # SIGTERM/SIGHUP raised like Ctrl-C (a KeyboardInterrupt) so that clean-up runs: not an error
-    "vta.cli.main.Terminated",
     # fsim's internal signal from the ALU step planner; fsim turns it into a ProgramError that
     # names the instruction (tests/sim/test_backend_checks.py)
     "vta.sim.loops.TooManyRounds",
