@@ -67,6 +67,8 @@ _ATTRS: dict[str, set[str]] = {
                "exclude_outside", "extrapolation_value", "antialias", "axes",
                "keep_aspect_ratio_policy"},
     "Upsample": {"mode", "scales", "height_scale", "width_scale"},
+    "QuantizeLinear": {"axis", "saturate", "block_size", "output_dtype", "precision"},
+    "DequantizeLinear": {"axis", "block_size", "output_dtype"},
 }
 
 
@@ -195,6 +197,8 @@ class _Converter:
         self.alias: dict[str, str] = {}  # Identity-like outputs -> the tensor they forward
         self.nodes: list[Node] = []
         self.names: set[str] = set()
+        #: QuantizeLinear outputs awaiting their DequantizeLinear: tensor -> (input, node)
+        self.quantized: dict[str, tuple[str, dict[str, Any]]] = {}
         self.live: set[str] = set()  # tensors the graph outputs depend on
 
     # ------------------------------------------------------------------ helpers
@@ -786,6 +790,47 @@ def _upsample(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
+def _qparams(c: _Converter, op: str, name: str, ins: list[str], a: dict[str, Any]
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Scale and zero point (default 0 of uint8) of a (De)QuantizeLinear."""
+    if int(a.get("block_size", 0)):
+        raise c.fail(op, name, "blocked quantization (block_size) is not supported")
+    scale = c.const(op, name, ins[1], "the scale").astype(np.float64)
+    zp = c.const(op, name, ins[2], "the zero point") if len(ins) > 2 and ins[2] else None
+    if zp is None:
+        zp = np.zeros(scale.shape, np.uint8)
+    if zp.dtype not in (np.int8, np.uint8):
+        raise c.fail(op, name, f"zero point of type {zp.dtype} is not supported (int8, uint8)")
+    return scale, zp
+
+
+def _quantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str],
+                     a: dict[str, Any]) -> None:
+    _qparams(c, "QuantizeLinear", name, ins, a)
+    c.quantized[outs[0]] = (ins[0], {"ins": ins, "attrs": a, "name": name})
+
+
+def _dequantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str],
+                       a: dict[str, Any]) -> None:
+    """A QuantizeLinear + DequantizeLinear pair on an activation becomes one FakeQuant node (its
+    scale, zero point and integer range are what the quantizer uses for that tensor). On
+    constants (int8 weights, int32 biases) both fold at import like any constant node."""
+    op = "DequantizeLinear"
+    scale, zp = _qparams(c, op, name, ins, a)
+    if ins[0] not in c.quantized:
+        raise c.fail(op, name, f"input {ins[0]!r} is neither a constant nor a "
+                               f"QuantizeLinear output")
+    src, q = c.quantized.pop(ins[0])
+    qs, qz = _qparams(c, "QuantizeLinear", q["name"], q["ins"], q["attrs"])
+    if qs.size != 1 or scale.size != 1:
+        raise c.fail(op, name, "per-axis quantization of an activation is not supported")
+    if not (np.array_equal(qs, scale) and np.array_equal(qz, zp)):
+        raise c.fail(op, name, "its scale or zero point differs from its QuantizeLinear's")
+    info = np.iinfo(zp.dtype)
+    c.emit("FakeQuant", name, [src], outs[:1], scale=float(scale.reshape(-1)[0]),
+           zero_point=int(zp.reshape(-1)[0]), qmin=int(info.min), qmax=int(info.max))
+
+
 _CONVERTERS: dict[str, Callable[..., None]] = {
     "Conv": _conv, "ConvTranspose": _conv_t, "Gemm": _gemm, "MatMul": _matmul,
     **{op: _binary(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")},
@@ -809,6 +854,7 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "Pad": _pad, "Resize": _resize,
     "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
     "Shape": _shape, "Size": _size,
+    "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
 }
 
 #: The ops imported on activations (any standard op is also evaluated on constants).
