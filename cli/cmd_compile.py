@@ -152,11 +152,12 @@ def _g(v) -> str:  # noqa: ANN001
 
 
 def latency_line(m, board: str | None) -> str:  # noqa: ANN001
-    """The VTA part's latency at the board's clock (performance model of the kernels)."""
+    """The VTA part's latency at the board's clock (the module's recorded cycles)."""
     from vta.compiler.graph.summary import board_clock_mhz, kernel_cycles, latency
 
     board = board or m.board
     if board is None:
         return "VTA latency: give --board B (see `vta boards`) for ms and frames/s at its clock"
-    lat = latency(kernel_cycles(m), board_clock_mhz(board), "performance-model estimate")
+    lat = latency(kernel_cycles(m), board_clock_mhz(board),
+                  "the module's recorded cycles: performance-model estimate")
     return lat.format(board)

@@ -141,5 +141,6 @@ def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
     if measured and len(measured) == len(module.kernels):
         cycles, source = measured, f"cycles counted by {report.target}"
     else:
-        cycles, source = kernel_cycles(module), "performance-model estimate"
+        cycles = kernel_cycles(module)
+        source = "the module's recorded cycles: performance-model estimate"
     return latency(cycles, board_clock_mhz(board), source).format(board)

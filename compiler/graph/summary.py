@@ -4,8 +4,8 @@
   module's notes and ``vta compile``'s summary).
 - :func:`compile_summary`: the summary ``vta compile`` ends with: layers on VTA, layers on the
   CPU grouped by reason, share of MACs on VTA.
-- :func:`kernel_cycles` / :func:`latency`: cycles of the VTA layers (the performance model,
-  or a cycle-level target's own count) turned into ms and frames/s at a clock.
+- :func:`kernel_cycles` / :func:`latency`: cycles of the VTA layers (as the module records
+  them, or a cycle-level target's own count) turned into ms and frames/s at a clock.
 """
 
 from __future__ import annotations
@@ -96,13 +96,9 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
 
 # ---------------------------------------------------------------------- latency
 def kernel_cycles(m: Any) -> dict[str, int]:
-    """Cycles of each VTA layer from the performance model (vta.sim.perf)."""
-    from vta.isa import decode_program
-    from vta.sim.perf import PerfModel
-
-    model = PerfModel(m.cfg)
-    return {name: int(model.run(decode_program(k.program, m.cfg))["cycles"])
-            for name, k in m.kernels.items()}
+    """Cycles of each VTA layer as the module records them (the performance model's estimate
+    of its program; for a layer tuned with a tuning log, the cycles `vta tune` measured)."""
+    return {name: int(round(k.cycles)) for name, k in m.kernels.items()}
 
 
 def board_clock_mhz(board: str) -> float:

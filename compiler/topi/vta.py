@@ -382,7 +382,8 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
     Call the result on ``(data, kernel[, bias][, shift])`` numpy arrays; it returns the packed
     int8 output. ``padding``: (ph, pw) or (top, left, bottom, right). ``shift_vector`` adds a
     per-channel shift operand shaped like the bias; ``mul``/``mul_vector``/``shift2`` the
-    fixed-point requantization (see :class:`Epilogue`; a vector is one more such operand). ``knobs=None`` takes the default knobs
+    fixed-point requantization (see :class:`Epilogue`; a vector is one more such operand).
+    ``knobs=None`` takes the default knobs
     (:func:`conv2d_knobs`: ranked by vta.sim.perf, cached). ``target=None`` returns the
     operator unbuilt (for tuners). ``groups`` > 1 makes a group convolution over channel tiles
     (see :func:`group_conv2d_packed`).

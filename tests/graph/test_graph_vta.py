@@ -332,7 +332,8 @@ def test_layer_that_does_not_fit_falls_back_with_a_note() -> None:
     g = conv_graph(c=16, o=16, h=6, w=6, k=3, pads=(16, 16, 16, 16))
     m, ref, out, rep = run_both(g, Config())
     assert m.partition["conv"] == "cpu"
-    assert any(n.startswith("conv: runs on the CPU") and "pad" in n for n in m.notes)
+    assert any(n.startswith("fallback: conv (QConv) runs on the CPU (int8, does not fit VTA")
+               and "pad" in n for n in m.notes)
     np.testing.assert_array_equal(out["y"], ref["y"])
 
 
