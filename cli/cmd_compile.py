@@ -153,7 +153,9 @@ def _g(v) -> str:  # noqa: ANN001
 
 def latency_line(m, board: str | None) -> str:  # noqa: ANN001
     """The VTA part's latency at the board's clock (the module's recorded cycles)."""
-    from vta.compiler.graph.summary import board_clock_mhz, kernel_cycles, latency
+    from vta.compiler.graph.summary import kernel_cycles, latency
+
+    from .common import board_clock_mhz
 
     board = board or m.board
     if board is None:

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     src = Path(args.module)
     check_outputs({"output file": args.output}, inputs=(args.module, args.input, args.config))
     if args.board:
-        from vta.compiler.graph.summary import board_clock_mhz
+        from .common import board_clock_mhz
 
         board_clock_mhz(args.board)  # an unknown board fails now, not after the run
     x = load_npy(args.input)
@@ -131,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
 def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
     """The VTA part at the board's clock: the target's own cycle counts when it has them
     (tsim, rtl, perf), the performance model's otherwise (fsim, cpu)."""
-    from vta.compiler.graph.summary import board_clock_mhz, kernel_cycles, latency
+    from vta.compiler.graph.summary import kernel_cycles, latency
+
+    from .common import board_clock_mhz
 
     board = board or module.board
     if board is None:

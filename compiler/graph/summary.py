@@ -101,13 +101,6 @@ def kernel_cycles(m: Any) -> dict[str, int]:
     return {name: int(round(k.cycles)) for name, k in m.kernels.items()}
 
 
-def board_clock_mhz(board: str) -> float:
-    """The clock of a board of the registry (``vta boards``)."""
-    from vta.boards import get_board
-
-    return float(get_board(board).clock_mhz)
-
-
 @dataclass(frozen=True)
 class Latency:
     cycles: int
