@@ -182,7 +182,7 @@ def mnasnet1_0() -> nn.Module:
             layers.append(Inverted(i, o, k, s if j == 0 else 1, e, nn.ReLU))
             i = o
     layers += [cbr(i, 1280, 1), MeanPool()]
-    return Classifier(nn.Sequential(*layers), 1280)
+    return Classifier(nn.Sequential(*layers), 1280, pool=False)
 
 
 # ------------------------------------------------------ ShuffleNet, SqueezeNet, GoogLeNet
