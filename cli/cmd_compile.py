@@ -56,8 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the operator compiler (host/*.ll; `vta run` JIT-compiles it); numpy "
                         "stores none (they run numpy kernels, the reference)")
     p.add_argument("--report", action="store_true",
-                   help="print the per-layer quantization report and the VTA part's latency "
-                        "at the board's clock (--board, or a board-less estimate hint)")
+                   help="print the per-layer quantization report (full layer names) and the "
+                        "VTA part's latency in ms and frames/s at the clock of --board")
     p.set_defaults(func=run)
 
 
