@@ -124,7 +124,7 @@ def evaluate(epochs: int = 12, test_images: int = 0, calib: int = 32, seed: int 
 
 
 def main() -> int:
-    from vta.compiler.graph.blas import limit_blas_threads
+    from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -136,7 +136,7 @@ def table(rows: list[dict]) -> str:
 
 def main() -> int:
     import torch_families
-    from vta.compiler.graph.blas import limit_blas_threads
+    from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
