@@ -154,7 +154,7 @@ class CompiledModule:
             "outputs": {o: {"shape": list(self.shapes[o]), "dtype": "float32"}
                         for o in self.graph.outputs},
             "graph": self.graph.to_json(),
-            "quantization": {"scheme": "int8, power-of-two scales (value = q * 2^-exp)",
+            "quantization": {"scheme": "int8, symmetric (value = q * scale)",
                              "scales": self.scales, "layers": [i.to_dict() for i in self.layers],
                              "agreement": self.agreement},
             "partition": self.partition,
@@ -395,13 +395,13 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     return partition, notes, built
 
 
-def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], exps: Mapping[str, float],
+def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],
           cfg: Config, built: Mapping[str, _Built]) -> MemoryPlan:
     b, blk = cfg.batch, cfg.block
     align = max(256, *(cfg.elem_bytes(t) for t in MemType))
     sizes = {}
     for t, shp in shapes.items():
-        if t in exps and len(shp) in (2, 4):
+        if t in scales and len(shp) in (2, 4):
             sizes[t] = packed_nbytes(shp, b, blk)
         else:
             sizes[t] = int(np.prod(shp)) * 4 if shp else 4
