@@ -310,6 +310,10 @@ class _Converter:
         if onode.op_type in ("Identity", "Dropout") and ins and ins[0]:
             self.forward(ins[0], onode.output[0])
             return
+        if onode.op_type == "DequantizeLinear":  # onnx.reference has it from opset 19 only
+            self.params[onode.output[0]] = _dequantize(onode, [self.params[i] if i else None
+                                                               for i in ins])
+            return
         feeds = {orig: self.params[i] for orig, i in zip(onode.input, ins) if orig}
         g = helper.make_graph([onode], "fold", [onnx.ValueInfoProto(name=k) for k in feeds],
                               [onnx.ValueInfoProto(name=o) for o in onode.output if o])
@@ -802,6 +806,21 @@ def _qparams(c: _Converter, op: str, name: str, ins: list[str], a: dict[str, Any
     if zp.dtype not in (np.int8, np.uint8):
         raise c.fail(op, name, f"zero point of type {zp.dtype} is not supported (int8, uint8)")
     return scale, zp
+
+
+def _dequantize(onode: Any, vals: list[np.ndarray | None]) -> np.ndarray:
+    """DequantizeLinear of constants (int8 weights, int32 biases): ``(q - zero) * scale``,
+    per tensor or along ``axis``."""
+    from onnx import helper
+
+    q, scale = vals[0], np.asarray(vals[1], np.float64)
+    zp = np.asarray(vals[2], np.float64) if len(vals) > 2 and vals[2] is not None else 0.0
+    axis = next((helper.get_attribute_value(a) for a in onode.attribute if a.name == "axis"), 1)
+    shape = [1] * q.ndim
+    if scale.ndim == 1 and q.ndim:
+        shape[axis % q.ndim] = -1
+    return ((q.astype(np.float64) - np.reshape(zp, shape if np.ndim(zp) else ()))
+            * scale.reshape(shape if scale.ndim else ())).astype(np.float32)
 
 
 def _quantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str],
