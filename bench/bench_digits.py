@@ -13,13 +13,13 @@ bench/results/.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 GOAL_DROP = 0.5  # accuracy points
 
@@ -130,25 +130,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--test-images", type=int, default=0, help="0: all 360")
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     r = evaluate(args.epochs, args.test_images)
     print(f"digits CNN, {r['test_images']} held-out images: float (onnxruntime) "
           f"{r['float_accuracy']:.2f}%, VTA int8 (fsim) {r['int8_vta_accuracy']:.2f}%, drop "
           f"{r['drop_points']:.2f} points (goal <= {GOAL_DROP}); predictions agree on "
           f"{r['agree'] * 100:.1f}%; {r['vta_share'] * 100:.1f}% of MACs on VTA")
-    root = Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                            text=True).stdout.strip()
-    now = datetime.datetime.now(datetime.UTC)
-    rec = {"bench": "bench_digits", "commit": commit, "date": now.isoformat(timespec="seconds"),
-           "reference": "onnxruntime float on the same held-out images",
-           "goal_drop_points": GOAL_DROP, **r}
-    out = Path(args.out) if args.out else \
-        root / "bench" / "results" / f"bench_digits-{now:%Y%m%d-%H%M%S}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rec, indent=1) + "\n")
-    print(f"wrote {out}")
+    from record import write_record
+
+    figures = {k: v for k, v in r.items() if k != "float_accuracy"}
+    write_record("bench_digits", figures,
+                 {"what": "onnxruntime float on the same held-out images",
+                  "float_accuracy": r["float_accuracy"]},
+                 params={"epochs": args.epochs, "test_images": args.test_images,
+                         "goal_drop_points": GOAL_DROP})
     return 0
 
 

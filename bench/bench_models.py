@@ -15,9 +15,6 @@ bench/results/.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -142,7 +139,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", default=",".join(torch_families.FAMILIES))
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--out", default=None, help="JSON record (default bench/results/...)")
     args = ap.parse_args()
     names = args.families.split(",")
     unknown = set(names) - set(torch_families.FAMILIES)
@@ -150,25 +146,23 @@ def main() -> int:
         ap.error(f"unknown families {sorted(unknown)}; known: {', '.join(torch_families.FAMILIES)}")
     import onnxruntime
     import torch
+    from record import write_record
 
-    root = Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                            text=True).stdout.strip()
-    now = datetime.datetime.now(datetime.UTC)
-    rec = {"bench": "bench_models", "commit": commit, "date": now.isoformat(timespec="seconds"),
-           "size": args.size, "config": "default (1x16x16)", "torch": torch.__version__,
-           "onnxruntime": onnxruntime.__version__, "goals": GOALS,
-           "reference": "onnxruntime float on the same input", "families": []}
-    out = Path(args.out) if args.out else \
-        root / "bench" / "results" / f"bench_models-{now:%Y%m%d-%H%M%S}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
     with tempfile.TemporaryDirectory() as d:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
-            rec["families"].append(measure(name, args.size, Path(d)))
-            out.write_text(json.dumps(rec, indent=1) + "\n")  # a partial run keeps its rows
-    print(table(rec["families"]))
-    print(f"wrote {out}")
+            rows.append(measure(name, args.size, Path(d)))
+    print(table(rows))
+    figures = {"families": {r["family"]: {k: v for k, v in r.items()
+                                          if k not in ("family", "ort_float_s")} for r in rows},
+               "goals": GOALS}
+    reference = {"what": "onnxruntime float on the same input (cosine, top-1 against it)",
+                 "onnxruntime": onnxruntime.__version__,
+                 "ort_float_s": {r["family"]: r.get("ort_float_s") for r in rows}}
+    write_record("bench_models", figures, reference,
+                 params={"size": args.size, "families": names, "config": "default (1x16x16)",
+                         "torch": torch.__version__})
     return 0
 
 
