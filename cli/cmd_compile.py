@@ -6,10 +6,13 @@ import argparse
 
 from .common import add_config_args, config_from_args
 
+#: vta.compiler.graph.quantize.CALIBRATIONS (not imported here: `vta --help` stays fast)
+CALIBRATIONS = ("mse", "max", "percentile")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="compile an ONNX model into a VTA module directory",
-                       description="Import an ONNX model, quantize it to int8 (power-of-two "
+                       description="Import an ONNX model, quantize it to int8 (calibrated "
                                    "scales), partition it between VTA and the CPU, plan DRAM "
                                    "and write a module directory for `vta run`.")
     p.add_argument("model", metavar="MODEL.onnx")
@@ -32,9 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run this int8 layer on the CPU instead of VTA (repeatable)")
     p.add_argument("--no-vta", action="store_true",
                    help="run every layer on the CPU (quantized all the same)")
+    p.add_argument("--calibration", choices=CALIBRATIONS, default=CALIBRATIONS[0],
+                   help="how each activation's int8 range is chosen from the calibration "
+                        "runs: mse (default: the least quantization error), max, or "
+                        "percentile (99.99th of |x|); a QDQ model's own scales always win")
     p.add_argument("--per-channel", action="store_true",
-                   help="one weight exponent (and requantization shift) per output channel; "
-                        "VTA applies the shifts as a vector ALU SHR")
+                   help="one weight scale per output channel; VTA requantizes with vector "
+                        "ALU SHR and MUL")
+    p.add_argument("--pow2-scales", action="store_true",
+                   help="round every scale to a power of two: requantization is a shift alone "
+                        "(no fixed-point multiplier)")
     p.add_argument("--quantize-first", action="store_true",
                    help="quantize the first convolution too (default: it stays float)")
     p.add_argument("--buffering", choices=("auto", "single"), default="auto",
@@ -46,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the operator compiler (host/*.ll; `vta run` JIT-compiles it); numpy "
                         "stores none (they run numpy kernels, the reference)")
     p.add_argument("--report", action="store_true",
-                   help="print the per-layer quantization report")
+                   help="print the per-layer quantization report (full layer names) and the "
+                        "VTA part's latency in ms and frames/s at the clock of --board")
     p.set_defaults(func=run)
 
 
@@ -54,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.compiler.graph.module import VTA_OPS, compile_graph, is_module_or_empty
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
+    from vta.compiler.graph.summary import compile_summary
     from vta.isa.errors import ConfigError
     from vta.isa.fileio import check_input_file, check_output_dir
     from vta.sim.blas import limit_blas_threads
@@ -82,14 +94,16 @@ def run(args: argparse.Namespace) -> int:
                            cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
                            keep_first_float=not args.quantize_first, board=board,
                            threads=args.buffering == "auto", tuned=tuned,
-                           host=args.host, per_channel=args.per_channel)
+                           host=args.host, per_channel=args.per_channel,
+                           calibration=args.calibration, pow2=args.pow2_scales)
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
                             f"{len(module.tuned_knobs)} VTA layer(s)")
     module.save(args.output)
-    print(summary(module, args.output))
+    print(compile_summary(module, args.output))
     if args.report:
         print(quant_report(module))
+        print(latency_line(module, board))
     return 0
 
 
@@ -104,39 +118,48 @@ def _board_config(name: str):  # -> Config
     return get_board(name).default_config
 
 
-def summary(m, out: str) -> str:  # noqa: ANN001
-    vta = [k for k, v in m.partition.items() if v == "vta"]
-    macs = sum(m.macs.values())
-    vmacs = sum(m.macs.get(k, 0) for k in vta)
-    lines = [f"compiled {m.graph.name} -> {out} in {m.compile_seconds:.2f} s",
-             f"  {len(m.graph.nodes)} layers, {len(vta)} on VTA ({vmacs / max(macs, 1) * 100:.1f}%"
-             f" of {macs / 1e9:.3f} GMACs), {sum(k.insns for k in m.kernels.values())} "
-             f"instructions",
-             f"  DRAM arena {m.plan.size / 2**20:.2f} MiB (constants "
-             f"{m.plan.const_size / 2**20:.2f} MiB; activations "
-             f"{(m.plan.size - m.plan.const_size) / 2**20:.2f} MiB, "
-             f"{(m.plan.naive_size - m.plan.const_size) / 2**20:.2f} MiB without reuse)"]
-    for o, a in m.agreement.items():
-        lines.append(f"  int8 vs float on the first calibration input ({o}): cosine "
-                     f"{a['cosine']:.4f}, top-1 {'match' if a['top1'] else 'MISMATCH'}")
-    lines += [f"  note: {n}" for n in m.notes]
-    return "\n".join(lines)
-
-
 def quant_report(m) -> str:  # noqa: ANN001
-    head = f"{'layer':<28} {'op':<18} {'where':<5} {'in':>4} {'w':>6} {'out':>4} {'shift':>6} " \
-           f"{'rel.err':>8}"
+    """Per layer (full names, as --float-layer/--cpu-layer take them): where it runs, its
+    scales and requantization, and its error against float."""
+    def f(v) -> str:  # noqa: ANN001
+        if isinstance(v, list):  # per channel: the range
+            return f"{_g(min(v))}..{_g(max(v))}"
+        return "-" if v is None else _g(v)
+
+    width = max([5] + [len(i.node) for i in m.layers])
+    head = (f"{'layer':<{width}} {'op':<18} {'where':<5} {'in scale':>9} {'w scale':>19} "
+            f"{'out scale':>9} {'requant':>24} {'rel.err':>8}")
     lines = [head, "-" * len(head)]
     for i in m.layers:
-        def f(v):  # noqa: ANN001, ANN202
-            if isinstance(v, list):  # per channel: the range
-                return f"{min(v)}..{max(v)}"
-            return "-" if v is None else str(v)
         err = "-" if i.rel_error is None else f"{i.rel_error:.4f}"
         where = m.partition.get(i.node, "cpu")
         tag = f"  (float: {i.float_reason})" if i.float_reason else ""
-        lines.append(f"{i.node[:28]:<28} {i.op[:18]:<18} {where:<5} {f(i.in_exp):>4} "
-                     f"{f(i.w_exp):>6} {f(i.out_exp):>4} {f(i.shift):>6} {err:>8}{tag}")
-    lines.append("exponents: value = q * 2^-exp; rel.err = ||dequant(int8) - float|| / ||float||"
-                 " on the first calibration input")
+        if i.op == "Add" and isinstance(i.mul, list):  # a * ma + b * mb, rounded >> shift
+            rq = f"*{i.mul[0]} + *{i.mul[1]} >>{i.shift}"
+        else:
+            rq = "-" if i.shift is None else (f">>{f(i.shift)}" + (
+                f" *{f(i.mul)} >>{i.shift2}" if i.mul not in (None, 1) else ""))
+        lines.append(f"{i.node:<{width}} {i.op[:18]:<18} {where:<5} {f(i.in_scale):>9} "
+                     f"{f(i.w_scale):>19} {f(i.out_scale):>9} {rq:>24} {err:>8}{tag}")
+    lines.append("value = q * scale; requant: >>shift, then *mul >>shift2 (fixed-point "
+                 "multiplier, rounded); rel.err = ||dequant(int8) - float|| / ||float|| on the "
+                 "first calibration input")
     return "\n".join(lines)
+
+
+def _g(v) -> str:  # noqa: ANN001
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def latency_line(m, board: str | None) -> str:  # noqa: ANN001
+    """The VTA part's latency at the board's clock (the module's recorded cycles)."""
+    from vta.compiler.graph.summary import kernel_cycles, latency
+
+    from .common import board_clock_mhz
+
+    board = board or m.board
+    if board is None:
+        return "VTA latency: give --board B (see `vta boards`) for ms and frames/s at its clock"
+    lat = latency(kernel_cycles(m), board_clock_mhz(board),
+                  "the module's recorded cycles: performance-model estimate")
+    return lat.format(board)

@@ -24,7 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "JIT-compiled at load) where it has them; numpy runs the numpy kernels "
                         "(the reference)")
     p.add_argument("--report", action="store_true",
-                   help="per layer: where it ran, MACs, time, cycles, utilisation")
+                   help="per layer: where it ran, MACs, time, cycles, utilisation; then the "
+                        "VTA part in ms and frames/s at the board's clock")
+    p.add_argument("--board", metavar="B",
+                   help="the board whose clock --report uses (default: the module's board; "
+                        "see `vta boards`)")
     add_config_args(p.add_argument_group("compiling an ONNX model on the fly"))
     p.set_defaults(func=run)
 
@@ -51,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     src = Path(args.module)
     check_outputs({"output file": args.output}, inputs=(args.module, args.input, args.config))
+    if args.board:
+        from .common import board_clock_mhz
+
+        board_clock_mhz(args.board)  # an unknown board fails now, not after the run
     x = load_npy(args.input)
     if src.is_dir():
         from vta.compiler.graph.module import load_module
@@ -111,8 +119,30 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.output, buf.getvalue(), "output file")
     if args.report:
         print(report.format(cfg))
+        if module is not None and module.kernels:
+            print(_latency(module, report, args.board))
     if not args.output and not args.report:
         flat = y.reshape(-1)
         print(f"output {graph.outputs[0]}: shape {list(y.shape)}, dtype {y.dtype}; first values "
               f"{np.array2string(flat[:8], precision=4)}")
     return 0
+
+
+def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
+    """The VTA part at the board's clock: the target's own cycle counts when it has them
+    (tsim, rtl, perf), the performance model's otherwise (fsim, cpu)."""
+    from vta.compiler.graph.summary import kernel_cycles, latency
+
+    from .common import board_clock_mhz
+
+    board = board or module.board
+    if board is None:
+        return ("VTA latency: give --board B (see `vta boards`) for ms and frames/s at its "
+                "clock")
+    measured = {r.node: r.cycles for r in report.layers if r.cycles}
+    if measured and len(measured) == len(module.kernels):
+        cycles, source = measured, f"cycles counted by {report.target}"
+    else:
+        cycles = kernel_cycles(module)
+        source = "the module's recorded cycles: performance-model estimate"
+    return latency(cycles, board_clock_mhz(board), source).format(board)

@@ -177,3 +177,11 @@ ZOO_IMAGE_SIZE = (32, 1024)
 ZOO_NUM_CLASSES = (1, 65536)
 image_size_int = int_range(*ZOO_IMAGE_SIZE)
 num_classes_int = int_range(*ZOO_NUM_CLASSES)
+
+
+def board_clock_mhz(board: str) -> float:
+    """The clock of a board of the registry (``vta boards``); an unknown board is a one-line
+    error naming the known ones."""
+    from vta.boards import get_board
+
+    return float(get_board(board).clock_mhz)

@@ -19,3 +19,7 @@ class InputError(VTAError):
 
 class ModuleError(VTAError):
     """A compiled module directory that is missing, incomplete or from another version."""
+
+
+class QuantizationError(ModelError):
+    """A layer whose int8 requantization cannot be expressed (it then stays float)."""

@@ -58,13 +58,14 @@ class RunReport:
 
     def format(self, cfg: Config) -> str:
         cyc = any(r.cycles for r in self.layers)
-        head = f"{'layer':<28} {'op':<18} {'where':<6} {'MMACs':>9} {'ms':>9}"
+        width = max([5] + [len(r.node) for r in self.layers])  # full names (--cpu-layer takes)
+        head = f"{'layer':<{width}} {'op':<18} {'where':<6} {'MMACs':>9} {'ms':>9}"
         head += f" {'cycles':>11}" if cyc else ""
         head += f" {'util':>6}"
         lines = [head, "-" * len(head)]
         for r in self.layers:
             u = r.utilisation(cfg)
-            line = (f"{r.node[:28]:<28} {r.op[:18]:<18} {r.where:<6} {r.macs / 1e6:>9.2f} "
+            line = (f"{r.node:<{width}} {r.op[:18]:<18} {r.where:<6} {r.macs / 1e6:>9.2f} "
                     f"{r.seconds * 1e3:>9.2f}")
             if cyc:
                 line += f" {r.cycles:>11}" if r.cycles else f" {'-':>11}"

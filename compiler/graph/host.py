@@ -10,7 +10,8 @@ reference the tests compare against.
 Agreement with the numpy kernels:
 
 - integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
-  ``QGlobalAveragePool``, ``Quantize``, ``Dequantize``, ``Dilate``, ``MaxPool``) are bit-exact;
+  ``QGlobalAveragePool``, ``Quantize``, ``Dequantize``, ``Dilate``, ``MaxPool``) are bit-exact
+  (the int8 ones where the rescaling is by powers of two: ``--pow2-scales``);
 - float reductions (``Conv``, ``Softmax``, ``Tanh``) differ in the last bits: LLVM may
   reassociate sums and fuse multiply-adds (fast-math), and softmax/tanh use a polynomial
   ``exp``; the tests bound the difference (see tests/graph/test_graph_host.py).
@@ -22,6 +23,7 @@ view and costs nothing.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import prod
@@ -144,24 +146,37 @@ def _pool(n: Node, xs: tuple[int, ...], dtype: str) -> Any:
     return cpu.max_pool2d(xs, a["kernel_shape"], a["strides"], pad, dtype=dtype)
 
 
+def _log2(v: Any) -> int | None:
+    """``log2(v)`` when ``v`` is a positive power of two (int or float), else None."""
+    if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
+        return None
+    e = math.log2(v)
+    return int(e) if e == int(e) else None
+
+
 def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
            params: Mapping[str, np.ndarray], dtypes: Mapping[str, str]) -> Any:
     """The topi.cpu operator of node ``n`` (input shape ``xs``), or None."""
     from vta.compiler.topi import cpu
 
     a = n.attrs
+    # the int8 kernels here implement power-of-two rescaling (quantize --pow2-scales); with a
+    # fixed-point multiplier the node keeps its numpy kernel (quantize.INT_KERNELS)
+    mul_a, mul_b, mul, scale = (_log2(a.get(k)) for k in ("mul_a", "mul_b", "mul", "scale"))
     builders: dict[str, Callable[[], Any]] = {
         "Conv": lambda: _conv(n, xs, params),
-        "QConv": lambda: _conv(n, xs, params),
+        "QConv": lambda: _conv(n, xs, params)
+        if a.get("mul", 1) == 1 and not a.get("shift2") else None,
         "MaxPool": lambda: _pool(n, xs, "float32"),
         "QMaxPool": lambda: _pool(n, xs, "int8"),
         "GlobalAveragePool": lambda: cpu.global_avg_pool2d(xs) if len(xs) == 4 else None,
-        "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, a["shift"])
-        if len(xs) == 4 else None,
-        "Quantize": lambda: cpu.quantize(xs, a["exp"]),
-        "Dequantize": lambda: cpu.dequantize(xs, a["exp"]),
-        "QAdd": lambda: cpu.qadd(xs, a["shift_a"], a["shift_b"], a["shift"], a["lo"], a["hi"])
-        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None,
+        "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, mul - a["shift"])
+        if len(xs) == 4 and mul is not None else None,
+        "Quantize": lambda: cpu.quantize(xs, -scale) if scale is not None else None,
+        "Dequantize": lambda: cpu.dequantize(xs, -scale) if scale is not None else None,
+        "QAdd": lambda: cpu.qadd(xs, mul_a, mul_b, a["shift"], a["lo"], a["hi"])
+        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 and None not in (mul_a, mul_b)
+        else None,
         "Dense": lambda: cpu.dense(xs[0], params[n.inputs[1]].shape[1],
                                    params[n.inputs[1]].shape[0], bias=len(n.inputs) > 2)
         if len(xs) == 2 and not a.get("activation") else None,

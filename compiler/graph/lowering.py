@@ -3,7 +3,8 @@
 A ``QConv`` (plain, grouped over whole channel blocks, or depthwise as block-diagonal group
 convs, as TVM's VTA ran MobileNet) or ``QDense`` becomes a :class:`VtaLayer`: its workload in
 packed units and its epilogue (bias preloaded into the accumulator by a LOAD ACC, shift right by
-one amount or a per-channel vector, clip; each one ALU pass). :meth:`VtaLayer.operator` builds
+one amount or a per-channel vector, the fixed-point multiplier (one or a per-channel vector,
+then a rounding ADD and a shift), clip; each one ALU pass). :meth:`VtaLayer.operator` builds
 the topi template with knobs (te compute -> schedule); :func:`record_layer` runs the tir pass
 pipeline and VTA code generation in record mode; :func:`place` rebases the recorded program onto
 the module's memory plan. A layer that does not fit the configuration raises
@@ -45,14 +46,21 @@ class VtaLayer:
     shift: int = 0
     shift_vector: bool = False
     clip: tuple[int, int] = (-128, 127)
+    #: the fixed-point multiplier (one, or a per-channel vector) and the shift after it
+    mul: int = 1
+    mul_vector: bool = False
+    shift2: int = 0
     #: extra operands after data and kernel, in the operator's argument order
     vectors: tuple[str, ...] = field(default=("bias",))
+
+    def requant(self) -> dict[str, Any]:
+        return {"shift": self.shift, "clip": self.clip, "shift_vector": self.shift_vector,
+                "mul": self.mul, "mul_vector": self.mul_vector, "shift2": self.shift2}
 
     def epilogue(self) -> Any:
         from vta.compiler.topi import Epilogue
 
-        return Epilogue(bias=True, shift=self.shift, clip=self.clip,
-                        shift_vector=self.shift_vector)
+        return Epilogue(bias=True, **self.requant())
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
         """The topi operator (unbuilt); ``knobs=None``: the template's default knobs."""
@@ -63,14 +71,12 @@ class VtaLayer:
             (n, k), (m, _) = self.data, self.kernel
             return topi.dense_packed((n, k, cfg.batch, cfg.block_in),
                                      (m, k, cfg.block_out, cfg.block_in), config=cfg, bias=True,
-                                     shift=self.shift, clip=self.clip,
-                                     shift_vector=self.shift_vector, knobs=kn, target=None)
+                                     knobs=kn, target=None, **self.requant())
         return topi.conv2d_packed((*self.data, cfg.batch, cfg.block_in),
                                   (*self.kernel, cfg.block_out, cfg.block_in), config=cfg,
                                   strides=self.strides, padding=self.padding,
                                   dilation=self.dilation, groups=self.groups, bias=True,
-                                  shift=self.shift, clip=self.clip,
-                                  shift_vector=self.shift_vector, knobs=kn, target=None)
+                                  knobs=kn, target=None, **self.requant())
 
     def default(self, cfg: Config, threads: bool = True) -> Any:
         """The default knobs (vta.compiler.topi.defaults: ranked by vta.sim.perf, cached)."""
@@ -85,7 +91,8 @@ class VtaLayer:
 
     def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
                   ) -> list[bytes]:
-        """The packed weight, bias (and shift vector) in the operator's argument order."""
+        """The packed weight, bias (and shift, multiplier vectors) in the operator's argument
+        order."""
         w = params[node.inputs[1]].astype(np.int8)
         if self.template == "dense":
             w = w.reshape(*w.shape, 1, 1)
@@ -98,6 +105,8 @@ class VtaLayer:
         out = [wp.tobytes(), _vector(params[node.inputs[2]], cfg)]
         if self.shift_vector:
             out.append(_vector(np.asarray(node.attrs["shift"]), cfg))
+        if self.mul_vector:
+            out.append(_vector(np.asarray(node.attrs["mul"]), cfg))
         return out
 
 
@@ -112,11 +121,12 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
                ) -> VtaLayer:
     """The VTA layer of a QConv / QDense node, or LayerError saying why it cannot be one."""
     a = n.attrs
-    shift = a["shift"]
-    vec = isinstance(shift, list | tuple)
+    shift, mul = a["shift"], a.get("mul", 1)
+    vec, mvec = isinstance(shift, list | tuple), isinstance(mul, list | tuple)
     epi = {"shift": 0 if vec else int(shift), "shift_vector": vec,
-           "clip": (int(a["lo"]), int(a["hi"])),
-           "vectors": ("bias", "shift") if vec else ("bias",)}
+           "clip": (int(a["lo"]), int(a["hi"])), "mul": 1 if mvec else int(mul),
+           "mul_vector": mvec, "shift2": int(a.get("shift2", 0)),
+           "vectors": ("bias",) + (("shift",) if vec else ()) + (("mul",) if mvec else ())}
     b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     if n.op == "QDense":
         return VtaLayer(n.name, "dense", (ceil_div(x_shape[0], b), ceil_div(x_shape[1], bi)),

@@ -41,7 +41,15 @@ from .lowering import Recorded, VtaLayer, gemm_macs, place, plan_layer, record_l
 from .pack import packed_nbytes
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
-from .quantize import QuantInfo, layer_errors, quantize_graph, run_quantized, synthetic_samples
+from .quantize import (
+    CALIBRATIONS,
+    QuantInfo,
+    layer_errors,
+    quantize_graph,
+    run_quantized,
+    synthetic_samples,
+)
+from .summary import cpu_reasons, fallback_notes
 
 FORMAT = "vta-module"
 #: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
@@ -82,7 +90,7 @@ class Kernel:
 class CompiledModule:
     cfg: Config
     graph: Graph  #: the quantized graph (int8 and float ops)
-    exps: dict[str, int]
+    scales: dict[str, float]
     layers: list[QuantInfo]
     partition: dict[str, str]
     shapes: dict[str, tuple[int, ...]]
@@ -146,8 +154,8 @@ class CompiledModule:
             "outputs": {o: {"shape": list(self.shapes[o]), "dtype": "float32"}
                         for o in self.graph.outputs},
             "graph": self.graph.to_json(),
-            "quantization": {"scheme": "int8, power-of-two scales (value = q * 2^-exp)",
-                             "exps": self.exps, "layers": [i.to_dict() for i in self.layers],
+            "quantization": {"scheme": "int8, symmetric (value = q * scale)",
+                             "scales": self.scales, "layers": [i.to_dict() for i in self.layers],
                              "agreement": self.agreement},
             "partition": self.partition,
             "fusion": self.fusion,
@@ -256,7 +264,7 @@ def load_module(path: str | Path) -> CompiledModule:
     except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None
-    return CompiledModule(cfg, graph, {k: int(v) for k, v in q["exps"].items()}, layers,
+    return CompiledModule(cfg, graph, {k: float(v) for k, v in q["scales"].items()}, layers,
                           m["partition"], {k: tuple(v) for k, v in m["shapes"].items()}, plan,
                           const, kernels, m.get("board"), m.get("fusion", []),
                           m.get("macs", {}), m.get("compile_seconds", 0.0), m.get("notes", []),
@@ -280,7 +288,8 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                   vta_ops: Iterable[str] = VTA_OPS, keep_first_float: bool = True,
                   board: str | None = None, threads: bool = True,
                   tuned: Lookup | None = None, host: str = "llvm",
-                  per_channel: bool = False) -> CompiledModule:
+                  per_channel: bool = False, calibration: str = CALIBRATIONS[0],
+                  pow2: bool = False) -> CompiledModule:
     """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
     through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
     its template's default knobs; ``threads=False`` keeps default schedules to one virtual
@@ -295,14 +304,17 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     _check_layer_names(og, cpu_layers, "--cpu-layer")
     samples = list(samples) or synthetic_samples(og)
     qr = quantize_graph(og, samples, float_layers=float_layers,
-                        keep_first_float=keep_first_float, per_channel=per_channel)
-    agree = layer_errors(og, qr, samples[0])
+                        keep_first_float=keep_first_float, per_channel=per_channel,
+                        calibration=calibration, pow2=pow2)
     qg = qr.graph
     env = run_quantized(qg, samples[0], keep=True)
+    agree = layer_errors(og, qr, samples[0], env)
     shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
     partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
                                             threads, tuned)
-    plan = _plan(qg, shapes, qr.exps, cfg, built)
+    notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, cpu_layers, vta_ops),
+                           qg)
+    plan = _plan(qg, shapes, qr.scales, cfg, built)
     image = bytearray(plan.const_size)
     kernels: dict[str, Kernel] = {}
     pb = plan.buffers
@@ -329,7 +341,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                 hk = host_kernel(n, shapes, qg.params, dtypes)
                 if hk is not None:
                     host_ir[n.name] = hk.text()
-    return CompiledModule(cfg, qg, qr.exps, qr.layers, partition, shapes, plan, bytes(image),
+    return CompiledModule(cfg, qg, qr.scales, qr.layers, partition, shapes, plan, bytes(image),
                           kernels, board, fusion, macs, time.perf_counter() - t0, notes,
                           host_ir, agree)
 
@@ -346,12 +358,13 @@ class _Built:
 
 def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                   cpu_layers: set[str], vta_ops: set[str], threads: bool,
-                  tuned: Lookup | None) -> tuple[dict[str, str], list[str], dict[str, _Built]]:
+                  tuned: Lookup | None
+                  ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
-    scratch offsets, one recording per distinct operator); the others stay on the CPU with
-    the reason in the notes."""
+    scratch offsets, one recording per distinct operator); the others stay on the CPU, with
+    the reason (layer -> why it does not lower; the module's notes)."""
     partition: dict[str, str] = {}
-    notes: list[str] = []
+    notes: dict[str, str] = {}
     built: dict[str, _Built] = {}
     memo: dict[Any, Recorded] = {}
     for n in qg.nodes:
@@ -368,11 +381,11 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                 knobs, cycles, source = ch.knobs, ch.cycles, "default"
             key = (layer.template, layer.data, layer.kernel, layer.strides, layer.padding,
                    layer.dilation, layer.groups, layer.shift, layer.shift_vector, layer.clip,
-                   tuple(sorted(knobs.items())))
+                   layer.mul, layer.mul_vector, layer.shift2, tuple(sorted(knobs.items())))
             if key not in memo:
                 memo[key] = record_layer(layer.operator(cfg, knobs))
         except VTAError as e:
-            notes.append(f"{n.name}: runs on the CPU (int8): {str(e).splitlines()[0]}")
+            notes[n.name] = str(e).splitlines()[0]
             continue
         consts = layer.constants(cfg, n, qg.params)
         blobs = {f"{n.name}.{v}": b for v, b in zip(("wgt", *layer.vectors), consts)}
@@ -382,13 +395,13 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     return partition, notes, built
 
 
-def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], exps: Mapping[str, int],
+def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],
           cfg: Config, built: Mapping[str, _Built]) -> MemoryPlan:
     b, blk = cfg.batch, cfg.block
     align = max(256, *(cfg.elem_bytes(t) for t in MemType))
     sizes = {}
     for t, shp in shapes.items():
-        if t in exps and len(shp) in (2, 4):
+        if t in scales and len(shp) in (2, 4):
             sizes[t] = packed_nbytes(shp, b, blk)
         else:
             sizes[t] = int(np.prod(shp)) * 4 if shp else 4

@@ -67,6 +67,8 @@ _ATTRS: dict[str, set[str]] = {
                "exclude_outside", "extrapolation_value", "antialias", "axes",
                "keep_aspect_ratio_policy"},
     "Upsample": {"mode", "scales", "height_scale", "width_scale"},
+    "QuantizeLinear": {"axis", "saturate", "block_size", "output_dtype", "precision"},
+    "DequantizeLinear": {"axis", "block_size", "output_dtype"},
 }
 
 
@@ -195,6 +197,8 @@ class _Converter:
         self.alias: dict[str, str] = {}  # Identity-like outputs -> the tensor they forward
         self.nodes: list[Node] = []
         self.names: set[str] = set()
+        #: QuantizeLinear outputs awaiting their DequantizeLinear: tensor -> (input, node)
+        self.quantized: dict[str, tuple[str, dict[str, Any]]] = {}
         self.live: set[str] = set()  # tensors the graph outputs depend on
 
     # ------------------------------------------------------------------ helpers
@@ -305,6 +309,10 @@ class _Converter:
 
         if onode.op_type in ("Identity", "Dropout") and ins and ins[0]:
             self.forward(ins[0], onode.output[0])
+            return
+        if onode.op_type == "DequantizeLinear":  # onnx.reference has it from opset 19 only
+            self.params[onode.output[0]] = _dequantize(onode, [self.params[i] if i else None
+                                                               for i in ins])
             return
         feeds = {orig: self.params[i] for orig, i in zip(onode.input, ins) if orig}
         g = helper.make_graph([onode], "fold", [onnx.ValueInfoProto(name=k) for k in feeds],
@@ -786,6 +794,62 @@ def _upsample(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
+def _qparams(c: _Converter, op: str, name: str, ins: list[str], a: dict[str, Any]
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Scale and zero point (default 0 of uint8) of a (De)QuantizeLinear."""
+    if int(a.get("block_size", 0)):
+        raise c.fail(op, name, "blocked quantization (block_size) is not supported")
+    scale = c.const(op, name, ins[1], "the scale").astype(np.float64)
+    zp = c.const(op, name, ins[2], "the zero point") if len(ins) > 2 and ins[2] else None
+    if zp is None:
+        zp = np.zeros(scale.shape, np.uint8)
+    if zp.dtype not in (np.int8, np.uint8):
+        raise c.fail(op, name, f"zero point of type {zp.dtype} is not supported (int8, uint8)")
+    return scale, zp
+
+
+def _dequantize(onode: Any, vals: list[np.ndarray | None]) -> np.ndarray:
+    """DequantizeLinear of constants (int8 weights, int32 biases): ``(q - zero) * scale``,
+    per tensor or along ``axis``."""
+    from onnx import helper
+
+    q, scale = vals[0], np.asarray(vals[1], np.float64)
+    zp = np.asarray(vals[2], np.float64) if len(vals) > 2 and vals[2] is not None else 0.0
+    axis = next((helper.get_attribute_value(a) for a in onode.attribute if a.name == "axis"), 1)
+    shape = [1] * q.ndim
+    if scale.ndim == 1 and q.ndim:
+        shape[axis % q.ndim] = -1
+    return ((q.astype(np.float64) - np.reshape(zp, shape if np.ndim(zp) else ()))
+            * scale.reshape(shape if scale.ndim else ())).astype(np.float32)
+
+
+def _quantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str],
+                     a: dict[str, Any]) -> None:
+    _qparams(c, "QuantizeLinear", name, ins, a)
+    c.quantized[outs[0]] = (ins[0], {"ins": ins, "attrs": a, "name": name})
+
+
+def _dequantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str],
+                       a: dict[str, Any]) -> None:
+    """A QuantizeLinear + DequantizeLinear pair on an activation becomes one FakeQuant node (its
+    scale, zero point and integer range are what the quantizer uses for that tensor). On
+    constants (int8 weights, int32 biases) both fold at import like any constant node."""
+    op = "DequantizeLinear"
+    scale, zp = _qparams(c, op, name, ins, a)
+    if ins[0] not in c.quantized:
+        raise c.fail(op, name, f"input {ins[0]!r} is neither a constant nor a "
+                               f"QuantizeLinear output")
+    src, q = c.quantized.pop(ins[0])
+    qs, qz = _qparams(c, "QuantizeLinear", q["name"], q["ins"], q["attrs"])
+    if qs.size != 1 or scale.size != 1:
+        raise c.fail(op, name, "per-axis quantization of an activation is not supported")
+    if not (np.array_equal(qs, scale) and np.array_equal(qz, zp)):
+        raise c.fail(op, name, "its scale or zero point differs from its QuantizeLinear's")
+    info = np.iinfo(zp.dtype)
+    c.emit("FakeQuant", name, [src], outs[:1], scale=float(scale.reshape(-1)[0]),
+           zero_point=int(zp.reshape(-1)[0]), qmin=int(info.min), qmax=int(info.max))
+
+
 _CONVERTERS: dict[str, Callable[..., None]] = {
     "Conv": _conv, "ConvTranspose": _conv_t, "Gemm": _gemm, "MatMul": _matmul,
     **{op: _binary(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")},
@@ -809,6 +873,7 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "Pad": _pad, "Resize": _resize,
     "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
     "Shape": _shape, "Size": _size,
+    "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
 }
 
 #: The ops imported on activations (any standard op is also evaluated on constants).

@@ -1,17 +1,31 @@
-"""int8 quantization with power-of-two scales, and the int8 reference (the bit-exact spec).
+"""int8 quantization with calibrated scales, and the int8 reference (the bit-exact spec).
 
-A quantized tensor holds int8 values ``q`` standing for ``q * 2**-exp``; VTA rescales only by
-shifts, so every scale is a power of two. The rules (what VTA and the CPU int kernels compute):
+A quantized tensor holds int8 values ``q`` standing for ``q * scale`` (symmetric, one float
+``scale`` per tensor). Scales come from calibration (:data:`CALIBRATIONS`: max, percentile or
+mse over float runs of the calibration inputs), from a QDQ model's own QuantizeLinear /
+DequantizeLinear pairs (``FakeQuant`` nodes), or are rounded to powers of two
+(``pow2=True``: requantization is then a shift alone). Weights get one scale per tensor or per
+output channel (max |w| / 127).
 
-- ``QConv`` / ``QDense``: ``acc = int32(sum(x * w) + bias)`` with int8 ``x``, ``w`` and an int32
-  ``bias`` that already holds the rounding term ``2**(shift-1)``; ``out = clip(acc >> shift, lo,
-  hi)`` with an arithmetic shift (a negative shift is a left shift); ``lo``/``hi`` also carry a
-  fused Relu/Clip.
-- ``QAdd``: both inputs shifted left to the finer exponent, added in int32, then rounded
-  (``(v + 2**(k-1)) >> k``) to the output exponent and clipped.
-- ``QAvgPool``/``QGlobalAvgPool``: exact window sum, ``round_half_up(sum * 2**d / count)``.
-- ``QMaxPool``, ``QRelu``, ``QClip``, shapes and copies: exact on int8 (exponent unchanged).
-- ``Quantize``: ``clip(rint(x * 2**exp), -128, 127)``; ``Dequantize``: ``q * 2**-exp``.
+Every integer rule below uses only what the VTA ALU does on int32 accumulators that wrap
+(ADD, MAX, MIN, SHR by an amount, MUL by a 16-bit signed immediate or by another entry), so
+the numpy kernels here are the specification VTA's results are checked against bit for bit:
+
+- ``QConv`` / ``QDense``: ``acc = wrap(sum(x * w) + bias)`` with int8 ``x``, ``w`` and an int32
+  ``bias`` holding the rounding term ``2**(shift-1)``; then ``acc = acc >> shift`` (per channel
+  or one amount; negative: left shift); when ``mul`` is not 1 the fixed-point multiplier
+  follows: ``acc = wrap(acc * mul)``, ``acc = wrap(acc + 2**(shift2-1)) >> shift2``; finally
+  ``clip(acc, lo, hi)`` (``lo``/``hi`` also carry a fused Relu/Clip). :func:`requant_params`
+  picks ``shift``/``mul``/``shift2`` so that no step overflows int32 for any int8 input.
+- ``rescale(q, m, k) = (q * m + 2**(k-1)) >> k`` (no rounding term when ``k == 0``):
+  ``QAdd`` is ``clip(rescale'(a * ma + b * mb), lo, hi)`` with one shared ``k``; ``QConcat``
+  rescales each input to the output scale; ``QLeakyRelu`` keeps the scale and maps negative
+  values to ``rescale(q, m_alpha, k)``; ``QHardSigmoid`` is ``clip(rescale(q * m + b), 0, hi)``
+  and ``QHardSwish`` multiplies that by ``q`` and rescales once more.
+- ``QAvgPool``/``QGlobalAvgPool``: exact window sum ``s``, ``round_half_up(s * m / (count *
+  2**k))``.
+- ``QMaxPool``, ``QClip``, shapes and copies: exact on int8 (scale unchanged).
+- ``Quantize``: ``clip(rint(x / scale), -128, 127)``; ``Dequantize``: ``q * scale``.
 """
 
 from __future__ import annotations
@@ -24,13 +38,23 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .errors import InputError
+from .errors import InputError, QuantizationError
 from .ir import Graph, Node
 from .reference import FLOAT_KERNELS, run_float
 
 QMIN, QMAX = -128, 127
+#: Calibration methods of :func:`calibrate` (``vta compile --calibration``); the first is the
+#: default.
+CALIBRATIONS = ("mse", "max", "percentile")
+PERCENTILE = 99.99
+#: Bits of a fixed-point multiplier: the ALU's MUL immediate is 16-bit signed.
+MUL_BITS = 15
+#: Bits of a conv/dense requantization multiplier (see :func:`requant_params`).
+REQUANT_BITS = 11
+_BINS = 2048
+_SUBSAMPLE = 1 << 18
 
-#: Ops that run on int8 tensors when their input is quantized (exponent unchanged).
+#: Ops that run on int8 tensors when their input is quantized (scale unchanged).
 _PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Dilate", "Pad", "Transpose",
                 "Slice", "Gather", "GlobalMaxPool"}
 
@@ -42,36 +66,98 @@ def exponent_for(max_abs: float, bits: int = 8) -> int:
     return int(math.floor(math.log2(((1 << (bits - 1)) - 1) / max_abs)))
 
 
-def quantize_array(x: np.ndarray, exp: int) -> np.ndarray:
-    return np.clip(np.rint(x.astype(np.float64) * 2.0 ** exp), QMIN, QMAX).astype(np.int8)
+def scale_for(max_abs: float, pow2: bool = False) -> float:
+    """The scale mapping ``[-max_abs, max_abs]`` onto int8 (a power of two with ``pow2``)."""
+    if pow2:
+        return 2.0 ** -exponent_for(max_abs)
+    if not np.isfinite(max_abs) or max_abs <= 0:
+        return 1.0
+    return float(max_abs) / QMAX
 
 
-def dequantize_array(q: np.ndarray, exp: int) -> np.ndarray:
-    return (q.astype(np.float32) * np.float32(2.0 ** -exp)).astype(np.float32)
+def quantize_array(x: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(x.astype(np.float64) / scale), QMIN, QMAX).astype(np.int8)
 
 
-def round_shift(v: np.ndarray, k: int) -> np.ndarray:
-    """``v * 2**-k`` rounded half up (``k > 0``), or exactly shifted left (``k <= 0``)."""
-    v = v.astype(np.int64)
-    if k > 0:
-        return (v + (1 << (k - 1))) >> k
-    return v << -k
+def dequantize_array(q: np.ndarray, scale: float) -> np.ndarray:
+    return (q.astype(np.float64) * scale).astype(np.float32)
 
 
 def wrap_int32(v: np.ndarray) -> np.ndarray:
-    return ((v.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int64)
+    return ((np.asarray(v).astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int64)
 
 
-def shift_clip(acc: np.ndarray, shift: int | list[int], lo: int, hi: int) -> np.ndarray:
-    """The VTA epilogue: arithmetic shift right (left if negative), then clip to [lo, hi].
-    ``shift`` is one amount, or one per output channel (axis 1)."""
+def shr(v: np.ndarray, k: int | np.ndarray) -> np.ndarray:
+    """The ALU's SHR on int32: arithmetic right shift, a negative amount shifts left (wraps)."""
+    k = np.asarray(k, np.int64)
+    return wrap_int32(np.where(k >= 0, v >> np.clip(k, 0, 31), v << np.clip(-k, 0, 32)))
+
+
+def rescale(v: np.ndarray, m: int, k: int) -> np.ndarray:
+    """``(v * m + 2**(k-1)) >> k`` in int64 (the callers keep it within int32)."""
+    v = np.asarray(v).astype(np.int64) * int(m)
+    return (v + (1 << (k - 1))) >> k if k > 0 else v
+
+
+def fixed_point(r: float, bits: int = MUL_BITS, kmax: int = 30) -> tuple[int, int]:
+    """``(m, k)`` with ``m * 2**-k ~= r``, ``0 < m < 2**bits`` and ``0 <= k <= kmax``."""
+    if r <= 0:
+        return 0, 0
+    k = max(0, min(kmax, bits - 1 - math.floor(math.log2(r))))
+    m = int(round(r * 2.0 ** k))
+    while m >= 1 << bits and k > 0:
+        k -= 1
+        m = int(round(r * 2.0 ** k))
+    return m, k
+
+
+def requantize(acc: np.ndarray, shift: int | list[int], lo: int, hi: int, mul: int | list[int]
+               = 1, shift2: int = 0) -> np.ndarray:
+    """The VTA epilogue after the bias: SHR ``shift`` (one amount or one per output channel,
+    axis 1), then (when ``mul`` is not 1) MUL ``mul``, ADD ``2**(shift2-1)``, SHR ``shift2``;
+    then MAX ``lo``, MIN ``hi``. Every step wraps to int32."""
     acc = wrap_int32(acc)
-    if isinstance(shift, list | tuple | np.ndarray):
-        sh = np.asarray(shift, np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
-        acc = np.where(sh >= 0, acc >> np.maximum(sh, 0), wrap_int32(acc << np.maximum(-sh, 0)))
-    else:
-        acc = acc >> shift if shift >= 0 else wrap_int32(acc << -shift)
+    shape = (1, -1) + (1,) * (acc.ndim - 2)
+    sh = np.asarray(shift, np.int64)
+    acc = shr(acc, sh.reshape(shape) if sh.ndim else sh)
+    m = np.asarray(mul, np.int64)
+    if m.ndim or int(m) != 1:
+        acc = wrap_int32(acc * (m.reshape(shape) if m.ndim else m))
+        if shift2 > 0:
+            acc = shr(wrap_int32(acc + (1 << (shift2 - 1))), shift2)
     return np.clip(acc, lo, hi).astype(np.int8)
+
+
+def requant_params(r: np.ndarray, bound: np.ndarray, pow2: bool
+                   ) -> tuple[list[int], list[int], int]:
+    """Per output channel: SHR amount and multiplier, and the one final shift, that apply the
+    real factor ``r[c]`` to an accumulator bounded by ``bound[c]`` (``|acc + bias| <= bound``).
+
+    The final shift's rounding term ``2**(shift2-1)`` is an ALU immediate (16-bit signed), so
+    ``shift2 <= 15``; the multiplier keeps :data:`REQUANT_BITS` bits, which balances its own
+    rounding against the first shift's (each about 1/32 of an output step). ``shift2`` (and
+    with it the multiplier's bits) drops below 15 only when ``(bound >> shift) * mul`` could
+    leave int32, i.e. for accumulators far beyond the int8 output range. Power-of-two factors
+    (``pow2``) need the shift alone (``mul == 1``)."""
+    if pow2:
+        return [int(round(-math.log2(v))) for v in r], [1] * len(r), 0
+    e = [math.floor(math.log2(v)) if v > 0 else 0 for v in r]
+    for s2 in range(15, -1, -1):
+        # one step of acc >> s1 is mul * 2**-s2 < 2**(bits - s2) output steps: at most 1/16
+        bits = max(1, min(REQUANT_BITS, s2 - 4))
+        s1 = [bits - 1 - s2 - ev for ev in e]
+        mul = [int(round(float(v) * 2.0 ** (a + s2))) for v, a in zip(r, s1)]
+        if all(_fits(int(b), a, m, s2) for b, a, m in zip(bound, s1, mul)):
+            return s1, mul, s2
+    raise QuantizationError(f"no requantization of factor {float(np.max(r)):.3g} keeps an "
+                            f"accumulator of {int(np.max(bound))} within int32")
+
+
+def _fits(bound: int, s1: int, m: int, s2: int) -> bool:
+    """``acc >> s1``, times ``m``, plus the rounding term stay within int32 for |acc| <=
+    bound (with the first shift's own rounding term in the bias)."""
+    v = (bound + (1 << s1 >> 1)) >> s1 if s1 >= 0 else bound << -s1
+    return v < 1 << 31 and (v + 1) * m + (1 << s2 >> 1) < 1 << 31
 
 
 # ------------------------------------------------------------------ int kernels
@@ -79,19 +165,34 @@ def _qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
     acc = ops.conv2d(a[0], a[1], None, strides=n.attrs["strides"], pads=n.attrs["pads"],
                      dilations=n.attrs["dilations"], group=n.attrs["group"])
     acc = acc + a[2].astype(np.int64)[None, :, None, None]
-    return [shift_clip(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"])]
+    return [_requant(n, acc)]
+
+
+def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
+    return requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
+                      n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
+
+
+def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w.T`` of int8 matrices, exact in int64: float32 BLAS over slices of 1024 columns
+    (each partial sum is at most 1024 * 128 * 128 = 2**24, exact in float32), summed in int64.
+    Casts a slice at a time (VGG's 25088x4096 weights would be 800 MB as float64)."""
+    out = np.zeros((x.shape[0], w.shape[0]), np.int64)
+    step = 1024
+    for k0 in range(0, x.shape[1], step):
+        xs = x[:, k0:k0 + step].astype(np.float32)
+        ws = w[:, k0:k0 + step].astype(np.float32)
+        out += np.rint(xs @ ws.T).astype(np.int64)
+    return out
 
 
 def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    acc = np.rint(a[0].astype(np.float64) @ a[1].astype(np.float64).T).astype(np.int64)
-    acc = acc + a[2].astype(np.int64)
-    return [shift_clip(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"])]
+    return [_requant(n, int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
 
 
 def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
-    s = (a[0].astype(np.int64) << n.attrs["shift_a"]) + (a[1].astype(np.int64)
-                                                         << n.attrs["shift_b"])
-    return [np.clip(round_shift(s, n.attrs["shift"]), n.attrs["lo"], n.attrs["hi"])
+    s = a[0].astype(np.int64) * n.attrs["mul_a"] + a[1].astype(np.int64) * n.attrs["mul_b"]
+    return [np.clip(rescale(s, 1, n.attrs["shift"]), n.attrs["lo"], n.attrs["hi"])
             .astype(np.int8)]
 
 
@@ -104,14 +205,13 @@ def _qavg(n: Node, a: list[Any]) -> list[np.ndarray]:
         s, cnt = ops.pool_sum_count(x, n.attrs["kernel_shape"], n.attrs["strides"],
                                     n.attrs["pads"], n.attrs["count_include_pad"],
                                     n.attrs.get("ceil_extra"))
-    d = n.attrs["shift"]  # out_exp - in_exp
-    num = s * (1 << max(d, 0))
-    den = cnt * (1 << max(-d, 0))
+    num = s * n.attrs["mul"]
+    den = cnt * (1 << n.attrs["shift"])
     return [np.clip((2 * num + den) // (2 * den), QMIN, QMAX).astype(np.int8)]
 
 
 def _qconcat(n: Node, a: list[Any]) -> list[np.ndarray]:
-    parts = [np.clip(round_shift(x, k), QMIN, QMAX) for x, k in zip(a, n.attrs["shifts"])]
+    parts = [np.clip(rescale(x, m, k), QMIN, QMAX) for x, (m, k) in zip(a, n.attrs["rescale"])]
     return [np.concatenate(parts, axis=n.attrs["axis"]).astype(np.int8)]
 
 
@@ -122,6 +222,23 @@ def _qpad(n: Node, a: list[Any]) -> list[np.ndarray]:
     if n.attrs["mode"] == "constant":
         return [np.pad(a[0], width, constant_values=n.attrs["qvalue"])]
     return [np.pad(a[0], width, mode=n.attrs["mode"])]
+
+
+def _qleaky(n: Node, a: list[Any]) -> list[np.ndarray]:
+    x = a[0].astype(np.int64)
+    neg = rescale(np.minimum(x, 0), n.attrs["mul"], n.attrs["shift"])
+    return [np.clip(np.maximum(x, 0) + neg, QMIN, QMAX).astype(np.int8)]
+
+
+def _hsig_int(n: Node, x: np.ndarray) -> np.ndarray:
+    v = x.astype(np.int64) * n.attrs["mul"] + n.attrs["bias"]
+    return np.clip(rescale(v, 1, n.attrs["shift"]), 0, n.attrs["one"])
+
+
+def _qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
+    h = _hsig_int(n, a[0])
+    y = rescale(a[0].astype(np.int64) * h, n.attrs["mul2"], n.attrs["shift2"])
+    return [np.clip(y, QMIN, QMAX).astype(np.int8)]
 
 
 INT_KERNELS = {
@@ -135,8 +252,13 @@ INT_KERNELS = {
     "QClip": lambda n, a: [np.clip(a[0], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)],
     "QConcat": _qconcat,
     "QPad": _qpad,
-    "Quantize": lambda n, a: [quantize_array(a[0], n.attrs["exp"])],
-    "Dequantize": lambda n, a: [dequantize_array(a[0], n.attrs["exp"])],
+    "QLeakyRelu": _qleaky,
+    "QHardSigmoid": lambda n, a: [_hsig_int(n, a[0]).astype(np.int8)],
+    "QHardSwish": _qhardswish,
+    "QFakeQuant": lambda n, a: [np.clip(rescale(a[0], *n.attrs["rescale"]), n.attrs["lo"],
+                                        n.attrs["hi"]).astype(np.int8)],
+    "Quantize": lambda n, a: [quantize_array(a[0], n.attrs["scale"])],
+    "Dequantize": lambda n, a: [dequantize_array(a[0], n.attrs["scale"])],
 }
 
 
@@ -151,10 +273,12 @@ class QuantInfo:
 
     node: str
     op: str
-    in_exp: int | None = None
-    w_exp: int | None = None
-    out_exp: int | None = None
-    shift: int | None = None
+    in_scale: float | None = None
+    w_scale: float | list[float] | None = None
+    out_scale: float | None = None
+    shift: int | list[int] | None = None
+    mul: int | list[int] | None = None
+    shift2: int | None = None
     rel_error: float | None = None
     float_reason: str | None = None
 
@@ -165,23 +289,61 @@ class QuantInfo:
 @dataclass
 class QuantResult:
     graph: Graph
-    exps: dict[str, int]
+    scales: dict[str, float]
     layers: list[QuantInfo] = field(default_factory=list)
 
 
-def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], percentile: float = 100.0
+def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.ndarray]]:
+    for k, v in env.items():
+        if k not in g.params and isinstance(v, np.ndarray) and v.dtype.kind == "f":
+            yield k, v
+
+
+def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse"
               ) -> dict[str, float]:
-    """Max |value| of every tensor over the calibration samples (float execution)."""
+    """The clipping threshold of every float tensor over the calibration samples.
+
+    ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
+    the threshold whose int8 quantization (rounding and clipping) has the least mean squared
+    error. The last two use a 2048-bin histogram of |value| over an even subsample of at most
+    :data:`_SUBSAMPLE` values per tensor and sample (one float run per sample)."""
+    if method not in CALIBRATIONS:
+        raise InputError(f"calibration method {method!r} is unknown; choose one of "
+                         f"{', '.join(CALIBRATIONS)}")
     amax: dict[str, float] = {}
+    kept: dict[str, list[np.ndarray]] = {}
     for feeds in samples:
-        env = run_float(g, feeds, keep=True)
-        for k, v in env.items():
-            if k in g.params or not isinstance(v, np.ndarray) or v.dtype.kind != "f":
-                continue
-            a = np.abs(v)
-            m = float(np.percentile(a, percentile)) if percentile < 100 else float(a.max())
-            amax[k] = max(amax.get(k, 0.0), m)
-    return amax
+        for k, v in _float_tensors(g, run_float(g, feeds, keep=True)):
+            a = np.abs(v.ravel())
+            amax[k] = max(amax.get(k, 0.0), float(a.max()) if a.size else 0.0)
+            if method != "max":
+                kept.setdefault(k, []).append(a[::max(1, a.size // _SUBSAMPLE)])
+    out = dict(amax)
+    for k, parts in kept.items():
+        if amax[k] > 0:
+            h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
+            out[k] = _percentile(h, amax[k]) if method == "percentile" else _mse(h, amax[k])
+    return out
+
+
+def _percentile(h: np.ndarray, top: float) -> float:
+    c = np.cumsum(h)
+    i = int(np.searchsorted(c, c[-1] * PERCENTILE / 100.0))
+    return top * min(i + 1, len(h)) / len(h)
+
+
+def _mse(h: np.ndarray, top: float) -> float:
+    """The threshold with the least expected squared error among 128 candidates from 1/128 of
+    ``top`` to ``top``: values beyond it are clipped (error: the distance, bin centres stand
+    for their values); values within it are rounded (error: step**2 / 12)."""
+    n = len(h)
+    centres = (np.arange(n) + 0.5) * (top / n)
+    cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
+    step = cands / QMAX
+    clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
+    err = (clip ** 2 * h[None, :]).sum(axis=1) \
+        + (h[None, :] * (centres[None, :] <= cands[:, None])).sum(axis=1) * step ** 2 / 12
+    return float(cands[int(np.argmin(err))])
 
 
 def synthetic_samples(g: Graph, count: int = 4, seed: int = 0) -> list[dict[str, np.ndarray]]:
@@ -222,9 +384,218 @@ def first_conv(g: Graph) -> str | None:
     return None
 
 
+def qdq_ranges(g: Graph) -> dict[str, tuple[float, float]]:
+    """The float range ``(lo, hi)`` a QDQ model fixes for a tensor: both sides of every
+    ``FakeQuant`` (QuantizeLinear + DequantizeLinear) node."""
+    out: dict[str, tuple[float, float]] = {}
+    prod = g.producers()
+    for n in g.nodes:
+        if n.op != "FakeQuant":
+            continue
+        a = n.attrs
+        rng = ((a["qmin"] - a["zero_point"]) * a["scale"], (a["qmax"] - a["zero_point"])
+               * a["scale"])
+        out[n.outputs[0]] = rng
+        src = prod.get(n.inputs[0])
+        # the producer of a quantized tensor writes it at the QDQ scale directly
+        if n.inputs[0] not in out and (src is None or src.op != "FakeQuant"):
+            out[n.inputs[0]] = rng
+    return out
+
+
+class _Quantizer:
+    """State of one :func:`quantize_graph` run (scales of int8 tensors, emitted nodes)."""
+
+    def __init__(self, g: Graph, amax: dict[str, float], pow2: bool, per_channel: bool,
+                 ranges: dict[str, tuple[float, float]]):
+        self.g, self.amax, self.pow2, self.per_channel = g, amax, pow2, per_channel
+        self.ranges = ranges
+        self.params = dict(g.params)
+        self.scales: dict[str, float] = {}
+        self.nodes: list[Node] = []
+        self.qcache: dict[str, str] = {}
+        self.deq: dict[str, str] = {}
+
+    def tensor_scale(self, t: str) -> float:
+        if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
+            lo, hi = self.ranges[t]
+            return scale_for(max(-lo * QMAX / -QMIN, hi, 0.0), self.pow2)
+        return scale_for(self.amax.get(t, 0.0), self.pow2)
+
+    def as_int(self, t: str) -> str:
+        if t in self.scales:
+            return t
+        if t not in self.qcache:
+            q = f"{t}.q"
+            s = self.tensor_scale(t)
+            self.nodes.append(Node("Quantize", f"{t}.quantize", [t], [q], {"scale": s}))
+            self.scales[q] = s
+            self.qcache[t] = q
+        return self.qcache[t]
+
+    def as_float(self, t: str) -> str:
+        if t not in self.scales:
+            return t
+        if t not in self.deq:
+            f = f"{t}.f"
+            self.nodes.append(Node("Dequantize", f"{t}.dequantize", [t], [f],
+                                   {"scale": self.scales[t]}))
+            self.deq[t] = f
+        return self.deq[t]
+
+    def bounds(self, n: Node, s: float) -> tuple[int, int]:
+        """int8 bounds of a fused activation (Relu, Clip) and of a QDQ range at scale ``s``."""
+        lo, hi = QMIN, QMAX
+        if n.attrs.get("activation"):
+            if n.attrs["act_min"] is not None:
+                lo = max(QMIN, min(QMAX, int(np.rint(n.attrs["act_min"] / s))))
+            if n.attrs["act_max"] is not None:
+                hi = min(QMAX, max(QMIN, int(np.rint(n.attrs["act_max"] / s))))
+        if n.outputs[0] in self.ranges:
+            rlo, rhi = self.ranges[n.outputs[0]]
+            lo = max(lo, min(QMAX, int(np.rint(rlo / s))))
+            hi = min(hi, max(QMIN, int(np.rint(rhi / s))))
+        return lo, hi
+
+    def conv(self, n: Node, info: QuantInfo) -> None:
+        x = self.as_int(n.inputs[0])
+        s_in = self.scales[x]
+        w = self.params[n.inputs[1]]
+        s_o = self.tensor_scale(n.outputs[0])
+        # float32 and in place: VGG's 25088x4096 weights take a fraction of a second
+        w2 = np.asarray(w, np.float32).reshape(w.shape[0], -1)
+        wmax = np.maximum(w2.max(axis=1), -w2.min(axis=1)).astype(np.float64)
+        if not self.per_channel:
+            wmax[:] = wmax.max()
+        s_w = np.array([scale_for(float(v), self.pow2) for v in wmax])
+        wq = w2 / s_w.astype(np.float32)[:, None]
+        np.rint(wq, out=wq)
+        np.clip(wq, QMIN, QMAX, out=wq)
+        wq = wq.astype(np.int8).reshape(w.shape)
+        b = self.params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0])
+        bq = np.rint(b.astype(np.float64) / (s_in * s_w)).astype(np.int64)
+        bound = np.abs(wq.reshape(w.shape[0], -1), dtype=np.int16).sum(axis=1, dtype=np.int64) \
+            * 128 + np.abs(bq)
+        shift, mul, shift2 = requant_params(s_in * s_w / s_o, bound, self.pow2)
+        bq += np.array([1 << (k - 1) if k > 0 else 0 for k in shift], np.int64)
+        lo, hi = self.bounds(n, s_o)
+        wname, bname = f"{n.name}.wq", f"{n.name}.bq"
+        self.params[wname] = wq
+        self.params[bname] = np.clip(bq, -(1 << 31), (1 << 31) - 1).astype(np.int32)
+        attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
+        attrs.update(shift=shift[0] if len(set(shift)) == 1 else shift,
+                     mul=mul[0] if len(set(mul)) == 1 else mul,
+                     shift2=shift2, lo=lo, hi=hi, in_scale=s_in, out_scale=s_o,
+                     w_scale=[float(v) for v in s_w] if self.per_channel else float(s_w[0]))
+        self.nodes.append(Node("Q" + n.op, n.name, [x, wname, bname], list(n.outputs), attrs))
+        self.scales[n.outputs[0]] = s_o
+        info.in_scale, info.w_scale, info.out_scale = s_in, attrs["w_scale"], s_o
+        info.shift, info.mul, info.shift2 = attrs["shift"], attrs["mul"], shift2
+
+    def emit(self, op: str, n: Node, ins: list[str], attrs: dict[str, Any], s_out: float,
+             info: QuantInfo) -> None:
+        self.nodes.append(Node(op, n.name, ins, list(n.outputs), attrs))
+        self.scales[n.outputs[0]] = s_out
+        info.in_scale, info.out_scale = self.scales[ins[0]], s_out
+
+
+def _q_add(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    sa, sb, so = q.scales[ins[0]], q.scales[ins[1]], q.tensor_scale(n.outputs[0])
+    # one shared shift: the larger ratio gets the multiplier's full 15 bits
+    _, k = fixed_point(max(sa, sb) / so)
+    ma, mb = (int(round(s / so * 2.0 ** k)) for s in (sa, sb))
+    lo, hi = q.bounds(n, so)
+    q.emit("QAdd", n, ins, {"mul_a": ma, "mul_b": mb, "shift": k, "lo": lo, "hi": hi}, so, info)
+    info.mul, info.shift = [ma, mb], k
+
+
+def _q_same(op: str):  # noqa: ANN202
+    def conv(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+        s = q.scales[ins[0]]
+        attrs = dict(n.attrs)
+        if op == "QClip":
+            lo = QMIN if n.attrs["min"] is None else int(np.rint(n.attrs["min"] / s))
+            hi = QMAX if n.attrs["max"] is None else int(np.rint(n.attrs["max"] / s))
+            attrs = {"lo": max(QMIN, min(QMAX, lo)), "hi": min(QMAX, max(QMIN, hi))}
+        elif op == "QPad":
+            attrs["qvalue"] = int(np.clip(np.rint(n.attrs["value"] / s), QMIN, QMAX))
+        elif op == "QLeakyRelu":
+            m, k = fixed_point(float(n.attrs["alpha"]))
+            attrs = {"alpha": n.attrs["alpha"], "mul": m, "shift": k}
+        q.emit(op, n, ins, attrs, s, info)
+    return conv
+
+
+def _q_hard(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """HardSigmoid (``clip(alpha x + beta, 0, 1)``) and HardSwish (``x * hardsigmoid(x)`` with
+    alpha 1/6, beta 1/2). The sigmoid part is computed at scale 1/``one``; its bias must fit
+    the ALU's 16-bit ADD immediate, which bounds the shift."""
+    s = q.scales[ins[0]]
+    alpha, beta = (n.attrs.get("alpha", 0.2), n.attrs.get("beta", 0.5)) \
+        if n.op == "HardSigmoid" else (1 / 6, 0.5)
+    one = QMAX
+    k = 0
+    for kk in range(24, -1, -1):  # the largest shift whose multiplier and bias fit 16 bits
+        m = int(round(alpha * s * one * 2.0 ** kk))
+        bias = int(round(beta * one * 2.0 ** kk)) + (1 << kk >> 1)
+        if m < 1 << MUL_BITS and abs(bias) < 1 << MUL_BITS:
+            k = kk
+            break
+    m = int(round(alpha * s * one * 2.0 ** k))
+    attrs = {"mul": m, "bias": int(round(beta * one * 2.0 ** k)), "shift": k, "one": one}
+    if n.op == "HardSigmoid":
+        q.emit("QHardSigmoid", n, ins, attrs, 1.0 / one, info)
+        return
+    so = q.tensor_scale(n.outputs[0])
+    m2, k2 = fixed_point(s / (one * so))
+    attrs.update(mul2=m2, shift2=k2)
+    q.emit("QHardSwish", n, ins, attrs, so, info)
+
+
+def _q_avg(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    so = q.tensor_scale(n.outputs[0])
+    m, k = fixed_point(q.scales[ins[0]] / so)
+    q.emit("Q" + n.op, n, ins, dict(n.attrs, mul=m, shift=k), so, info)
+
+
+def _q_concat(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    so = q.tensor_scale(n.outputs[0])
+    resc = [[1, 0] if q.scales[i] == so else list(fixed_point(q.scales[i] / so)) for i in ins]
+    q.emit("QConcat", n, ins, {"axis": n.attrs["axis"], "rescale": resc}, so, info)
+
+
+def _q_fakequant(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """A QDQ pair on an int8 tensor: a rescale when its producer kept another scale (shape
+    ops, max pooling), then the clip to the QDQ's integer range."""
+    so = q.tensor_scale(n.outputs[0])
+    si = q.scales[ins[0]]
+    resc = [1, 0] if si == so else list(fixed_point(si / so))
+    lo, hi = q.bounds(n, so)
+    q.emit("QFakeQuant", n, ins, {"rescale": resc, "lo": lo, "hi": hi}, so, info)
+
+
+_INT_CAPABLE = {
+    "FakeQuant": _q_fakequant,
+    "Add": _q_add,
+    "Relu": lambda q, n, *r: _q_same("QClip")(
+        q, Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}), *r),
+    "Clip": _q_same("QClip"),
+    "MaxPool": _q_same("QMaxPool"),
+    "LeakyRelu": _q_same("QLeakyRelu"),
+    "HardSigmoid": _q_hard,
+    "HardSwish": _q_hard,
+    "AveragePool": _q_avg,
+    "GlobalAveragePool": _q_avg,
+    "Concat": _q_concat,
+    "Pad": _q_same("QPad"),
+    **{op: _q_same(op) for op in _PASSTHROUGH if op != "Pad"},
+}
+
+
 def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                    float_layers: Iterable[str] = (), keep_first_float: bool = True,
-                   percentile: float = 100.0, per_channel: bool = False) -> QuantResult:
+                   calibration: str = CALIBRATIONS[0], per_channel: bool = False,
+                   pow2: bool = False) -> QuantResult:
     """Turn an optimized float graph into a mixed int8/float graph (see the module doc)."""
     float_layers = set(float_layers)
     names = {n.name for n in g.nodes}
@@ -232,50 +603,11 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     if unknown:
         raise InputError(f"--float-layer {', '.join(sorted(unknown))}: no such layer; layers "
                          f"are named like {', '.join(list(names)[:4])}, ...")
-    amax = calibrate(g, samples, percentile)
+    q = _Quantizer(g, calibrate(g, samples, calibration), pow2, per_channel, qdq_ranges(g))
     first = first_conv(g) if keep_first_float else None
-    exps: dict[str, int] = {}  # exponent of every int8 tensor
-    params = dict(g.params)
-    nodes: list[Node] = []
     layers: list[QuantInfo] = []
-    qcache: dict[str, str] = {}
-
-    def as_int(t: str) -> str:
-        if t in exps:
-            return t
-        if t not in qcache:
-            q = f"{t}.q"
-            e = exponent_for(amax.get(t, 0.0))
-            nodes.append(Node("Quantize", f"{t}.quantize", [t], [q], {"exp": e}))
-            exps[q] = e
-            qcache[t] = q
-        return qcache[t]
-
-    deq: dict[str, str] = {}
-
-    def as_float(t: str) -> str:
-        if t not in exps:
-            return t
-        if t not in deq:
-            f = f"{t}.f"
-            nodes.append(Node("Dequantize", f"{t}.dequantize", [t], [f], {"exp": exps[t]}))
-            deq[t] = f
-        return deq[t]
-
-    def out_exp(n: Node) -> int:
-        return exponent_for(amax.get(n.outputs[0], 0.0))
-
-    def act_bounds(n: Node, e: int) -> tuple[int, int]:
-        lo, hi = QMIN, QMAX
-        if n.attrs.get("activation"):
-            if n.attrs["act_min"] is not None:
-                lo = max(QMIN, min(QMAX, int(np.rint(n.attrs["act_min"] * 2.0 ** e))))
-            if n.attrs["act_max"] is not None:
-                hi = min(QMAX, max(QMIN, int(np.rint(n.attrs["act_max"] * 2.0 ** e))))
-        return lo, hi
-
     for n in g.nodes:
-        acts = [i for i in n.inputs if i and i not in params]
+        acts = [i for i in n.inputs if i and i not in q.params]
         info = QuantInfo(n.name, n.op)
         reason = None
         if n.name in float_layers:
@@ -283,119 +615,38 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         elif n.name == first:
             reason = "first convolution"
         if n.op in ("Conv", "Dense") and reason is None and len(acts) == 1:
-            x = as_int(n.inputs[0])
-            e_in = exps[x]
-            w = params[n.inputs[1]]
-            e_o = out_exp(n)
-            if per_channel:  # one exponent (and shift) per output channel
-                wmax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
-                e_wc = np.array([exponent_for(float(v)) for v in wmax], np.int64)
-                if len(set(e_wc.tolist())) == 1:
-                    e_wc = e_wc[:1]
-            else:
-                e_wc = np.array([exponent_for(float(np.abs(w).max()))], np.int64)
-            shifts = e_in + e_wc - e_o
-            b = params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0], np.float32)
-            bq = np.rint(b.astype(np.float64) * 2.0 ** (e_in + e_wc)).astype(np.int64)
-            bq += np.where(shifts > 0, np.left_shift(1, np.maximum(shifts - 1, 0)), 0)
-            lo, hi = act_bounds(n, e_o)
-            wname, bname = f"{n.name}.wq", f"{n.name}.bq"
-            wscale = 2.0 ** e_wc.reshape((-1,) + (1,) * (w.ndim - 1))
-            params[wname] = np.clip(np.rint(w.astype(np.float64) * wscale), QMIN,
-                                    QMAX).astype(np.int8)
-            if len(e_wc) == 1:
-                e_w, shift = int(e_wc[0]), int(shifts[0])
-            else:
-                e_w, shift = [int(v) for v in e_wc], [int(v) for v in shifts]
-            params[bname] = np.clip(bq, -(1 << 31), (1 << 31) - 1).astype(np.int32)
-            attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
-            attrs.update(shift=shift, lo=lo, hi=hi, in_exp=e_in, w_exp=e_w, out_exp=e_o)
-            nodes.append(Node("Q" + n.op, n.name, [x, wname, bname], list(n.outputs), attrs))
-            exps[n.outputs[0]] = e_o
-            info.in_exp, info.w_exp, info.out_exp, info.shift = e_in, e_w, e_o, shift
+            try:
+                q.conv(n, info)
+            except QuantizationError as e:
+                reason = str(e)
+        if info.in_scale is not None:
+            pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
-                any(a in exps or a in qcache for a in acts) and n.op in _INT_CAPABLE:
-            _INT_CAPABLE[n.op](n, [as_int(a) for a in acts], exps, out_exp, act_bounds,
-                               nodes, info)
+                any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
+            _INT_CAPABLE[n.op](q, n, [q.as_int(a) for a in acts], info)
         else:
-            nodes.append(Node(n.op, n.name, [as_float(i) if i else i for i in n.inputs],
-                              list(n.outputs), dict(n.attrs)))
+            q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
+                                list(n.outputs), dict(n.attrs)))
             info.float_reason = reason or ("no int8 kernel" if n.op not in _INT_CAPABLE
                                            and n.op not in ("Conv", "Dense")
                                            else "float input")
         layers.append(info)
+    nodes, scales = q.nodes, q.scales
     for o in g.outputs:
-        if o not in exps:
+        if o not in scales:
             continue
         # the int8 tensor gets a distinct name; the graph output stays float under its name
         inner = f"{o}.int8"
         for m in nodes:
             m.inputs = [inner if i == o else i for i in m.inputs]
             m.outputs = [inner if t == o else t for t in m.outputs]
-        exps[inner] = exps.pop(o)
-        nodes.append(Node("Dequantize", f"{o}.dequantize", [inner], [o], {"exp": exps[inner]}))
-    qg = Graph(nodes, dict(g.inputs), list(g.outputs), params, g.name)
+        scales[inner] = scales.pop(o)
+        nodes.append(Node("Dequantize", f"{o}.dequantize", [inner], [o],
+                          {"scale": scales[inner]}))
+    qg = Graph(nodes, dict(g.inputs), list(g.outputs), q.params, g.name)
     qg.verify()
     qg.remove_unused()
-    return QuantResult(qg, exps, layers)
-
-
-def _q_add(n, ins, exps, out_exp, act_bounds, nodes, info):  # noqa: ANN001, ANN202
-    ea, eb = exps[ins[0]], exps[ins[1]]
-    e = max(ea, eb)
-    eo = out_exp(n)
-    lo, hi = act_bounds(n, eo)
-    nodes.append(Node("QAdd", n.name, ins, list(n.outputs),
-                      {"shift_a": e - ea, "shift_b": e - eb, "shift": e - eo, "lo": lo, "hi": hi,
-                       "out_exp": eo}))
-    exps[n.outputs[0]] = eo
-    info.in_exp, info.out_exp, info.shift = e, eo, e - eo
-
-
-def _q_same(op: str):  # noqa: ANN202
-    def conv(n, ins, exps, out_exp, act_bounds, nodes, info):  # noqa: ANN001, ANN202
-        e = exps[ins[0]]
-        attrs = dict(n.attrs)
-        if op == "QClip":
-            lo = QMIN if n.attrs["min"] is None else int(np.rint(n.attrs["min"] * 2.0 ** e))
-            hi = QMAX if n.attrs["max"] is None else int(np.rint(n.attrs["max"] * 2.0 ** e))
-            attrs = {"lo": max(QMIN, min(QMAX, lo)), "hi": min(QMAX, max(QMIN, hi))}
-        elif op == "QPad":
-            attrs["qvalue"] = int(np.clip(np.rint(n.attrs["value"] * 2.0 ** e), QMIN, QMAX))
-        nodes.append(Node(op, n.name, ins, list(n.outputs), attrs))
-        exps[n.outputs[0]] = e
-        info.in_exp = info.out_exp = e
-    return conv
-
-
-def _q_avg(n, ins, exps, out_exp, act_bounds, nodes, info):  # noqa: ANN001, ANN202
-    e, eo = exps[ins[0]], out_exp(n)
-    nodes.append(Node("Q" + n.op, n.name, ins, list(n.outputs),
-                      dict(n.attrs, shift=eo - e, out_exp=eo)))
-    exps[n.outputs[0]] = eo
-    info.in_exp, info.out_exp = e, eo
-
-
-def _q_concat(n, ins, exps, out_exp, act_bounds, nodes, info):  # noqa: ANN001, ANN202
-    eo = out_exp(n)
-    nodes.append(Node("QConcat", n.name, ins, list(n.outputs),
-                      {"axis": n.attrs["axis"], "shifts": [exps[i] - eo for i in ins]}))
-    exps[n.outputs[0]] = eo
-    info.out_exp = eo
-
-
-_INT_CAPABLE = {
-    "Add": _q_add,
-    "Relu": lambda n, *r: _q_same("QClip")(
-        Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}), *r),
-    "Clip": _q_same("QClip"),
-    "MaxPool": _q_same("QMaxPool"),
-    "AveragePool": _q_avg,
-    "GlobalAveragePool": _q_avg,
-    "Concat": _q_concat,
-    "Pad": _q_same("QPad"),
-    **{op: _q_same(op) for op in _PASSTHROUGH if op != "Pad"},
-}
+    return QuantResult(qg, scales, layers)
 
 
 def run_quantized(g: Graph, feeds: Mapping[str, np.ndarray], *, keep: bool = False
@@ -420,20 +671,23 @@ def agreement(f: np.ndarray, q: np.ndarray) -> dict[str, float | bool]:
             "top1": bool(int(a.argmax()) == int(b.argmax()))}
 
 
-def layer_errors(fg: Graph, qr: QuantResult, feeds: Mapping[str, np.ndarray]
+def layer_errors(fg: Graph, qr: QuantResult, feeds: Mapping[str, np.ndarray],
+                 qenv: Mapping[str, np.ndarray] | None = None
                  ) -> dict[str, dict[str, float | bool]]:
     """Fill ``rel_error`` (||deq(q) - f|| / ||f||) of every layer with an int8 output; return
-    the graph outputs' :func:`agreement` with float."""
+    the graph outputs' :func:`agreement` with float. ``qenv``: every tensor of the quantized
+    graph on ``feeds`` when the caller has run it already."""
     fenv = run_float(fg, feeds, keep=True)
-    qenv = run_quantized(qr.graph, feeds, keep=True)
+    if qenv is None:
+        qenv = run_quantized(qr.graph, feeds, keep=True)
     for info in qr.layers:
         n = fg.node(info.node)
         o = n.outputs[0]
-        qo = o if o in qr.exps else (f"{o}.int8" if f"{o}.int8" in qr.exps else None)
+        qo = o if o in qr.scales else (f"{o}.int8" if f"{o}.int8" in qr.scales else None)
         if qo is None or o not in fenv:
             continue
         f = fenv[o].astype(np.float64)
-        d = qenv[qo].astype(np.float64) * 2.0 ** -qr.exps[qo]
+        d = qenv[qo].astype(np.float64) * qr.scales[qo]
         den = np.linalg.norm(f)
         info.rel_error = float(np.linalg.norm(d - f) / den) if den > 0 else 0.0
     return {o: agreement(fenv[o], qenv[o]) for o in fg.outputs}

@@ -141,6 +141,13 @@ def _hardsigmoid(n: Node, x: np.ndarray) -> np.ndarray:
     return np.clip(n.attrs["alpha"] * x + n.attrs["beta"], 0, 1)
 
 
+def _fake_quant(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """QuantizeLinear then DequantizeLinear (what a QDQ model computes in float)."""
+    s, z = n.attrs["scale"], n.attrs["zero_point"]
+    q = np.clip(np.rint(a[0].astype(np.float64) / s) + z, n.attrs["qmin"], n.attrs["qmax"])
+    return [((q - z) * s).astype(np.float32)]
+
+
 def _dilate(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [ops.dilate_pad(a[0], n.attrs["strides"], n.attrs["pads"])]
 
@@ -211,6 +218,7 @@ FLOAT_KERNELS: dict[str, Kernel] = {
     "Resize": _resize,
     "Identity": lambda n, a: [a[0]],
     "Dilate": _dilate,
+    "FakeQuant": _fake_quant,
 }
 
 #: Element-wise ops: the output has the inputs' broadcast shape.

@@ -160,7 +160,14 @@ def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]
 def _epi_key(epi: Any) -> dict[str, Any]:
     # what changes the program's shape: which ALU passes run (not their immediates)
     return {"bias": bool(epi.bias), "shift": bool(epi.shift), "relu": bool(epi.relu),
-            "clip": epi.clip is not None, "shift_vector": bool(epi.shift_vector)}
+            "clip": epi.clip is not None, "shift_vector": bool(epi.shift_vector),
+            "mul": epi.mul != 1, "mul_vector": bool(epi.mul_vector),
+            "shift2": bool(epi.shift2)}
+
+
+def _requant(epi: Any) -> dict[str, Any]:
+    """The epilogue's requantization arguments of the topi operators."""
+    return {"mul": epi.mul, "mul_vector": epi.mul_vector, "shift2": epi.shift2}
 
 
 def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
@@ -189,7 +196,8 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
         op = T.conv2d_packed(ds, ks, config=cfg, strides=strides, padding=padding,
                              dilation=dilation, groups=groups, knobs=k, target=None,
                              bias=epilogue.bias, shift=epilogue.shift, relu=epilogue.relu,
-                             clip=epilogue.clip, shift_vector=epilogue.shift_vector)
+                             clip=epilogue.clip, shift_vector=epilogue.shift_vector,
+                             **_requant(epilogue))
         return program_cycles(op)[0]
 
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
@@ -208,7 +216,7 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
         op = T.dense_packed((n, k, cfg.batch, cfg.block_in), (m, k, cfg.block_out, cfg.block_in),
                             config=cfg, knobs=kn, target=None, bias=epilogue.bias,
                             shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
-                            shift_vector=epilogue.shift_vector)
+                            shift_vector=epilogue.shift_vector, **_requant(epilogue))
         return program_cycles(op)[0]
 
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}

@@ -43,9 +43,20 @@ class Epilogue:
     #: shift right by a per-output-channel amount (an int32 operand shaped like the bias,
     #: loaded into the accumulator; a negative amount shifts left), after ``shift``
     shift_vector: bool = False
+    #: fixed-point requantization after the shifts: ``x * mul`` (an immediate, or with
+    #: ``mul_vector`` a per-output-channel operand like the shift vector), then
+    #: ``(x + 2**(shift2-1)) >> shift2`` (vta.compiler.graph.quantize.requantize)
+    mul: int = 1
+    mul_vector: bool = False
+    shift2: int = 0
+
+    @property
+    def multiplies(self) -> bool:
+        return self.mul_vector or self.mul != 1
 
     def apply(self, env: Env, acc: Tensor, bias: Tensor | None, name: str,
-              shift_vec: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+              shift_vec: Tensor | None = None, mul_vec: Tensor | None = None
+              ) -> tuple[Tensor, list[Tensor]]:
         stages: list[Tensor] = []
         cur = acc
 
@@ -70,6 +81,24 @@ class Epilogue:
             prev, sh = cur, self.shift
             cur = te.compute(acc.shape, lambda *i: prev(*i) >> sh, name=f"{name}_shr")
             stages.append(cur)
+        if self.mul_vector:
+            assert mul_vec is not None
+            prev = cur
+            cur = te.compute(acc.shape, lambda *i: prev(*i) * mul_vec(*per_channel(i)),
+                             name=f"{name}_vmul")
+            stages.append(cur)
+        elif self.mul != 1:
+            prev, m = cur, self.mul
+            cur = te.compute(acc.shape, lambda *i: prev(*i) * m, name=f"{name}_mul")
+            stages.append(cur)
+        if self.multiplies and self.shift2:
+            prev, s2 = cur, self.shift2
+            cur = te.compute(acc.shape, lambda *i: prev(*i) + (1 << (s2 - 1)),
+                             name=f"{name}_round")
+            stages.append(cur)
+            prev = cur
+            cur = te.compute(acc.shape, lambda *i: prev(*i) >> s2, name=f"{name}_shr2")
+            stages.append(cur)
         if self.relu:
             prev = cur
             cur = te.compute(acc.shape, lambda *i: te.max(prev(*i), 0), name=f"{name}_relu")
@@ -83,7 +112,8 @@ class Epilogue:
         return cur, stages
 
     def reference(self, acc: np.ndarray, bias: np.ndarray | None,
-                  shift_vec: np.ndarray | None = None) -> np.ndarray:
+                  shift_vec: np.ndarray | None = None, mul_vec: np.ndarray | None = None
+                  ) -> np.ndarray:
         x = acc.astype(np.int64)
         if self.bias:
             x = x + bias
@@ -93,6 +123,10 @@ class Epilogue:
             x = np.where(sv >= 0, x >> np.maximum(sv, 0), _wrap32(x << np.maximum(-sv, 0)))
         if self.shift:
             x = x >> self.shift if self.shift > 0 else _wrap32(x << -self.shift)
+        if self.multiplies:
+            x = _wrap32(x * (np.asarray(mul_vec, np.int64) if self.mul_vector else self.mul))
+            if self.shift2:
+                x = _wrap32(x + (1 << (self.shift2 - 1))) >> self.shift2
         if self.relu:
             x = np.maximum(x, 0)
         if self.clip is not None:
@@ -259,6 +293,7 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
     bias = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if epilogue.bias else None
     shift = te.placeholder(vec, name="shift", dtype=env.acc_dtype) \
         if epilogue.shift_vector else None
+    mul = te.placeholder(vec, name="mul", dtype=env.acc_dtype) if epilogue.mul_vector else None
     data_buf = nn.pad(data, (0, 0, pt, pl, 0, 0), (0, 0, pb, pr, 0, 0), name="data_buf")
     kernel_buf = te.compute(kernel.shape, lambda *i: kernel(*i), name="kernel_buf")
     ric = te.reduce_axis((0, ci2), name="ic")
@@ -274,15 +309,18 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
             * kernel_buf[o, ric, rdy, rdx, ot, rit].astype(env.acc_dtype),
             axis=[ric, rdy, rdx, rit]),
         name="res_conv")
-    bias_buf = shift_buf = None
+    bias_buf = shift_buf = mul_buf = None
     if bias is not None:
         bias_buf = te.compute(bias.shape, lambda *i: bias(*i), name="bias_buf")
     if shift is not None:
         shift_buf = te.compute(shift.shape, lambda *i: shift(*i), name="shift_buf")
-    last, epi = epilogue.apply(env, res_conv, bias_buf, "res", shift_buf)
+    if mul is not None:
+        mul_buf = te.compute(mul.shape, lambda *i: mul(*i), name="mul_buf")
+    last, epi = epilogue.apply(env, res_conv, bias_buf, "res", shift_buf, mul_buf)
     res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
     return {"data": data, "kernel": kernel, "bias": bias, "shift": shift, "data_buf": data_buf,
             "kernel_buf": kernel_buf, "bias_buf": bias_buf, "shift_buf": shift_buf,
+            "mul": mul, "mul_buf": mul_buf,
             "res_conv": res_conv, "epi": epi, "res": res, "reduce": (ric, rdy, rdx, rit),
             "oshape": oshape}
 
@@ -311,7 +349,7 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
         s[st].compute_at(s[res], x_out)
         s[st].set_scope(env.acc_scope)
         s[st].pragma(s[st].op.axis[0], env.alu)
-    for vec in (t["bias_buf"], t.get("shift_buf")):
+    for vec in (t["bias_buf"], t.get("shift_buf"), t.get("mul_buf")):
         if vec is not None:  # per-channel vectors: one LOAD ACC of tile_co entries
             s[vec].compute_at(s[res], x_out)
             s[vec].set_scope(env.acc_scope)
@@ -337,18 +375,21 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
                   shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
                   bias: bool = False, shift_vector: bool = False,
                   knobs: dict[str, int] | None = None, target: str | None = "fsim",
-                  groups: int = 1) -> Operator:
+                  groups: int = 1, mul: int = 1, mul_vector: bool = False, shift2: int = 0
+                  ) -> Operator:
     """Packed int8 conv2d with an int32 accumulator and a fused epilogue.
 
     Call the result on ``(data, kernel[, bias][, shift])`` numpy arrays; it returns the packed
     int8 output. ``padding``: (ph, pw) or (top, left, bottom, right). ``shift_vector`` adds a
-    per-channel shift operand shaped like the bias. ``knobs=None`` takes the default knobs
+    per-channel shift operand shaped like the bias; ``mul``/``mul_vector``/``shift2`` the
+    fixed-point requantization (see :class:`Epilogue`; a vector is one more such operand).
+    ``knobs=None`` takes the default knobs
     (:func:`conv2d_knobs`: ranked by vta.sim.perf, cached). ``target=None`` returns the
     operator unbuilt (for tuners). ``groups`` > 1 makes a group convolution over channel tiles
     (see :func:`group_conv2d_packed`).
     """
     env = Env(config)
-    epi = Epilogue(bias, shift, relu, clip, shift_vector)
+    epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2)
     t = conv2d_packed_compute(env, data_shape, kernel_shape, tuple(strides), tuple(padding), epi,
                               groups=groups, dilation=tuple(dilation))
     if knobs:
@@ -363,7 +404,8 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
                             "tiles per group")
     s = conv2d_packed_schedule(env, t, k)
     args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) \
-        + ([t["shift"]] if shift_vector else []) + [t["res"]]
+        + ([t["shift"]] if shift_vector else []) + ([t["mul"]] if mul_vector else []) \
+        + [t["res"]]
     # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
     # next tile then starts with its loads, not with a reset that waits for its last store
     op = Operator("conv2d_packed", s, args, k, config, t["oshape"],
@@ -548,7 +590,8 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int
 def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, config: Config,
                  shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
                  bias: bool = False, shift_vector: bool = False,
-                 knobs: dict[str, int] | None = None, target: str | None = "fsim") -> Operator:
+                 knobs: dict[str, int] | None = None, target: str | None = "fsim",
+                 mul: int = 1, mul_vector: bool = False, shift2: int = 0) -> Operator:
     """Packed int8 dense: data (N/BATCH, K/BLOCK_IN, BATCH, BLOCK_IN), weight
     (M/BLOCK_OUT, K/BLOCK_IN, BLOCK_OUT, BLOCK_IN) -> (N/BATCH, M/BLOCK_OUT, BATCH, BLOCK_OUT).
     With ``bias`` (and ``shift_vector``) the operator takes int32 (1, M/BLOCK_OUT, BATCH,
@@ -564,7 +607,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     if k != k2 or (bb, bi, bo, bi2) != (env.BATCH, env.BLOCK_IN, env.BLOCK_OUT, env.BLOCK_IN):
         raise ScheduleError(f"dense: {tuple(data_shape)} x {tuple(weight_shape)} are not packed "
                             f"for {env}")
-    epi = Epilogue(bias, shift, relu, clip, shift_vector)
+    epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2)
     kn = {"tile_b": 1, "tile_co": 1, "tile_ci": 1, "oc_nthread": 1}
     kn.update(knobs if knobs else dense_knobs(n, k, m, config, epi))
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
@@ -583,7 +626,9 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     bias_buf = te.compute(vec, lambda *i: bias_t(*i), name="bias_buf") if bias else None
     shift_buf = te.compute(vec, lambda *i: shift_t(*i), name="shift_buf") if shift_vector \
         else None
-    last, epi_stages = epi.apply(env, res_gem, bias_buf, "res", shift_buf)
+    mul_t = te.placeholder(vec, name="mul", dtype=env.acc_dtype) if mul_vector else None
+    mul_buf = te.compute(vec, lambda *i: mul_t(*i), name="mul_buf") if mul_vector else None
+    last, epi_stages = epi.apply(env, res_gem, bias_buf, "res", shift_buf, mul_buf)
     res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
     s = te.create_schedule(res.op)
     b, o, bt, ot = s[res].op.axis
@@ -600,7 +645,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
         s[st].compute_at(s[res], o_out)
         s[st].set_scope(env.acc_scope)
         s[st].pragma(s[st].op.axis[0], env.alu)
-    for vb in (bias_buf, shift_buf):
+    for vb in (bias_buf, shift_buf, mul_buf):
         if vb is not None:
             s[vb].compute_at(s[res], o_out)
             s[vb].set_scope(env.acc_scope)
@@ -617,7 +662,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     s[res_gem].tensorize(gbt, env.gemm)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
     args = [data, weight] + ([bias_t] if bias else []) + ([shift_t] if shift_vector else []) \
-        + [res]
+        + ([mul_t] if mul_vector else []) + [res]
     op = Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
                   build_opts={"init_in_first_iteration": True})
     if target is not None:

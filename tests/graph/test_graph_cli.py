@@ -59,7 +59,7 @@ def test_compile_writes_module(work, capsys) -> None:
     assert sum(v == "vta" for v in m["partition"].values()) == 20
     assert len(m["kernels"]) == 20 and all((d / k["program"]).stat().st_size % 16 == 0
                                            for k in m["kernels"].values())
-    assert {"exps", "layers"} <= set(m["quantization"])
+    assert {"scales", "layers"} <= set(m["quantization"])
     plan = json.loads((d / "plan.json").read_text())
     assert plan["size"] >= (d / "const.bin").stat().st_size
     assert not [p for p in work.iterdir() if p.name.startswith(".mod")]  # no temp left
@@ -171,7 +171,8 @@ def test_host_llvm_kernels(work, capsys) -> None:
     and the run agrees with the numpy host kernels (float reassociation may differ in last
     bits; tests/graph/test_graph_host.py checks each kernel); --host numpy stores none."""
     out = work / "mod_llvm"
-    assert main(["compile", str(work / "r.onnx"), "-o", str(out)]) == 0
+    # power-of-two scales: the int8 LLVM kernels (Quantize here) rescale by shifts
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--pow2-scales"]) == 0
     m = json.loads((out / "manifest.json").read_text())
     nodes = {h["node"] for h in m["host_kernels"]}
     assert {"conv1", "maxpool", "maxpool.out.quantize", "avgpool"} <= nodes
@@ -199,3 +200,96 @@ def test_resnet18_demo_runs(capsys) -> None:
     assert demo.main(["--image-size", "32"]) == 0
     out = capsys.readouterr().out
     assert "top-1 match" in out and "cosine similarity" in out and "layer1.0.conv1" in out
+
+
+def _long_name_model():
+    """Two convs with names longer than 28 characters (and a Softmax, which has no int8
+    kernel)."""
+    from onnx import helper
+
+    rng = np.random.default_rng(2)
+    long1 = "backbone.stage_three.block_seven.expand_conv"
+    long2 = "backbone.stage_three.block_seven.project_conv"
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="stem", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w1"], ["b"], name=long1, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["c"], name="relu"),
+             helper.make_node("Conv", ["c", "w2"], ["d"], name=long2),
+             helper.make_node("Softmax", ["d"], ["y"], name="softmax", axis=1)]
+    inits = {"w0": rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.3,
+             "w1": rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1,
+             "w2": rng.standard_normal((16, 32, 1, 1)).astype(np.float32) * 0.1}
+    return onnx_model(nodes, {"x": [1, 3, 8, 8]}, {"y": None}, inits), long1, long2
+
+
+def test_compile_summary_fallback_notes_and_full_names(tmp_path, capsys) -> None:
+    import onnx
+
+    model, long1, long2 = _long_name_model()
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "mod"),
+                 "--cpu-layer", long2, "--report", "--calibration", "max"]) == 0
+    out = capsys.readouterr().out
+    # the summary: VTA share of MACs, then the CPU layers grouped by reason with full names
+    macs = {"stem": 16 * 27 * 64, long1: 32 * 144 * 64, long2: 16 * 32 * 64}
+    share = macs[long1] / sum(macs.values()) * 100
+    assert f"1 layers on VTA: {share:.1f}% of" in out
+    assert f"int8, named by --cpu-layer: 1 ({macs[long2] / sum(macs.values()) * 100:.1f}% " \
+           f"of MACs): {long2}" in out
+    assert "float, first convolution: 1" in out and "float, no int8 kernel: 1" in out
+    # the report's rows carry the full names that --cpu-layer / --float-layer take
+    rows = {line.split()[0] for line in out.splitlines() if line.startswith("backbone")}
+    assert rows == {long1, long2}
+    m = json.loads((tmp_path / "mod" / "manifest.json").read_text())
+    notes = [n for n in m["notes"] if n.startswith("fallback: ")]
+    assert {n.split()[1] for n in notes} == {"stem", long2, "softmax"}
+    assert main(["run", str(tmp_path / "mod"), "--input", _save_x(tmp_path, [1, 3, 8, 8]),
+                 "--report"]) == 0
+    rep = capsys.readouterr().out
+    assert any(line.startswith(long2 + " ") for line in rep.splitlines())
+
+
+def _save_x(d, shape) -> str:
+    p = d / "x.npy"
+    np.save(p, np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    return str(p)
+
+
+def _latency_figures(text: str) -> tuple[int, float, float, float]:
+    import re
+
+    m = re.search(r"VTA part: (\d+) cycles = ([\d.]+) ms at ([\d.]+) MHz .*?, ([\d.]+) frames/s",
+                  text)
+    assert m, text
+    return int(m[1]), float(m[2]), float(m[3]), float(m[4])
+
+
+def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
+    """ms = cycles / clock and frames/s = 1000 / ms, at the clock of the board's registry
+    entry; vta run on the perf target uses its own cycle counts, within 1% of the cycles the
+    module recorded at compile time."""
+    from vta.boards import get_board
+
+    out = tmp_path / "mb"
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--board", "zcu104",
+                 "--report"]) == 0
+    cyc, ms, mhz, fps = _latency_figures(capsys.readouterr().out)
+    assert mhz == get_board("zcu104").clock_mhz and cyc > 0
+    assert ms == pytest.approx(cyc / (mhz * 1e3), abs=1e-3)
+    assert fps == pytest.approx(1e3 / ms, rel=1e-3)
+    # vta run: the module's board by default, another with --board
+    assert main(["run", str(out), "--input", str(work / "x.npy"), "--target", "perf",
+                 "--report"]) == 0
+    rep = capsys.readouterr().out
+    assert "cycles counted by perf" in rep
+    # the perf target counts the program at its place in the arena; the module records the
+    # estimate made at compile time on scratch offsets: within 1%
+    c_run, ms_run, mhz_run, _ = _latency_figures(rep)
+    assert mhz_run == mhz and abs(c_run - cyc) <= 0.01 * cyc
+    assert ms_run == pytest.approx(c_run / (mhz * 1e3), abs=1e-3)
+    assert main(["run", str(out), "--input", str(work / "x.npy"), "--report", "--board",
+                 "pynq-z1"]) == 0
+    c2, ms2, mhz2, _ = _latency_figures(capsys.readouterr().out)
+    assert (c2, mhz2) == (cyc, get_board("pynq-z1").clock_mhz)
+    assert ms2 == pytest.approx(c2 / (mhz2 * 1e3), abs=1e-3)
+    one_line_error(capsys, ["run", str(out), "--input", str(work / "x.npy"), "--report",
+                            "--board", "no-such-board"], "no-such-board")

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from vta.compiler.graph.errors import InputError
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.passes import optimize
 from vta.compiler.graph.quantize import (
+    CALIBRATIONS,
+    calibrate,
+    dequantize_array,
     exponent_for,
     layer_errors,
     load_samples,
     quantize_array,
     quantize_graph,
-    round_shift,
+    requant_params,
+    requantize,
+    rescale,
     run_quantized,
-    shift_clip,
+    shr,
     synthetic_samples,
+    wrap_int32,
 )
 from vta.compiler.graph.reference import run_float
 
@@ -37,27 +45,109 @@ def test_exponent_is_largest_power_of_two_that_fits() -> None:
 
 def test_quantize_rounds_and_saturates() -> None:
     x = np.array([0.5, -0.26, 1.99, 10.0, -10.0, 0.0])
-    np.testing.assert_array_equal(quantize_array(x, 2), [2, -1, 8, 40, -40, 0])
-    np.testing.assert_array_equal(quantize_array(x, 5), [16, -8, 64, 127, -128, 0])
+    np.testing.assert_array_equal(quantize_array(x, 2.0 ** -2), [2, -1, 8, 40, -40, 0])
+    np.testing.assert_array_equal(quantize_array(x, 2.0 ** -5), [16, -8, 64, 127, -128, 0])
+    np.testing.assert_array_equal(quantize_array(x, 0.1), [5, -3, 20, 100, -100, 0])
 
 
-def test_shift_clip_is_arithmetic_shift_then_clip() -> None:
+def test_requantize_is_arithmetic_shift_then_clip() -> None:
     acc = np.array([1000, -1000, -1, 7, 40000, -40000, 2**31 - 1])
     # arithmetic shift floors toward -inf: -1000 >> 3 = -125, -1 >> 3 = -1
-    np.testing.assert_array_equal(shift_clip(acc, 3, -128, 127),
+    np.testing.assert_array_equal(requantize(acc, 3, -128, 127),
                                   [125, -125, -1, 0, 127, -128, 127])
-    np.testing.assert_array_equal(shift_clip(acc, 3, 0, 100), [100, 0, 0, 0, 100, 0, 100])
+    np.testing.assert_array_equal(requantize(acc, 3, 0, 100), [100, 0, 0, 0, 100, 0, 100])
     # a negative shift is a left shift (int32 wrap-around before the clip)
-    np.testing.assert_array_equal(shift_clip(np.array([3, -3, 2**30]), -2, -128, 127),
+    np.testing.assert_array_equal(requantize(np.array([3, -3, 2**30]), -2, -128, 127),
                                   [12, -12, 0])
 
 
-def test_round_shift_rounds_half_up() -> None:
+def test_requantize_fixed_point_steps_by_hand() -> None:
+    acc = np.array([1000, -1000, 77, -77, 2**30])
+    # >> 2, * 300, + 2^9, >> 10: 250*300 = 75000 -> (75000 + 512) >> 10 = 73
+    got = requantize(acc, 2, -128, 127, mul=300, shift2=10)
+    # 77 >> 2 = 19, 19 * 300 = 5700 -> 6212 >> 10 = 6; -77 >> 2 = -20 -> -5488 >> 10 = -6
+    np.testing.assert_array_equal(got[:4], [73, -73, 6, -6])
+    # 2^30 >> 2 = 2^28; * 300 wraps in int32 before the clip (VTA's accumulator)
+    v = ((2**28 * 300 + 2**31) % 2**32) - 2**31
+    assert got[4] == np.clip((v + 512) >> 10, -128, 127)
+
+
+def test_rescale_rounds_half_up() -> None:
     v = np.array([5, 6, 7, -5, -6, -7, 4])
-    np.testing.assert_array_equal(round_shift(v, 2), [1, 2, 2, -1, -1, -2, 1])
-    np.testing.assert_array_equal(round_shift(v, -1), v * 2)
+    np.testing.assert_array_equal(rescale(v, 1, 2), [1, 2, 2, -1, -1, -2, 1])
+    np.testing.assert_array_equal(rescale(v, 3, 0), v * 3)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_requant_params_never_overflow_and_track_the_factor(seed: int) -> None:
+    """At the accumulator's bounds the int32 steps equal exact int64 arithmetic (no wrap),
+    and the result is within one step of acc * r."""
+    rng = np.random.default_rng(seed)
+    bound = (2 ** rng.uniform(8, 30, size=8)).astype(np.int64)
+    # worst-case outputs from 16 to 65536 int8 steps (real layers: well below 2**16)
+    r = 2.0 ** rng.uniform(4, 16, size=8) / bound
+    shift, mul, shift2 = requant_params(r, bound, pow2=False)
+    assert 0 <= shift2 <= 15 and all(0 < m < 2**15 for m in mul)  # 16-bit immediates
+    for c in range(8):
+        acc = np.array([-bound[c], -bound[c] // 3, 0, bound[c] // 7, bound[c]], np.int64)
+        acc_b = acc + ((1 << shift[c] >> 1) if shift[c] > 0 else 0)  # the bias's rounding
+        exact = shr(acc_b, shift[c]) * mul[c]
+        assert np.abs(exact).max() + (1 << shift2 >> 1) < 2**31
+        got = shr(wrap_int32(exact + (1 << shift2 >> 1)), shift2)  # requantize's last steps
+        np.testing.assert_allclose(got, acc * r[c], atol=1 + np.abs(acc * r[c]).max() * 2**-9)
+
+
+def test_pow2_scales_requantize_by_shift_alone() -> None:
+    g = _tiny_conv_graph()
+    qr = quantize_graph(g, synthetic_samples(g, 2), keep_first_float=False, pow2=True)
+    for n in qr.graph.nodes:
+        if n.op == "QConv":
+            assert n.attrs["mul"] == 1 and n.attrs["shift2"] == 0
+    for s in qr.scales.values():
+        assert math.log2(s) == round(math.log2(s))
+
+
+def test_calibration_methods() -> None:
+    """max is the largest |value|; percentile clips the top 0.01%; mse's threshold has (close
+    to) the least quantization error of any threshold."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 4, 128, 128)).astype(np.float32)
+    wide = rng.random(x.shape) < 0.001
+    x[wide] *= 30
+    g = Graph([Node("Relu", "r", ["x"], ["y"], {})], {"x": TensorInfo(x.shape)}, ["y"], {})
+    th = {m: calibrate(g, [{"x": x}], m)["x"] for m in CALIBRATIONS}
+    assert th["max"] == pytest.approx(float(np.abs(x).max()))
+    assert th["percentile"] < th["max"]
+    assert np.mean(np.abs(x) > th["percentile"]) <= 1.2e-4
+
+    def err(t: float) -> float:
+        return float(np.mean((dequantize_array(quantize_array(x, t / 127), t / 127) - x) ** 2))
+    grid = np.linspace(th["max"] / 64, th["max"], 200)
+    assert err(th["mse"]) <= 1.1 * min(err(t) for t in grid)
+    with pytest.raises(InputError, match="calibration method 'kl'"):
+        calibrate(g, [{"x": x}], "kl")
+
+
+@pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.1}),
+                                      ("HardSigmoid", {"alpha": 0.2, "beta": 0.5}),
+                                      ("HardSwish", {})])
+def test_int8_activation_kernels_follow_float(op: str, attrs: dict) -> None:
+    """The int8 kernels (ALU-expressible integer steps) stay within about one output step of
+    the float op, and the block stays int8 (no Dequantize before the activation)."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((16, 8, 1, 1)).astype(np.float32) * 0.5
+    conv = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "group": 1}
+    g = Graph([Node("Conv", "c", ["x", "w"], ["a"], conv), Node(op, "act", ["a"], ["y"], attrs)],
+              {"x": TensorInfo((1, 8, 8, 8))}, ["y"], {"w": w})
+    qr = quantize_graph(g, synthetic_samples(g, 2), keep_first_float=False)
+    assert [n.op for n in qr.graph.nodes] == ["Quantize", "QConv", "Q" + op, "Dequantize"]
+    x = rand_input(g, 3)
+    env = run_quantized(qr.graph, x, keep=True)
+    a = env["a"].astype(np.float64) * qr.scales["a"]  # the int8 input, dequantized
+    fa = run_float(Graph([g.nodes[1]], {"a": TensorInfo(a.shape)}, ["y"], {}),
+                   {"a": a.astype(np.float32)})["y"]
+    step = qr.scales["y.int8"]
+    assert np.abs(env["y"] - fa).max() <= 1.01 * step
 def _tiny_conv_graph() -> Graph:
     rng = np.random.default_rng(0)
     params = {"w1": rng.standard_normal((8, 4, 3, 3)).astype(np.float32) * 0.3,
@@ -89,27 +179,31 @@ def test_qconv_matches_hand_computed_integer_spec() -> None:
         for i in range(6):
             for j in range(6):
                 ref[0, o, i, j] = (xp[0, :, i:i + 3, j:j + 3] * wq[o]).sum() + bq[o]
-    ref = np.clip(ref >> c2.attrs["shift"], 0, 127)
-    np.testing.assert_array_equal(env["b"], ref)
-    # the bias carries the rounding term and the scale 2^(in + w)
-    e_in, e_w, sh = c2.attrs["in_exp"], c2.attrs["w_exp"], c2.attrs["shift"]
-    assert sh == e_in + e_w - c2.attrs["out_exp"]
+    a = c2.attrs
+    s1, mul, s2 = a["shift"], a["mul"], a["shift2"]
+    assert isinstance(s1, int) and 0 < mul < 2**15 and 0 < s2 <= 15
+    ref = ((ref >> s1) * mul + (1 << (s2 - 1))) >> s2
+    np.testing.assert_array_equal(env["b"], np.clip(ref, 0, 127))
+    # the multiplier carries in * w / out; the bias the rounding term and the scale in * w
+    assert mul * 2.0 ** -(s1 + s2) == pytest.approx(
+        a["in_scale"] * a["w_scale"] / a["out_scale"], rel=2**-10)
     np.testing.assert_array_equal(
-        bq, np.rint(g.params["b2"].astype(np.float64) * 2.0 ** (e_in + e_w)) + (1 << (sh - 1)))
+        bq, np.rint(g.params["b2"].astype(np.float64) / (a["in_scale"] * a["w_scale"]))
+        + (1 << (s1 - 1)))
 
 
-def test_qadd_aligns_exponents() -> None:
+def test_qadd_rescales_both_inputs() -> None:
     g = _tiny_conv_graph()
     samples = synthetic_samples(g, 2)
     qr = quantize_graph(g, samples, keep_first_float=False)
     add = qr.graph.node("add")
     env = run_quantized(qr.graph, samples[0], keep=True)
     a, b = env[add.inputs[0]].astype(np.int64), env[add.inputs[1]].astype(np.int64)
-    ea, eb, eo = qr.exps[add.inputs[0]], qr.exps[add.inputs[1]], qr.exps["y.int8"]
-    e = max(ea, eb)
-    s = (a << (e - ea)) + (b << (e - eb))
-    k = e - eo
-    expect = np.clip((s + (1 << (k - 1))) >> k if k > 0 else s << -k, -128, 127)
+    sa, sb, so = qr.scales[add.inputs[0]], qr.scales[add.inputs[1]], qr.scales["y.int8"]
+    ma, mb, k = add.attrs["mul_a"], add.attrs["mul_b"], add.attrs["shift"]
+    assert max(ma, mb) < 2**15 and ma * 2.0 ** -k == pytest.approx(sa / so, rel=2**-13)
+    assert mb * 2.0 ** -k == pytest.approx(sb / so, rel=2**-12)
+    expect = np.clip((a * ma + b * mb + (1 << (k - 1))) >> k, -128, 127)
     np.testing.assert_array_equal(env["y.int8"], expect)
 
 

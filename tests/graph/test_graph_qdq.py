@@ -1,0 +1,112 @@
+"""Pre-quantized QDQ models (onnxruntime.quantization.quantize_static): imported with their
+own scales, run int8 on VTA (fsim) bit-exact against the int8 reference, close to onnxruntime's
+own execution of the QDQ model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from vta.compiler.graph.errors import UnsupportedOpError
+from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.quantize import agreement, run_quantized
+from vta.compiler.graph.reference import run_float
+from vta.isa import Config
+
+from .conftest import onnx_model, run_ort
+
+pytestmark = pytest.mark.sim
+
+
+def _float_model() -> onnx.ModelProto:
+    """conv-relu, conv-relu, residual add, global pool, classifier."""
+    rng = np.random.default_rng(0)
+    inits = {"w1": rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.3,
+             "b1": rng.standard_normal(16).astype(np.float32) * 0.1,
+             "w2": rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1,
+             "b2": rng.standard_normal(16).astype(np.float32) * 0.1,
+             "fc": rng.standard_normal((10, 16)).astype(np.float32) * 0.3,
+             "fcb": rng.standard_normal(10).astype(np.float32) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"], name="r1"),
+             helper.make_node("Conv", ["ar", "w2", "b2"], ["b"], name="c2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["br"], name="r2"),
+             helper.make_node("Add", ["ar", "br"], ["s"], name="add"),
+             helper.make_node("GlobalAveragePool", ["s"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], name="fc", transB=1)]
+    return onnx_model(nodes, {"x": [1, 3, 16, 16]}, {"y": [1, 10]}, inits)
+
+
+def _quantize(tmp_path, symmetric: bool) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(1)
+            self.it = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
+                            for _ in range(8)])
+
+        def get_next(self):  # noqa: ANN202
+            return next(self.it, None)
+
+    fm = _float_model()
+    onnx.save(fm, tmp_path / "f.onnx")
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": symmetric})
+    return fm, onnx.load(str(tmp_path / "q.onnx"))
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_qdq_model_keeps_its_scales_and_matches_onnxruntime(tmp_path, symmetric: bool) -> None:
+    fm, qm = _quantize(tmp_path, symmetric)
+    g = from_onnx(qm)
+    assert "FakeQuant" in {n.op for n in g.nodes}
+    x = {"x": np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)}
+    yq = run_ort(qm, x)[0]
+    # the imported graph in float computes what onnxruntime computes for the QDQ model
+    np.testing.assert_allclose(run_float(g, x)["y"], yq, atol=1e-5 * np.abs(yq).max())
+    m = compile_graph(g, Config(), keep_first_float=False, per_channel=True)
+    inits = {i.name: numpy_helper.to_array(i) for i in qm.graph.initializer}
+    for conv, w, t in (("c1", "w1", "ar"), ("c2", "w2", "br")):
+        n = m.graph.node(conv)
+        assert n.op == "QConv" and m.partition[conv] == "vta"
+        # the int8 weights are onnxruntime's, and the output scale is its QDQ scale
+        np.testing.assert_array_equal(m.graph.params[n.inputs[1]], inits[f"{w}_quantized"])
+        s, z = float(inits[f"{t}_scale"]), int(inits[f"{t}_zero_point"])
+        # symmetric: the same scale; asymmetric: the scale whose int8 covers the range
+        expect = max((z + 128) * s / 128, (127 - z) * s / 127)
+        assert n.attrs["out_scale"] == pytest.approx(expect, rel=1e-9)
+        assert z != 0 or n.attrs["out_scale"] == s
+    with Executor(m, "fsim") as ex:
+        y = ex.run(x)["y"]
+    np.testing.assert_array_equal(y, run_quantized(m.graph, x)["y"])
+    a = agreement(yq, y)
+    assert a["top1"] and a["cosine"] > (0.9999 if symmetric else 0.999), a
+    assert agreement(run_ort(fm, x)[0], y)["cosine"] > 0.999
+
+
+def test_bad_qdq_is_a_one_line_error() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("DequantizeLinear", ["r", "s"], ["y"], name="dq")]
+    m = onnx_model(nodes, {"x": [1, 4]}, {"y": [1, 4]}, {"s": np.array(0.1, np.float32)})
+    with pytest.raises(UnsupportedOpError, match="'dq' .*neither a constant nor a "
+                                                 "QuantizeLinear output"):
+        from_onnx(m)
+    q = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q")
+    dq = helper.make_node("DequantizeLinear", ["q", "s2", "z"], ["y"], name="dq2")
+    m = onnx_model([q, dq], {"x": [1, 4]}, {"y": [1, 4]},
+                   {"s": np.array(0.1, np.float32), "s2": np.array(0.2, np.float32),
+                    "z": np.array(0, np.int8)})
+    with pytest.raises(UnsupportedOpError, match="differs from its QuantizeLinear"):
+        from_onnx(m)
