@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
-from vta.isa.checks import check_insns
+from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.errors import VTAError
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
@@ -115,7 +115,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                 mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
                 vcd: str | None = None, options: CoreOptions | None = None,
-                progress: float | None = PROGRESS_SECONDS) -> RunResult:
+                progress: float | None = PROGRESS_SECONDS,
+                max_uops: int = MAX_UOPS_PER_INSN) -> RunResult:
     """Run ``program`` on the Amaranth simulation of :class:`VTACore` and return the result.
 
     ``dram`` is the initial device memory (byte 0 at address 0); the result's ``dram`` has the
@@ -127,13 +128,14 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     (default: :func:`~vta.hw.harness.default_max_cycles` of the program). A run longer than
     ``progress`` seconds prints a progress line on stderr every ``progress`` seconds (``None``:
     never). ``vcd`` must name a file in an existing directory. ``options`` selects a hardware
-    variant of :class:`VTACore` (:class:`CoreOptions`).
+    variant of :class:`VTACore` (:class:`CoreOptions`). A GEMM/ALU instruction of more than
+    ``max_uops`` micro-op iterations is rejected before simulating, as on every backend.
     """
     return run_programs([(program, dram)], cfg, bus_width=bus_width, max_cycles=max_cycles,
                         idle_limit=idle_limit, trace=trace, mem_latency=mem_latency,
                         mem_bandwidth=mem_bandwidth, mem_stall=mem_stall, seed=seed,
                         poll_interval=poll_interval, vcd=vcd,
-                        options=options, progress=progress)[0]
+                        options=options, progress=progress, max_uops=max_uops)[0]
 
 
 def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes]],
@@ -143,7 +145,8 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                  mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
                  vcd: str | None = None, reset_between: bool = True,
                  options: CoreOptions | None = None,
-                 progress: float | None = PROGRESS_SECONDS) -> list[RunResult]:
+                 progress: float | None = PROGRESS_SECONDS,
+                 max_uops: int = MAX_UOPS_PER_INSN) -> list[RunResult]:
     """Run several ``(program, dram)`` jobs one after the other on ONE simulated core.
 
     The core is elaborated once; between jobs it is reset (``reset_between``) and given a fresh
@@ -165,6 +168,7 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
         insns = check_program(program, cfg)
         dram = as_dram(dram)
         check_insns(insns, cfg, len(dram))  # the same bounds as every backend
+        check_work(insns, max_uops, "rtl")
         image = place_program(dram, program)
         memory = AxiMemory(image.mem, bus_bytes=bus_width // 8, latency=mem_latency,
                            bandwidth=mem_bandwidth, stall=mem_stall, seed=seed + n,

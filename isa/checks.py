@@ -63,6 +63,31 @@ class Where:
         return f"instruction {self.n} ({insn_name(self.insn)})"
 
 
+#: Default bound on the micro-op iterations of one GEMM or ALU instruction
+#: (``iter_out * iter_in * (uop_end - uop_bgn)``), the same on every backend: fsim builds index
+#: arrays of that length (about 100 bytes per micro-op with its plans), so it keeps one instruction
+#: below ~0.5 GiB there, and on the cycle-level backends it is a few million cycles. The largest
+#: instruction the compiler emits is far smaller (its tiles fit the on-chip buffers).
+MAX_UOPS_PER_INSN = 1 << 22
+
+
+def check_work(insns: Sequence[Insn], max_uops: int = MAX_UOPS_PER_INSN,
+               backend: str = "the simulator") -> None:
+    """Reject, before anything runs, a GEMM or ALU instruction with more than ``max_uops``
+    micro-op iterations, naming it and the bound (``backend`` says whose bound it is)."""
+    if max_uops < 1:
+        raise ProgramError(f"max_uops must be at least 1, not {max_uops}")
+    for n, insn in enumerate(insns):
+        if isinstance(insn, GemmInsn | AluInsn):
+            uops = max(insn.uop_end - insn.uop_bgn, 0) * insn.iter_out * insn.iter_in
+            if uops > max_uops:
+                raise ProgramError(
+                    f"{Where(n, insn)}: iter_out={insn.iter_out} x iter_in={insn.iter_in} x "
+                    f"{insn.uop_end - insn.uop_bgn} micro-ops = {uops} micro-op iterations, "
+                    f"beyond {backend}'s bound of {max_uops} per instruction (option "
+                    f"max_uops); split the loop into several instructions")
+
+
 def check_insns(insns: Sequence[Insn], cfg: Config, dram_bytes: int,
                 dram_start: int = 0) -> list[str]:
     """Check every instruction against ``cfg`` and a ``dram_bytes``-byte DRAM image; returns the
@@ -146,5 +171,5 @@ def _check_mem(where: Where, insn: MemInsn, cfg: Config, dram_bytes: int,
     return module
 
 
-__all__ = ["check_insns", "check_insn", "insn_name", "Where", "DEP_QUEUES",
-           "SRAM_NAMES"]
+__all__ = ["MAX_UOPS_PER_INSN", "check_work", "check_insns", "check_insn", "insn_name", "Where",
+           "DEP_QUEUES", "SRAM_NAMES"]

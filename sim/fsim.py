@@ -50,7 +50,7 @@ from vta.isa import (
     Opcode,
     uop_fields,
 )
-from vta.isa.checks import DEP_QUEUES, check_insns, insn_name
+from vta.isa.checks import DEP_QUEUES, MAX_UOPS_PER_INSN, check_insns, check_work, insn_name
 from vta.isa.errors import DeadlockError, ProgramError, RaceError
 from vta.isa.image import RunResult, as_program_bytes, check_program
 
@@ -76,11 +76,6 @@ _PRIORITY = {
 }
 
 
-#: Default bound on the micro-ops one GEMM or ALU instruction may execute in fsim
-#: (``iter_out * iter_in * (uop_end - uop_bgn)``). fsim builds index arrays of that length (about
-#: 100 bytes per micro-op with its plans), so the bound keeps one instruction below ~0.5 GiB; the
-#: largest instruction the compiler emits is far smaller (its tiles fit the on-chip buffers).
-MAX_UOPS_PER_INSN = 1 << 22
 #: Largest operand gather (bytes, as float64) of the dense GEMM path; beyond it (a loop that
 #: reuses few entries very many times) the general path, which works in chunks, runs instead.
 _DENSE_BYTES = 1 << 28
@@ -182,7 +177,7 @@ class FunctionalSim:
     def _run(self, insns: list[Insn], mem: np.ndarray) -> dict[str, Any]:
         cfg = self.cfg
         modules = check_insns(insns, cfg, mem.size)
-        _check_work(insns, self.max_uops)
+        check_work(insns, self.max_uops, "fsim")
         pops = [tuple(DEP_QUEUES[m][f] for f in POP_FLAGS if getattr(i, f))
                 for m, i in zip(modules, insns)]
         pushes = [tuple(DEP_QUEUES[m][f] for f in PUSH_FLAGS if getattr(i, f))
@@ -516,20 +511,6 @@ def _dense_bytes(grids: tuple[np.ndarray, ...], cfg: Config) -> int:
     """Bytes the dense path gathers (as float64) for grids (D, S, W)."""
     _, sgrid, wgrid = grids
     return 8 * (sgrid.size * cfg.batch * cfg.block_in + wgrid.size * cfg.block_out * cfg.block_in)
-
-
-def _check_work(insns: list[Insn], max_uops: int) -> None:
-    """Reject, before anything runs, a GEMM or ALU instruction with more than ``max_uops``
-    micro-op iterations (its index arrays would not fit in memory)."""
-    for n, insn in enumerate(insns):
-        if isinstance(insn, GemmInsn | AluInsn):
-            uops = max(insn.uop_end - insn.uop_bgn, 0) * insn.iter_out * insn.iter_in
-            if uops > max_uops:
-                raise ProgramError(
-                    f"instruction {n} ({insn_name(insn)}): iter_out={insn.iter_out} x "
-                    f"iter_in={insn.iter_in} x {insn.uop_end - insn.uop_bgn} micro-ops = "
-                    f"{uops} micro-op iterations, beyond fsim's bound of {max_uops} per "
-                    f"instruction (option max_uops); split the loop into several instructions")
 
 
 def _deadlock_message(insns, modules, queues, tokens, fetch_pc, qdepth) -> str:

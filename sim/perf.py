@@ -38,7 +38,7 @@ from vta.isa import (
     MemType,
     Opcode,
 )
-from vta.isa.checks import check_insns
+from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 
 
@@ -340,7 +340,8 @@ def estimate(program: bytes | Sequence[Insn], cfg: Config, *,
 
 def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: Config, *,
                 trace: bool = False, params: PerfParams = DEFAULT_PARAMS,
-                bus_width: int | None = None, **_: Any) -> RunResult:
+                bus_width: int | None = None, max_uops: int = MAX_UOPS_PER_INSN,
+                **_: Any) -> RunResult:
     """The backend entry point: the DRAM image is returned unchanged (no data is computed, so
     ``vta sim --backend perf`` writes no OUT.bin). The program is checked against the image with
     the same bounds as every other backend (:func:`vta.isa.checks.check_insns`)."""
@@ -348,6 +349,7 @@ def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: 
     insns = check_program(prog, cfg)
     dram = as_dram(dram)
     check_insns(insns, cfg, len(dram))  # the same bounds as every backend
+    check_work(insns, max_uops, "perf")
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
     stats = PerfModel(cfg, params).run(insns)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
-from vta.isa.checks import check_insns
+from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
@@ -395,7 +395,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 seed: int = 0, idle_limit: int = DEFAULT_IDLE_LIMIT,
                 max_cycles: int | None = None, trace: bool = False,
                 vcd: str | os.PathLike[str] | None = None,
-                progress: float | None = PROGRESS_SECONDS) -> RunResult:
+                progress: float | None = PROGRESS_SECONDS,
+                max_uops: int = MAX_UOPS_PER_INSN) -> RunResult:
     """Run ``program`` on the Verilator model of the core; byte-identical to fsim.
 
     ``mem_latency`` cycles to the first read beat, ``mem_bandwidth`` bytes per cycle shared by
@@ -413,6 +414,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     insns = check_program(program, cfg)
     dram = as_dram(dram)
     check_insns(insns, cfg, len(dram))  # the same bounds as every backend
+    check_work(insns, max_uops, "tsim")
     check_vcd_path(vcd)
     if max_cycles is not None and max_cycles < 1:
         raise VTAError(f"max_cycles must be at least 1, not {max_cycles}")

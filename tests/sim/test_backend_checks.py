@@ -135,6 +135,33 @@ def test_fsim_rejects_a_huge_instruction_at_once_naming_it_and_the_bound():
         fsim.run(alu, np.zeros(64, np.uint8), cfg, max_uops=199)
 
 
+@pytest.mark.parametrize("backend", ["rtl", "perf", "tsim"])
+def test_every_backend_rejects_the_huge_instruction_at_once(backend):
+    """The same work bound as fsim's, checked before anything is built or simulated (tsim took
+    hours to reach its cycle bound on this program)."""
+    import importlib
+
+    from vta.isa.checks import MAX_UOPS_PER_INSN
+
+    cfg = Config()
+    program = encode_program([
+        GemmInsn(uop_bgn=0, uop_end=1, iter_out=16383, iter_in=16383), FinishInsn()], cfg)
+    mod, fn = {"rtl": ("vta.hw.simulate", "run_program"), "perf": ("vta.sim.perf", "run_program"),
+               "tsim": ("vta.hw.tsim", "run_program")}[backend]
+    run = getattr(importlib.import_module(mod), fn)
+    t0 = time.perf_counter()
+    with pytest.raises(ProgramError) as e:
+        run(program, np.zeros(64, np.uint8), cfg)
+    assert time.perf_counter() - t0 < 2
+    msg = str(e.value)
+    assert msg.startswith("instruction 0 (GEMM): iter_out=16383 x iter_in=16383")
+    assert f"beyond {backend}'s bound of {MAX_UOPS_PER_INSN} per instruction" in msg
+    with pytest.raises(ProgramError, match=f"beyond {backend}'s bound of 199"):
+        alu = encode_program([AluInsn(uop_end=2, iter_out=10, iter_in=10, use_imm=1, imm=1),
+                              FinishInsn()], cfg)
+        run(alu, np.zeros(64, np.uint8), cfg, max_uops=199)
+
+
 def test_fsim_huge_reuse_loop_runs_in_bounded_memory():
     """2^18 micro-ops on ONE accumulator entry (factors 0): exact, without gathering the
     operands once per micro-op (that took 2 KiB per micro-op, 32 GiB at 16383 x 1024)."""
