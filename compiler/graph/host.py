@@ -10,8 +10,9 @@ reference the tests compare against.
 Agreement with the numpy kernels:
 
 - integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
-  ``QGlobalAveragePool``, ``Quantize``, ``Dequantize``, ``Dilate``, ``MaxPool``) are bit-exact
-  (the int8 ones where the rescaling is by powers of two: ``--pow2-scales``);
+  ``QGlobalAveragePool``, ``Dilate``, ``MaxPool``) are bit-exact, with the calibrated scales'
+  fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
+  (float64 arithmetic as numpy's, ``rint`` rounding half to even);
 - float reductions (``Conv``, ``Softmax``, ``Tanh``) differ in the last bits: LLVM may
   reassociate sums and fuse multiply-adds (fast-math), and softmax/tanh use a polynomial
   ``exp``; the tests bound the difference (see tests/graph/test_graph_host.py).
@@ -23,10 +24,9 @@ view and costs nothing.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from math import prod
+from math import inf, prod
 from typing import Any
 
 import numpy as np
@@ -128,12 +128,12 @@ def _conv(n: Node, xs: tuple[int, ...], params: Mapping[str, np.ndarray]) -> Any
             return None
         return cpu.conv2d(xs, w.shape, tuple(a["strides"]), pad, bias=bias, relu=bool(act),
                           groups=a["group"])
-    shift = a["shift"]
+    shift, mul, shift2 = a["shift"], a.get("mul", 1), a.get("shift2", 0)
     shifts = shift if isinstance(shift, list) else [shift]
-    if max(abs(s) for s in shifts) >= 32:  # beyond an int32 shift: the numpy kernel
-        return None
+    if max(abs(s) for s in shifts) >= 32 or not 0 <= shift2 < 32:
+        return None  # beyond an int32 shift: the numpy kernel
     return cpu.conv2d(xs, w.shape, tuple(a["strides"]), pad, dtype="int8", bias=bias,
-                      groups=a["group"], requant=(shift, a["lo"], a["hi"]))
+                      groups=a["group"], requant=(shift, a["lo"], a["hi"], mul, shift2))
 
 
 def _pool(n: Node, xs: tuple[int, ...], dtype: str) -> Any:
@@ -146,12 +146,9 @@ def _pool(n: Node, xs: tuple[int, ...], dtype: str) -> Any:
     return cpu.max_pool2d(xs, a["kernel_shape"], a["strides"], pad, dtype=dtype)
 
 
-def _log2(v: Any) -> int | None:
-    """``log2(v)`` when ``v`` is a positive power of two (int or float), else None."""
-    if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
-        return None
-    e = math.log2(v)
-    return int(e) if e == int(e) else None
+def _scalar(v: Any) -> bool:
+    """``v`` is one positive finite number (a per-tensor scale)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < inf
 
 
 def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
@@ -160,23 +157,18 @@ def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
     from vta.compiler.topi import cpu
 
     a = n.attrs
-    # the int8 kernels here implement power-of-two rescaling (quantize --pow2-scales); with a
-    # fixed-point multiplier the node keeps its numpy kernel (quantize.INT_KERNELS)
-    mul_a, mul_b, mul, scale = (_log2(a.get(k)) for k in ("mul_a", "mul_b", "mul", "scale"))
     builders: dict[str, Callable[[], Any]] = {
         "Conv": lambda: _conv(n, xs, params),
-        "QConv": lambda: _conv(n, xs, params)
-        if a.get("mul", 1) == 1 and not a.get("shift2") else None,
+        "QConv": lambda: _conv(n, xs, params),
         "MaxPool": lambda: _pool(n, xs, "float32"),
         "QMaxPool": lambda: _pool(n, xs, "int8"),
         "GlobalAveragePool": lambda: cpu.global_avg_pool2d(xs) if len(xs) == 4 else None,
-        "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, mul - a["shift"])
-        if len(xs) == 4 and mul is not None else None,
-        "Quantize": lambda: cpu.quantize(xs, -scale) if scale is not None else None,
-        "Dequantize": lambda: cpu.dequantize(xs, -scale) if scale is not None else None,
-        "QAdd": lambda: cpu.qadd(xs, mul_a, mul_b, a["shift"], a["lo"], a["hi"])
-        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 and None not in (mul_a, mul_b)
-        else None,
+        "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, a["mul"], a["shift"])
+        if len(xs) == 4 and 0 <= a["shift"] < 40 else None,
+        "Quantize": lambda: cpu.quantize(xs, a["scale"]) if _scalar(a["scale"]) else None,
+        "Dequantize": lambda: cpu.dequantize(xs, a["scale"]) if _scalar(a["scale"]) else None,
+        "QAdd": lambda: cpu.qadd(xs, a["mul_a"], a["mul_b"], a["shift"], a["lo"], a["hi"])
+        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None,
         "Dense": lambda: cpu.dense(xs[0], params[n.inputs[1]].shape[1],
                                    params[n.inputs[1]].shape[0], bias=len(n.inputs) > 2)
         if len(xs) == 2 and not a.get("activation") else None,
@@ -203,9 +195,10 @@ def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
     op = _build(n, tuple(xs), shapes, params, dtypes or {})
     if op is None:
         return None
-    extra = []
-    if n.op == "QConv" and isinstance(n.attrs["shift"], list):
-        extra.append(np.asarray(n.attrs["shift"], np.int32))
+    extra = []  # per-channel amounts of the int8 conv epilogue, in cpu._requant's order
+    if n.op == "QConv":
+        extra = [np.asarray(n.attrs[k], np.int32) for k in ("shift", "mul")
+                 if isinstance(n.attrs.get(k), list)]
     out_shape = tuple(shapes.get(n.outputs[0], op.out_shape))
     if prod(out_shape) != prod(op.out_shape):
         return None

@@ -159,26 +159,28 @@ def tanh(shape: Sequence[int]) -> CpuOp:
 
 
 # --------------------------------------------------------------------- int8 (quantized)
-def quantize(shape: Sequence[int], exp: int) -> CpuOp:
-    """float32 -> int8 ``clip(rint(x * 2**exp), -128, 127)`` (exact: scaling by a power of two
-    loses no bits, ``rint`` rounds half to even as ``np.rint`` does)."""
+def quantize(shape: Sequence[int], scale: float) -> CpuOp:
+    """float32 -> int8 ``clip(rint(float64(x) / scale), -128, 127)``: numpy's
+    ``quantize_array`` bit for bit (a float64 division, correctly rounded and not turned into a
+    multiplication by the reciprocal; ``rint`` rounds half to even as ``np.rint`` does)."""
     n = prod(shape)
-    f32 = "float32"
-    x = te.placeholder((n,), f32, "x")
-    scale = te.const(2.0 ** exp, f32)
-    c = te.compute((n,), lambda i: te.clip(Call("rint", [x[i] * scale], "float32"), -128.0, 127.0)
+    x = te.placeholder((n,), "float32", "x")
+    div = te.const(float(scale), "float64")
+    c = te.compute((n,), lambda i: te.clip(Call("rint", [x[i].astype("float64") / div],
+                                                "float64"), -128.0, 127.0)
                    .astype("int8"), name="quantize")
     s = te.create_schedule(c.op)
     _vec(s, c)
     return CpuOp("quantize", s, [x, c], tuple(shape), "int8")
 
 
-def dequantize(shape: Sequence[int], exp: int) -> CpuOp:
-    """int8 -> float32 ``q * 2**-exp`` (exact)."""
+def dequantize(shape: Sequence[int], scale: float) -> CpuOp:
+    """int8 -> float32 ``float32(float64(q) * scale)`` (numpy's ``dequantize_array`` bit for
+    bit: one correctly rounded float64 product, then rounded to float32)."""
     n = prod(shape)
     q = te.placeholder((n,), "int8", "q")
-    c = te.compute((n,), lambda i: q[i].astype("float32") * te.const(2.0 ** -exp, "float32"),
-                   name="dequantize")
+    c = te.compute((n,), lambda i: (q[i].astype("float64") * te.const(float(scale), "float64"))
+                   .astype("float32"), name="dequantize")
     s = te.create_schedule(c.op)
     _vec(s, c)
     return CpuOp("dequantize", s, [q, c], tuple(shape), "float32")
@@ -189,20 +191,20 @@ def _acc_type(max_abs: int) -> str:
     return "int32" if max_abs < (1 << 31) else "int64"
 
 
-def qadd(shape: Sequence[int], shift_a: int, shift_b: int, shift: int, lo: int,
+def qadd(shape: Sequence[int], mul_a: int, mul_b: int, shift: int, lo: int,
          hi: int) -> CpuOp:
-    """int8 ``clip(round((a << shift_a) + (b << shift_b), shift), lo, hi)``: the sum rounded
-    half up to ``2**-shift`` (``shift <= 0``: shifted left), exact in int32 (int64 when the
-    shifts need it)."""
+    """int8 ``clip((a * mul_a + b * mul_b + 2**(shift-1)) >> shift, lo, hi)`` (no rounding
+    term and no shift when ``shift <= 0``): the fixed-point rescaling of quantize's ``QAdd``,
+    exact in int32 (int64 when the multipliers need it)."""
     n = prod(shape)
     a = te.placeholder((n,), "int8", "a")
     b = te.placeholder((n,), "int8", "b")
-    top = (128 << max(shift_a, 0)) + (128 << max(shift_b, 0)) + (1 << max(shift - 1, 0))
-    acc = _acc_type(top << max(-shift, 0))
+    acc = _acc_type(128 * (abs(mul_a) + abs(mul_b)) + (1 << max(shift - 1, 0)))
 
     def f(i):  # noqa: ANN001, ANN202 - an Expr builder
-        v = (a[i].astype(acc) << shift_a) + (b[i].astype(acc) << shift_b)
-        v = (v + (1 << (shift - 1))) >> shift if shift > 0 else v << -shift
+        v = a[i].astype(acc) * mul_a + b[i].astype(acc) * mul_b
+        if shift > 0:
+            v = (v + (1 << (shift - 1))) >> shift
         return te.clip(v, lo, hi).astype("int8")
     c = te.compute((n,), f, name="qadd")
     s = te.create_schedule(c.op)
@@ -210,20 +212,20 @@ def qadd(shape: Sequence[int], shift_a: int, shift_b: int, shift: int, lo: int,
     return CpuOp("qadd", s, [a, b, c], tuple(shape), "int8")
 
 
-def qglobal_avg_pool2d(shape: Sequence[int], shift: int) -> CpuOp:
-    """int8 global average pooling: ``clip(floor((2 s 2**d + c) / (2 c)), -128, 127)`` with
-    ``s`` the exact window sum, ``c = count 2**-d`` (d = ``shift`` = out_exp - in_exp), i.e.
-    ``round_half_up(s * 2**d / count)``."""
+def qglobal_avg_pool2d(shape: Sequence[int], mul: int, shift: int) -> CpuOp:
+    """int8 global average pooling: ``clip(floor((2 s mul + d) / (2 d)), -128, 127)`` with
+    ``s`` the exact window sum and ``d = count * 2**shift``, i.e. ``round_half_up(s * mul /
+    (count * 2**shift))`` (quantize's ``QGlobalAveragePool``; ``shift >= 0``)."""
     n, ch, h, w = shape
     cnt = h * w
-    num_mul, den = 1 << max(shift, 0), cnt << max(-shift, 0)
-    acc = _acc_type(2 * 128 * cnt * num_mul + den)
+    den = cnt << shift
+    acc = _acc_type(2 * 128 * cnt * abs(mul) + 2 * den)
     x = te.placeholder((n, ch, cnt), "int8", "x")
     r = te.reduce_axis((0, cnt), "r")
     tot = te.compute((n, ch), lambda a, b: te.sum(x[a, b, r].astype(acc), axis=[r]),
                      name="qsum")
     out = te.compute((n, ch), lambda a, b: te.clip(
-        (tot[a, b] * (2 * num_mul) + den) // (2 * den), -128, 127).astype("int8"),
+        (tot[a, b] * (2 * mul) + den) // (2 * den), -128, 127).astype("int8"),
         name="qgavg")
     s = te.create_schedule(out.op)
     return CpuOp("qglobal_avg_pool2d", s, [x, out], (n, ch, 1, 1), "int8",
@@ -339,13 +341,13 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
            strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
            dtype: str = "float32", bias: bool = False, relu: bool = False,
            groups: int = 1, co_block: int = 4,
-           requant: tuple[int | Sequence[int], int, int] | None = None) -> CpuOp:
+           requant: Requant | None = None) -> CpuOp:
     """NCHW conv2d (OIHW weights; ``groups`` for grouped/depthwise), optional bias/relu.
 
-    Float, or int8 (``dtype="int8"``) with int32 accumulation and an int32 bias, the
-    ``requant = (shift, lo, hi)`` epilogue giving int8 ``clip(acc >> shift, lo, hi)`` (a
-    negative shift shifts left; ``shift`` is one amount or one per output channel, passed then
-    as a last int32 argument): the VTA epilogue, exact (int32 wraps as the hardware does).
+    Float, or int8 (``dtype="int8"``) with int32 accumulation and an int32 bias, then the
+    ``requant = (shift, lo, hi, mul, shift2)`` epilogue of :func:`_requant` (``shift`` and
+    ``mul`` one value or one per output channel, passed then as last int32 arguments): the VTA
+    epilogue, exact (int32 wraps as the hardware does).
 
     Schedule: output rows of ``co_block`` channels; the (ci, dy, dx) reduction sits outside the
     vectorised output row, so every reduction step is one vector multiply-add per channel.
@@ -359,7 +361,8 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
     ph, pw = padding
     integer = is_int(dtype)
     if integer and requant is None:
-        raise ScheduleError("conv2d: an integer conv2d needs requant=(shift, lo, hi)")
+        raise ScheduleError("conv2d: an integer conv2d needs requant=(shift, lo, hi, mul, "
+                            "shift2)")
     if kh == kw == 1 and groups == 1 and ph == pw == 0 and not integer:
         return _conv2d_1x1(data_shape, kernel_shape, strides, dtype, bias, relu)
     if groups == 1 and not integer:
@@ -412,24 +415,46 @@ def conv2d(data_shape: Sequence[int], kernel_shape: Sequence[int],
     return CpuOp("conv2d", s, args + [out], (n, co, oh, ow), dtype)
 
 
-def _requant(acc: Tensor, requant: tuple[int | Sequence[int], int, int], dtype: str,
-             args: list[Tensor]) -> Tensor:
-    """int8 ``clip(acc >> shift, lo, hi)`` of an NCHW int32 tensor (the VTA epilogue); a
-    per-channel shift becomes a last int32 argument."""
-    shift, lo, hi = requant
+#: ``(shift, lo, hi, mul, shift2)`` of an int8 conv2d's epilogue (see :func:`_requant`)
+Requant = tuple[int | Sequence[int], int, int, int | Sequence[int], int]
+
+
+def _per_channel(v: int | Sequence[int], name: str, args: list[Tensor]):  # noqa: ANN202
+    """An index -> int32 Expr of one amount or of one per output channel (axis 1; then a last
+    int32 argument of the kernel)."""
+    if isinstance(v, int):
+        return lambda i: te.const(v, "int32")
+    t = te.placeholder((len(v),), "int32", name)
+    args.append(t)
+    return lambda i: t[i[1]]
+
+
+def _requant(acc: Tensor, requant: Requant, dtype: str, args: list[Tensor]) -> Tensor:
+    """The VTA epilogue of an NCHW int32 tensor, as quantize.requantize computes it: SHR
+    ``shift`` (a negative amount shifts left), then, when ``mul`` is not 1, MUL ``mul`` and
+    (``shift2 > 0``) ADD ``2**(shift2-1)``, SHR ``shift2``; then int8 ``clip(., lo, hi)``. Every
+    step wraps in int32. A per-channel ``shift`` or ``mul`` becomes a last int32 argument (the
+    shifts first)."""
+    shift, lo, hi, mul, shift2 = requant
     zero = te.const(0, "int32")
     if isinstance(shift, int):
         def shifted(*i):  # noqa: ANN002, ANN202 - Expr builders
             return acc(*i) >> shift if shift >= 0 else acc(*i) << -shift
     else:
-        sv = te.placeholder((len(shift),), "int32", "shift")
-        args.append(sv)
+        sv = _per_channel(shift, "shift", args)
 
         def shifted(*i):  # noqa: ANN002, ANN202
-            s = sv[i[1]]
+            s = sv(i)
             return te.if_then_else(s >= zero, acc(*i) >> te.max(s, zero),
                                    acc(*i) << te.max(zero - s, zero))
-    return te.compute(acc.shape, lambda *i: te.clip(shifted(*i), lo, hi).astype(dtype),
+    step = shifted
+    if not isinstance(mul, int) or mul != 1:
+        mv = _per_channel(mul, "mul", args)
+
+        def step(*i):  # noqa: ANN002, ANN202
+            v = shifted(*i) * mv(i)
+            return (v + (1 << (shift2 - 1))) >> shift2 if shift2 > 0 else v
+    return te.compute(acc.shape, lambda *i: te.clip(step(*i), lo, hi).astype(dtype),
                       name="requant")
 
 

@@ -236,28 +236,36 @@ def test_conv2d_gemm_rows_and_flat_pixel_blocks():
 
 def test_int8_kernels_exact_against_the_int8_reference():
     """quantize/dequantize, qadd, int8 max and global average pooling, dilate and the int8
-    conv with the VTA epilogue give the int8 reference's bits (vta.compiler.graph.quantize)."""
+    conv with the VTA epilogue give the int8 reference's bits (vta.compiler.graph.quantize),
+    with power-of-two scales and with calibrated scales (fixed-point multipliers)."""
     from vta.compiler.graph import ops
     from vta.compiler.graph.ir import Node
     from vta.compiler.graph.quantize import INT_KERNELS, dequantize_array, quantize_array
 
     x = (RNG.standard_normal((1, 8, 9, 9)) * 4).astype(np.float32)
-    x.ravel()[:8] = np.array([0.5, 1.5, -0.5, -2.5, 2.5, 1000, -1000, 0.49999997]) / 16
-    q = cpu.quantize(x.shape, 4)(x)
-    np.testing.assert_array_equal(q, quantize_array(x, 4))  # ties to even, saturation
-    np.testing.assert_array_equal(cpu.dequantize(q.shape, 4)(q), dequantize_array(q, 4))
+    for scale in (2.0 ** -4, 3.0, 0.0123456789, 0.3):
+        # halfway cases (ties to even: x / scale is exactly k + 1/2 for scale 1/16 and 3),
+        # saturation both ways, and a value just below a half
+        x.ravel()[:10] = np.array([0.5, 1.5, -0.5, -2.5, 2.5, 1000 / scale, -1000 / scale,
+                                   0.49999997, 7.5, -126.5]) * scale
+        q = cpu.quantize(x.shape, scale)(x)
+        np.testing.assert_array_equal(q, quantize_array(x, scale), err_msg=str(scale))
+        np.testing.assert_array_equal(cpu.dequantize(q.shape, scale)(q),
+                                      dequantize_array(q, scale), err_msg=str(scale))
     a = RNG.integers(-128, 128, (1, 8, 9, 9)).astype(np.int8)
     b = RNG.integers(-128, 128, (1, 8, 9, 9)).astype(np.int8)
-    for sa, sb, k, lo, hi in [(0, 1, 1, -128, 127), (2, 0, 3, 0, 127), (0, 0, -1, -128, 127),
-                              (1, 1, 0, -128, 127)]:
+    for ma, mb, k, lo, hi in [(1, 2, 1, -128, 127), (4, 1, 3, 0, 127), (1, 1, 0, -128, 127),
+                              (21845, 13107, 15, -128, 127), (32767, 9, 15, 0, 127),
+                              (3, 5, 0, -128, 127), (1 << 24, 3 << 23, 30, -128, 127)]:
         n = Node("QAdd", "a", ["a", "b"], ["c"],
-                 {"shift_a": sa, "shift_b": sb, "shift": k, "lo": lo, "hi": hi})
-        np.testing.assert_array_equal(cpu.qadd(a.shape, sa, sb, k, lo, hi)(a, b),
-                                      INT_KERNELS["QAdd"](n, [a, b])[0])
-    for d in (0, 2, -3):
-        n = Node("QGlobalAveragePool", "p", ["a"], ["c"], {"shift": d})
-        np.testing.assert_array_equal(cpu.qglobal_avg_pool2d(a.shape, d)(a),
-                                      INT_KERNELS["QGlobalAveragePool"](n, [a])[0])
+                 {"mul_a": ma, "mul_b": mb, "shift": k, "lo": lo, "hi": hi})
+        np.testing.assert_array_equal(cpu.qadd(a.shape, ma, mb, k, lo, hi)(a, b),
+                                      INT_KERNELS["QAdd"](n, [a, b])[0], err_msg=str((ma, k)))
+    for m, k in [(1, 0), (4, 0), (1, 3), (21845, 15), (32767, 30), (19, 4)]:
+        n = Node("QGlobalAveragePool", "p", ["a"], ["c"], {"mul": m, "shift": k})
+        np.testing.assert_array_equal(cpu.qglobal_avg_pool2d(a.shape, m, k)(a),
+                                      INT_KERNELS["QGlobalAveragePool"](n, [a])[0],
+                                      err_msg=str((m, k)))
     np.testing.assert_array_equal(cpu.max_pool2d(a.shape, (3, 3), (2, 2), (1, 1), "int8")(a),
                                   ops.max_pool(a, [3, 3], [2, 2], [1, 1, 1, 1]))
     for dt in ("int8", "float32"):
@@ -266,17 +274,23 @@ def test_int8_kernels_exact_against_the_int8_reference():
             np.testing.assert_array_equal(cpu.dilate(xx.shape, st, p, dt)(xx),
                                           ops.dilate_pad(xx, list(st), p))
     bias = RNG.integers(-3000, 3000, 8).astype(np.int32)
-    for shift, lo, hi, grp in [(5, 0, 127, 8), ([3, 4, 5, -1, 0, 2, 6, 7], -128, 127, 8),
-                               (7, -128, 127, 1), (-2, -128, 127, 2)]:
+    per_ch = [3, 4, 5, -1, 0, 2, 6, 7]
+    muls = [1500, 1023, 2047, 7, 1, 1800, 999, 1234]
+    for shift, lo, hi, grp, mul, shift2 in [
+            (5, 0, 127, 8, 1, 0), (per_ch, -128, 127, 8, 1, 0), (7, -128, 127, 1, 1, 0),
+            (-2, -128, 127, 2, 1, 0), (4, -128, 127, 1, 1234, 15), (per_ch, 0, 127, 2, muls, 15),
+            (2, -128, 127, 8, muls, 11), (0, -128, 127, 1, 3, 0),
+            (-3, -128, 127, 1, 30000, 15)]:  # the last wraps in int32, as VTA does
         w = RNG.integers(-128, 128, (8, 8 // grp, 3, 3)).astype(np.int8)
         n = Node("QConv", "c", ["x", "w", "b"], ["y"],
                  {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1], "group": grp,
-                  "shift": shift, "lo": lo, "hi": hi})
+                  "shift": shift, "lo": lo, "hi": hi, "mul": mul, "shift2": shift2})
         op = cpu.conv2d(a.shape, w.shape, (1, 1), (1, 1), dtype="int8", bias=True, groups=grp,
-                        requant=(shift, lo, hi))
-        extra = [np.array(shift, np.int32)] if isinstance(shift, list) else []
+                        requant=(shift, lo, hi, mul, shift2))
+        extra = [np.array(v, np.int32) for v in (shift, mul) if isinstance(v, list)]
         np.testing.assert_array_equal(op(a, w, bias, *extra),
-                                      INT_KERNELS["QConv"](n, [a, w, bias])[0])
+                                      INT_KERNELS["QConv"](n, [a, w, bias])[0],
+                                      err_msg=str((shift, mul, shift2)))
 
 
 def test_tanh_within_1e6_of_numpy():

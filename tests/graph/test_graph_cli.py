@@ -171,8 +171,7 @@ def test_host_llvm_kernels(work, capsys) -> None:
     and the run agrees with the numpy host kernels (float reassociation may differ in last
     bits; tests/graph/test_graph_host.py checks each kernel); --host numpy stores none."""
     out = work / "mod_llvm"
-    # power-of-two scales: the int8 LLVM kernels (Quantize here) rescale by shifts
-    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--pow2-scales"]) == 0
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out)]) == 0
     m = json.loads((out / "manifest.json").read_text())
     nodes = {h["node"] for h in m["host_kernels"]}
     assert {"conv1", "maxpool", "maxpool.out.quantize", "avgpool"} <= nodes

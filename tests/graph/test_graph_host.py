@@ -54,11 +54,11 @@ def _reference(m, feeds) -> dict[str, np.ndarray]:
     return env
 
 
-@pytest.fixture(scope="module")
-def modules(small_models):
-    # power-of-two scales: the int8 LLVM kernels implement rescaling by shifts (with the
-    # default fixed-point multipliers those nodes keep their numpy kernels)
-    return {name: compile_graph(g, Config(), pow2=True) for name, (_, g) in small_models.items()}
+@pytest.fixture(scope="module", params=[False, True], ids=["calibrated", "pow2"])
+def modules(small_models, request):
+    # the default calibrated scales (fixed-point multipliers) and --pow2-scales (shifts)
+    return {name: compile_graph(g, Config(), pow2=request.param)
+            for name, (_, g) in small_models.items()}
 
 
 def test_zoo_host_ops_have_llvm_kernels_matching_numpy(modules, small_models) -> None:
@@ -138,7 +138,7 @@ def test_machine_code_cache_is_reused_across_processes(tmp_path, monkeypatch) ->
     from vta.compiler.topi import cpu
 
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
-    op = cpu.qadd((2, 50), 1, 0, 1, -128, 127)
+    op = cpu.qadd((2, 50), 2, 1, 1, -128, 127)
     k = HostKernel("a", op.name, op.params, op.out_shape, op.llvm_ir)
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-128, 128, (2, 50)).astype(np.int8) for _ in range(2))
