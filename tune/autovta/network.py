@@ -9,11 +9,12 @@ get its quantized graph and tensor shapes; what survives is a small JSON-able li
 disk per model. For each candidate, every layer is lowered as the compiler lowers it
 (:mod:`vta.compiler.graph.lowering`: the same topi template, its default knobs for that
 configuration as ranked by vta.sim.perf, the tir passes and code generation in record mode) at
-placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its cycles. No data is
-computed per candidate.
+placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its cycles with the candidate's
+memory port (:func:`port_params`: one bus word per cycle). No data is computed per candidate.
 
 The placeholder addresses do not change the estimate: the compiler's memory plan aligns every
-tensor to at least 256 bytes (a multiple of any bus width), and the performance model only looks
+tensor as these placeholders are (:func:`vta.compiler.build.arena_align`: at least 256 bytes,
+a multiple of any bus width), and the performance model only looks
 at addresses modulo the bus width.
 """
 
@@ -258,25 +259,47 @@ def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
     """The layer's program for ``cfg`` as the compiler builds it (its template with the
     default knobs for ``cfg``, recorded), at placeholder addresses (raises a VTAError, e.g.
     ``LayerError``, when it does not fit the buffers)."""
+    from vta.compiler.build import placed_offsets
     from vta.compiler.graph.lowering import record_layer
     from vta.isa import decode_program
 
     vl = layer.plan(cfg)
     r = record_layer(vl.operator(cfg, vl.default(cfg).knobs))
-    return decode_program(r.rec.relocate(0, sum(-(-s // 256) * 256 for s in r.sizes)), cfg)
+    return decode_program(r.rec.relocate(0, placed_offsets(r.sizes, cfg)[1]), cfg)
+
+
+def port_params(bus_width: int) -> Any:
+    """The performance model's parameters (:class:`vta.sim.perf.PerfParams`) for a core with a
+    ``bus_width``-bit memory port that moves one bus word per cycle.
+
+    The perf model's default memory bandwidth is tsim's default, 8 bytes per cycle: PYNQ-Z1's
+    64-bit HP port at 100 MHz (0.8 GB/s of its 2.1 GB/s DDR3). AutoVTA only offers a board a
+    bus as wide as its port (:func:`~vta.tune.autovta.explore.board_ranges`), and every board
+    port carries one word per PL cycle below its DRAM's bandwidth: Ultra96-V2 128 bits at
+    200 MHz (3.2 of 8.5 GB/s LPDDR4), ZCU104 128 bits at 250 MHz (4.0 of 19.2 GB/s DDR4). So a
+    candidate's memory moves ``bus_width / 8`` bytes per cycle (8 on a 64-bit bus, as before;
+    16 on a 128-bit bus: without this a 128-bit core would be no faster than a 64-bit one).
+    ``tsim`` runs with ``mem_bandwidth=bus_width / 8`` model the same port."""
+    from dataclasses import replace
+
+    from vta.sim.perf import DEFAULT_PARAMS
+
+    return replace(DEFAULT_PARAMS.with_bus_width(bus_width), bandwidth=bus_width / 8)
 
 
 def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPerf:
-    """Sum the performance model's cycles over the network's VTA layers on ``cfg``."""
+    """Sum the performance model's cycles over the network's VTA layers on ``cfg`` with a
+    ``bus_width``-bit memory port (:func:`port_params`)."""
     from vta.sim.perf import estimate
 
+    params = port_params(bus_width)
     out = NetworkPerf(0)
     memo: dict[tuple, dict[str, Any] | str] = {}
     for layer in net.layers:
         key = layer.shape_key
         if key not in memo:
             try:
-                memo[key] = estimate(lower_layer(layer, cfg), cfg, bus_width=bus_width)
+                memo[key] = estimate(lower_layer(layer, cfg), cfg, params=params)
             except VTAError as e:
                 memo[key] = str(e).splitlines()[0]
         st = memo[key]
