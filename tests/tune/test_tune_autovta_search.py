@@ -14,7 +14,13 @@ from vta.boards import Resources, get_board
 from vta.isa import Config
 from vta.isa.errors import ConfigError, VTAError
 from vta.tune.autovta.explore import explore
-from vta.tune.autovta.network import Network, load_network, lower_layer, network_cycles
+from vta.tune.autovta.network import (
+    Network,
+    load_network,
+    lower_layer,
+    network_cycles,
+    port_params,
+)
 from vta.tune.autovta.pareto import dominates
 from vta.tune.autovta.report import write_outputs
 from vta.tune.autovta.resources import KINDS, ResourceModel
@@ -145,7 +151,7 @@ def test_layer_cycles_equal_the_compiled_kernels(env: Path, net: Network) -> Non
         perf = network_cycles(net, cfg, bw)
         assert set(module.kernels) == set(perf.layer_cycles)
         for name, kern in module.kernels.items():
-            assert estimate(kern.program, cfg, bus_width=bw)["cycles"] == \
+            assert estimate(kern.program, cfg, params=port_params(bw))["cycles"] == \
                 perf.layer_cycles[name], name
 
 

@@ -268,31 +268,33 @@ def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
     return decode_program(r.rec.relocate(0, placed_offsets(r.sizes, cfg)[1]), cfg)
 
 
-def port_params(bus_width: int) -> Any:
+def port_params(bus_width: int, port_width: int | None = None) -> Any:
     """The performance model's parameters (:class:`vta.sim.perf.PerfParams`) for a core with a
-    ``bus_width``-bit memory port that moves one bus word per cycle.
+    ``bus_width``-bit memory bus on a board whose memory port is ``port_width`` bits wide
+    (None: as wide as the bus): the memory moves one word of the narrower of the two per cycle.
 
     The perf model's default memory bandwidth is tsim's default, 8 bytes per cycle: PYNQ-Z1's
-    64-bit HP port at 100 MHz (0.8 GB/s of its 2.1 GB/s DDR3). AutoVTA only offers a board a
-    bus as wide as its port (:func:`~vta.tune.autovta.explore.board_ranges`), and every board
-    port carries one word per PL cycle below its DRAM's bandwidth: Ultra96-V2 128 bits at
-    200 MHz (3.2 of 8.5 GB/s LPDDR4), ZCU104 128 bits at 250 MHz (4.0 of 19.2 GB/s DDR4). So a
-    candidate's memory moves ``bus_width / 8`` bytes per cycle (8 on a 64-bit bus, as before;
-    16 on a 128-bit bus: without this a 128-bit core would be no faster than a 64-bit one).
-    ``tsim`` runs with ``mem_bandwidth=bus_width / 8`` model the same port."""
+    64-bit HP port at 100 MHz (0.8 GB/s of its 2.1 GB/s DDR3). Every board's port carries one
+    word per PL cycle below its DRAM's bandwidth: Ultra96-V2 128 bits at 200 MHz (3.2 of
+    8.5 GB/s LPDDR4), ZCU104 128 bits at 250 MHz (4.0 of 19.2 GB/s DDR4). So a 64-bit core
+    moves 8 bytes per cycle and a 128-bit core on a 128-bit port 16 (with the default 8 it
+    would be no faster than a 64-bit one). tsim runs with ``mem_bandwidth`` equal to this
+    ``bandwidth`` model the same port."""
     from dataclasses import replace
 
     from vta.sim.perf import DEFAULT_PARAMS
 
-    return replace(DEFAULT_PARAMS.with_bus_width(bus_width), bandwidth=bus_width / 8)
+    width = min(bus_width, port_width or bus_width)
+    return replace(DEFAULT_PARAMS.with_bus_width(bus_width), bandwidth=width / 8)
 
 
-def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPerf:
+def network_cycles(net: Network, cfg: Config, bus_width: int = 64,
+                   port_width: int | None = None) -> NetworkPerf:
     """Sum the performance model's cycles over the network's VTA layers on ``cfg`` with a
-    ``bus_width``-bit memory port (:func:`port_params`)."""
+    ``bus_width``-bit bus on a ``port_width``-bit board port (:func:`port_params`)."""
     from vta.sim.perf import estimate
 
-    params = port_params(bus_width)
+    params = port_params(bus_width, port_width)
     out = NetworkPerf(0)
     memo: dict[tuple, dict[str, Any] | str] = {}
     for layer in net.layers:
