@@ -32,7 +32,7 @@ from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
-LAYERS_FORMAT = 3
+LAYERS_FORMAT = 4
 
 
 class NetworkError(VTAError):
@@ -69,6 +69,9 @@ class VTALayer:
     shift: int | tuple[int, ...]
     lo: int
     hi: int
+    #: the fixed-point multiplier (one, or one per output channel) and the shift after it
+    mul: int | tuple[int, ...] = 1
+    shift2: int = 0
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -81,7 +84,9 @@ class VTALayer:
         from vta.compiler.graph.lowering import plan_layer
 
         a = dict(self.attr_dict, shift=list(self.shift) if isinstance(self.shift, tuple)
-                 else self.shift, lo=self.lo, hi=self.hi)
+                 else self.shift, lo=self.lo, hi=self.hi,
+                 mul=list(self.mul) if isinstance(self.mul, tuple) else self.mul,
+                 shift2=self.shift2)
         op = "QDense" if len(self.x_shape) == 2 else "QConv"
         return plan_layer(Node(op, self.name, ["x", "w", "b"], ["y"], a), self.x_shape,
                           self.w_shape, cfg)
@@ -102,19 +107,24 @@ class VTALayer:
     def shape_key(self) -> tuple:
         """Layers with equal keys lower to the same instruction streams."""
         shift = "vector" if isinstance(self.shift, tuple) else self.shift == 0
-        return (self.x_shape, self.w_shape, self.attrs, shift)
+        mul = "vector" if isinstance(self.mul, tuple) else self.mul == 1
+        return (self.x_shape, self.w_shape, self.attrs, shift, mul, self.shift2 == 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "x_shape": list(self.x_shape), "w_shape": list(self.w_shape),
                 "attrs": self.attr_dict,
                 "shift": list(self.shift) if isinstance(self.shift, tuple) else self.shift,
-                "lo": self.lo, "hi": self.hi}
+                "lo": self.lo, "hi": self.hi,
+                "mul": list(self.mul) if isinstance(self.mul, tuple) else self.mul,
+                "shift2": self.shift2}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> VTALayer:
         return cls(d["name"], tuple(d["x_shape"]), tuple(d["w_shape"]), _attrs(d["attrs"]),
                    tuple(d["shift"]) if isinstance(d["shift"], list) else int(d["shift"]),
-                   int(d["lo"]), int(d["hi"]))
+                   int(d["lo"]), int(d["hi"]),
+                   tuple(d["mul"]) if isinstance(d.get("mul"), list) else int(d.get("mul", 1)),
+                   int(d.get("shift2", 0)))
 
 
 def _attrs(a: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -206,11 +216,13 @@ def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
             if n.op in ("Conv", "Dense", "ConvTranspose"):
                 cpu.append(n.name)  # kept in float by the quantizer
             continue
-        shift = n.attrs["shift"]
+        shift, mul = n.attrs["shift"], n.attrs.get("mul", 1)
         layers.append(VTALayer(n.name, tuple(shapes[n.inputs[0]]),
                                tuple(qg.params[n.inputs[1]].shape), _attrs(n.attrs),
                                tuple(int(v) for v in shift) if isinstance(shift, list)
-                               else int(shift), int(n.attrs["lo"]), int(n.attrs["hi"])))
+                               else int(shift), int(n.attrs["lo"]), int(n.attrs["hi"]),
+                               tuple(int(v) for v in mul) if isinstance(mul, list | tuple)
+                               else int(mul), int(n.attrs.get("shift2", 0))))
     if not layers:
         raise NetworkError(f"{source or name} has no convolution or dense layer VTA can run")
     return Network(name, tuple(layers), tuple(cpu), source or name)
