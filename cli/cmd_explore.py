@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Search the accelerator's own parameters (LOG_BATCH, LOG_BLOCK, the four "
                     "buffer sizes, the bus width) for a network and a board: resources from a "
                     "calibrated analytic model, cycles from the performance model on the "
-                    "network's VTA layers; exhaustive for small spaces, else XGBoost + "
+                    "network's VTA layers (memory: one bus word per cycle, at most the "
+                    "board's port width); exhaustive for small spaces, else XGBoost + "
                     "simulated annealing; reports the Pareto front of cycles against "
                     "LUT/DSP/BRAM.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from vta.isa import Config
+from vta.isa import Config, MemType
 
 from .errors import CodegenError
 from .lower import lower
@@ -181,16 +181,31 @@ def record_func(func: PrimFunc, cfg: Config, offsets: Sequence[int] | None = Non
 
     sizes = [_nbytes(p) for p in func.params]
     if offsets is None:
-        offsets, off = [], 0
-        for n in sizes:
-            offsets.append(off)
-            off += _round_up(n, 256)
+        offsets, _ = placed_offsets(sizes, cfg)
     size = arena_size or max((o + n for o, n in zip(offsets, sizes)), default=256)
     arena = Arena(cfg, size)  # np.zeros: pages are only touched if written
     bufs = {p: arena.alloc_at(o, n) for p, o, n in zip(func.params, offsets, sizes)}
     q = CommandQueue.recorder(cfg, arena, max_insns=1 << 30)
     emit(func, cfg, q, bufs)
     return q.record()
+
+
+def arena_align(cfg: Config) -> int:
+    """The alignment of every tensor in DRAM: 256 bytes, or the largest element size of
+    ``cfg`` when that is larger (a 32x32 weight tile is 1 KiB): LOAD/STORE address whole
+    elements, so a tensor must start on a multiple of its element size."""
+    return max(256, *(cfg.elem_bytes(t) for t in MemType))
+
+
+def placed_offsets(sizes: Sequence[int], cfg: Config) -> tuple[list[int], int]:
+    """Byte offsets of tensors of ``sizes`` placed one after another, each aligned by
+    :func:`arena_align`, and the end of the last one (also aligned)."""
+    a = arena_align(cfg)
+    offsets, off = [], 0
+    for n in sizes:
+        offsets.append(off)
+        off += _round_up(n, a)
+    return offsets, off
 
 
 def _nbytes(p: Buffer) -> int:

@@ -166,15 +166,12 @@ class Recorded:
 
 def record_layer(op: Any) -> Recorded:
     """Lower an operator through the tir pass pipeline and record its VTA program."""
-    from vta.compiler.build import lower_vta, record_func
+    from vta.compiler.build import lower_vta, placed_offsets, record_func
     from vta.sim.perf import estimate
 
     func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False, **op.build_opts)
     sizes = [int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in func.params]
-    offsets, off = [], 0
-    for s in sizes:
-        offsets.append(off)
-        off += -(-s // 256) * 256
+    offsets, off = placed_offsets(sizes, op.cfg)
     rec = record_func(func, op.cfg, offsets)
     cycles = float(estimate(rec.relocate(0, off), op.cfg)["cycles"])
     return Recorded(rec, offsets, sizes, cycles)

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from vta.isa import Config, MemType
+from vta.isa import Config
 from vta.isa.errors import VTAError
 
+from ..build import arena_align
 from .errors import InputError, ModuleError
 from .ir import Graph, Node
 from .lowering import Recorded, VtaLayer, gemm_macs, place, plan_layer, record_layer
@@ -398,7 +399,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],
           cfg: Config, built: Mapping[str, _Built]) -> MemoryPlan:
     b, blk = cfg.batch, cfg.block
-    align = max(256, *(cfg.elem_bytes(t) for t in MemType))
+    align = arena_align(cfg)
     sizes = {}
     for t, shp in shapes.items():
         if t in scales and len(shp) in (2, 4):

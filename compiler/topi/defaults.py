@@ -29,7 +29,7 @@ from ..errors import ScheduleError
 #: Evaluations per workload before the search stops (exhaustive below this).
 BUDGET = 24
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 4
+SCHEMA = 5
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,12 @@ def program_cycles(op: Any) -> tuple[float, Any]:
     """Lower an unbuilt operator, record its program and time it on vta.sim.perf."""
     from vta.sim.perf import estimate
 
-    from ..build import lower_vta, record_func
+    from ..build import lower_vta, placed_offsets, record_func
 
     func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False,
                      **op.build_opts)
     rec = record_func(func, op.cfg)
-    uop_base = sum(-(-p_bytes // 256) * 256 for p_bytes in _param_bytes(func)) + 4096
+    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1] + 4096
     return float(estimate(rec.relocate(0, uop_base), op.cfg)["cycles"]), rec
 
 

@@ -158,7 +158,7 @@ def make_task(board: Any, net: Network, model: ResourceModel,
     base = base or Config()
     return Task.create(TEMPLATE, (
         {k: list(v) for k, v in ranges.items()}, dict(board.budget.as_dict()), model.to_json(),
-        net.to_json(), base.params), module="vta.tune.autovta.template")
+        net.to_json(), base.params, board.bus_width), module="vta.tune.autovta.template")
 
 
 def explore(board: Any, net: Network, *, n_trial: int = 200,
@@ -243,7 +243,7 @@ def reference_point(board: Any, net: Network, model: ResourceModel) -> Point:
     """The board's default configuration, evaluated the same way."""
     cand = HardwareCandidate(board.default_config, board.bus_width)
     est = model.estimate(cand.cfg, cand.bus_width)
-    perf = network_cycles(net, cand.cfg, cand.bus_width)
+    perf = network_cycles(net, cand.cfg, cand.bus_width, board.bus_width)
     p = Point(-1, cand, est, model.fits(est, board.budget.as_dict()))
     if perf.unmapped:
         p.status, p.error = "run", f"{len(perf.unmapped)} layer(s) do not fit the buffers"

@@ -55,23 +55,28 @@ def tsim_available() -> str | None:
     return None
 
 
-def check_program(cfg: Any, bus_width: int, backend: str = "tsim") -> dict[str, Any]:
+def check_program(cfg: Any, bus_width: int, backend: str = "tsim",
+                  port_width: int | None = None) -> dict[str, Any]:
     """Run a small matmul on ``backend`` (tsim or rtl), compare with fsim; cycles vs the
-    performance model."""
+    performance model with the same memory port (:func:`~.network.port_params`; tsim's
+    memory moves as many bytes per cycle as the model's)."""
     import numpy as np
     from vta.sim import fsim
     from vta.sim.perf import estimate
     from vta.sim.programs import matmul_program
 
+    from .network import port_params
+
     m, n, kk = 2 * cfg.batch, 2 * cfg.block_out, 2 * cfg.block_in
     prog, dram, _plan = matmul_program(cfg, m, n, kk, seed=1)
     ref = fsim.run(prog, dram, cfg)
+    params = port_params(bus_width, port_width)
     if backend == "tsim":
         from vta.hw.tsim import run_program
     else:
         from vta.hw.simulate import run_program
-    got = run_program(prog, dram, cfg, bus_width=bus_width)
-    model = estimate(prog, cfg, bus_width=bus_width)["cycles"]
+    got = run_program(prog, dram, cfg, bus_width=bus_width, mem_bandwidth=params.bandwidth)
+    model = estimate(prog, cfg, params=params)["cycles"]
     cycles = got.stats.get("cycles")
     return {"backend": backend, "program": f"matmul {m}x{n}x{kk}",
             "matches_fsim": bool(np.array_equal(np.asarray(got.dram), np.asarray(ref.dram))),
@@ -83,6 +88,8 @@ def tsim_finalists(result: ExploreResult, k: int,
                    progress: Callable[[str], None] | None = None) -> tuple[list[Point], str | None]:
     """Run each of up to ``k`` finalists on tsim; sets ``point.tsim``. Returns the checked
     points and, when tsim is unavailable, why."""
+    from vta.boards import get_board
+
     why = tsim_available()
     if why is not None:
         return [], why
@@ -91,7 +98,8 @@ def tsim_finalists(result: ExploreResult, k: int,
         if progress:
             progress(f"tsim finalist {n}/{k}: {p.key} (the first build takes minutes)")
         try:
-            p.tsim = check_program(p.cand.cfg, p.cand.bus_width, "tsim")
+            p.tsim = check_program(p.cand.cfg, p.cand.bus_width, "tsim",
+                                   get_board(result.board).bus_width)
         except Exception as e:  # noqa: BLE001 - a failing check is a reported result
             p.tsim = {"backend": "tsim", "error": f"{type(e).__name__}: {e}"[:300]}
         done.append(p)

@@ -9,11 +9,12 @@ get its quantized graph and tensor shapes; what survives is a small JSON-able li
 disk per model. For each candidate, every layer is lowered as the compiler lowers it
 (:mod:`vta.compiler.graph.lowering`: the same topi template, its default knobs for that
 configuration as ranked by vta.sim.perf, the tir passes and code generation in record mode) at
-placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its cycles. No data is
-computed per candidate.
+placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its cycles with the candidate's
+memory port (:func:`port_params`: one bus word per cycle). No data is computed per candidate.
 
 The placeholder addresses do not change the estimate: the compiler's memory plan aligns every
-tensor to at least 256 bytes (a multiple of any bus width), and the performance model only looks
+tensor as these placeholders are (:func:`vta.compiler.build.arena_align`: at least 256 bytes,
+a multiple of any bus width), and the performance model only looks
 at addresses modulo the bus width.
 """
 
@@ -31,7 +32,7 @@ from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
-LAYERS_FORMAT = 3
+LAYERS_FORMAT = 4
 
 
 class NetworkError(VTAError):
@@ -68,6 +69,9 @@ class VTALayer:
     shift: int | tuple[int, ...]
     lo: int
     hi: int
+    #: the fixed-point multiplier (one, or one per output channel) and the shift after it
+    mul: int | tuple[int, ...] = 1
+    shift2: int = 0
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -80,7 +84,9 @@ class VTALayer:
         from vta.compiler.graph.lowering import plan_layer
 
         a = dict(self.attr_dict, shift=list(self.shift) if isinstance(self.shift, tuple)
-                 else self.shift, lo=self.lo, hi=self.hi)
+                 else self.shift, lo=self.lo, hi=self.hi,
+                 mul=list(self.mul) if isinstance(self.mul, tuple) else self.mul,
+                 shift2=self.shift2)
         op = "QDense" if len(self.x_shape) == 2 else "QConv"
         return plan_layer(Node(op, self.name, ["x", "w", "b"], ["y"], a), self.x_shape,
                           self.w_shape, cfg)
@@ -101,19 +107,24 @@ class VTALayer:
     def shape_key(self) -> tuple:
         """Layers with equal keys lower to the same instruction streams."""
         shift = "vector" if isinstance(self.shift, tuple) else self.shift == 0
-        return (self.x_shape, self.w_shape, self.attrs, shift)
+        mul = "vector" if isinstance(self.mul, tuple) else self.mul == 1
+        return (self.x_shape, self.w_shape, self.attrs, shift, mul, self.shift2 == 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "x_shape": list(self.x_shape), "w_shape": list(self.w_shape),
                 "attrs": self.attr_dict,
                 "shift": list(self.shift) if isinstance(self.shift, tuple) else self.shift,
-                "lo": self.lo, "hi": self.hi}
+                "lo": self.lo, "hi": self.hi,
+                "mul": list(self.mul) if isinstance(self.mul, tuple) else self.mul,
+                "shift2": self.shift2}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> VTALayer:
         return cls(d["name"], tuple(d["x_shape"]), tuple(d["w_shape"]), _attrs(d["attrs"]),
                    tuple(d["shift"]) if isinstance(d["shift"], list) else int(d["shift"]),
-                   int(d["lo"]), int(d["hi"]))
+                   int(d["lo"]), int(d["hi"]),
+                   tuple(d["mul"]) if isinstance(d.get("mul"), list) else int(d.get("mul", 1)),
+                   int(d.get("shift2", 0)))
 
 
 def _attrs(a: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -205,11 +216,13 @@ def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
             if n.op in ("Conv", "Dense", "ConvTranspose"):
                 cpu.append(n.name)  # kept in float by the quantizer
             continue
-        shift = n.attrs["shift"]
+        shift, mul = n.attrs["shift"], n.attrs.get("mul", 1)
         layers.append(VTALayer(n.name, tuple(shapes[n.inputs[0]]),
                                tuple(qg.params[n.inputs[1]].shape), _attrs(n.attrs),
                                tuple(int(v) for v in shift) if isinstance(shift, list)
-                               else int(shift), int(n.attrs["lo"]), int(n.attrs["hi"])))
+                               else int(shift), int(n.attrs["lo"]), int(n.attrs["hi"]),
+                               tuple(int(v) for v in mul) if isinstance(mul, list | tuple)
+                               else int(mul), int(n.attrs.get("shift2", 0))))
     if not layers:
         raise NetworkError(f"{source or name} has no convolution or dense layer VTA can run")
     return Network(name, tuple(layers), tuple(cpu), source or name)
@@ -258,25 +271,49 @@ def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
     """The layer's program for ``cfg`` as the compiler builds it (its template with the
     default knobs for ``cfg``, recorded), at placeholder addresses (raises a VTAError, e.g.
     ``LayerError``, when it does not fit the buffers)."""
+    from vta.compiler.build import placed_offsets
     from vta.compiler.graph.lowering import record_layer
     from vta.isa import decode_program
 
     vl = layer.plan(cfg)
     r = record_layer(vl.operator(cfg, vl.default(cfg).knobs))
-    return decode_program(r.rec.relocate(0, sum(-(-s // 256) * 256 for s in r.sizes)), cfg)
+    return decode_program(r.rec.relocate(0, placed_offsets(r.sizes, cfg)[1]), cfg)
 
 
-def network_cycles(net: Network, cfg: Config, bus_width: int = 64) -> NetworkPerf:
-    """Sum the performance model's cycles over the network's VTA layers on ``cfg``."""
+def port_params(bus_width: int, port_width: int | None = None) -> Any:
+    """The performance model's parameters (:class:`vta.sim.perf.PerfParams`) for a core with a
+    ``bus_width``-bit memory bus on a board whose memory port is ``port_width`` bits wide
+    (None: as wide as the bus): the memory moves one word of the narrower of the two per cycle.
+
+    The perf model's default memory bandwidth is tsim's default, 8 bytes per cycle: PYNQ-Z1's
+    64-bit HP port at 100 MHz (0.8 GB/s of its 2.1 GB/s DDR3). Every board's port carries one
+    word per PL cycle below its DRAM's bandwidth: Ultra96-V2 128 bits at 200 MHz (3.2 of
+    8.5 GB/s LPDDR4), ZCU104 128 bits at 250 MHz (4.0 of 19.2 GB/s DDR4). So a 64-bit core
+    moves 8 bytes per cycle and a 128-bit core on a 128-bit port 16 (with the default 8 it
+    would be no faster than a 64-bit one). tsim runs with ``mem_bandwidth`` equal to this
+    ``bandwidth`` model the same port."""
+    from dataclasses import replace
+
+    from vta.sim.perf import DEFAULT_PARAMS
+
+    width = min(bus_width, port_width or bus_width)
+    return replace(DEFAULT_PARAMS.with_bus_width(bus_width), bandwidth=width / 8)
+
+
+def network_cycles(net: Network, cfg: Config, bus_width: int = 64,
+                   port_width: int | None = None) -> NetworkPerf:
+    """Sum the performance model's cycles over the network's VTA layers on ``cfg`` with a
+    ``bus_width``-bit bus on a ``port_width``-bit board port (:func:`port_params`)."""
     from vta.sim.perf import estimate
 
+    params = port_params(bus_width, port_width)
     out = NetworkPerf(0)
     memo: dict[tuple, dict[str, Any] | str] = {}
     for layer in net.layers:
         key = layer.shape_key
         if key not in memo:
             try:
-                memo[key] = estimate(lower_layer(layer, cfg), cfg, bus_width=bus_width)
+                memo[key] = estimate(lower_layer(layer, cfg), cfg, params=params)
             except VTAError as e:
                 memo[key] = str(e).splitlines()[0]
         st = memo[key]

@@ -1,11 +1,12 @@
 """The AutoVTA tuning template and measurer: hardware knobs as an AutoTVM-style task.
 
 The task ``autovta.hw`` takes JSON-able arguments only (so a worker process or a Dask worker
-rebuilds it from its name): the knob ranges, the board's budget, the resource model and the
-network's VTA layers. Its space holds the valid configurations that fit the budget by the
-resource model (a constraint, so the tuners never measure a point that does not fit). Measuring
-a point (measurer ``autovta.perf``) sums the performance model's cycles over the network's
-layers; a point on which a layer does not fit the buffers fails with the reason.
+rebuilds it from its name): the knob ranges, the board's budget, the resource model, the
+network's VTA layers and the board's memory port width. Its space holds the valid configurations
+that fit the budget by the resource model (a constraint, so the tuners never measure a point
+that does not fit). Measuring a point (measurer ``autovta.perf``) sums the performance model's
+cycles over the network's layers; a point on which a layer does not fit the buffers fails with
+the reason.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def _model(d: Mapping[str, Any]) -> ResourceModel:
 @template(TEMPLATE)
 def hardware_template(cfg: Any, ranges: Mapping[str, list[int]], budget: Mapping[str, float],
                       model: Mapping[str, Any], network: Mapping[str, Any],
-                      base: Mapping[str, int] | None = None) -> Any:
-    """Define the hardware knobs (definition mode) or give ``(candidate, network)``."""
+                      base: Mapping[str, int] | None = None,
+                      port_width: int | None = None) -> Any:
+    """Define the hardware knobs (definition mode) or give ``(candidate, network, port
+    width)``."""
     from vta.isa import Config
 
     base_cfg = Config(**dict(base)) if base else Config()
@@ -70,16 +73,18 @@ def hardware_template(cfg: Any, ranges: Mapping[str, list[int]], budget: Mapping
 
         cfg.add_constraint(valid)
         return None
-    return candidate_from_values(dict(cfg.values), base_cfg), _network(network)
+    return candidate_from_values(dict(cfg.values), base_cfg), _network(network), port_width
 
 
-def evaluate_candidate(cand: HardwareCandidate, net: Network) -> int:
-    """Cycles of ``net`` on ``cand`` (memoised); raises NetworkError when a layer does not
-    lower onto the candidate's buffers."""
-    key = (tuple(sorted(cand.cfg.params.items())), cand.bus_width, net.name, len(net.layers),
-           hash(net.layers))
+def evaluate_candidate(cand: HardwareCandidate, net: Network,
+                       port_width: int | None = None) -> int:
+    """Cycles of ``net`` on ``cand`` with the board's ``port_width``-bit memory port
+    (memoised); raises NetworkError when a layer does not lower onto the candidate's
+    buffers."""
+    key = (tuple(sorted(cand.cfg.params.items())), cand.bus_width, port_width, net.name,
+           len(net.layers), hash(net.layers))
     if key not in _PERF_CACHE:
-        perf = network_cycles(net, cand.cfg, cand.bus_width)
+        perf = network_cycles(net, cand.cfg, cand.bus_width, port_width)
         if perf.unmapped:
             name, why = next(iter(perf.unmapped.items()))
             _PERF_CACHE[key] = (None, f"{len(perf.unmapped)} layer(s) do not fit the buffers "
@@ -93,8 +98,8 @@ def evaluate_candidate(cand: HardwareCandidate, net: Network) -> int:
 
 
 def _perf_measurer(obj: Any, **_: Any) -> float:
-    cand, net = obj
-    return float(evaluate_candidate(cand, net))
+    cand, net, port_width = obj
+    return float(evaluate_candidate(cand, net, port_width))
 
 
 register_measurer(MEASURER, _perf_measurer)
