@@ -57,10 +57,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import exact_log2
 from vta.isa import Config
 from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 
+from .alu import AluLane
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
@@ -559,9 +559,12 @@ class Compute(wiring.Component):
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
         e3_ops = net.lane_regs(e2_ctrl.op, "e3_op")
         e3_is_mul = net.lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
-        alu_l = [_alu_lane(m, net.cfg, e3_ops[k], e3_is_mul[k], e2_a[k], e2_b[k], k,
-                           en=e2_valids[k])
-                 for k in range(net.lanes)]
+        alu_l = []
+        for k in range(net.lanes):
+            m.submodules[f"alu_lane_{k}"] = lane = AluLane(net.aw)
+            m.d.comb += [lane.a.eq(e2_a[k]), lane.b.eq(e2_b[k]), lane.en.eq(e2_valids[k]),
+                         lane.op.eq(e3_ops[k]), lane.is_mul.eq(e3_is_mul[k])]
+            alu_l.append(lane.result)
 
         net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e2_valid=e2_valid, e3_dst=e3_dst,
                             e3_valid=e3_valid, rd_valid=rd_valid)
@@ -600,68 +603,3 @@ def _uop_memory(cfg: Config):
     from amaranth.lib.memory import Memory
 
     return Memory(shape=UOP_BITS, depth=cfg.uop_depth, init=[])
-
-
-def _alu_lane(m: Module, cfg: Config, op3, is_mul, a, b, k: int, *, en) -> Signal:
-    """One ALU lane over two pipeline stages (E2 registers into E3; returns E3's result).
-
-    MIN/MAX signed, ADD and MUL wrap (MUL from three half-width partial products, summed in
-    E3), SHR by a negative amount shifts left; shift amounts are clamped to the width (right
-    shifts by >= the width give the sign, left shifts by >= the width give 0).
-
-    ``op3`` and ``is_mul`` (``op3 == MUL``) are E3 registers. The product's high half is
-    the sum of three terms, reduced to two by a carry-save stage (one LUT level) so that
-    one adder follows, and the product enters the result last (one multiplexer after the
-    adder; the other operations' multiplexer works on registers meanwhile)."""
-    aw = cfg.acc_width
-    lo = aw // 2
-    log_aw = exact_log2(aw)
-    # E2: compare, sum, shift amount, partial products
-    au, bu = a.as_unsigned(), b.as_unsigned()
-    neg = bu[aw - 1]
-    # the amount is |b| clamped to aw, from bit tests: b > aw (b >= 0) when a bit above
-    # log2(aw) is set or bit log2(aw) and a lower one are; b < -aw (b < 0) when the bits from
-    # log2(aw) up are not all ones; else |b| <= aw fits in log2(aw) + 1 bits
-    too_big = Mux(neg, ~bu[log_aw:].all(),
-                  (bu[log_aw + 1:] != 0) | (bu[log_aw] & (bu[:log_aw] != 0)))
-    low = bu[:log_aw + 1]
-    amt = Mux(too_big, aw, Mux(neg, (-low)[:log_aw + 1], low))
-    p0 = au[:lo] * bu[:lo]
-    p1 = au[:lo] * bu[lo:]
-    p2 = au[lo:] * bu[:lo]
-    r = {
-        "lt": _reg(m, a < b, f"e3_lt_{k}", en=en),
-        "sum": _reg(m, (a + b)[:aw], f"e3_sum_{k}", en=en),
-        "neg": _reg(m, neg, f"e3_neg_{k}", en=en),
-        "amt": _reg(m, amt, f"e3_amt_{k}", en=en),
-        "p0": _reg(m, p0[:aw], f"e3_p0_{k}", en=en),
-        # (the two cross products are registered apart: a multiplier and an adder in one
-        # cycle was the ALU's slowest path)
-        "p1": _reg(m, p1[:aw - lo], f"e3_p1_{k}", en=en),
-        "p2": _reg(m, p2[:aw - lo], f"e3_p2_{k}", en=en),
-        "a": _reg(m, a, f"e3_a_{k}", en=en),
-        "b": _reg(m, b, f"e3_b_{k}", en=en),
-    }
-    # E3: select
-    ea = r["a"].as_signed()
-    eb = r["b"].as_signed()
-    other = Signal(aw, name=f"alu_other_{k}")
-    with m.Switch(op3):
-        with m.Case(AluOp.MIN):
-            m.d.comb += other.eq(Mux(r["lt"], ea, eb))
-        with m.Case(AluOp.MAX):
-            m.d.comb += other.eq(Mux(r["lt"], eb, ea))
-        with m.Case(AluOp.ADD):
-            m.d.comb += other.eq(r["sum"])
-        with m.Case(AluOp.SHR):
-            m.d.comb += other.eq(Mux(r["neg"], (ea << r["amt"])[:aw], ea >> r["amt"]))
-        with m.Default():
-            m.d.comb += other.eq(ea)
-    # MUL: p0 + ((p1 + p2) << lo) mod 2**aw; the high half p0_hi + p1 + p2 through a
-    # carry-save stage (sum and majority bits, the latter weighted twice)
-    x, y, z = r["p0"][lo:], r["p1"], r["p2"]
-    save_sum = Signal(aw - lo, name=f"alu_csa_s_{k}")
-    save_carry = Signal(aw - lo, name=f"alu_csa_c_{k}")
-    m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
-    product = Cat(r["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])
-    return Mux(is_mul, product, other)
