@@ -50,7 +50,6 @@ instantiates S0, the :class:`~vta.hw.loop_issuer.LoopIssuer` component), LOAD UO
 
 from __future__ import annotations
 
-import operator
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
@@ -64,6 +63,7 @@ from .alu import AluLane
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
+from .gemm import GemmLane
 from .loop_issuer import BASES, LoopIssuer
 from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
@@ -101,16 +101,6 @@ def _lanes(value, count: int, width: int, *, is_signed: bool = True) -> list:
 def _narrow(value, lanes: int, acc_width: int, out_width: int):
     """Each ``acc_width``-bit lane of ``value`` truncated to its low ``out_width`` bits."""
     return Cat(*(value.word_select(k, acc_width)[:out_width] for k in range(lanes)))
-
-
-def _tree_level(m: Module, terms: list, levels: int) -> list:
-    """``levels`` levels of a balanced adder tree (pairs summed, an odd term passed on)."""
-    for _ in range(levels):
-        if len(terms) == 1:
-            break
-        terms = [terms[j] + terms[j + 1] if j + 1 < len(terms) else terms[j]
-                 for j in range(0, len(terms), 2)]
-    return terms
 
 
 def _reg(m: Module, value, name: str, *, en=None, replica: bool = False) -> Signal:
@@ -425,13 +415,6 @@ class Compute(wiring.Component):
             pre_valid, pre_valids, pre_reset, pre_dst = stage("c", d_valid, d_reset, d_dst)
         m_valid, m_valids, m_reset, m_dst = stage("m", pre_valid, pre_reset, pre_dst)
 
-        def operands(b: int, n: int, k: int) -> tuple:
-            xa, wa = x[b * BI + k], wv[n * BI + k]
-            if not stage_c:
-                return xa, wa
-            en = pre_valids[b * BO + n]
-            return (_reg(m, xa, f"inp_c_{b}_{n}_{k}", en=en, replica=True),
-                    _reg(m, wa, f"wgt_c_{b}_{n}_{k}", en=en, replica=True))
         t1_valid, t1_valids, t1_reset, t1_dst = stage("t1", m_valid, m_reset, m_dst)
         t2_valid, t2_valids, t2_reset, t2_dst = stage("t2", t1_valid, t1_reset, t1_dst)
         # a reset micro-op sums nothing into nothing: its sums and accumulator data registers
@@ -441,16 +424,15 @@ class Compute(wiring.Component):
         for b in range(B):
             for n in range(BO):
                 k_lane = b * BO + n
-                prods = [_reg(m, operator.mul(*operands(b, n, k)), f"prod_{b}_{n}_{k}",
-                              en=m_valids[k_lane])
-                         for k in range(BI)]
-                part = [_reg(m, t, f"part_{b}_{n}_{j}", en=t1_valids[k_lane])
-                        for j, t in enumerate(_tree_level(m, prods, 2))]
-                total = _reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}",
-                             en=t2_valids[k_lane])
-                with m.If(t2_zero[k_lane]):
-                    m.d.sync += total.eq(0)
-                sums.append(total)
+                m.submodules[f"gemm_lane_{b}_{n}"] = lane = GemmLane(
+                    block_in=BI, inp_width=net.cfg.inp_width, wgt_width=net.cfg.wgt_width,
+                    operand_stage=stage_c, name=(b, n))
+                m.d.comb += [lane.x[k].eq(x[b * BI + k]) for k in range(BI)]
+                m.d.comb += [lane.w[k].eq(wv[n * BI + k]) for k in range(BI)]
+                m.d.comb += [lane.en_c.eq(pre_valids[k_lane]), lane.en_m.eq(m_valids[k_lane]),
+                             lane.en_t1.eq(t1_valids[k_lane]), lane.en_t2.eq(t2_valids[k_lane]),
+                             lane.zero.eq(t2_zero[k_lane])]
+                sums.append(lane.sum)
         for k in range(net.lanes):
             with m.If(t2_zero[k]):
                 m.d.sync += net.acc_q.word_select(k, net.aw).eq(0)

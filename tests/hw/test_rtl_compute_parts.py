@@ -7,6 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 from vta.hw.alu import AluLane
 from vta.hw.decode import insn_layouts
+from vta.hw.gemm import GemmLane
 from vta.hw.loop_issuer import LoopIssuer
 from vta.isa import AluInsn, Config, GemmInsn, encode_word
 from vta.isa.layout import AluOp
@@ -158,3 +159,50 @@ def test_alu_lane_against_reference(width: int) -> None:
 def test_alu_lane_rejects_a_width_that_is_not_a_power_of_two() -> None:
     with pytest.raises(TypeError, match="power of two"):
         AluLane(24)
+
+
+@pytest.mark.parametrize("operand_stage", [False, True], ids=["plain", "operand-stage"])
+def test_gemm_lane_streams_dot_products(operand_stage: bool) -> None:
+    """One operand pair set per cycle, every enable high: each dot product (numpy) comes out
+    of ``sum`` 3 cycles later (4 with the operand stage); ``zero`` loads 0; with every enable
+    low the lane holds its result whatever the operands do."""
+    bi, iw, ww = 5, 8, 8  # (an odd block: the tree passes a term on)
+    rng = np.random.default_rng(7)
+    xs = rng.integers(-(1 << (iw - 1)), 1 << (iw - 1), (12, bi))
+    ws = rng.integers(-(1 << (ww - 1)), 1 << (ww - 1), (12, bi))
+    xs[0], ws[0] = -(1 << (iw - 1)), -(1 << (ww - 1))  # the largest total
+    want = [int(v) for v in (xs * ws).sum(axis=1)]
+    latency = 4 if operand_stage else 3
+    dut = GemmLane(block_in=bi, inp_width=iw, wgt_width=ww, operand_stage=operand_stage)
+    got: list[int] = []
+    held: list[int] = []
+
+    async def bench(ctx) -> None:
+        for en in (dut.en_c, dut.en_m, dut.en_t1, dut.en_t2):
+            ctx.set(en, 1)
+        for t in range(len(xs) + latency):
+            if t < len(xs):
+                for k in range(bi):
+                    ctx.set(dut.x[k], int(xs[t, k]))
+                    ctx.set(dut.w[k], int(ws[t, k]))
+            await ctx.tick()
+            if t + 1 >= latency:
+                got.append(ctx.get(dut.sum))
+        for en in (dut.en_c, dut.en_m, dut.en_t1, dut.en_t2):
+            ctx.set(en, 0)
+        for k in range(bi):
+            ctx.set(dut.x[k], 1)
+            ctx.set(dut.w[k], 1)
+        for _ in range(latency + 1):
+            await ctx.tick()
+            held.append(ctx.get(dut.sum))
+        ctx.set(dut.zero, 1)
+        await ctx.tick()
+        held.append(ctx.get(dut.sum))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got[:len(want)] == want
+    assert held == [want[-1]] * (latency + 1) + [0]
