@@ -50,20 +50,20 @@ instantiates S0, the :class:`~vta.hw.loop_issuer.LoopIssuer` component), LOAD UO
 
 from __future__ import annotations
 
-import operator
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import exact_log2
 from vta.isa import Config
 from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 
+from .alu import AluLane
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
+from .gemm import GemmLane
 from .loop_issuer import BASES, LoopIssuer
 from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
@@ -101,16 +101,6 @@ def _lanes(value, count: int, width: int, *, is_signed: bool = True) -> list:
 def _narrow(value, lanes: int, acc_width: int, out_width: int):
     """Each ``acc_width``-bit lane of ``value`` truncated to its low ``out_width`` bits."""
     return Cat(*(value.word_select(k, acc_width)[:out_width] for k in range(lanes)))
-
-
-def _tree_level(m: Module, terms: list, levels: int) -> list:
-    """``levels`` levels of a balanced adder tree (pairs summed, an odd term passed on)."""
-    for _ in range(levels):
-        if len(terms) == 1:
-            break
-        terms = [terms[j] + terms[j + 1] if j + 1 < len(terms) else terms[j]
-                 for j in range(0, len(terms), 2)]
-    return terms
 
 
 def _reg(m: Module, value, name: str, *, en=None, replica: bool = False) -> Signal:
@@ -425,13 +415,6 @@ class Compute(wiring.Component):
             pre_valid, pre_valids, pre_reset, pre_dst = stage("c", d_valid, d_reset, d_dst)
         m_valid, m_valids, m_reset, m_dst = stage("m", pre_valid, pre_reset, pre_dst)
 
-        def operands(b: int, n: int, k: int) -> tuple:
-            xa, wa = x[b * BI + k], wv[n * BI + k]
-            if not stage_c:
-                return xa, wa
-            en = pre_valids[b * BO + n]
-            return (_reg(m, xa, f"inp_c_{b}_{n}_{k}", en=en, replica=True),
-                    _reg(m, wa, f"wgt_c_{b}_{n}_{k}", en=en, replica=True))
         t1_valid, t1_valids, t1_reset, t1_dst = stage("t1", m_valid, m_reset, m_dst)
         t2_valid, t2_valids, t2_reset, t2_dst = stage("t2", t1_valid, t1_reset, t1_dst)
         # a reset micro-op sums nothing into nothing: its sums and accumulator data registers
@@ -441,16 +424,15 @@ class Compute(wiring.Component):
         for b in range(B):
             for n in range(BO):
                 k_lane = b * BO + n
-                prods = [_reg(m, operator.mul(*operands(b, n, k)), f"prod_{b}_{n}_{k}",
-                              en=m_valids[k_lane])
-                         for k in range(BI)]
-                part = [_reg(m, t, f"part_{b}_{n}_{j}", en=t1_valids[k_lane])
-                        for j, t in enumerate(_tree_level(m, prods, 2))]
-                total = _reg(m, _tree_level(m, part, 64)[0], f"sum_{b}_{n}",
-                             en=t2_valids[k_lane])
-                with m.If(t2_zero[k_lane]):
-                    m.d.sync += total.eq(0)
-                sums.append(total)
+                m.submodules[f"gemm_lane_{b}_{n}"] = lane = GemmLane(
+                    block_in=BI, inp_width=net.cfg.inp_width, wgt_width=net.cfg.wgt_width,
+                    operand_stage=stage_c, name=(b, n))
+                m.d.comb += [lane.x[k].eq(x[b * BI + k]) for k in range(BI)]
+                m.d.comb += [lane.w[k].eq(wv[n * BI + k]) for k in range(BI)]
+                m.d.comb += [lane.en_c.eq(pre_valids[k_lane]), lane.en_m.eq(m_valids[k_lane]),
+                             lane.en_t1.eq(t1_valids[k_lane]), lane.en_t2.eq(t2_valids[k_lane]),
+                             lane.zero.eq(t2_zero[k_lane])]
+                sums.append(lane.sum)
         for k in range(net.lanes):
             with m.If(t2_zero[k]):
                 m.d.sync += net.acc_q.word_select(k, net.aw).eq(0)
@@ -559,9 +541,12 @@ class Compute(wiring.Component):
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
         e3_ops = net.lane_regs(e2_ctrl.op, "e3_op")
         e3_is_mul = net.lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
-        alu_l = [_alu_lane(m, net.cfg, e3_ops[k], e3_is_mul[k], e2_a[k], e2_b[k], k,
-                           en=e2_valids[k])
-                 for k in range(net.lanes)]
+        alu_l = []
+        for k in range(net.lanes):
+            m.submodules[f"alu_lane_{k}"] = lane = AluLane(net.aw)
+            m.d.comb += [lane.a.eq(e2_a[k]), lane.b.eq(e2_b[k]), lane.en.eq(e2_valids[k]),
+                         lane.op.eq(e3_ops[k]), lane.is_mul.eq(e3_is_mul[k])]
+            alu_l.append(lane.result)
 
         net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e2_valid=e2_valid, e3_dst=e3_dst,
                             e3_valid=e3_valid, rd_valid=rd_valid)
@@ -600,68 +585,3 @@ def _uop_memory(cfg: Config):
     from amaranth.lib.memory import Memory
 
     return Memory(shape=UOP_BITS, depth=cfg.uop_depth, init=[])
-
-
-def _alu_lane(m: Module, cfg: Config, op3, is_mul, a, b, k: int, *, en) -> Signal:
-    """One ALU lane over two pipeline stages (E2 registers into E3; returns E3's result).
-
-    MIN/MAX signed, ADD and MUL wrap (MUL from three half-width partial products, summed in
-    E3), SHR by a negative amount shifts left; shift amounts are clamped to the width (right
-    shifts by >= the width give the sign, left shifts by >= the width give 0).
-
-    ``op3`` and ``is_mul`` (``op3 == MUL``) are E3 registers. The product's high half is
-    the sum of three terms, reduced to two by a carry-save stage (one LUT level) so that
-    one adder follows, and the product enters the result last (one multiplexer after the
-    adder; the other operations' multiplexer works on registers meanwhile)."""
-    aw = cfg.acc_width
-    lo = aw // 2
-    log_aw = exact_log2(aw)
-    # E2: compare, sum, shift amount, partial products
-    au, bu = a.as_unsigned(), b.as_unsigned()
-    neg = bu[aw - 1]
-    # the amount is |b| clamped to aw, from bit tests: b > aw (b >= 0) when a bit above
-    # log2(aw) is set or bit log2(aw) and a lower one are; b < -aw (b < 0) when the bits from
-    # log2(aw) up are not all ones; else |b| <= aw fits in log2(aw) + 1 bits
-    too_big = Mux(neg, ~bu[log_aw:].all(),
-                  (bu[log_aw + 1:] != 0) | (bu[log_aw] & (bu[:log_aw] != 0)))
-    low = bu[:log_aw + 1]
-    amt = Mux(too_big, aw, Mux(neg, (-low)[:log_aw + 1], low))
-    p0 = au[:lo] * bu[:lo]
-    p1 = au[:lo] * bu[lo:]
-    p2 = au[lo:] * bu[:lo]
-    r = {
-        "lt": _reg(m, a < b, f"e3_lt_{k}", en=en),
-        "sum": _reg(m, (a + b)[:aw], f"e3_sum_{k}", en=en),
-        "neg": _reg(m, neg, f"e3_neg_{k}", en=en),
-        "amt": _reg(m, amt, f"e3_amt_{k}", en=en),
-        "p0": _reg(m, p0[:aw], f"e3_p0_{k}", en=en),
-        # (the two cross products are registered apart: a multiplier and an adder in one
-        # cycle was the ALU's slowest path)
-        "p1": _reg(m, p1[:aw - lo], f"e3_p1_{k}", en=en),
-        "p2": _reg(m, p2[:aw - lo], f"e3_p2_{k}", en=en),
-        "a": _reg(m, a, f"e3_a_{k}", en=en),
-        "b": _reg(m, b, f"e3_b_{k}", en=en),
-    }
-    # E3: select
-    ea = r["a"].as_signed()
-    eb = r["b"].as_signed()
-    other = Signal(aw, name=f"alu_other_{k}")
-    with m.Switch(op3):
-        with m.Case(AluOp.MIN):
-            m.d.comb += other.eq(Mux(r["lt"], ea, eb))
-        with m.Case(AluOp.MAX):
-            m.d.comb += other.eq(Mux(r["lt"], eb, ea))
-        with m.Case(AluOp.ADD):
-            m.d.comb += other.eq(r["sum"])
-        with m.Case(AluOp.SHR):
-            m.d.comb += other.eq(Mux(r["neg"], (ea << r["amt"])[:aw], ea >> r["amt"]))
-        with m.Default():
-            m.d.comb += other.eq(ea)
-    # MUL: p0 + ((p1 + p2) << lo) mod 2**aw; the high half p0_hi + p1 + p2 through a
-    # carry-save stage (sum and majority bits, the latter weighted twice)
-    x, y, z = r["p0"][lo:], r["p1"], r["p2"]
-    save_sum = Signal(aw - lo, name=f"alu_csa_s_{k}")
-    save_carry = Signal(aw - lo, name=f"alu_csa_c_{k}")
-    m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
-    product = Cat(r["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])
-    return Mux(is_mul, product, other)

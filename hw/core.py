@@ -96,26 +96,37 @@ class VTACore(wiring.Component):
         m = Module()
         cfg, Wb = self.cfg, self.bus_bytes
         lays = insn_layouts(cfg)
-
-        # ---------------------------------------------------------------- blocks
         m.submodules.regs = regs = HostRegisters(READONLY_REGS)
         m.submodules.fetch = fetch = Fetch(insn_layout=lays.insn, bus_bytes=Wb)
         m.submodules.load = load = Load(cfg, insn_layout=lays.insn, bus_bytes=Wb)
-        m.submodules.compute = compute = Compute(
-            cfg, insn_layout=lays.insn, bus_bytes=Wb,
-            options=self.options)
+        m.submodules.compute = compute = Compute(cfg, insn_layout=lays.insn, bus_bytes=Wb,
+                                                 options=self.options)
         m.submodules.store = store = Store(cfg, insn_layout=lays.insn, bus_bytes=Wb)
         m.submodules.arbiter = arb = ReadArbiter(clients=3, bus_bytes=Wb)
         m.submodules.axi_errors = axi_err = AxiErrorMonitor()
-        queues = {}
-        for q in TOKEN_QUEUES:
-            queues[q] = m.submodules[f"tokens_{q.short}"] = TokenQueue(TOKEN_QUEUE_DEPTH)
-        insn_q = {}
-        for name in MODULES:
-            insn_q[name] = m.submodules[f"{name}_queue"] = fifo.SyncFIFOBuffered(
-                width=INSN_BITS, depth=INSN_QUEUE_DEPTH)
+        blocks = {"load": load, "compute": compute, "store": store}
 
-        # ---------------------------------------------------------------- host registers
+        self._connect_host(m, regs)
+        insn_q = self._insn_queues(m, fetch, blocks)
+        tokens = self._token_queues(m, blocks)
+        running, finished, clear = self._run_control(m, regs, fetch, blocks, insn_q, tokens,
+                                                     axi_err)
+        self._scratchpads(m, load, compute, store)
+        for k, client in enumerate((fetch, compute, load)):
+            wiring.connect(m, client.req, arb.req[k])
+            wiring.connect(m, arb.rdata[k], client.rdata)
+        self._connect_axi(m, arb, store, axi_err)
+        ro = self._status(fetch, blocks, insn_q, tokens, axi_err, running, finished)
+        ro.update(self._event_counters(m, blocks, running, clear))
+        for name in READONLY_REGS:
+            m.d.comb += getattr(regs, f"ro_{name}").eq(ro[name])
+        m.d.comb += [self.debug.states.eq(ro["states"]), self.debug.load_done.eq(ro["load_done"]),
+                     self.debug.compute_done.eq(ro["compute_done"]),
+                     self.debug.store_done.eq(ro["store_done"])]
+        return m
+
+    def _connect_host(self, m: Module, regs: HostRegisters) -> None:
+        """The flat ``s_axil_*`` ports to the register block's AXI4-Lite interface."""
         for name, flow, _ in _AXIL:
             port, inner = getattr(self, f"s_axil_{name}"), getattr(regs.bus, name)
             if flow == In:
@@ -123,17 +134,48 @@ class VTACore(wiring.Component):
             else:
                 m.d.comb += port.eq(inner)
 
+    @staticmethod
+    def _insn_queues(m: Module, fetch: Fetch, blocks: dict) -> dict[str, fifo.SyncFIFOBuffered]:
+        """One instruction FIFO per module, between fetch and the module."""
+        insn_q = {}
+        for name in MODULES:
+            q = insn_q[name] = m.submodules[f"{name}_queue"] = fifo.SyncFIFOBuffered(
+                width=INSN_BITS, depth=INSN_QUEUE_DEPTH)
+            src, dst = getattr(fetch, f"{name}_q"), blocks[name].insn
+            m.d.comb += [q.w_data.eq(src.payload), q.w_en.eq(src.valid), src.ready.eq(q.w_rdy),
+                         dst.payload.eq(q.r_data), dst.valid.eq(q.r_rdy), q.r_en.eq(dst.ready)]
+        return insn_q
+
+    @staticmethod
+    def _token_queues(m: Module, blocks: dict) -> dict:
+        """The dependency-token queues between the modules.
+
+        (a module's token ports are named after its flags: push_next_dep -> push_next)
+        """
+        queues = {}
+        for q in TOKEN_QUEUES:
+            tq = queues[q] = m.submodules[f"tokens_{q.short}"] = TokenQueue(TOKEN_QUEUE_DEPTH)
+            wiring.connect(m, getattr(blocks[q.src], q.push_flag.removesuffix("_dep")),
+                           tq.producer)
+            wiring.connect(m, getattr(blocks[q.dst], q.pop_flag.removesuffix("_dep")),
+                           tq.consumer)
+        return queues
+
+    def _run_control(self, m: Module, regs: HostRegisters, fetch: Fetch, blocks: dict,
+                     insn_q: dict, tokens: dict, axi_err: AxiErrorMonitor
+                     ) -> tuple[Signal, Signal, Signal]:
+        """Launch, the running/finished flags and the interrupt; returns them and ``clear``."""
         running = Signal()
         finished = Signal()
         clear = Signal()
+        load, compute, store = blocks["load"], blocks["compute"], blocks["store"]
         # (the host sees running drop in the cycle the error is latched)
         m.d.comb += [clear.eq(regs.launch), regs.running.eq(running & ~axi_err.error),
                      regs.finished.eq(finished), regs.error.eq(axi_err.error),
                      self.interrupt.eq(finished | axi_err.error)]
-        modules = (load, compute, store)
-        for mod in modules:
+        for mod in blocks.values():
             m.d.comb += mod.clear.eq(clear)
-        for q in queues.values():
+        for q in tokens.values():
             m.d.comb += q.clear.eq(clear)
 
         all_done = Signal()
@@ -152,25 +194,11 @@ class VTACore(wiring.Component):
             m.d.sync += [running.eq(0), finished.eq(1)]
         m.d.comb += [fetch.start.eq(regs.launch), fetch.insn_addr.eq(regs.insn_addr),
                      fetch.insn_count.eq(regs.insn_count)]
+        return running, finished, clear
 
-        # ---------------------------------------------------------------- instruction queues
-        for name, src, dst in (("load", fetch.load_q, load.insn),
-                               ("compute", fetch.compute_q, compute.insn),
-                               ("store", fetch.store_q, store.insn)):
-            q = insn_q[name]
-            m.d.comb += [q.w_data.eq(src.payload), q.w_en.eq(src.valid), src.ready.eq(q.w_rdy),
-                         dst.payload.eq(q.r_data), dst.valid.eq(q.r_rdy), q.r_en.eq(dst.ready)]
-
-        # ---------------------------------------------------------------- dependency tokens
-        # (a module's token ports are named after its flags: push_next_dep -> push_next)
-        blocks = {"load": load, "compute": compute, "store": store}
-        for q, tq in queues.items():
-            wiring.connect(m, getattr(blocks[q.src], q.push_flag.removesuffix("_dep")),
-                           tq.producer)
-            wiring.connect(m, getattr(blocks[q.dst], q.pop_flag.removesuffix("_dep")),
-                           tq.consumer)
-
-        # ---------------------------------------------------------------- scratchpads
+    def _scratchpads(self, m: Module, load: Load, compute: Compute, store: Store) -> None:
+        """The inp, wgt, acc and out scratchpads and their ports."""
+        cfg, Wb = self.cfg, self.bus_bytes
         inp_gran = Wb * 8 if cfg.inp_elem_bytes > Wb else None
         wgt_gran = Wb * 8 if cfg.wgt_elem_bytes > Wb else None
         acc_gran = Wb * 8 if cfg.acc_elem_bytes > Wb else None
@@ -194,11 +222,11 @@ class VTACore(wiring.Component):
                        out_mem.write_port(granularity=out_granularity(cfg, Wb)))
         wiring.connect(m, store.out_rd, out_mem.read_port())
 
-        # ---------------------------------------------------------------- memory port
-        for k, client in enumerate((fetch, compute, load)):
-            wiring.connect(m, client.req, arb.req[k])
-            wiring.connect(m, arb.rdata[k], client.rdata)
-        log_w = ceil_log2(Wb)
+    def _connect_axi(self, m: Module, arb: ReadArbiter, store: Store,
+                     axi_err: AxiErrorMonitor) -> None:
+        """The flat ``m_axi_*`` ports: reads from the arbiter, writes from store, both watched
+        by the error monitor."""
+        log_w = ceil_log2(self.bus_bytes)
         m.d.comb += [
             self.m_axi_araddr.eq(arb.ar.payload.addr), self.m_axi_arlen.eq(arb.ar.payload.len),
             self.m_axi_arsize.eq(log_w), self.m_axi_arburst.eq(1),
@@ -223,12 +251,16 @@ class VTACore(wiring.Component):
             axi_err.bresp.eq(self.m_axi_bresp),
         ]
 
-        # ---------------------------------------------------------------- counters / status
-        ro: dict[str, object] = {
+    def _status(self, fetch: Fetch, blocks: dict, insn_q: dict, tokens: dict,
+                axi_err: AxiErrorMonitor, running: Signal, finished: Signal) -> dict[str, Any]:
+        """The read-only registers that show the core's state (no counters)."""
+        cfg = self.cfg
+        load, compute, store = blocks["load"], blocks["compute"], blocks["store"]
+        return {
             "id": Const(CORE_ID, 32),
             "hw_config": Const(cfg.LOG_INP_WIDTH | cfg.LOG_WGT_WIDTH << 4
                                | cfg.LOG_ACC_WIDTH << 8 | cfg.LOG_BATCH << 12
-                               | cfg.LOG_BLOCK << 16 | Wb << 20, 32),
+                               | cfg.LOG_BLOCK << 16 | self.bus_bytes << 20, 32),
             "status": Cat(fetch.busy, load.status.busy, compute.status.busy, store.status.busy,
                           running, finished, compute.finish, axi_err.error),
             "axi_error": Cat(axi_err.error, axi_err.write, axi_err.resp),
@@ -236,12 +268,17 @@ class VTACore(wiring.Component):
             "fetched": fetch.fetched,
             "load_done": load.status.done, "compute_done": compute.status.done,
             "store_done": store.status.done,
-            **{f"tokens_{q.short}": tq.count for q, tq in queues.items()},
+            **{f"tokens_{q.short}": tq.count for q, tq in tokens.items()},
             "queue_load": insn_q["load"].level, "queue_compute": insn_q["compute"].level,
             "queue_store": insn_q["store"].level,
             "states": Cat(fetch.state, load.status.state, compute.status.state,
                           store.status.state),
         }
+
+    def _event_counters(self, m: Module, blocks: dict, running: Signal,
+                        clear: Signal) -> dict[str, Signal]:
+        """The 32-bit performance counters, cleared at launch, counting while running."""
+        load, compute, store = blocks["load"], blocks["compute"], blocks["store"]
         strobes = store.w.payload.strb
         events: dict[str, object] = {
             "cycles": Const(1),
@@ -254,9 +291,10 @@ class VTACore(wiring.Component):
             "store_mem_wait": store.status.mem_wait,
             "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
             # (Mux, not a product with a 1-bit value: no multiplier cell for synthesis to map)
-            "bytes_read": Mux(self.m_axi_rvalid & self.m_axi_rready, Wb, 0),
+            "bytes_read": Mux(self.m_axi_rvalid & self.m_axi_rready, self.bus_bytes, 0),
             "bytes_written": Mux(self.m_axi_wvalid & self.m_axi_wready, _popcount(strobes), 0),
         }
+        counters = {}
         for name, inc in events.items():
             # Events are registered before the counters' adders: they come from all over the
             # core (and from the memory's ready signals), so each 32-bit carry chain starts at
@@ -273,13 +311,8 @@ class VTACore(wiring.Component):
                 m.d.sync += counter.eq(0)
             with m.Else():
                 m.d.sync += counter.eq(counter + event)
-            ro[name] = counter
-        for name in READONLY_REGS:
-            m.d.comb += getattr(regs, f"ro_{name}").eq(ro[name])
-        m.d.comb += [self.debug.states.eq(ro["states"]), self.debug.load_done.eq(ro["load_done"]),
-                     self.debug.compute_done.eq(ro["compute_done"]),
-                     self.debug.store_done.eq(ro["store_done"])]
-        return m
+            counters[name] = counter
+        return counters
 
 
 def _popcount(value) -> object:

@@ -162,21 +162,9 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
     check_vcd_path(vcd)
     if max_cycles is not None and max_cycles < 1:
         raise VTAError(f"max_cycles must be at least 1, not {max_cycles}")
-    prepared: list[Job] = []
-    for n, (program, dram) in enumerate(jobs):
-        program = as_program_bytes(program, cfg)
-        insns = check_program(program, cfg)
-        dram = as_dram(dram)
-        check_insns(insns, cfg, len(dram))  # the same bounds as every backend
-        check_work(insns, max_uops, "rtl")
-        image = place_program(dram, program)
-        memory = AxiMemory(image.mem, bus_bytes=bus_width // 8, latency=mem_latency,
-                           bandwidth=mem_bandwidth, stall=mem_stall, seed=seed + n,
-                           write_limit=image.user_bytes)
-        bound = max_cycles if max_cycles is not None else default_max_cycles(
-            insns, cfg, bus_width=bus_width, mem_latency=mem_latency,
-            mem_bandwidth=mem_bandwidth, mem_stall=mem_stall)
-        prepared.append(Job(program, insns, image, memory, bound))
+    prepared = _prepare_jobs(jobs, cfg, bus_width=bus_width, max_cycles=max_cycles,
+                             mem_latency=mem_latency, mem_bandwidth=mem_bandwidth,
+                             mem_stall=mem_stall, seed=seed, max_uops=max_uops)
     if not prepared:
         return []
     core = ProbedCore(cfg, bus_width=bus_width, options=options)
@@ -205,46 +193,6 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                 samples.append((memory.cycle, *(ctx.get(p) for p in probe)))
 
     host = AxiLiteHost(core)
-    reg = REGISTER_MAP
-
-    async def read_regs(ctx: Any, names: Sequence[str]) -> dict[str, int]:
-        return {n: await host.read(ctx, reg[n]) for n in names}
-
-    async def run_job(ctx: Any, job: Job) -> dict[str, int]:
-        memory = job.memory
-        await host.write(ctx, reg["insn_addr"], job.image.insn_addr)
-        await host.write(ctx, reg["insn_count"], job.image.insn_count)
-        launch_cycle = memory.cycle
-        await host.write(ctx, reg["control"], CONTROL_LAUNCH)
-        last_progress = memory.cycle
-        snapshot: dict[str, int] | None = None
-        t0 = time.monotonic()
-        next_line = t0 + (progress or 0.0)
-        while True:
-            for _ in range(poll_interval):  # (not ``repeat``: it cannot be closed mid-wait)
-                await ctx.tick()
-            if await host.read(ctx, reg["control"]) & CONTROL_FINISHED:
-                break
-            now = memory.cycle
-            if now - launch_cycle > job.max_cycles:
-                raise cycle_limit_error(job.max_cycles, max_cycles is None, "rtl")
-            if progress is not None and time.monotonic() >= next_line:
-                progress_line("rtl", now - launch_cycle, job.max_cycles,
-                              await read_regs(ctx, DONE_REGS), job.insns, time.monotonic() - t0)
-                next_line = time.monotonic() + progress
-            last_progress = max(last_progress, memory.last_activity)
-            if now - last_progress >= idle_limit // 2:
-                current_regs = await read_regs(ctx, PROGRESS_REGS)
-                if current_regs != snapshot:
-                    snapshot = current_regs
-                    last_progress = now
-                elif now - last_progress >= idle_limit:
-                    raise deadlock_error(await read_regs(ctx, DEBUG_REGS), job.insns,
-                                         now - last_progress)
-        counters = await read_regs(ctx, COUNTER_REGS)
-        counters["_launch_cycle"] = launch_cycle
-        return counters
-
     outcomes: list[dict[str, int]] = []
 
     async def driver(ctx: Any) -> None:
@@ -256,7 +204,9 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                 for _ in range(2):
                     await ctx.tick()  # (``repeat`` would raise DomainReset)
                 ctx.set(cd.rst, 0)
-            counters = await run_job(ctx, job)
+            counters = await _run_job(ctx, host, job, poll_interval=poll_interval,
+                                      idle_limit=idle_limit, progress=progress,
+                                      default_bound=max_cycles is None)
             outcomes.append(counters)
             job.result = _result(job, counters, cfg, bus_width, samples if trace else None,
                                  mem_latency, mem_bandwidth)
@@ -272,6 +222,74 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
         else:
             sim.run()
     return [job.result for job in prepared if job.result is not None]
+
+
+def _prepare_jobs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes]],
+                  cfg: Config, *, bus_width: int, max_cycles: int | None, mem_latency: int,
+                  mem_bandwidth: float | None, mem_stall: float, seed: int,
+                  max_uops: int) -> list[Job]:
+    """Check every job's program and DRAM and give it its memory image, model and cycle bound."""
+    prepared: list[Job] = []
+    for n, (program, dram) in enumerate(jobs):
+        program = as_program_bytes(program, cfg)
+        insns = check_program(program, cfg)
+        dram = as_dram(dram)
+        check_insns(insns, cfg, len(dram))  # the same bounds as every backend
+        check_work(insns, max_uops, "rtl")
+        image = place_program(dram, program)
+        memory = AxiMemory(image.mem, bus_bytes=bus_width // 8, latency=mem_latency,
+                           bandwidth=mem_bandwidth, stall=mem_stall, seed=seed + n,
+                           write_limit=image.user_bytes)
+        bound = max_cycles if max_cycles is not None else default_max_cycles(
+            insns, cfg, bus_width=bus_width, mem_latency=mem_latency,
+            mem_bandwidth=mem_bandwidth, mem_stall=mem_stall)
+        prepared.append(Job(program, insns, image, memory, bound))
+    return prepared
+
+
+async def _read_regs(ctx: Any, host: Any, names: Sequence[str]) -> dict[str, int]:
+    return {n: await host.read(ctx, REGISTER_MAP[n]) for n in names}
+
+
+async def _run_job(ctx: Any, host: Any, job: Job, *, poll_interval: int, idle_limit: int,
+                   progress: float | None, default_bound: bool) -> dict[str, int]:
+    """Program and launch ``job`` like a host driver, poll until it finishes (watching for the
+    cycle bound and deadlocks), then read the counters (plus ``_launch_cycle``)."""
+    reg = REGISTER_MAP
+    memory = job.memory
+    await host.write(ctx, reg["insn_addr"], job.image.insn_addr)
+    await host.write(ctx, reg["insn_count"], job.image.insn_count)
+    launch_cycle = memory.cycle
+    await host.write(ctx, reg["control"], CONTROL_LAUNCH)
+    last_progress = memory.cycle
+    snapshot: dict[str, int] | None = None
+    t0 = time.monotonic()
+    next_line = t0 + (progress or 0.0)
+    while True:
+        for _ in range(poll_interval):  # (not ``repeat``: it cannot be closed mid-wait)
+            await ctx.tick()
+        if await host.read(ctx, reg["control"]) & CONTROL_FINISHED:
+            break
+        now = memory.cycle
+        if now - launch_cycle > job.max_cycles:
+            raise cycle_limit_error(job.max_cycles, default_bound, "rtl")
+        if progress is not None and time.monotonic() >= next_line:
+            progress_line("rtl", now - launch_cycle, job.max_cycles,
+                          await _read_regs(ctx, host, DONE_REGS), job.insns,
+                          time.monotonic() - t0)
+            next_line = time.monotonic() + progress
+        last_progress = max(last_progress, memory.last_activity)
+        if now - last_progress >= idle_limit // 2:
+            current_regs = await _read_regs(ctx, host, PROGRESS_REGS)
+            if current_regs != snapshot:
+                snapshot = current_regs
+                last_progress = now
+            elif now - last_progress >= idle_limit:
+                raise deadlock_error(await _read_regs(ctx, host, DEBUG_REGS), job.insns,
+                                     now - last_progress)
+    counters = await _read_regs(ctx, host, COUNTER_REGS)
+    counters["_launch_cycle"] = launch_cycle
+    return counters
 
 
 def _result(job: Job, counters: dict[str, int], cfg: Config, bus_width: int,

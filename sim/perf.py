@@ -16,7 +16,7 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -158,127 +158,132 @@ class PerfModel:
 
     # --------------------------------------------------------------------- run
     def run(self, insns: Sequence[Insn]) -> dict[str, Any]:
+        """Schedule ``insns``: each step starts the module instruction that can start first."""
         p = self.p
+        state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
-        # fetch: pipelined bursts of instructions in program order; the port carries their
-        # data beats (fetch has priority in the arbiter)
-        fetch_beats = math.ceil(INSN_BYTES / p.bus_bytes)
-        per_burst = max(1, p.max_burst // fetch_beats)
-        burst_cycles = per_burst * fetch_beats * p.beat
-        period = max(burst_cycles, (p.mem_latency + burst_cycles) / max(1, p.outstanding))
-        arrival = np.empty(len(insns))
-        fetch_bursts: list[tuple[float, float]] = []  # port intervals taken by fetch
-        for j in range(math.ceil(len(insns) / per_burst)):
-            start = p.mem_latency + j * period
-            n_in = min(per_burst, len(insns) - j * per_burst)  # the last burst may be short
-            fetch_bursts.append((start, start + n_in * fetch_beats * p.beat))
-            for k in range(j * per_burst, min(len(insns), (j + 1) * per_burst)):
-                arrival[k] = start + (k - j * per_burst + 1) * fetch_beats * p.beat \
-                    + (k + 1) * p.fetch_per_insn
-        fetch_ends = [b1 for _, b1 in fetch_bursts]
         for k, insn in enumerate(insns):
             mods[insn.module if not isinstance(insn, FinishInsn) else COMPUTE_MODULE].queue.append(
                 (k, insn))
-        # token queues: times at which tokens become visible, per (src, dst)
-        tokens: dict[tuple[str, str], deque] = {(q.src, q.dst): deque() for q in TOKEN_QUEUES}
-        prev, nxt = PREV, NEXT
-        port_free = 0.0
-        port_busy = 0.0
-        stats_bytes = {t.name: 0 for t in MemType}
-        stats_store = 0
-        gemm_uops = useful_uops = alu_uops = 0
-        trace: list[dict[str, Any]] = []
-        finish_t = None
-        # fetch stalls on a full queue: an instruction cannot enter its module's queue before
-        # the one `depth` ahead of it has left (started)
-        left_at: dict[str, deque] = {m: deque() for m in MODULES}
-
-        def ready_time(m: _Module) -> float | None:
-            k, insn = m.queue[0]
-            t0 = max(m.free_at, arrival[k])
-            q = left_at[m.name]
-            if len(q) >= self.insn_queue_depth:
-                t0 = max(t0, q[-self.insn_queue_depth])
-            if insn.pop_prev_dep:
-                dq = tokens[(prev[m.name], m.name)] if prev[m.name] else None
-                if not dq:
-                    return None
-                t0 = max(t0, dq[0])
-            if insn.pop_next_dep:
-                dq = tokens[(nxt[m.name], m.name)] if nxt[m.name] else None
-                if not dq:
-                    return None
-                t0 = max(t0, dq[0])
-            return t0
-
-        remaining = len(insns)
-        while remaining:
-            best, best_t = None, math.inf
-            for m in mods.values():
-                if m.queue:
-                    rt = ready_time(m)
-                    if rt is not None and rt < best_t:
-                        best, best_t = m, rt
-            if best is None:
-                stuck = []
-                for m in mods.values():
-                    if m.queue:
-                        k, insn = m.queue[0]
-                        want = [f"{prev[m.name]}->{m.name}" for f in [insn.pop_prev_dep] if f] + \
-                               [f"{nxt[m.name]}->{m.name}" for f in [insn.pop_next_dep] if f]
-                        stuck.append(f"{m.name} at instruction {k} waits on token queue "
-                                     f"{' and '.join(want)}")
-                raise DeadlockError("deadlock: " + "; ".join(stuck))
-            m = best
+        for _ in range(len(insns)):
+            m, best_t = self._next_ready(state, mods)
             k, insn = m.queue.popleft()
-            t_wait_tok = best_t - max(m.free_at, arrival[k])
+            t_wait_tok = best_t - max(m.free_at, state.arrival[k])
             if insn.pop_prev_dep:
-                tokens[(prev[m.name], m.name)].popleft()
+                state.tokens[(PREV[m.name], m.name)].popleft()
             if insn.pop_next_dep:
-                tokens[(nxt[m.name], m.name)].popleft()
+                state.tokens[(NEXT[m.name], m.name)].popleft()
             start = best_t
-            dur = p.insn_overhead
-            if isinstance(insn, MemInsn):
-                lead, data, tail, local, nbytes = self._mem_cycles(insn)
-                if data:
-                    ready = start + p.insn_overhead + lead
-                    begin = _after_fetch(max(ready, port_free), data, fetch_bursts, fetch_ends)
-                    m.mem_wait += begin - ready
-                    port_free = begin + data
-                    port_busy += data
-                    dur = (port_free + tail - start) + local
-                else:
-                    dur += local
-                if insn.opcode == Opcode.STORE:
-                    stats_store += nbytes
-                else:
-                    stats_bytes[MemType(insn.memory_type).name] += nbytes
-            else:
-                dur += self._compute_cycles(insn)
-                n = (insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
-                     if isinstance(insn, GemmInsn | AluInsn) else 0)
-                if isinstance(insn, GemmInsn):
-                    gemm_uops += n
-                    useful_uops += 0 if insn.reset_reg else n  # resets do no MACs
-                elif isinstance(insn, AluInsn):
-                    alu_uops += n
+            dur = self._execute(state, m, insn, start)
             end = start + dur
             m.busy += dur
             m.token_wait += max(0.0, t_wait_tok)
             m.free_at = end
             m.done += 1
-            left_at[m.name].append(start)
-            if insn.push_prev_dep and prev[m.name]:
-                tokens[(m.name, prev[m.name])].append(end + p.token_latency)
-            if insn.push_next_dep and nxt[m.name]:
-                tokens[(m.name, nxt[m.name])].append(end + p.token_latency)
-            trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
-                          "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
-                          "args": {"index": k}})
+            state.left_at[m.name].append(start)
+            if insn.push_prev_dep and PREV[m.name]:
+                state.tokens[(m.name, PREV[m.name])].append(end + p.token_latency)
+            if insn.push_next_dep and NEXT[m.name]:
+                state.tokens[(m.name, NEXT[m.name])].append(end + p.token_latency)
+            state.trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
+                                "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
+                                "args": {"index": k}})
             if isinstance(insn, FinishInsn):
-                finish_t = end
-            remaining -= 1
-        total = max([finish_t or 0.0] + [m.free_at for m in mods.values()])
+                state.finish_t = end
+        return self._report(state, mods, insns)
+
+    def _fetch_bursts(self, n_insns: int) -> _Fetch:
+        """Fetch: pipelined bursts of instructions in program order; the port carries their
+        data beats (fetch has priority in the arbiter)."""
+        p = self.p
+        fetch_beats = math.ceil(INSN_BYTES / p.bus_bytes)
+        per_burst = max(1, p.max_burst // fetch_beats)
+        burst_cycles = per_burst * fetch_beats * p.beat
+        period = max(burst_cycles, (p.mem_latency + burst_cycles) / max(1, p.outstanding))
+        arrival = np.empty(n_insns)
+        bursts: list[tuple[float, float]] = []  # port intervals taken by fetch
+        for j in range(math.ceil(n_insns / per_burst)):
+            start = p.mem_latency + j * period
+            n_in = min(per_burst, n_insns - j * per_burst)  # the last burst may be short
+            bursts.append((start, start + n_in * fetch_beats * p.beat))
+            for k in range(j * per_burst, min(n_insns, (j + 1) * per_burst)):
+                arrival[k] = start + (k - j * per_burst + 1) * fetch_beats * p.beat \
+                    + (k + 1) * p.fetch_per_insn
+        return _Fetch(arrival, bursts, [b1 for _, b1 in bursts])
+
+    def _ready_time(self, state: _RunState, m: _Module) -> float | None:
+        """When the head of ``m``'s queue can start, or None while a token it pops is absent."""
+        k, insn = m.queue[0]
+        t0 = max(m.free_at, state.arrival[k])
+        q = state.left_at[m.name]
+        if len(q) >= self.insn_queue_depth:
+            t0 = max(t0, q[-self.insn_queue_depth])
+        if insn.pop_prev_dep:
+            dq = state.tokens[(PREV[m.name], m.name)] if PREV[m.name] else None
+            if not dq:
+                return None
+            t0 = max(t0, dq[0])
+        if insn.pop_next_dep:
+            dq = state.tokens[(NEXT[m.name], m.name)] if NEXT[m.name] else None
+            if not dq:
+                return None
+            t0 = max(t0, dq[0])
+        return t0
+
+    def _next_ready(self, state: _RunState, mods: dict[str, _Module]) -> tuple[_Module, float]:
+        """The module whose head instruction starts first, and when; DeadlockError if none."""
+        best, best_t = None, math.inf
+        for m in mods.values():
+            if m.queue:
+                rt = self._ready_time(state, m)
+                if rt is not None and rt < best_t:
+                    best, best_t = m, rt
+        if best is not None:
+            return best, best_t
+        stuck = []
+        for m in mods.values():
+            if m.queue:
+                k, insn = m.queue[0]
+                want = [f"{PREV[m.name]}->{m.name}" for f in [insn.pop_prev_dep] if f] + \
+                       [f"{NEXT[m.name]}->{m.name}" for f in [insn.pop_next_dep] if f]
+                stuck.append(f"{m.name} at instruction {k} waits on token queue "
+                             f"{' and '.join(want)}")
+        raise DeadlockError("deadlock: " + "; ".join(stuck))
+
+    def _execute(self, state: _RunState, m: _Module, insn: Insn, start: float) -> float:
+        """The duration of ``insn`` started at ``start``, booking the memory port and stats."""
+        p = self.p
+        dur = p.insn_overhead
+        if isinstance(insn, MemInsn):
+            lead, data, tail, local, nbytes = self._mem_cycles(insn)
+            if data:
+                ready = start + p.insn_overhead + lead
+                begin = _after_fetch(max(ready, state.port_free), data, state.fetch.bursts,
+                                     state.fetch.ends)
+                m.mem_wait += begin - ready
+                state.port_free = begin + data
+                state.port_busy += data
+                dur = (state.port_free + tail - start) + local
+            else:
+                dur += local
+            if insn.opcode == Opcode.STORE:
+                state.bytes_stored += nbytes
+            else:
+                state.bytes_loaded[MemType(insn.memory_type).name] += nbytes
+        else:
+            dur += self._compute_cycles(insn)
+            n = (insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
+                 if isinstance(insn, GemmInsn | AluInsn) else 0)
+            if isinstance(insn, GemmInsn):
+                state.gemm_uops += n
+                state.useful_uops += 0 if insn.reset_reg else n  # resets do no MACs
+            elif isinstance(insn, AluInsn):
+                state.alu_uops += n
+        return dur
+
+    def _report(self, state: _RunState, mods: dict[str, _Module],
+                insns: Sequence[Insn]) -> dict[str, Any]:
+        total = max([state.finish_t or 0.0] + [m.free_at for m in mods.values()])
         peak = self.cfg.macs_per_cycle
         cycles = int(math.ceil(total))
         return {
@@ -287,17 +292,53 @@ class PerfModel:
             "modules": {m.name: {"busy": int(round(m.busy)), "token_wait": int(round(m.token_wait)),
                                  "memory_wait": int(round(m.mem_wait)), "insns": m.done}
                         for m in mods.values()},
-            "memory_port_busy": int(round(port_busy)),
-            "gemm_uops": gemm_uops,
-            "alu_uops": alu_uops,
-            "gemm_useful_uops": useful_uops,
+            "memory_port_busy": int(round(state.port_busy)),
+            "gemm_uops": state.gemm_uops,
+            "alu_uops": state.alu_uops,
+            "gemm_useful_uops": state.useful_uops,
             # useful MACs / (cycles x peak MACs per cycle)
-            "gemm_utilization": (useful_uops * peak) / (cycles * peak) if cycles else 0.0,
-            "bytes_loaded": stats_bytes,
-            "bytes_stored": stats_store,
+            "gemm_utilization": (state.useful_uops * peak) / (cycles * peak) if cycles else 0.0,
+            "bytes_loaded": state.bytes_loaded,
+            "bytes_stored": state.bytes_stored,
             "insns": _count_opcodes(insns),
-            "_trace": trace,
+            "_trace": state.trace,
         }
+
+
+@dataclass
+class _Fetch:
+    """When each instruction reaches its queue, and the port intervals fetch bursts take."""
+
+    arrival: np.ndarray
+    bursts: list[tuple[float, float]]  # sorted, disjoint
+    ends: list[float]  # their end times
+
+
+@dataclass
+class _RunState:
+    """What one :meth:`PerfModel.run` tracks besides the modules."""
+
+    fetch: _Fetch
+    # token queues: times at which tokens become visible, per (src, dst)
+    tokens: dict[tuple[str, str], deque] = field(
+        default_factory=lambda: {(q.src, q.dst): deque() for q in TOKEN_QUEUES})
+    # fetch stalls on a full queue: an instruction cannot enter its module's queue before the
+    # one `depth` ahead of it has left (started)
+    left_at: dict[str, deque] = field(default_factory=lambda: {m: deque() for m in MODULES})
+    port_free: float = 0.0
+    port_busy: float = 0.0
+    bytes_loaded: dict[str, int] = field(
+        default_factory=lambda: {t.name: 0 for t in MemType})
+    bytes_stored: int = 0
+    gemm_uops: int = 0
+    useful_uops: int = 0
+    alu_uops: int = 0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    finish_t: float | None = None
+
+    @property
+    def arrival(self) -> np.ndarray:
+        return self.fetch.arrival
 
 
 def _after_fetch(begin: float, dur: float, bursts: list[tuple[float, float]],

@@ -258,24 +258,72 @@ def matmul_program(cfg: Config, M: int, N: int, K: int, *, a: np.ndarray | None 
     t = tiling or choose_tiling(cfg, mb, nb, kb, double_buffer=double_buffer, alu_steps=n_alu)
     _check_tiling(cfg, t, slots)
 
-    # micro-ops: per (acc slot, io slot) a GEMM set over k, then per acc slot a reset and an ALU uop
-    abase = [s * t.tm * t.tn for s in range(slots)]
-    ibase = [s * t.tm * t.tk for s in range(slots)]
-    wbase = [s * t.tn * t.tk for s in range(slots)]
-    uops: list[Uop] = []
-    gemm_at: dict[tuple[int, int], int] = {}
-    for sa in range(slots):
-        for si in range(slots):
-            gemm_at[(sa, si)] = len(uops)
-            uops += [Uop(abase[sa], ibase[si] + k, wbase[si] + k) for k in range(t.tk)]
-    reset_at = {sa: len(uops) + sa for sa in range(slots)}
-    uops += [Uop(abase[sa], 0, 0) for sa in range(slots)]
-    alu_at = {sa: len(uops) + sa for sa in range(slots)}
-    uops += [Uop(abase[sa], abase[sa], 0) for sa in range(slots)]
+    lay = _UopLayout.build(t, slots)
+    uop_addr, a_addr, b_addr, c_addr, dram_bytes = _dram_layout(
+        cfg, len(lay.uops), mb, nb, kb, uop_addr=uop_addr, a_addr=a_addr, b_addr=b_addr,
+        c_addr=c_addr, dram_bytes=dram_bytes)
+    plan = MatmulPlan(cfg, M, N, K, t, uop_addr, a_addr, b_addr, c_addr, dram_bytes, shift,
+                      clip, double_buffer)
+    dram = np.zeros(dram_bytes, np.uint8)
+    words = np.frombuffer(encode_uops(lay.uops, cfg), np.uint8)
+    dram[uop_addr:uop_addr + words.size] = words
+    plan.write_inputs(dram, a, b)
 
-    # DRAM regions
+    pb = ProgramBuilder(cfg)
+    pb.emit(MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP, sram_base=0,
+                    dram_base=uop_addr // 4, y_size=1, x_size=len(lay.uops),
+                    x_stride=len(lay.uops)))
+    tiles = [(m0, n0) for m0 in range(0, mb, t.tm) for n0 in range(0, nb, t.tn)]
+    steps = _steps(t, tiles, mb, nb, kb)
+    alu_ops = ([(AluOp.SHR, shift)] if shift else []) + \
+        ([(AluOp.MAX, clip[0]), (AluOp.MIN, clip[1])] if clip is not None else [])
+    _emit_steps(pb, cfg, lay, steps, slots, kb, nb, alu_ops, a_el=a_addr // cfg.inp_elem_bytes,
+                b_el=b_addr // cfg.wgt_elem_bytes, c_el=c_addr // cfg.out_elem_bytes,
+                double_buffer=double_buffer)
+    program = pb.program()
+    plan.stats.update(insns=len(program) // 16, tiles=len(tiles), steps=len(steps),
+                      macs=mb * nb * kb * cfg.batch * cfg.block_in * cfg.block_out)
+    return MatmulProgram(program, dram, plan)
+
+
+@dataclass(frozen=True)
+class _UopLayout:
+    """The micro-op buffer of a matmul: per (acc slot, io slot) a GEMM set over k, then per acc
+    slot a reset and an ALU micro-op; SRAM bases of each slot's acc, inp and wgt tiles."""
+
+    uops: list[Uop]
+    abase: list[int]
+    ibase: list[int]
+    wbase: list[int]
+    gemm_at: dict[tuple[int, int], int]
+    reset_at: dict[int, int]
+    alu_at: dict[int, int]
+
+    @classmethod
+    def build(cls, t: Tiling, slots: int) -> _UopLayout:
+        abase = [s * t.tm * t.tn for s in range(slots)]
+        ibase = [s * t.tm * t.tk for s in range(slots)]
+        wbase = [s * t.tn * t.tk for s in range(slots)]
+        uops: list[Uop] = []
+        gemm_at: dict[tuple[int, int], int] = {}
+        for sa in range(slots):
+            for si in range(slots):
+                gemm_at[(sa, si)] = len(uops)
+                uops += [Uop(abase[sa], ibase[si] + k, wbase[si] + k) for k in range(t.tk)]
+        reset_at = {sa: len(uops) + sa for sa in range(slots)}
+        uops += [Uop(abase[sa], 0, 0) for sa in range(slots)]
+        alu_at = {sa: len(uops) + sa for sa in range(slots)}
+        uops += [Uop(abase[sa], abase[sa], 0) for sa in range(slots)]
+        return cls(uops, abase, ibase, wbase, gemm_at, reset_at, alu_at)
+
+
+def _dram_layout(cfg: Config, n_uops: int, mb: int, nb: int, kb: int, *, uop_addr: int | None,
+                 a_addr: int | None, b_addr: int | None, c_addr: int | None,
+                 dram_bytes: int | None) -> tuple[int, int, int, int, int]:
+    """The byte addresses of the micro-ops, A, B and C (packed from 0 where not given) and the
+    DRAM size, checked for alignment, size and overlap."""
     uop_addr = 0 if uop_addr is None else uop_addr
-    a_addr = _align(uop_addr + 4 * len(uops), cfg.inp_elem_bytes) if a_addr is None else a_addr
+    a_addr = _align(uop_addr + 4 * n_uops, cfg.inp_elem_bytes) if a_addr is None else a_addr
     a_end = a_addr + mb * kb * cfg.inp_elem_bytes
     b_addr = _align(a_end, cfg.wgt_elem_bytes) if b_addr is None else b_addr
     b_end = b_addr + nb * kb * cfg.wgt_elem_bytes
@@ -286,42 +334,42 @@ def matmul_program(cfg: Config, M: int, N: int, K: int, *, a: np.ndarray | None 
                            ("c_addr", c_addr, cfg.out_elem_bytes)):
         if addr < 0 or addr % eb:
             raise ValueError(f"{name}={addr} must be a non-negative multiple of {eb} bytes")
-    end = max(uop_addr + 4 * len(uops), a_end, b_end, c_end)
+    end = max(uop_addr + 4 * n_uops, a_end, b_end, c_end)
     dram_bytes = end if dram_bytes is None else dram_bytes
     if dram_bytes < end:
         raise ValueError(f"dram_bytes={dram_bytes} is too small; the layout needs {end}")
-    regions = sorted([(uop_addr, uop_addr + 4 * len(uops), "micro-ops"), (a_addr, a_end, "A"),
+    regions = sorted([(uop_addr, uop_addr + 4 * n_uops, "micro-ops"), (a_addr, a_end, "A"),
                       (b_addr, b_end, "B"), (c_addr, c_end, "C")])
     for (_, hi1, n1), (lo2, _, n2) in zip(regions, regions[1:]):
         if lo2 < hi1:
             raise ValueError(f"DRAM regions {n1} and {n2} overlap")
+    return uop_addr, a_addr, b_addr, c_addr, dram_bytes
 
-    plan = MatmulPlan(cfg, M, N, K, t, uop_addr, a_addr, b_addr, c_addr, dram_bytes, shift,
-                      clip, double_buffer)
-    dram = np.zeros(dram_bytes, np.uint8)
-    words = np.frombuffer(encode_uops(uops, cfg), np.uint8)
-    dram[uop_addr:uop_addr + words.size] = words
-    plan.write_inputs(dram, a, b)
 
-    pb = ProgramBuilder(cfg)
-    pb.emit(MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP, sram_base=0,
-                    dram_base=uop_addr // 4, y_size=1, x_size=len(uops), x_stride=len(uops)))
-    a_el, b_el, c_el = (a_addr // cfg.inp_elem_bytes, b_addr // cfg.wgt_elem_bytes,
-                        c_addr // cfg.out_elem_bytes)
-    steps = []  # (tile number, m0, tm, n0, tn, k0, tk, first k?, last k?)
-    tiles = [(m0, n0) for m0 in range(0, mb, t.tm) for n0 in range(0, nb, t.tn)]
+def _steps(t: Tiling, tiles: list[tuple[int, int]], mb: int, nb: int, kb: int) -> list[tuple]:
+    """(tile number, m0, tm, n0, tn, k0, tk, first k?, last k?) of every k step of every tile."""
+    steps = []
     for tile, (m0, n0) in enumerate(tiles):
         ks = list(range(0, kb, t.tk))
         for j, k0 in enumerate(ks):
             steps.append((tile, m0, min(t.tm, mb - m0), n0, min(t.tn, nb - n0), k0,
                           min(t.tk, kb - k0), j == 0, j == len(ks) - 1))
+    return steps
+
+
+def _emit_steps(pb: ProgramBuilder, cfg: Config, lay: _UopLayout, steps: list[tuple],
+                slots: int, kb: int, nb: int, alu_ops: list[tuple[AluOp, int]], *, a_el: int,
+                b_el: int, c_el: int, double_buffer: bool) -> None:
+    """Per step: its tile loads (one step ahead when double-buffered), a reset on a tile's first
+    k step, the GEMM, and on its last k step the ALU epilogue and the store of C."""
+    uops = lay.uops
 
     def emit_loads(s: int) -> None:
         _, m0, tm, n0, tn, k0, tk, _, _ = steps[s]
         si = s % slots
-        pb.emit(MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP, sram_base=ibase[si],
+        pb.emit(MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP, sram_base=lay.ibase[si],
                         dram_base=a_el + m0 * kb + k0, y_size=tm, x_size=tk, x_stride=kb))
-        pb.emit(MemInsn(opcode=Opcode.LOAD, memory_type=MemType.WGT, sram_base=wbase[si],
+        pb.emit(MemInsn(opcode=Opcode.LOAD, memory_type=MemType.WGT, sram_base=lay.wbase[si],
                         dram_base=b_el + n0 * kb + k0, y_size=tn, x_size=tk, x_stride=kb))
 
     if double_buffer:
@@ -335,29 +383,20 @@ def matmul_program(cfg: Config, M: int, N: int, K: int, *, a: np.ndarray | None 
             emit_loads(s)
         loops = dict(iter_out=tm, iter_in=tn, dst_factor_out=tn, dst_factor_in=1)
         if first:
-            u = reset_at[sa]
+            u = lay.reset_at[sa]
             pb.emit(GemmInsn(reset_reg=1, uop_bgn=u, uop_end=u + 1, **loops),
                     uops=[uops[u]])
-        g = gemm_at[(sa, si)]
+        g = lay.gemm_at[(sa, si)]
         pb.emit(GemmInsn(uop_bgn=g, uop_end=g + tk, src_factor_out=tk, src_factor_in=0,
                          wgt_factor_out=0, wgt_factor_in=tk, **loops), uops=uops[g:g + tk])
         if not last:
             continue
-        u = alu_at[sa]
-        alu_ops = []
-        if shift:
-            alu_ops.append((AluOp.SHR, shift))
-        if clip is not None:
-            alu_ops += [(AluOp.MAX, clip[0]), (AluOp.MIN, clip[1])]
+        u = lay.alu_at[sa]
         for op, imm in alu_ops:
             pb.emit(AluInsn(uop_bgn=u, uop_end=u + 1, src_factor_out=tn, src_factor_in=1,
                             alu_opcode=op, use_imm=1, imm=imm, **loops), uops=[uops[u]])
-        pb.emit(MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT, sram_base=abase[sa],
+        pb.emit(MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT, sram_base=lay.abase[sa],
                         dram_base=c_el + m0 * nb + n0, y_size=tm, x_size=tn, x_stride=nb))
-    program = pb.program()
-    plan.stats.update(insns=len(program) // 16, tiles=len(tiles), steps=len(steps),
-                      macs=mb * nb * kb * cfg.batch * cfg.block_in * cfg.block_out)
-    return MatmulProgram(program, dram, plan)
 
 
 def _check_tiling(cfg: Config, t: Tiling, slots: int) -> None:
