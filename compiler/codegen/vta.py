@@ -205,13 +205,18 @@ class _KernelCode:
         scope: dict[str, Any] = {}
         exec(src, scope)  # noqa: S102 - generated from our own IR
         self.fn: Callable[..., list[tuple[int, int, int]]] = scope["_uops"]
+        self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
 
-    def uops(self, env: dict[Var, int]) -> list[tuple[int, int, int]]:
+    def uops(self, env: dict[Var, int]) -> tuple[tuple[int, int, int], ...]:
+        """The micro-ops for the enclosing loop variables' values in ``env`` (memoised)."""
         try:
-            args = [env[v] for v in self.params]
+            args = tuple(env[v] for v in self.params)
         except KeyError as k:
             raise CodegenError(f"variable {k} is not bound in a micro-kernel") from None
-        return self.fn(*args)
+        u = self.memo.get(args)
+        if u is None:
+            u = self.memo[args] = tuple(self.fn(*args))
+        return u
 
 
 def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
@@ -227,7 +232,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
             f"a micro-kernel on {leaf.dst.name} has {len(uops)} micro-ops but the micro-op "
             f"buffer has {cfg.uop_depth} entries; use smaller tiles (e.g. tile_w, tile_ci)")
     loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor) for lp in k.loops)
-    sig = (leaf_sig[0], loops, tuple(uops))
+    sig = (leaf_sig[0], loops, uops)
     mode = leaf_sig[0][0]
 
     def build(kb: Any) -> None:
