@@ -206,6 +206,11 @@ class _KernelCode:
         exec(src, scope)  # noqa: S102 - generated from our own IR
         self.fn: Callable[..., list[tuple[int, int, int]]] = scope["_uops"]
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
+        self.loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor)
+                           for lp in k.loops)
+        bufs = {id(b): b for leaf in leaves
+                for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None)) if b is not None}
+        self.sram = tuple(_extent(b) for b in bufs.values())
 
     def uops(self, env: dict[Var, int]) -> tuple[tuple[int, int, int], ...]:
         """The micro-ops for the enclosing loop variables' values in ``env`` (memoised)."""
@@ -231,7 +236,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
         raise CodegenError(
             f"a micro-kernel on {leaf.dst.name} has {len(uops)} micro-ops but the micro-op "
             f"buffer has {cfg.uop_depth} entries; use smaller tiles (e.g. tile_w, tile_ci)")
-    loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor) for lp in k.loops)
+    loops = kc.loops
     sig = (leaf_sig[0], loops, uops)
     mode = leaf_sig[0][0]
 
@@ -255,10 +260,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
         else:
             q.push_alu(kern)
 
-    bufs = {id(b): b for leaf in k.leaves for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None))
-            if b is not None}
-    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}",
-                   sram=tuple(_extent(b) for b in bufs.values()),
+    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}", sram=kc.sram,
                    kernel=(lambda q: q.kernel(sig, build), len(uops)))
 
 
