@@ -17,7 +17,7 @@ from vta.isa import Config
 
 from ..errors import CodegenError
 from ..passes.sync import COMPUTE, LOAD, STORE, Command, group_threads, insert_sync, issue
-from ..tir.expr import Expr, Var, compile_int, free_vars
+from ..tir.expr import Expr, Var, compile_int, free_vars, py_source
 from ..tir.stmt import (
     ACC_SCOPE,
     INP_SCOPE,
@@ -53,6 +53,8 @@ class _Eval:
 
     def __init__(self) -> None:
         self.cache: dict[int, tuple[list[Var], Callable[..., int], Expr]] = {}
+        #: compiled micro-kernels by id (the kernel is kept alive beside its code)
+        self.kernels: dict[int, tuple[_KernelCode, UopKernel]] = {}
 
     def __call__(self, e: Expr, env: dict[Var, int]) -> int:
         ent = self.cache.get(id(e))
@@ -146,49 +148,96 @@ def _dma(s: Dma, env: dict[Var, int], ev: _Eval, buffers: dict[Buffer, Any]) -> 
     return Command(module, s.thread, load, f"load {s.sram.name}", sram=(_extent(s.sram),))
 
 
-def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
-    uops: list[tuple[int, int, int]] = []
-    leaf_sig: list[tuple] = []
-    env2 = dict(env)
-    for lp in k.loops:
-        env2[lp.var] = 0
+class _KernelCode:
+    """A micro-kernel's body compiled once into a Python function of the enclosing loop
+    variables that returns its micro-op list (``(dst, src, wgt)`` in visiting order, the
+    folded loop variables at zero): codegen runs it for every instance of the kernel instead
+    of walking the IR again."""
 
-    def visit(s: Stmt) -> None:
-        if isinstance(s, For):
-            for i in range(s.extent):
-                env2[s.var] = i
-                visit(s.body)
-            del env2[s.var]
-        elif isinstance(s, Seq):
-            for c in s.stmts:
-                visit(c)
-        elif isinstance(s, Gemm):
-            d = s.dst.base + ev(s.dst_index, env2)
-            if s.reset:
-                uops.append((d, 0, 0))
+    def __init__(self, k: UopKernel) -> None:
+        leaves = k.leaves
+        if not leaves:
+            raise CodegenError("a micro-kernel without GEMM or ALU micro-ops")
+        s0 = leaves[0]
+        self.sig = ("gemm", s0.reset) if isinstance(s0, Gemm) else \
+            ("alu", s0.op, s0.use_imm, s0.imm or 0)
+        names: dict[int, str] = {id(lp.var): "0" for lp in k.loops}
+        self.params: list[Var] = []
+        lines: list[str] = []
+
+        def name_of(v: Var) -> str:
+            if id(v) not in names:
+                names[id(v)] = f"p{len(self.params)}"
+                self.params.append(v)
+            return names[id(v)]
+
+        def expr(e: Expr) -> str:
+            for v in sorted(free_vars(e), key=lambda v: v.name):
+                name_of(v)
+            return py_source(e, names)
+
+        def gen(s: Stmt, depth: int) -> None:
+            pad = "    " * depth
+            if isinstance(s, For):
+                names[id(s.var)] = f"i{depth}"
+                lines.append(f"{pad}for i{depth} in range({s.extent}):")
+                lines.append(f"{pad}    pass")
+                gen(s.body, depth + 1)
+                del names[id(s.var)]
+            elif isinstance(s, Gemm):
+                d = f"{s.dst.base} + {expr(s.dst_index)}"
+                if s.reset:
+                    lines.append(f"{pad}ap(({d}, 0, 0))")
+                else:
+                    lines.append(f"{pad}ap(({d}, {s.src.base} + {expr(s.src_index)}, "
+                                 f"{s.wgt.base} + {expr(s.wgt_index)}))")
+            elif isinstance(s, Alu):
+                lines.append(f"{pad}d = {s.dst.base} + {expr(s.dst_index)}")
+                src = "d" if s.use_imm else f"{s.src.base} + {expr(s.src_index)}"
+                lines.append(f"{pad}ap((d, {src}, 0))")
             else:
-                uops.append((d, s.src.base + ev(s.src_index, env2),
-                             s.wgt.base + ev(s.wgt_index, env2)))
-            if not leaf_sig:
-                leaf_sig.append(("gemm", s.reset))
-        elif isinstance(s, Alu):
-            d = s.dst.base + ev(s.dst_index, env2)
-            src = d if s.use_imm else s.src.base + ev(s.src_index, env2)
-            uops.append((d, src, 0))
-            if not leaf_sig:
-                leaf_sig.append(("alu", s.op, s.use_imm, s.imm or 0))
-        else:
-            for c in stmt_children(s):
-                visit(c)
+                for c in stmt_children(s):
+                    gen(c, depth)
 
-    visit(k.body)
+        gen(k.body, 1)
+        head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
+        src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
+        scope: dict[str, Any] = {}
+        exec(src, scope)  # noqa: S102 - generated from our own IR
+        self.fn: Callable[..., list[tuple[int, int, int]]] = scope["_uops"]
+        self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
+        self.loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor)
+                           for lp in k.loops)
+        bufs = {id(b): b for leaf in leaves
+                for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None)) if b is not None}
+        self.sram = tuple(_extent(b) for b in bufs.values())
+
+    def uops(self, env: dict[Var, int]) -> tuple[tuple[int, int, int], ...]:
+        """The micro-ops for the enclosing loop variables' values in ``env`` (memoised)."""
+        try:
+            args = tuple(env[v] for v in self.params)
+        except KeyError as k:
+            raise CodegenError(f"variable {k} is not bound in a micro-kernel") from None
+        u = self.memo.get(args)
+        if u is None:
+            u = self.memo[args] = tuple(self.fn(*args))
+        return u
+
+
+def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
+    code = ev.kernels.get(id(k))
+    if code is None:
+        code = ev.kernels[id(k)] = (_KernelCode(k), k)
+    kc = code[0]
+    uops = kc.uops(env)
+    leaf_sig = [kc.sig]
     if len(uops) > cfg.uop_depth:
         leaf = k.leaves[0]
         raise CodegenError(
             f"a micro-kernel on {leaf.dst.name} has {len(uops)} micro-ops but the micro-op "
             f"buffer has {cfg.uop_depth} entries; use smaller tiles (e.g. tile_w, tile_ci)")
-    loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor) for lp in k.loops)
-    sig = (leaf_sig[0], loops, tuple(uops))
+    loops = kc.loops
+    sig = (leaf_sig[0], loops, uops)
     mode = leaf_sig[0][0]
 
     def build(kb: Any) -> None:
@@ -211,10 +260,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
         else:
             q.push_alu(kern)
 
-    bufs = {id(b): b for leaf in k.leaves for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None))
-            if b is not None}
-    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}",
-                   sram=tuple(_extent(b) for b in bufs.values()),
+    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}", sram=kc.sram,
                    kernel=(lambda q: q.kernel(sig, build), len(uops)))
 
 

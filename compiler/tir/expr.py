@@ -611,9 +611,8 @@ _PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
            "div": "int({a} / {b})"}
 
 
-def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:
-    """A Python function evaluating an integer expression from the values of ``params``."""
-    names = {id(v): f"v{n}" for n, v in enumerate(params)}
+def py_source(e: Expr, names: dict[int, str]) -> str:
+    """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name."""
 
     def gen(n: Expr) -> str:
         if isinstance(n, Const):
@@ -630,7 +629,13 @@ def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:
             return f"({gen(n.t)} if {gen(n.cond)} else {gen(n.f)})"
         raise LoweringError(f"cannot evaluate {n} on the host")
 
-    src = f"lambda {', '.join(names[id(v)] for v in params)}: {gen(e)}"
+    return gen(e)
+
+
+def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:
+    """A Python function evaluating an integer expression from the values of ``params``."""
+    names = {id(v): f"v{n}" for n, v in enumerate(params)}
+    src = f"lambda {', '.join(names[id(v)] for v in params)}: {py_source(e, names)}"
     return eval(src)  # noqa: S307 - generated from our own IR
 
 

@@ -1,0 +1,133 @@
+"""`vta compile` time, cold (empty knob cache) and warm, of the zoo's ResNet-18 and VGG-11.
+
+Each compile runs as its own process (``vta compile MODEL -o DIR``) with a fresh
+``VTA_CACHE_DIR`` for the cold run, then again with that cache for the warm one; the figures
+are wall seconds and the process's CPU seconds (user + system, from ``os.wait4``), since the
+machine may be shared. The reference, measured in the same run, is the same compiles by
+another checkout's Python (``--baseline-python``, e.g. main's ``.venv/bin/python``). Goals
+(issues 20, 21): ResNet-18 <= 30 s cold and <= 3 s warm; each family <= 10 s. Both checkouts
+must produce the same module (the default-knob search picks the same knobs), which the
+benchmark checks on the manifests' layer knobs.
+
+    .venv/bin/python bench/bench_compile_time.py [--models resnet18,vgg11]
+        [--baseline-python /work/main/.venv/bin/python] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from record import write_record  # noqa: E402
+
+GOALS = {"resnet18": {"cold_s": 30.0, "warm_s": 3.0}, "vgg11": {"cold_s": 10.0}}
+_ENTRY = "import sys; from vta.cli.main import entry; sys.argv[0] = 'vta'; sys.exit(entry())"
+
+
+def make_model(name: str, python: str, workdir: Path) -> Path:
+    """The ONNX model: ResNet-18 from `vta zoo`; VGG-11 exported by bench_models (PyTorch)."""
+    path = workdir / f"{name}.onnx"
+    if name == "resnet18":
+        subprocess.run([python, "-c", _ENTRY, "zoo", "resnet18", "-o", str(path)], check=True,
+                       capture_output=True)
+    else:
+        import bench_models
+
+        bench_models.export(name, 224, path)
+    return path
+
+
+def compile_once(python: str, model: Path, out: Path, cache: Path) -> dict[str, float]:
+    """One `vta compile` process: wall and CPU seconds."""
+    env = dict(os.environ, VTA_CACHE_DIR=str(cache), OPENBLAS_NUM_THREADS="1")
+    t0 = time.perf_counter()
+    p = subprocess.Popen([python, "-c", _ENTRY, "compile", str(model), "-o", str(out)],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode() if p.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"vta compile {model.name} with {python} failed: {err.strip()[-400:]}")
+    return {"wall_s": round(wall, 2), "cpu_s": round(ru.ru_utime + ru.ru_stime, 2)}
+
+
+def layer_knobs(module: Path) -> dict[str, Any]:
+    man = json.loads((module / "manifest.json").read_text())
+    out = {}
+
+    def walk(x: Any, path: str) -> None:
+        if isinstance(x, dict):
+            if "knobs" in x and isinstance(x["knobs"], dict):
+                out[path] = x["knobs"]
+            for k, v in x.items():
+                walk(v, f"{path}/{k}")
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{path}/{i}")
+
+    walk(man, "")
+    return out
+
+
+def chain(python: str, model: Path, workdir: Path, tag: str) -> dict[str, Any]:
+    """Cold then warm compile with one fresh knob cache."""
+    cache = Path(tempfile.mkdtemp(prefix=f"cache-{tag}-", dir=workdir))
+    out = workdir / f"{tag}.vtam"
+    cold = compile_once(python, model, out, cache)
+    warm = compile_once(python, model, out, cache)
+    return {"cold": cold, "warm": warm, "knobs": layer_knobs(out)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="resnet18,vgg11")
+    ap.add_argument("--baseline-python", default="/work/main/.venv/bin/python",
+                    help="the Python of the checkout to compare against ('' to skip)")
+    ap.add_argument("--jobs", type=int, default=2, help="compile chains run at once")
+    args = ap.parse_args()
+    models = [m for m in args.models.split(",") if m]
+    with tempfile.TemporaryDirectory(prefix="bench-compile-") as td:
+        wd = Path(td)
+        paths = {m: make_model(m, sys.executable, wd) for m in models}
+        jobs = {(m, "new"): sys.executable for m in models}
+        if args.baseline_python:
+            jobs.update({(m, "baseline"): args.baseline_python for m in models})
+        with ThreadPoolExecutor(args.jobs) as ex:
+            futs = {k: ex.submit(chain, py, paths[k[0]], wd, f"{k[0]}-{k[1]}")
+                    for k, py in jobs.items()}
+            res = {k: f.result() for k, f in futs.items()}
+    figures, reference = {}, {}
+    for m in models:
+        new = res[(m, "new")]
+        figures[m] = {"cold": new["cold"], "warm": new["warm"]}
+        print(f"{m:10} cold {new['cold']['wall_s']:7.1f} s wall {new['cold']['cpu_s']:7.1f} s "
+              f"CPU   warm {new['warm']['wall_s']:6.1f} s wall {new['warm']['cpu_s']:6.1f} s CPU"
+              f"   goals {GOALS.get(m, {})}")
+        if (m, "baseline") in res:
+            base = res[(m, "baseline")]
+            reference[m] = {"cold": base["cold"], "warm": base["warm"]}
+            same = base["knobs"] == new["knobs"]
+            figures[m]["same_knobs_as_baseline"] = same
+            figures[m]["cold_cpu_speedup"] = round(base["cold"]["cpu_s"] / new["cold"]["cpu_s"],
+                                                   2)
+            print(f"{'baseline':10} cold {base['cold']['wall_s']:7.1f} s wall "
+                  f"{base['cold']['cpu_s']:7.1f} s CPU   warm {base['warm']['wall_s']:6.1f} s "
+                  f"wall {base['warm']['cpu_s']:6.1f} s CPU   same knobs: {same}")
+    path = write_record("bench_compile_time", figures, reference or None,
+                        params={"models": models, "baseline_python": args.baseline_python,
+                                "jobs": args.jobs, "goals": GOALS})
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    main()

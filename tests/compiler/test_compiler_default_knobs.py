@@ -1,0 +1,161 @@
+"""Default-knob search and the code generation it times: the fast paths give what the plain
+evaluation gives.
+
+- Every micro-kernel's micro-ops (code generation runs each kernel body compiled once, with a
+  memo) equal a plain walk of the kernel's IR, written here independently.
+- The search's choice on small spaces is the argmin of ``program_cycles`` over every valid
+  setting (ties by knob tuple), and its cycles are those of that setting rebuilt from scratch.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from vta.compiler import lower_vta, topi
+from vta.compiler.codegen import vta as cg
+from vta.compiler.tir.expr import compile_int, free_vars
+from vta.compiler.tir.stmt import Alu, For, Gemm, UopKernel, stmt_children, walk
+from vta.compiler.topi import defaults
+from vta.compiler.topi import vta as T
+from vta.isa import Config
+
+
+@pytest.fixture(scope="module")
+def cfg() -> Config:
+    return Config()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+
+
+def _plain_uops(k: UopKernel, env: dict) -> list[tuple[int, int, int]]:
+    """The micro-ops of one kernel instance by walking its IR (folded loop variables at 0)."""
+    env = {**env, **{lp.var: 0 for lp in k.loops}}
+    out: list[tuple[int, int, int]] = []
+
+    def ev(e) -> int:
+        vs = sorted(free_vars(e), key=id)
+        return int(compile_int(e, vs)(*[env[v] for v in vs]))
+
+    def visit(s) -> None:
+        if isinstance(s, For):
+            for i in range(s.extent):
+                env[s.var] = i
+                visit(s.body)
+        elif isinstance(s, Gemm):
+            d = s.dst.base + ev(s.dst_index)
+            out.append((d, 0, 0) if s.reset else
+                       (d, s.src.base + ev(s.src_index), s.wgt.base + ev(s.wgt_index)))
+        elif isinstance(s, Alu):
+            d = s.dst.base + ev(s.dst_index)
+            out.append((d, d if s.use_imm else s.src.base + ev(s.src_index), 0))
+        else:
+            for c in stmt_children(s):
+                visit(c)
+
+    visit(k.body)
+    return out
+
+
+def _kernel_instances(func) -> list[tuple[UopKernel, dict]]:
+    """Every (kernel, enclosing loop values) the code generator visits."""
+    out = []
+
+    def visit(s, env) -> None:
+        if isinstance(s, UopKernel):
+            out.append((s, dict(env)))
+        elif isinstance(s, For):
+            for i in range(s.extent):
+                env[s.var] = i
+                visit(s.body, env)
+            del env[s.var]
+        else:
+            for c in stmt_children(s):
+                visit(c, env)
+
+    visit(func.body, {})
+    return out
+
+
+@pytest.mark.parametrize("which", ["conv3x3", "conv1x1s2", "dense"])
+def test_compiled_micro_kernels_equal_a_plain_walk(cfg, which):
+    if which == "dense":
+        op = topi.dense_packed((1, 4, 1, 16), (6, 4, 16, 16), config=cfg, bias=True, shift=7,
+                               target=None, knobs={"tile_b": 1, "tile_ci": 2, "tile_co": 3,
+                                                    "oc_nthread": 2})
+    else:
+        k, s, p = (3, 1, 1) if which == "conv3x3" else (1, 2, 0)
+        op = topi.conv2d_packed((1, 2, 8, 8, 1, 16), (4, 2, k, k, 16, 16), strides=(s, s),
+                                padding=(p, p), bias=True, shift=7, relu=True, config=cfg,
+                                target=None)
+    func = lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
+    inst = _kernel_instances(func)
+    assert inst and any(isinstance(x, Gemm) for k, _ in inst for x in walk(k.body))
+    ev = cg._Eval()
+    for k, env in inst:
+        cmd = cg._kernel(k, env, ev, cfg)
+        assert cmd.kernel[1] == len(_plain_uops(k, env))
+        assert list(ev.kernels[id(k)][0].uops(env)) == _plain_uops(k, env)
+
+
+def _exhaustive(space, valid, cost):
+    names = list(space)
+    best = None
+    for vals in itertools.product(*space.values()):
+        kn = dict(zip(names, vals))
+        if not valid(kn):
+            continue
+        c = cost(kn)
+        if best is None or (c, vals) < best:
+            best = (c, vals)
+    return dict(zip(names, best[1])), best[0]
+
+
+@pytest.mark.parametrize("shape", [((1, 1, 4, 4), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), 15),
+                                   ((1, 4, 7, 7), (4, 4, 1, 1), (1, 1), (0, 0, 0, 0), 60),
+                                   ((1, 1, 8, 8), (2, 1, 3, 3), (2, 2), (1, 1, 1, 1), 45)])
+def test_conv2d_default_is_the_exhaustive_argmin_when_the_space_is_small(cfg, shape):
+    data, kernel, strides, pads, n_expected = shape
+    epi = topi.Epilogue(bias=True, shift=7, relu=True, clip=(0, 127))
+    ds, ks = (*data, cfg.batch, cfg.block_in), (*kernel, cfg.block_out, cfg.block_in)
+    space = T.conv2d_knob_space(ds, ks, strides, pads, (1, 1))
+
+    def valid(k):
+        return T.conv2d_valid(k, ds, ks, strides, pads, cfg, (1, 1), 1)
+
+    def cost(k):
+        op = topi.conv2d_packed(ds, ks, config=cfg, strides=strides, padding=pads, knobs=k,
+                                target=None, bias=True, shift=7, relu=True, clip=(0, 127))
+        return defaults.program_cycles(op)[0]
+
+    n_valid = sum(valid(dict(zip(space, v))) for v in itertools.product(*space.values()))
+    assert n_valid == n_expected  # the first is searched exhaustively, the others locally
+    ch = defaults.conv2d_default(data, kernel, strides, pads, (1, 1), 1, cfg, epi)
+    if n_valid <= defaults.BUDGET:
+        knobs, cycles = _exhaustive(space, valid, cost)
+        assert ch.knobs == knobs and ch.cycles == cycles and ch.evaluated == n_valid
+    else:  # the local search's result is a local minimum timed exactly
+        assert ch.cycles == cost(ch.knobs)
+    again = defaults.conv2d_default(data, kernel, strides, pads, (1, 1), 1, cfg, epi)
+    assert again.cached and again.knobs == ch.knobs and again.cycles == ch.cycles
+
+
+def test_dense_default_is_the_exhaustive_argmin(cfg):
+    n, k, m = 1, 8, 4
+    epi = topi.Epilogue(bias=True, shift=7, clip=(-128, 127))
+    space = T.dense_knob_space(n, k, m)
+
+    def cost(kn):
+        op = topi.dense_packed((n, k, cfg.batch, cfg.block_in), (m, k, cfg.block_out,
+                               cfg.block_in), config=cfg, knobs=kn, target=None, bias=True,
+                               shift=7, clip=(-128, 127))
+        return defaults.program_cycles(op)[0]
+
+    valid = lambda v: T.dense_valid(v, n, k, m, cfg)  # noqa: E731
+    n_valid = sum(valid(dict(zip(space, v))) for v in itertools.product(*space.values()))
+    assert n_valid <= defaults.BUDGET
+    ch = defaults.dense_default(n, k, m, cfg, epi)
+    assert (ch.knobs, ch.cycles) == _exhaustive(space, valid, cost)
