@@ -24,9 +24,11 @@ from .measure import WrongResult, register_measurer
 from .task import Task, features, template
 from .workloads import Workload, WorkloadError, register_workload
 
-#: A quantized layer's epilogue as the networks compile it (bias preloaded into the
-#: accumulator, shift, clip: the same ALU passes, so a tuned program is the module's program).
-EPILOGUE = {"bias": True, "shift": 8, "clip": (0, 127)}
+#: A quantized layer's epilogue as `vta compile` builds it by default (calibrated scales): bias
+#: added on the ALU, shift, fixed-point multiply, rounding shift, clip. The same ALU passes
+#: (their cost does not depend on the values), so a tuned program is the module's program.
+#: Modules compiled with --pow2-scales skip the multiply and the rounding shift.
+EPILOGUE = {"bias": True, "shift": 5, "mul": 1449, "shift2": 15, "clip": (0, 127)}
 
 
 def _cfg(params: dict[str, int]) -> Config:
