@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 from vta.isa import DEP_FLAGS, Config, MemType, Opcode
 from vta.isa.layout import INSN_BYTES
+from vta.isa.stats import RunStats
 
 from .arena import Arena, DeviceBuffer, as_mem_type
 from .dump import dump_insns, dump_uops
@@ -385,18 +386,19 @@ class CommandQueue:
             self._carry = outstanding if carry else [0, 0, 0, 0]
         return self._prog.encode(rows), relocs
 
-    def synchronize(self, timeout: float | None = None) -> dict[str, Any]:
+    def synchronize(self, timeout: float | None = None) -> RunStats | None:
         """Finish the current program, run it on the device, wait, reset (TVM's
-        ``VTASynchronize``). Returns the device's statistics plus the queue's ("runtime")."""
+        ``VTASynchronize``). Returns the device's statistics of the run, None when there was
+        nothing to run."""
         if self.recording:
             raise QueueError("this queue records: call record() instead of synchronize()")
         return self._flush(timeout)
 
-    def _flush(self, timeout: float | None = None, carry: bool = False) -> dict[str, Any]:
+    def _flush(self, timeout: float | None = None, carry: bool = False) -> RunStats | None:
         if not self._work:  # nothing to run; an explicit synchronize still resets the tokens
             if not carry:
                 self._reset_segment()
-            return {}
+            return None
         if self._seg_hits and self.device.runs != self._epoch:  # type: ignore[union-attr]
             self._carry = [0, 0, 0, 0]
             self.uop_cache.invalidate()
@@ -418,8 +420,6 @@ class CommandQueue:
             if not self.device.keeps_sram:  # type: ignore[union-attr]
                 self.uop_cache.invalidate()
             self._reset_segment()
-        result = dict(result)
-        result["runtime"] = {"insns": n_insns}
         return result
 
     def record(self) -> RecordedProgram:

@@ -215,9 +215,7 @@ class Executor:
         packed = packed_input(x, cfg)
         ib = pb[kern.inp]
         self.view[ib.offset:ib.offset + packed.nbytes] = packed.reshape(-1).view(np.uint8)
-        stats = self.dev.run(self.programs[n.name])
-        cycles = stats.get("cycles") or stats.get("total_cycles")
-        cycles = int(cycles) if cycles else None
+        cycles = self.dev.run(self.programs[n.name]).cycles
         if not getattr(self.dev, "computes_results", True):
             return None, cycles
         oshape = m.shapes[n.outputs[0]]
