@@ -64,8 +64,8 @@ def test_matmul_matches_numpy(matmul_case, preset: str, m: int, n: int, k: int,
     case.emit(cq, A, W, C)
     stats = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert stats["insns_per_opcode"]["GEMM"] == 2 * m
-    assert stats["gemm_uops"] == m * (n + n * k)
+    assert stats.insns_per_opcode["GEMM"] == 2 * m
+    assert stats.gemm_uops == m * (n + n * k)
 
 
 def test_tokens_are_race_free_and_auto_flush_carries_them(small_cfg: Config,
@@ -111,8 +111,8 @@ def test_kernel_cache_survives_synchronize_on_fsim(small_cfg: Config, matmul_cas
     case.emit(cq, A, W, C)
     second = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert first["bytes_loaded"]["UOP"] > 0
-    assert second["bytes_loaded"]["UOP"] == 0          # all kernels resident: no LOAD UOP
+    assert first.bytes_loaded["UOP"] > 0
+    assert second.bytes_loaded["UOP"] == 0          # all kernels resident: no LOAD UOP
     assert cq.stats["uop_misses"] == misses and cq.stats["uop_hits"] > 0
 
 
@@ -322,15 +322,15 @@ def test_perf_device_estimates_without_computing(small_cfg: Config, matmul_case)
     cq = dev.command_queue()
     case.emit(cq, A, W, C)
     stats = cq.synchronize()
-    assert stats["backend"] == "perf" and stats["cycles"] > 0
+    assert stats.backend == "perf" and stats.cycles > 0
     assert not C.numpy().any()   # no data computed
     # the same program on fsim: each module runs the same number of instructions
     fdev = rt.open("fsim", small_cfg, arena_size=1 << 16)
     fq = fdev.command_queue()
     case.emit(fq, *case.buffers(fdev))
     fstats = fq.synchronize()
-    for module, n in fstats["insns_per_module"].items():
-        assert stats["modules"][module]["insns"] == n
+    for module, n in fstats.insns_per_module.items():
+        assert stats.modules[module].insns == n
 
 
 def test_interleaved_queues_cannot_use_stale_kernels(small_cfg: Config) -> None:
@@ -348,4 +348,4 @@ def test_interleaved_queues_cannot_use_stale_kernels(small_cfg: Config) -> None:
     with pytest.raises(rt.QueueError, match="another program ran on the device"):
         a.synchronize()
     a.push_gemm(k)                  # the queue is usable again and reloads what it needs
-    assert a.synchronize()["bytes_loaded"]["UOP"] == 4  # one micro-op loaded again
+    assert a.synchronize().bytes_loaded["UOP"] == 4  # one micro-op loaded again
