@@ -1,8 +1,9 @@
 """Typed records with JSON round trips: one codec for every result the kit writes or reads.
 
 A record is a frozen dataclass whose fields are JSON-shaped: ``int``, ``float``, ``str``,
-``bool``, ``X | None``, ``dict[str, X]``, ``list[X]``, ``tuple[X, ...]``, ``Any`` (kept as is),
-another record, or :class:`~vta.isa.config.Config` (its vta_config.json keys). Subclass
+``bool``, ``X | None``, ``X | Y`` (the first that fits), ``dict[str, X]``, ``list[X]``,
+``tuple[X, ...]``, ``Any`` (kept as is), another dataclass of such fields (a record or not), or
+:class:`~vta.isa.config.Config` (its vta_config.json keys). Subclass
 :class:`JsonRecord`: ``to_json()`` gives plain JSON values (a field at ``None`` whose default is
 ``None`` is left out), ``from_json(data)`` checks every field's presence and type and raises the
 record's ``error`` class with one line naming the field (``modules.load.busy must be an integer,
@@ -51,20 +52,20 @@ class JsonRecord:
 
 
 def _encode(value: Any) -> Any:
-    if isinstance(value, JsonRecord) and dataclasses.is_dataclass(value):
+    if isinstance(value, Config):  # (a dataclass, but its file form is vta_config.json's)
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):
             v = getattr(value, f.name)
             if v is None and f.default is None:
                 continue
             out[f.name] = _encode(v)
-        for key in type(value).derived:
+        for key in getattr(type(value), "derived", ()):
             v = getattr(value, key)
             if v is not None:
                 out[key] = _encode(v)
         return out
-    if isinstance(value, Config):
-        return value.to_dict()
     if isinstance(value, dict):
         return {str(k): _encode(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -77,12 +78,12 @@ def _fail(root: type[JsonRecord], path: str, problem: str) -> VTAError:
     return root.error(f"{root.what}: {where} {problem}")
 
 
-def _decode_record(cls: type[R], data: Any, path: str, root: type[JsonRecord]) -> R:
+def _decode_record(cls: type[Any], data: Any, path: str, root: type[JsonRecord]) -> Any:
     if not isinstance(data, dict):
         raise _fail(root, path, f"must be a JSON object, not {_show(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields) - set(cls.derived))
+    unknown = sorted(set(data) - set(fields) - set(getattr(cls, "derived", ())))
     if unknown:
         raise _fail(root, _join(path, unknown[0]), "is not expected (a file of another version "
                                                    "or kind?)")
@@ -112,12 +113,12 @@ def _decode(tp: Any, value: Any, path: str, root: type[JsonRecord]) -> Any:
             except VTAError:
                 pass
         return _decode(kinds[-1], value, path, root)
-    if isinstance(tp, type) and issubclass(tp, JsonRecord):
-        return _decode_record(tp, value, path, root)
     if tp is Config:
         if not isinstance(value, dict):
             raise _fail(root, path, f"must be a JSON object, not {_show(value)}")
         return Config.from_dict(value, source=f"{root.what} field {path}")
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _decode_record(tp, value, path, root)
     if origin is dict:
         if not isinstance(value, dict):
             raise _fail(root, path, f"must be a JSON object, not {_show(value)}")
