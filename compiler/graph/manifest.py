@@ -115,8 +115,8 @@ class ModuleManifest(_Record):
         (one line saying to recompile), then every field is checked."""
         if not isinstance(data, dict) or data.get("format") != FORMAT or \
                 data.get("version") != VERSION:
-            raise ModuleError(f"it is not a {FORMAT} version {VERSION} manifest; recompile the "
-                              f"module with this kit")
+            raise ModuleError(f"{cls.what} is not a {FORMAT} version {VERSION} manifest (made "
+                              f"by another version of the kit?)")
         return super().from_json(data)
 
 

@@ -247,7 +247,7 @@ def load_module(path: str | Path) -> CompiledModule:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModuleError(f"{mf} is not valid JSON ({e}); recompile the module") from None
     except ModuleError as e:
-        raise ModuleError(f"{mf}: {e}; recompile the module") from None
+        raise ModuleError(f"module {d}: {e}; recompile it with this kit") from None
     _verify_files(d, m.files)
     try:
         with np.load(d / m.params, allow_pickle=False) as z:
