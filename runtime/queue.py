@@ -33,6 +33,7 @@ from vta.isa.layout import INSN_BYTES
 from vta.isa.stats import RunStats
 
 from .arena import Arena, DeviceBuffer, as_mem_type
+from .counters import QueueStats, RecordStats
 from .dump import dump_insns, dump_uops
 from .errors import HazardWarning, QueueError
 from .kernel import ALU, GEMM, UopCache, UopKernel
@@ -90,11 +91,7 @@ class CommandQueue:
         self.out = out
         self._depth = {mt: self.cfg.depth(mt) for mt in MemType}
         self._ebytes = {mt: self.cfg.elem_bytes(mt) for mt in MemType}
-        self.stats: dict[str, Any] = {
-            "insns": 0, "noops": 0, "programs": 0, "auto_flushes": 0, "uop_loads": 0,
-            "uop_hits": 0, "uop_misses": 0, "uop_evictions": 0, "gemm": 0, "alu": 0,
-            "loads": 0, "stores": 0, "hazards": [], "device_seconds": 0.0,
-        }
+        self.stats = QueueStats()
         uop_cache = UopCache(self.cfg.uop_depth) if record or device is None else \
             device.uop_cache
         self.kernels = KernelCache(self.cfg, uop_cache,
@@ -148,7 +145,7 @@ class CommandQueue:
             return
         if len(self._prog) + n + self._prog.tokens.drain_insns() <= self.max_insns:
             return
-        self.stats["auto_flushes"] += 1
+        self.stats.auto_flushes += 1
         self._flush(carry=True)
         if len(self._prog) + n + self._prog.tokens.drain_insns() > self.max_insns:
             raise QueueError(f"max_insns={self.max_insns} cannot hold one operation plus the "
@@ -216,7 +213,7 @@ class CommandQueue:
         idx = self._emit(row, stage)
         self._note_reloc(idx, src, mt, src_elem_offset)
         self._work += 1
-        self.stats["loads"] += 1
+        self.stats.loads += 1
 
     def store_buffer_2d(self, src_sram_index: int, src_memory_type: MemType | int | str,
                         dst: DeviceBuffer, dst_elem_offset: int, x_size: int, y_size: int,
@@ -239,7 +236,7 @@ class CommandQueue:
         idx = self._emit(row, STORE_STAGE)
         self._note_reloc(idx, dst, mt, dst_elem_offset)
         self._work += 1
-        self.stats["stores"] += 1
+        self.stats.stores += 1
 
     def _mem_type(self, value: MemType | int | str, what: str) -> MemType:
         try:
@@ -326,7 +323,10 @@ class CommandQueue:
             self._load_uops(kernel, start)
         else:
             self._seg_hits += 1
-        self.stats["gemm" if mode == GEMM else "alu"] += 1
+        if mode == GEMM:
+            self.stats.gemm += 1
+        else:
+            self.stats.alu += 1
         fields = {**self.kernels.insn_fields(kernel), "uop_bgn": start,
                   "uop_end": start + kernel.size}
         self._emit(("gemm" if mode == GEMM else "alu", fields), COMPUTE_STAGE)
@@ -354,7 +354,7 @@ class CommandQueue:
         idx = self._emit(uop_load_row(start, dram, kernel.size), COMPUTE_STAGE)
         if self.recording:
             self._prog.relocate_uops(idx, dram)
-        self.stats["uop_loads"] += 1
+        self.stats.uop_loads += 1
 
     def _report(self, kernel: UopKernel) -> None:
         if not kernel.notes or kernel.key in self._reported:
@@ -364,7 +364,7 @@ class CommandQueue:
             msg = f"micro-kernel {kernel.name or kernel.mode}: {note}"
             if self.hazards == "error":
                 raise QueueError(msg)
-            self.stats["hazards"].append(msg)
+            self.stats.hazards.append(msg)
             if self.hazards == "warn":
                 warnings.warn(msg, HazardWarning, stacklevel=5)
 
@@ -410,13 +410,13 @@ class CommandQueue:
         program, _ = self._finish_program(carry)
         n_insns = len(program) // INSN_BYTES
         self._dumps(program)
-        self.stats["insns"] += n_insns
-        self.stats["programs"] += 1
+        self.stats.insns += n_insns
+        self.stats.programs += 1
         t0 = time.perf_counter()
         try:
             result = self.device.run_queued(program, timeout=timeout)  # type: ignore[union-attr]
         finally:
-            self.stats["device_seconds"] += time.perf_counter() - t0
+            self.stats.device_seconds += time.perf_counter() - t0
             if not self.device.keeps_sram:  # type: ignore[union-attr]
                 self.uop_cache.invalidate()
             self._reset_segment()
@@ -435,11 +435,11 @@ class CommandQueue:
             cfg=self.cfg, program=program, relocations=sorted(relocs.values(),
                                                               key=lambda r: r.index),
             uops=uops, arena_base=self.arena.base,
-            stats={"insns": n_insns, "uop_words": len(uops) // 4,
-                   "gemm": self.stats["gemm"], "alu": self.stats["alu"],
-                   "loads": self.stats["loads"], "stores": self.stats["stores"]})
-        self.stats["insns"] += n_insns
-        self.stats["programs"] += 1
+            stats=RecordStats(insns=n_insns, uop_words=len(uops) // 4, gemm=self.stats.gemm,
+                              alu=self.stats.alu, loads=self.stats.loads,
+                              stores=self.stats.stores))
+        self.stats.insns += n_insns
+        self.stats.programs += 1
         self.uop_cache.invalidate()  # each recording assumes an empty micro-op buffer
         self._reset_segment()
         return rec

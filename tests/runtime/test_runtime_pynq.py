@@ -76,7 +76,7 @@ def test_micro_kernels_stay_resident_across_launches(small_cfg: Config, matmul_c
         case.emit(cq, A, W, C)
         cq.synchronize()
         np.testing.assert_array_equal(case.result(C), case.reference())
-    assert cq.stats["uop_hits"] > 0 and board.mmio.launches == 2
+    assert cq.stats.uop_hits > 0 and board.mmio.launches == 2
 
 
 def test_probe_rejects_other_cores_and_configs(small_cfg: Config, cfg: Config) -> None:
