@@ -98,11 +98,10 @@ def run_layer(cfg: Config, name: str, backend: str, vt: bool, check: bool) -> di
     ow = (w + 2 * pad - k) // s + 1
     macs = oh * ow * oc * ic * k * k
     ideal = macs / cfg.macs_per_cycle
-    cycles = stats.get("cycles") or stats.get("total_cycles")
+    cycles = stats.cycles
     res = {"layer": name, "vt": vt, "knobs": knobs, "cycles": cycles,
            "util": (ideal / cycles) if cycles else None,
-           "insns": stats.get("insn_count") or stats.get("runtime", {}).get("insns"),
-           "gemm_uops": stats.get("gemm_uops"), "seconds": compile_s}
+           "insns": stats.insn_count, "gemm_uops": stats.gemm_uops, "seconds": compile_s}
     if check:
         fs = topi.conv2d_packed(ds, ks, strides=(s, s), padding=(pad, pad), shift=8,
                                 clip=(-127, 127), knobs=knobs, config=cfg, target="fsim")

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         mm = matmul_program(cfg, n, n, n, a=a, b=b, double_buffer=db)
         build = time.perf_counter() - t0
-        best, stats, sim = float("inf"), {}, None
+        best, stats, sim = float("inf"), None, None
         for _ in range(args.repeat):
             sim = FunctionalSim(cfg, blas_threads=args.threads)
             dram = mm.dram.copy()
@@ -63,16 +63,16 @@ def main(argv: list[str] | None = None) -> int:
             if not np.array_equal(mm.plan.read_c(dram), want):
                 print("  ERROR: fsim result differs from numpy", file=sys.stderr)
                 return 1
-        uops = stats["gemm_uops"] + stats["alu_uops"]
+        uops = stats.gemm_uops + stats.alu_uops
         t = mm.plan.tiling
         label = "double-buffered" if db else "single-buffered"
         print(f"  fsim, {label:15}: {best * 1e3:8.1f} ms  ratio {best / ref:5.2f}x numpy  "
-              f"({stats['insn_count']} insns, tiles m{t.tm} n{t.tn} k{t.tk} elements, "
+              f"({stats.insn_count} insns, tiles m{t.tm} n{t.tn} k{t.tk} elements, "
               f"{sim.fast_gemms} fast GEMMs, {uops / best / 1e6:6.1f} M micro-ops/s, "
               f"{2 * n ** 3 / best / 1e9:5.1f} GOP/s; program built in {build * 1e3:.0f} ms)")
         worst = max(worst, best / ref)
         fig[label] = {"ms": best * 1e3, "ratio_to_numpy": best / ref,
-                      "insns": stats["insn_count"], "muops_per_s": uops / best / 1e6}
+                      "insns": stats.insn_count, "muops_per_s": uops / best / 1e6}
     print(f"  goal: fsim within 3x of numpy -> {'met' if worst <= 3 else 'NOT met'} "
           f"(worst ratio {worst:.2f}x)")
     write_record("bench_fsim_matmul", {"n": n, **fig, "worst_ratio": worst},

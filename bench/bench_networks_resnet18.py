@@ -20,7 +20,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
-from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
+from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
@@ -111,9 +111,9 @@ def main() -> None:
 
     floor = vmacs / cfg.macs_per_cycle
     for label, mod in (("default knobs", module), ("one virtual thread", single)):
-        rep = RunReport("perf")
         with Executor(mod, "perf") as ex:
-            ex.run(x, rep)
+            ex.run(x)
+            rep = ex.last_report
         cyc = sum(r.cycles or 0 for r in rep.layers)
         key = "default" if label == "default knobs" else "one_thread"
         fig.setdefault("perf_mcycles", {})[key] = cyc / 1e6
@@ -126,10 +126,10 @@ def main() -> None:
             print("tsim: skipped (verilator is not installed)")
             write_record("bench_networks_resnet18", fig, ref, params=vars(args))
             return
-        rep = RunReport("tsim")
         t0 = time.perf_counter()
         with Executor(module, "tsim", host="numpy") as ex:  # bit-exact with numpy's host ops
-            out = ex.run(x, rep)
+            out = ex.run(x)
+            rep = ex.last_report
         ok = np.array_equal(out[graph.outputs[0]], run_quantized(module.graph, x)[
             graph.outputs[0]])
         cyc = sum(r.cycles or 0 for r in rep.layers)

@@ -25,7 +25,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
-from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
+from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
@@ -38,9 +38,9 @@ VTA_LOWER_TSIM = {"date": "2026-11-25", "commit": "6d5b636",
 
 
 def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa: ANN001
-    rep = RunReport(target)
     with Executor(module, target, host="numpy") as ex:  # numpy host ops: the reference
-        out = ex.run(x, rep)
+        out = ex.run(x)
+        rep = ex.last_report
     return {r.node: int(r.cycles) for r in rep.layers if r.where != "cpu" and r.cycles}, out
 
 

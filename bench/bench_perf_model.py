@@ -35,7 +35,7 @@ def errors(model: PerfModel, decoded: list) -> tuple[list[float], float]:
     errs, t_perf = [], 0.0
     for name, insns, cyc in decoded:
         t0 = time.perf_counter()
-        est = model.run(insns)["cycles"]
+        est = model.run(insns).cycles
         t_perf += time.perf_counter() - t0
         errs.append((est - cyc) / cyc)
         print(f"{name:<40}{cyc:>10,}{est:>10,}{(est - cyc) / cyc:>+8.1%}")
@@ -56,13 +56,13 @@ def speed(cfg: Config, params: object) -> dict[str, float]:
     prog, dram, _ = matmul_program(cfg, 1024, 1024, 1024, double_buffer=True)
     insns = decode_program(as_program_bytes(prog, cfg), cfg)
     t0 = time.perf_counter()
-    est = PerfModel(cfg, params).run(insns)["cycles"]
+    est = PerfModel(cfg, params).run(insns).cycles
     t_perf = time.perf_counter() - t0
     t0 = time.perf_counter()
     r = tsim.run_program(prog, dram, cfg)
     t_tsim = time.perf_counter() - t0
     out = {"perf_ms": 1e3 * t_perf, "tsim_s": t_tsim, "speedup": t_tsim / t_perf,
-           "perf_cycles": int(est), "tsim_cycles": int(r.stats["cycles"])}
+           "perf_cycles": int(est), "tsim_cycles": r.stats.cycles}
     print(f"\n1024^3 matmul: perf model {out['perf_ms']:.0f} ms, tsim {t_tsim:.1f} s "
           f"({out['speedup']:.0f}x faster); cycles {est:,} vs {out['tsim_cycles']:,}")
     return out

@@ -28,9 +28,8 @@ from vta.isa.layout import MemType, Opcode
 
 
 def counters(program: list[Insn], dram: np.ndarray, cfg: Config, bus_width: int) -> dict:
-    res = run_program(program, dram, cfg, bus_width=bus_width)
-    hw = dict(res.stats["hw_counters"])
-    return hw
+    """The core's counter registers after the run (register name -> value)."""
+    return dict(run_program(program, dram, cfg, bus_width=bus_width).stats.hw_counters)
 
 
 def fit(xs: list[int], ys: list[int]) -> tuple[float, float]:

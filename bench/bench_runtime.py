@@ -144,7 +144,7 @@ def main() -> None:
         best_ref = min(best_ref, time.process_time() - t0)
     added = best_rt - best_ref
     print(f"fsim alone (reference): {best_ref * 1e3:.1f} ms CPU for the same "
-          f"{cq.stats['insns']} instructions ({cq.stats['programs']} program(s))")
+          f"{cq.stats.insns} instructions ({cq.stats.programs} program(s))")
     print(f"through the runtime:    {best_rt * 1e3:.1f} ms CPU (fsim inside it: "
           f"{best_sim * 1e3:.1f} ms)")
     print(f"runtime share added to fsim's time: {added / best_ref * 100:.1f}% (goal <= 10%)")

@@ -38,9 +38,10 @@ def run_matmul(cfg: Config, size: int, *, double_buffer: bool, seed: int = 1) ->
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     ok = bool((mm.read_c(r.dram) == mm.plan.reference(a, b)).all())
     s = r.stats
-    return {"cycles": s["cycles"], "wall": wall, "cpu": cpu, "gen": t_gen,
-            "util": s["gemm_utilization"], "insns": s["insn_count"], "ok": ok,
-            "modules": s["modules"], "bytes": s["bytes_moved"]}
+    return {"cycles": s.cycles, "wall": wall, "cpu": cpu, "gen": t_gen,
+            "util": s.gemm_utilization, "insns": s.insn_count, "ok": ok,
+            "modules": s.modules, "read": s.hw_counters["bytes_read"],
+            "written": s.hw_counters["bytes_written"]}
 
 
 def amaranth_speed(cfg: Config) -> tuple[float, float]:
@@ -55,7 +56,7 @@ def amaranth_speed(cfg: Config) -> tuple[float, float]:
     t1, c1 = time.perf_counter(), time.process_time()
     run_programs(jobs * 2, cfg, mem_latency=32)
     t2, c2 = time.perf_counter(), time.process_time()
-    cycles = one[0].stats["cycles"]
+    cycles = one[0].stats.cycles
     return cycles / ((t2 - t1) - (t1 - t0)), cycles / ((c2 - c1) - (c1 - c0))
 
 
@@ -79,9 +80,9 @@ def main() -> None:
               f"GEMM utilisation {100 * r['util']:.1f}%, {r['wall']:.1f} s wall "
               f"({r['cycles'] / r['wall'] / 1e3:.0f}k cycles/s), matches numpy: {r['ok']}")
         for m, v in r["modules"].items():
-            print(f"    {m:8s} busy {v['busy']:>10,}  token wait {v['token_wait']:>10,}  "
-                  f"memory wait {v['mem_wait']:>10,}")
-        print(f"    bytes read {r['bytes']['read']:,}, written {r['bytes']['written']:,}")
+            print(f"    {m:8s} busy {v.busy:>10,}  token wait {v.token_wait:>10,}  "
+                  f"memory wait {v.mem_wait:>10,}")
+        print(f"    bytes read {r['read']:,}, written {r['written']:,}")
     single, double = results[False], results[True]
     print(f"latency hiding: utilisation {100 * single['util']:.1f}% -> "
           f"{100 * double['util']:.1f}% (goal >= 90%), speed-up "

@@ -94,8 +94,8 @@ def tsim_cycles(name: str, prog: bytes, dram: np.ndarray, cfg: Config) -> int:
     if path.exists():
         return json.loads(path.read_text())["cycles"]
     r = tsim.run_program(prog, dram, cfg)
-    path.write_text(json.dumps({"name": name, "cycles": int(r.stats["cycles"])}))
-    return int(r.stats["cycles"])
+    path.write_text(json.dumps({"name": name, "cycles": r.stats.cycles}))
+    return r.stats.cycles
 
 
 def collect(cfg: Config, *, quick: bool = False):

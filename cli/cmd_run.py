@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", action="store_true",
                    help="per layer: where it ran, MACs, time, cycles, utilisation; then the "
                         "VTA part in ms and frames/s at the board's clock")
+    p.add_argument("--report-json", metavar="REPORT.json",
+                   help="write the per-layer report (target, and per layer: where it ran, MACs, "
+                        "seconds, cycles, GEMM MACs) as JSON")
     p.add_argument("--board", metavar="B",
                    help="the board whose clock --report uses (default: the module's board; "
                         "see `vta boards`)")
@@ -47,14 +50,21 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import numpy as np
-    from vta.compiler.graph.executor import Executor, RunReport, load_npy, progress_printer
+    from vta.compiler.graph.executor import (
+        Executor,
+        LayerRecord,
+        RunReport,
+        load_npy,
+        progress_printer,
+    )
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
     from vta.isa.fileio import write_atomic
 
     src = Path(args.module)
-    check_outputs({"output file": args.output}, inputs=(args.module, args.input, args.config))
+    check_outputs({"output file": args.output, "report file": args.report_json},
+                  inputs=(args.module, args.input, args.config))
     if args.board:
         from .common import board_clock_mhz
 
@@ -83,21 +93,17 @@ def run(args: argparse.Namespace) -> int:
     name = next(iter(graph.inputs))
     feeds = {name: x}
     t0 = time.perf_counter()
-    report = RunReport(args.target)
     if module is None and args.target == "cpu":
-        from vta.compiler.graph.reference import run_float
+        from vta.compiler.graph.module import node_macs
+        from vta.compiler.graph.reference import infer_shapes, run_float
 
         times: dict[str, float] = {}
         outs = run_float(graph, feeds, times=times)
-        report.seconds = time.perf_counter() - t0
-        if args.report:
-            from vta.compiler.graph.executor import LayerRecord
-            from vta.compiler.graph.module import node_macs
-            from vta.compiler.graph.reference import infer_shapes
-
-            shapes = infer_shapes(graph)
-            report.layers = [LayerRecord(n.name, n.op, "cpu", node_macs(n, shapes, graph.params),
-                                         times[n.name]) for n in graph.nodes]
+        seconds = time.perf_counter() - t0
+        shapes = infer_shapes(graph)
+        report = RunReport("cpu", tuple(
+            LayerRecord(n.name, n.op, "cpu", node_macs(n, shapes, graph.params), times[n.name])
+            for n in graph.nodes), seconds)
         cfg = config_from_args(args)
     else:
         if module is None:
@@ -109,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = module.cfg
         with Executor(module, args.target, progress=progress_printer(),
                       host=args.host) as ex:
-            outs = ex.run(feeds, report)
+            outs = ex.run(feeds)
+            report = ex.last_report
     y = outs[graph.outputs[0]]
     if args.output:
         import io
@@ -117,11 +124,16 @@ def run(args: argparse.Namespace) -> int:
         buf = io.BytesIO()
         np.save(buf, y)
         write_atomic(args.output, buf.getvalue(), "output file")
+    if args.report_json:
+        import json
+
+        write_atomic(args.report_json, json.dumps(report.to_json(), indent=1) + "\n",
+                     "report file")
     if args.report:
         print(report.format(cfg))
         if module is not None and module.kernels:
             print(_latency(module, report, args.board))
-    if not args.output and not args.report:
+    if not args.output and not args.report and not args.report_json:
         flat = y.reshape(-1)
         print(f"output {graph.outputs[0]}: shape {list(y.shape)}, dtype {y.dtype}; first values "
               f"{np.array2string(flat[:8], precision=4)}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vta.isa import VTAError
+from vta.isa.stats import RunStats
 
 from .common import add_config_args, check_outputs, config_from_args, positive_int, seed_int
 
@@ -231,13 +232,10 @@ def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace,
         write_trace(staged(args.trace, "trace file"), result.trace or [])
 
 
-def _summary(s: dict[str, Any], args: argparse.Namespace) -> str:
-    parts = []
-    if "insn_count" in s:
-        parts.append(f"{s['insn_count']} instructions")
-    if "gemm_uops" in s:
-        parts.append(f"{s['gemm_uops']} GEMM and {s.get('alu_uops', 0)} ALU micro-ops")
-    if "cycles" in s:
-        parts.append(f"{s['cycles']} cycles")
+def _summary(s: RunStats, args: argparse.Namespace) -> str:
+    parts = [f"{s.insn_count} instructions", f"{s.gemm_uops} GEMM and {s.alu_uops} ALU micro-ops"]
+    if s.cycles is not None:
+        parts.append(f"{s.cycles} cycles" + (" (estimate)" if args.backend == "perf" else ""))
     wrote = f"; wrote {args.output}" if args.output else ""
-    return f"{args.backend}: {', '.join(parts) or 'done'}{wrote}"
+    return f"{args.backend}: {', '.join(parts)}{wrote}"
+

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config, MemType
+from vta.isa.stats import RunStats
 
 from .errors import CodegenError
 from .lower import lower
@@ -55,7 +56,7 @@ class VtaModule:
         self.func, self.cfg, self.args, self.target = func, cfg, list(args), target
         self._device = device
         self.outputs = [k for k, a in enumerate(args) if not isinstance(a.op, PlaceholderOp)]
-        self.last_stats: dict[str, Any] = {}
+        self.last_stats: RunStats | None = None
         self.last_commands: list = []
 
     @property
@@ -106,8 +107,8 @@ class VtaModule:
             bufs[p] = dev.array(np.ascontiguousarray(a), mem_type=_mem_type(p, self.cfg))
         return bufs
 
-    def __call__(self, *arrays: np.ndarray) -> dict[str, Any]:
-        """Run on the device; returns the device statistics."""
+    def __call__(self, *arrays: np.ndarray) -> RunStats | None:
+        """Run on the device; returns the device statistics (None: nothing ran)."""
         from .codegen.vta import emit
 
         self._check(arrays)

@@ -48,7 +48,7 @@ def run(cfg: Config, channels: int, size: int) -> bool:
                                   target="perf")
         stats = perf.module(xp, wp, bp, np.zeros(perf.out_shape, np.int8))
         print(f"virtual threads {'on ' if vt else 'off'}: {'OK' if same else 'MISMATCH'}, "
-              f"knobs {knobs}, ~{stats['cycles']} cycles (perf model)")
+              f"knobs {knobs}, ~{stats.cycles} cycles (perf model)")
     return ok
 
 

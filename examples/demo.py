@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from vta.isa import Config
 from vta.isa.asm import assemble_bytes, assemble_uops_bytes
+from vta.isa.stats import RunStats
 from vta.sim import fsim
 from vta.sim.programs import matmul_program, pack_tiles, unpack_tiles
 
@@ -37,7 +38,7 @@ def reference(a: np.ndarray, b: np.ndarray, shift: int, lo: int, hi: int) -> np.
     return np.clip(acc >> shift, lo, hi).astype(np.int8)
 
 
-def run_assembled(cfg: Config, rng: np.random.Generator) -> tuple[bool, dict]:
+def run_assembled(cfg: Config, rng: np.random.Generator) -> tuple[bool, RunStats]:
     program = assemble_bytes((HERE / "matmul.s").read_text(), cfg, filename="matmul.s")
     uops = assemble_uops_bytes((HERE / "matmul_uops.s").read_text(), cfg,
                                filename="matmul_uops.s")
@@ -60,7 +61,7 @@ def run_assembled(cfg: Config, rng: np.random.Generator) -> tuple[bool, dict]:
     return ok, result.stats
 
 
-def run_generated(cfg: Config, rng: np.random.Generator, n: int = 256) -> tuple[bool, dict]:
+def run_generated(cfg: Config, rng: np.random.Generator, n: int = 256) -> tuple[bool, RunStats]:
     a = rng.integers(-128, 128, (n, n), dtype=np.int64)
     b = rng.integers(-128, 128, (n, n), dtype=np.int64)
     mm = matmul_program(cfg, n, n, n, a=a, b=b, shift=8, clip=(-128, 127), double_buffer=True)
@@ -88,7 +89,7 @@ def main() -> int:
     ok2, stats2 = run_generated(cfg, rng)
     for title, stats in (("statistics of 1", stats1), ("statistics of 2", stats2)):
         print(f"{title}:")
-        print("  " + json.dumps(stats, sort_keys=True).replace(", \"", ",\n  \""))
+        print("  " + json.dumps(stats.to_json(), sort_keys=True).replace(", \"", ",\n  \""))
     if not (ok1 and ok2):
         print("demo FAILED: a result differs from numpy", file=sys.stderr)
         return 1

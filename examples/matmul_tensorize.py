@@ -91,10 +91,9 @@ def run(cfg: Config, size: int, *, show_ir: bool = True, race_check: bool = True
         ok = bool(np.array_equal(c, ref))
         if race_check:
             ok = ok and bool(np.array_equal(f.check_races(a, b, c)[0], ref))
-        results[vt] = {"ok": ok, "insns": stats["insn_count"],
-                       "gemm_uops": stats["gemm_uops"]}
+        results[vt] = {"ok": ok, "insns": stats.insn_count, "gemm_uops": stats.gemm_uops}
         print(f"{vt} virtual thread(s): {'OK' if ok else 'MISMATCH'}, "
-              f"{stats['insn_count']} instructions, {stats['gemm_uops']} GEMM micro-ops")
+              f"{stats.insn_count} instructions, {stats.gemm_uops} GEMM micro-ops")
     return results
 
 

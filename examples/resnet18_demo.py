@@ -21,7 +21,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
-from vta.compiler.graph.executor import Executor, RunReport, progress_printer  # noqa: E402
+from vta.compiler.graph.executor import Executor, progress_printer  # noqa: E402
 from vta.compiler.graph.module import compile_graph, load_module  # noqa: E402
 from vta.compiler.graph.onnx_frontend import load_onnx  # noqa: E402
 from vta.compiler.graph.reference import run_float  # noqa: E402
@@ -69,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         ref = run_float(graph, {"input": image})[graph.outputs[0]]
         t_float = time.perf_counter() - t0
-        report = RunReport(args.target)
         with Executor(module, args.target, progress=progress_printer()) as ex:
-            out = ex.run({"input": image}, report)[graph.outputs[0]]
+            out = ex.run({"input": image})[graph.outputs[0]]
+            report = ex.last_report
     print()
     print(report.format(cfg))
     print()

@@ -1,7 +1,7 @@
 """What every whole-core simulation harness shares (Amaranth sim, cocotb, Verilator tsim).
 
-Pure Python (no Amaranth): placing the instruction stream outside the user's DRAM image, the
-static statistics of a program, turning the core's counter registers into statistics, naming the
+Pure Python (no Amaranth): placing the instruction stream outside the user's DRAM image,
+turning the core's counter registers into :class:`~vta.isa.stats.RunStats`, naming the
 stuck modules and queues of a deadlock, and building a Chrome trace from instruction spans.
 """
 
@@ -19,6 +19,7 @@ from vta.isa.errors import DeadlockError, ProgramError
 from vta.isa.fileio import check_output_file
 from vta.isa.insn import AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
 from vta.isa.layout import AluOp, MemType, Opcode
+from vta.isa.stats import AxiCounts, ModuleCycles, RunStats, program_stats, uop_iterations
 
 from .regs import MODULE_STATES, REGISTER_MAP
 
@@ -78,74 +79,24 @@ def place_program(dram: np.ndarray, program: bytes) -> MemoryImage:
     return MemoryImage(mem, n, insn_addr, len(program) // 16)
 
 
-# ---------------------------------------------------------------------- static statistics
+# ---------------------------------------------------------------------- statistics
 def module_of(insn: Insn) -> str:
     """Which module executes ``insn`` (load, compute or store)."""
     return insn.module
 
 
-def uop_iterations(insn: GemmInsn | AluInsn) -> int:
-    return max(insn.uop_end - insn.uop_bgn, 0) * insn.iter_out * insn.iter_in
-
-
-def program_stats(insns: Sequence[Insn], cfg: Config) -> dict[str, Any]:
-    """The statistics every backend reports, from the program alone (same keys as fsim):
-    instruction counts per opcode and module, micro-op iterations, bytes per memory type."""
-    per_opcode = {op.name: 0 for op in Opcode}
-    per_module = dict.fromkeys(MODULE_NAMES, 0)
-    loaded = {m.name: 0 for m in MemType if m != MemType.OUT}
-    stored = 0
-    gemm_uops = alu_uops = useful_gemm_uops = 0
-    for insn in insns:
-        per_opcode[Opcode(insn.opcode).name] += 1
-        per_module[module_of(insn)] += 1
-        if isinstance(insn, MemInsn):
-            nbytes = insn.y_size * insn.x_size * cfg.elem_bytes(insn.memory_type)
-            if insn.opcode == Opcode.STORE:
-                stored += nbytes
-            elif insn.memory_type in MemType._value2member_map_:
-                loaded[MemType(insn.memory_type).name] += nbytes
-        elif isinstance(insn, GemmInsn):
-            n = uop_iterations(insn)
-            gemm_uops += n
-            if not insn.reset_reg:
-                useful_gemm_uops += n
-        elif isinstance(insn, AluInsn):
-            alu_uops += uop_iterations(insn)
-    return {
-        "insn_count": len(insns),
-        "insns_per_opcode": per_opcode,
-        "insns_per_module": per_module,
-        "gemm_uops": gemm_uops,
-        "alu_uops": alu_uops,
-        "useful_macs": useful_gemm_uops * cfg.macs_per_cycle,
-        "bytes_loaded": loaded,
-        "bytes_stored": stored,
-    }
-
-
 def run_stats(insns: Sequence[Insn], cfg: Config, counters: Mapping[str, int], *,
-              backend: str, bus_width: int, extra: Mapping[str, Any] | None = None
-              ) -> dict[str, Any]:
-    """Static program statistics plus the core's counters: cycles, per-module busy/wait, bytes."""
-    stats = program_stats(insns, cfg)
-    cycles = counters["cycles"]
-    stats["backend"] = backend
-    stats["bus_width"] = bus_width
-    stats["cycles"] = cycles
-    # busy: cycles with an instruction in progress, including its token and memory waits
-    stats["modules"] = {
-        m: {"busy": counters[f"{m}_busy"], "token_wait": counters[f"{m}_token_wait"],
-            "mem_wait": counters[f"{m}_mem_wait"], "idle": cycles - counters[f"{m}_busy"],
-            "insns": counters[f"{m}_done"]}
-        for m in MODULE_NAMES}
-    stats["hw_counters"] = {k: counters[k] for k in COUNTER_REGS if k in counters}
-    peak = cycles * cfg.macs_per_cycle
-    stats["gemm_utilization"] = stats["useful_macs"] / peak if peak else 0.0
-    stats["bytes_moved"] = {"read": counters["bytes_read"], "written": counters["bytes_written"]}
-    if extra:
-        stats.update(extra)
-    return stats
+              backend: str, bus_width: int, axi: AxiCounts) -> RunStats:
+    """The program's statistics plus the core's counters: cycles, per-module busy and waits
+    (busy: cycles with an instruction in progress, including its token and memory waits)."""
+    modules = {m: ModuleCycles(insns=counters[f"{m}_done"], busy=counters[f"{m}_busy"],
+                               token_wait=counters[f"{m}_token_wait"],
+                               mem_wait=counters[f"{m}_mem_wait"])
+               for m in MODULE_NAMES}
+    return program_stats(insns, cfg, backend=backend, cycles=counters["cycles"],
+                         bus_width=bus_width, modules=modules,
+                         hw_counters={k: counters[k] for k in COUNTER_REGS if k in counters},
+                         axi=axi)
 
 
 # ---------------------------------------------------------------------- run bounds
@@ -339,7 +290,7 @@ def reg_offsets(names: Iterable[str]) -> list[tuple[str, int]]:
     return [(n, REGISTER_MAP[n]) for n in names]
 
 
-__all__ = ["MemoryImage", "place_program", "program_stats", "run_stats", "describe_deadlock",
+__all__ = ["MemoryImage", "place_program", "run_stats", "describe_deadlock",
            "deadlock_error", "Span", "spans_from_samples", "chrome_trace", "CycleLimitError",
            "COUNTER_REGS", "PROGRESS_REGS", "DEBUG_REGS", "MODULE_NAMES", "module_streams",
            "align_up", "reg_offsets"]

@@ -26,6 +26,7 @@ from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.errors import VTAError
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
+from vta.isa.stats import AxiCounts
 
 from .axi_model import AXI_MASTER_OUTPUTS, AXI_SLAVE_OUTPUTS, AxiMemory
 from .harness import (
@@ -208,8 +209,7 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                                       idle_limit=idle_limit, progress=progress,
                                       default_bound=max_cycles is None)
             outcomes.append(counters)
-            job.result = _result(job, counters, cfg, bus_width, samples if trace else None,
-                                 mem_latency, mem_bandwidth)
+            job.result = _result(job, counters, cfg, bus_width, samples if trace else None)
 
     sim = Simulator(top)
     sim.add_clock(1e-8)
@@ -293,18 +293,16 @@ async def _run_job(ctx: Any, host: Any, job: Job, *, poll_interval: int, idle_li
 
 
 def _result(job: Job, counters: dict[str, int], cfg: Config, bus_width: int,
-            samples: list[tuple[int, ...]] | None, mem_latency: int,
-            mem_bandwidth: float | None) -> RunResult:
+            samples: list[tuple[int, ...]] | None) -> RunResult:
     launch = counters.pop("_launch_cycle")
     events = None
     if samples is not None:
         shifted = [(c - launch, *rest) for c, *rest in samples if c >= launch]
         events = chrome_trace(spans_from_samples(shifted, job.insns), job.insns)
     m = job.memory
-    extra = {"mem_latency": mem_latency, "mem_bandwidth": mem_bandwidth,
-             "axi": {"read_bursts": m.stats.read_bursts, "write_bursts": m.stats.write_bursts,
-                     "read_beats": m.stats.read_beats, "write_beats": m.stats.write_beats}}
-    stats = run_stats(job.insns, cfg, counters, backend="rtl", bus_width=bus_width, extra=extra)
+    axi = AxiCounts(read_bursts=m.stats.read_bursts, write_bursts=m.stats.write_bursts,
+                    read_beats=m.stats.read_beats, write_beats=m.stats.write_beats)
+    stats = run_stats(job.insns, cfg, counters, backend="rtl", bus_width=bus_width, axi=axi)
     return RunResult(dram=job.image.user_dram(), stats=stats, trace=events)
 
 

@@ -3,14 +3,14 @@
 A program image is the raw instruction stream (16 bytes per instruction, ending with FINISH); a
 DRAM image is the device memory with physical byte address 0 at offset 0. Every backend (fsim, rtl,
 tsim, perf) returns a :class:`RunResult`: the whole DRAM image after FINISH (same length as the
-input), statistics, and optionally Chrome trace events.
+input), its :class:`~vta.isa.stats.RunStats`, and optionally Chrome trace events.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from .errors import FileError, ProgramError
 from .fileio import read_bytes, write_atomic
 from .insn import FinishInsn, Insn, decode_program, encode_program
 from .layout import INSN_BYTES
+from .stats import RunStats
 
 
 @dataclass
@@ -28,7 +29,7 @@ class RunResult:
     """What a backend returns: DRAM after FINISH, statistics, optional trace events."""
 
     dram: np.ndarray
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: RunStats
     trace: list[dict[str, Any]] | None = None
 
 
@@ -71,8 +72,9 @@ def read_dram(path: str | Path) -> np.ndarray:
     return np.frombuffer(read_bytes(path, "DRAM image"), dtype=np.uint8).copy()
 
 
-def write_stats(path: str | Path, stats: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(stats, indent=2, sort_keys=True) + "\n", "statistics file")
+def write_stats(path: str | Path, stats: RunStats) -> None:
+    write_atomic(path, json.dumps(stats.to_json(), indent=2, sort_keys=True) + "\n",
+                 "statistics file")
 
 
 def write_trace(path: str | Path, events: list[dict[str, Any]]) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from vta.isa import Config, MemType, VTAError, decode_program
 from vta.isa.checks import check_insns
 from vta.isa.image import as_program_bytes, check_program
+from vta.isa.stats import RunStats, program_stats
 
 from .arena import Arena, DeviceBuffer
 from .errors import DeviceError, DeviceUnavailableError
@@ -56,7 +57,8 @@ class Device:
         self.kernels: dict[Any, UopKernel] = {}
         self._uop_dram: dict[bytes, DeviceBuffer] = {}
         self.runs = 0
-        self.last_stats: dict[str, Any] = {}
+        #: The statistics of the last run (None before the first).
+        self.last_stats: RunStats | None = None
         self._closed = False
 
     # ----------------------------------------------------------------- memory
@@ -94,7 +96,7 @@ class Device:
 
         return CommandQueue(self, **opts)
 
-    def run(self, program: bytes | list, *, timeout: float | None = None) -> dict[str, Any]:
+    def run(self, program: bytes | list, *, timeout: float | None = None) -> RunStats:
         """Run an instruction stream (ending with FINISH) against the arena memory; returns the
         device's statistics. The program may overwrite the micro-op buffer, so the micro-op cache
         is invalidated. ``timeout`` bounds the wait on a board (simulators have watchdogs)."""
@@ -103,7 +105,7 @@ class Device:
         return self.run_queued(program, timeout=timeout, keeps_kernels=False)
 
     def run_queued(self, program: bytes, *, timeout: float | None = None,
-                   keeps_kernels: bool = True) -> dict[str, Any]:
+                   keeps_kernels: bool = True) -> RunStats:
         """Run a program (every program reaches the device here); the micro-op cache stays
         valid when ``keeps_kernels`` and the device keeps its SRAM. The program gets the
         static checks every backend runs (:func:`vta.isa.checks.check_insns`, a
@@ -119,13 +121,13 @@ class Device:
         finally:
             if not keeps_kernels or not self.keeps_sram:
                 self.uop_cache.invalidate()
-        stats = dict(stats or {})
-        stats.setdefault("seconds", time.perf_counter() - t0)
+        if stats.seconds is None:
+            stats = stats.replace(seconds=time.perf_counter() - t0)
         self.runs += 1
         self.last_stats = stats
         return stats
 
-    def run_recorded(self, rec, *, timeout: float | None = None) -> dict[str, Any]:
+    def run_recorded(self, rec, *, timeout: float | None = None) -> RunStats:
         """Relocate a :class:`RecordedProgram` against this arena and run it."""
         if rec.cfg != self.cfg:
             raise DeviceError("the recorded program was made for another configuration")
@@ -139,8 +141,13 @@ class Device:
             if ubuf is not None:
                 ubuf.free()
 
-    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+    def _execute(self, program: bytes, timeout: float | None) -> RunStats:
         raise NotImplementedError
+
+    def _board_stats(self, program: bytes, cycles: int) -> RunStats:
+        """A board's statistics: the program's counts and the cycles its core counted."""
+        return program_stats(decode_program(program, self.cfg), self.cfg, backend=self.target,
+                             cycles=cycles)
 
     def close(self) -> None:
         self._closed = True
@@ -183,7 +190,7 @@ class FsimDevice(_SimDevice):
         except (TypeError, ValueError) as e:
             raise DeviceError(f"bad option for the fsim device: {e}") from None
 
-    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+    def _execute(self, program: bytes, timeout: float | None) -> RunStats:
         return self.sim.run(program, self.dram)
 
 
@@ -202,7 +209,7 @@ class _RunProgramDevice(_SimDevice):
         super().__init__(cfg, arena_size=arena_size, arena_base=arena_base)
         self.opts = opts
 
-    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+    def _execute(self, program: bytes, timeout: float | None) -> RunStats:
         opts = dict(self.opts)
         result = self._mod.run_program(program, self.dram, self.cfg, **opts)
         out = np.asarray(result.dram, dtype=np.uint8).reshape(-1)
@@ -211,7 +218,7 @@ class _RunProgramDevice(_SimDevice):
                 raise DeviceError(f"the {self.target} backend returned {out.size} B of DRAM for "
                                   f"a {self.dram.size} B image")
             self.dram[:] = out
-        return dict(result.stats)
+        return result.stats
 
 
 class RtlDevice(_RunProgramDevice):

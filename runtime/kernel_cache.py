@@ -14,6 +14,7 @@ from typing import Any
 
 from vta.isa import Config, Opcode
 
+from .counters import QueueStats
 from .errors import QueueError
 from .kernel import GEMM, UopCache, UopKernel
 
@@ -25,7 +26,7 @@ class KernelCache:
     ``uop_evictions``."""
 
     def __init__(self, cfg: Config, uops: UopCache, jit: dict[Any, UopKernel],
-                 stats: dict[str, Any]) -> None:
+                 stats: QueueStats) -> None:
         self.cfg = cfg
         self.uops = uops
         self.jit = jit
@@ -54,7 +55,7 @@ class KernelCache:
         """The micro-op buffer start of a resident kernel (a hit), or None."""
         start = self.uops.lookup(kernel.key)
         if start is not None:
-            self.stats["uop_hits"] += 1
+            self.stats.uop_hits += 1
         return start
 
     def place(self, kernel: UopKernel) -> int:
@@ -62,8 +63,8 @@ class KernelCache:
         its micro-ops there."""
         ev = self.uops.evictions
         start = self.uops.insert(kernel.key, kernel.size)
-        self.stats["uop_misses"] += 1
-        self.stats["uop_evictions"] += self.uops.evictions - ev
+        self.stats.uop_misses += 1
+        self.stats.uop_evictions += self.uops.evictions - ev
         return start
 
     def insn_fields(self, kernel: UopKernel) -> dict[str, int]:

@@ -9,10 +9,9 @@ set on the next instruction of its stage (see :class:`~vta.runtime.tokens.TokenT
 
 from __future__ import annotations
 
-from typing import Any
-
 from vta.isa import DEP_FLAGS, Config, MemType, Opcode, encode_rows, nop_insn, words_to_bytes
 
+from .counters import QueueStats
 from .record import Relocation
 from .tokens import (
     C2L,
@@ -43,10 +42,10 @@ def mem_row(opcode: int, memory_type: int, **fields: int) -> Row:
 class ProgramBuilder:
     """Rows, stages and tokens of one program (a segment between two synchronizes)."""
 
-    def __init__(self, cfg: Config, stats: dict[str, Any] | None = None) -> None:
+    def __init__(self, cfg: Config, stats: QueueStats | None = None) -> None:
         self.cfg = cfg
         #: counts the no-ops emitted (``noops``): the queue passes its statistics
-        self.stats = stats if stats is not None else {"noops": 0}
+        self.stats = stats if stats is not None else QueueStats()
         self.rows: list[Row] = []
         self.stages: list[int] = []
         self.tokens = TokenTracker()
@@ -71,7 +70,7 @@ class ProgramBuilder:
 
     def noop(self, stage: int) -> int:
         """A no-op of ``stage``: it only moves tokens."""
-        self.stats["noops"] += 1
+        self.stats.noops += 1
         return self.emit(("mem", dict(_NOOP[stage])), stage)
 
     # ------------------------------------------------------------------ tokens

@@ -32,6 +32,7 @@ from vta.hw.regs import (
     REGISTER_MAP,
 )
 from vta.isa import Config
+from vta.isa.stats import RunStats
 
 from .device import Device
 from .errors import BusError, DeviceError, DeviceUnavailableError
@@ -195,7 +196,7 @@ class PynqDevice(Device):
                          memory=self._mem.array)
         self._insn = self.platform.allocate(insn_capacity * 16)
 
-    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+    def _execute(self, program: bytes, timeout: float | None) -> RunStats:
         n = len(program)
         if n > self._insn.array.size:
             self._insn.free()
@@ -205,7 +206,7 @@ class PynqDevice(Device):
         self._mem.flush()
         cycles = self.driver.run(device_address(self._insn), n // 16, timeout)
         self._mem.invalidate()
-        return {"cycles": cycles, "insns": n // 16}
+        return self._board_stats(program, cycles)
 
     def close(self) -> None:
         if not self._closed:

@@ -30,8 +30,10 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 from vta.isa import DEP_FLAGS, Config, MemType, Opcode
 from vta.isa.layout import INSN_BYTES
+from vta.isa.stats import RunStats
 
 from .arena import Arena, DeviceBuffer, as_mem_type
+from .counters import QueueStats, RecordStats
 from .dump import dump_insns, dump_uops
 from .errors import HazardWarning, QueueError
 from .kernel import ALU, GEMM, UopCache, UopKernel
@@ -89,11 +91,7 @@ class CommandQueue:
         self.out = out
         self._depth = {mt: self.cfg.depth(mt) for mt in MemType}
         self._ebytes = {mt: self.cfg.elem_bytes(mt) for mt in MemType}
-        self.stats: dict[str, Any] = {
-            "insns": 0, "noops": 0, "programs": 0, "auto_flushes": 0, "uop_loads": 0,
-            "uop_hits": 0, "uop_misses": 0, "uop_evictions": 0, "gemm": 0, "alu": 0,
-            "loads": 0, "stores": 0, "hazards": [], "device_seconds": 0.0,
-        }
+        self.stats = QueueStats()
         uop_cache = UopCache(self.cfg.uop_depth) if record or device is None else \
             device.uop_cache
         self.kernels = KernelCache(self.cfg, uop_cache,
@@ -147,7 +145,7 @@ class CommandQueue:
             return
         if len(self._prog) + n + self._prog.tokens.drain_insns() <= self.max_insns:
             return
-        self.stats["auto_flushes"] += 1
+        self.stats.auto_flushes += 1
         self._flush(carry=True)
         if len(self._prog) + n + self._prog.tokens.drain_insns() > self.max_insns:
             raise QueueError(f"max_insns={self.max_insns} cannot hold one operation plus the "
@@ -215,7 +213,7 @@ class CommandQueue:
         idx = self._emit(row, stage)
         self._note_reloc(idx, src, mt, src_elem_offset)
         self._work += 1
-        self.stats["loads"] += 1
+        self.stats.loads += 1
 
     def store_buffer_2d(self, src_sram_index: int, src_memory_type: MemType | int | str,
                         dst: DeviceBuffer, dst_elem_offset: int, x_size: int, y_size: int,
@@ -238,7 +236,7 @@ class CommandQueue:
         idx = self._emit(row, STORE_STAGE)
         self._note_reloc(idx, dst, mt, dst_elem_offset)
         self._work += 1
-        self.stats["stores"] += 1
+        self.stats.stores += 1
 
     def _mem_type(self, value: MemType | int | str, what: str) -> MemType:
         try:
@@ -325,7 +323,10 @@ class CommandQueue:
             self._load_uops(kernel, start)
         else:
             self._seg_hits += 1
-        self.stats["gemm" if mode == GEMM else "alu"] += 1
+        if mode == GEMM:
+            self.stats.gemm += 1
+        else:
+            self.stats.alu += 1
         fields = {**self.kernels.insn_fields(kernel), "uop_bgn": start,
                   "uop_end": start + kernel.size}
         self._emit(("gemm" if mode == GEMM else "alu", fields), COMPUTE_STAGE)
@@ -353,7 +354,7 @@ class CommandQueue:
         idx = self._emit(uop_load_row(start, dram, kernel.size), COMPUTE_STAGE)
         if self.recording:
             self._prog.relocate_uops(idx, dram)
-        self.stats["uop_loads"] += 1
+        self.stats.uop_loads += 1
 
     def _report(self, kernel: UopKernel) -> None:
         if not kernel.notes or kernel.key in self._reported:
@@ -363,7 +364,7 @@ class CommandQueue:
             msg = f"micro-kernel {kernel.name or kernel.mode}: {note}"
             if self.hazards == "error":
                 raise QueueError(msg)
-            self.stats["hazards"].append(msg)
+            self.stats.hazards.append(msg)
             if self.hazards == "warn":
                 warnings.warn(msg, HazardWarning, stacklevel=5)
 
@@ -385,18 +386,19 @@ class CommandQueue:
             self._carry = outstanding if carry else [0, 0, 0, 0]
         return self._prog.encode(rows), relocs
 
-    def synchronize(self, timeout: float | None = None) -> dict[str, Any]:
+    def synchronize(self, timeout: float | None = None) -> RunStats | None:
         """Finish the current program, run it on the device, wait, reset (TVM's
-        ``VTASynchronize``). Returns the device's statistics plus the queue's ("runtime")."""
+        ``VTASynchronize``). Returns the device's statistics of the run, None when there was
+        nothing to run."""
         if self.recording:
             raise QueueError("this queue records: call record() instead of synchronize()")
         return self._flush(timeout)
 
-    def _flush(self, timeout: float | None = None, carry: bool = False) -> dict[str, Any]:
+    def _flush(self, timeout: float | None = None, carry: bool = False) -> RunStats | None:
         if not self._work:  # nothing to run; an explicit synchronize still resets the tokens
             if not carry:
                 self._reset_segment()
-            return {}
+            return None
         if self._seg_hits and self.device.runs != self._epoch:  # type: ignore[union-attr]
             self._carry = [0, 0, 0, 0]
             self.uop_cache.invalidate()
@@ -408,18 +410,16 @@ class CommandQueue:
         program, _ = self._finish_program(carry)
         n_insns = len(program) // INSN_BYTES
         self._dumps(program)
-        self.stats["insns"] += n_insns
-        self.stats["programs"] += 1
+        self.stats.insns += n_insns
+        self.stats.programs += 1
         t0 = time.perf_counter()
         try:
             result = self.device.run_queued(program, timeout=timeout)  # type: ignore[union-attr]
         finally:
-            self.stats["device_seconds"] += time.perf_counter() - t0
+            self.stats.device_seconds += time.perf_counter() - t0
             if not self.device.keeps_sram:  # type: ignore[union-attr]
                 self.uop_cache.invalidate()
             self._reset_segment()
-        result = dict(result)
-        result["runtime"] = {"insns": n_insns}
         return result
 
     def record(self) -> RecordedProgram:
@@ -435,11 +435,11 @@ class CommandQueue:
             cfg=self.cfg, program=program, relocations=sorted(relocs.values(),
                                                               key=lambda r: r.index),
             uops=uops, arena_base=self.arena.base,
-            stats={"insns": n_insns, "uop_words": len(uops) // 4,
-                   "gemm": self.stats["gemm"], "alu": self.stats["alu"],
-                   "loads": self.stats["loads"], "stores": self.stats["stores"]})
-        self.stats["insns"] += n_insns
-        self.stats["programs"] += 1
+            stats=RecordStats(insns=n_insns, uop_words=len(uops) // 4, gemm=self.stats.gemm,
+                              alu=self.stats.alu, loads=self.stats.loads,
+                              stores=self.stats.stores))
+        self.stats.insns += n_insns
+        self.stats.programs += 1
         self.uop_cache.invalidate()  # each recording assumes an empty micro-op buffer
         self._reset_segment()
         return rec

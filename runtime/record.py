@@ -14,7 +14,7 @@ header (config, relocations, statistics, sizes), the program, the micro-op words
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +23,12 @@ from vta.isa.errors import FileError
 from vta.isa.fileio import read_bytes, write_atomic
 from vta.isa.layout import INSN_BYTES
 
+from .counters import RecordStats
 from .errors import QueueError
 
 if TYPE_CHECKING:
+    from vta.isa.stats import RunStats
+
     from .device import Device
 
 MAGIC = b"VTAREC1\n"
@@ -54,7 +57,7 @@ class RecordedProgram:
     relocations: list[Relocation]
     uops: bytes = b""
     arena_base: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: RecordStats | None = None
 
     @property
     def insn_count(self) -> int:
@@ -87,7 +90,7 @@ class RecordedProgram:
             out[k:k + INSN_BYTES] = word.to_bytes(INSN_BYTES, "little")
         return bytes(out)
 
-    def run(self, device: Device, *, timeout: float | None = None) -> dict[str, Any]:
+    def run(self, device: Device, *, timeout: float | None = None) -> RunStats:
         """Relocate against ``device``'s arena and run; the uop segment is placed in the arena
         for the run and freed afterwards."""
         return device.run_recorded(self, timeout=timeout)
@@ -97,7 +100,8 @@ class RecordedProgram:
         header = {
             "config": self.cfg.to_dict(), "arena_base": self.arena_base,
             "insn_bytes": len(self.program), "uop_bytes": len(self.uops),
-            "relocations": [r.to_list() for r in self.relocations], "stats": self.stats,
+            "relocations": [r.to_list() for r in self.relocations],
+            "stats": self.stats.to_json() if self.stats is not None else {},
         }
         hb = json.dumps(header, sort_keys=True).encode()
         return MAGIC + len(hb).to_bytes(4, "little") + hb + self.program + self.uops
@@ -116,13 +120,14 @@ class RecordedProgram:
             p2 = p1 + int(header["uop_bytes"])
             relocs = [Relocation(int(i), str(k), int(e), int(o))
                       for i, k, e, o in header["relocations"]]
-        except (ValueError, KeyError, TypeError) as e:
+            stats = RecordStats.from_json(header["stats"]) if header.get("stats") else None
+        except (ValueError, KeyError, TypeError, FileError) as e:
             raise FileError(f"{source} has a corrupt header: {e}") from None
         if p2 != len(data) or (p1 - p0) % INSN_BYTES:
             raise FileError(f"{source} is truncated or has trailing bytes "
                             f"({len(data)} B, expected {p2})")
         return cls(cfg, data[p0:p1], relocs, data[p1:p2], int(header.get("arena_base", 0)),
-                   dict(header.get("stats", {})))
+                   stats)
 
     def save(self, path: str | Path) -> None:
         write_atomic(path, self.to_bytes(), "recorded program")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from vta.hw.regs import CONTROL_FINISHED, CONTROL_LAUNCH, CORE_ID, REGISTER_MAP, REGISTERS
 from vta.isa import Config
+from vta.isa.stats import RunStats
 
 from .errors import DeviceError
 from .pynq import hw_config_word
@@ -87,7 +88,7 @@ class RegisterModel:
         self._pending = dram
         self._polls_left = self.busy_polls
         self.values[REGISTER_MAP["control"]] = CONTROL_LAUNCH  # running
-        self.values[REGISTER_MAP["cycles"]] = int(stats.get("cycles", 0)) & 0xFFFFFFFF
+        self.values[REGISTER_MAP["cycles"]] = (stats.cycles or 0) & 0xFFFFFFFF
         self.launches += 1
 
     def _complete(self) -> None:
@@ -162,12 +163,12 @@ class SimulatedBoard:
         self.buffers.append(buf)
         return buf
 
-    def execute(self, program: bytes, dram: np.ndarray) -> dict[str, Any]:
+    def execute(self, program: bytes, dram: np.ndarray) -> RunStats:
         if self.backend == "fsim":
-            return dict(self._sim.run(program, dram) or {})
+            return self._sim.run(program, dram)
         result = self._run_program(program, dram, self.cfg, **self._opts)
         dram[:] = np.asarray(result.dram, dtype=np.uint8)
-        return dict(result.stats)
+        return result.stats
 
 
 __all__ = ["SimulatedBoard", "RegisterModel"]

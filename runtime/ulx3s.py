@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from vta.isa import Config, MemInsn, Opcode, decode_program
+from vta.isa.stats import RunStats
 
 from .device import Device
 from .errors import DeviceError, DeviceUnavailableError
@@ -149,17 +150,17 @@ class Ulx3sDevice(Device):
             self._image[addr:addr + 4] = np.frombuffer(value.to_bytes(4, "little"), np.uint8)
         self._device[start & ~3:(end + 3) & ~3] = self._image[start & ~3:(end + 3) & ~3]
 
-    def _execute(self, program: bytes, timeout: float | None) -> dict[str, Any]:
+    def _execute(self, program: bytes, timeout: float | None) -> RunStats:
         n = len(program)
         if self._insn_base + n > self._image.size:
             raise DeviceError(f"the program ({n // 16} instructions) does not fit the ULX3S's "
                               f"instruction area; open the device with a larger insn_capacity")
         self._image[self._insn_base:self._insn_base + n] = np.frombuffer(program, np.uint8)
-        written = self._sync_to_device()
+        self._sync_to_device()
         cycles = self.driver.run(self._insn_base, n // 16, timeout)
         for start, end in stored_ranges(program, self.cfg):  # inside the arena (run_queued)
             self._read_back(start, end)
-        return {"cycles": cycles, "insns": n // 16, "words_written": written}
+        return self._board_stats(program, cycles)
 
 
 __all__ = ["Ulx3sDevice", "SerialBridge", "BridgeRegisters", "SerialPlatform",

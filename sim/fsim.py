@@ -8,7 +8,7 @@ handful of numpy operations, never a Python loop per micro-op.
 >>> import numpy as np
 >>> from vta.isa import Config, FinishInsn
 >>> result = run([FinishInsn()], np.zeros(16, np.uint8), Config())
->>> result.stats["insn_count"], len(result.dram)
+>>> result.stats.insn_count, len(result.dram)
 (1, 16)
 
 Scheduling model. Fetch hands instructions in program order to three in-order modules: load (LOAD
@@ -26,6 +26,7 @@ from __future__ import annotations
 import random as _random
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ from vta.isa import (
 from vta.isa.checks import DEP_QUEUES, MAX_UOPS_PER_INSN, check_insns, check_work, insn_name
 from vta.isa.errors import DeadlockError, ProgramError, RaceError
 from vta.isa.image import RunResult, as_program_bytes, check_program
+from vta.isa.stats import LOADED_TYPES, OPCODE_NAMES, RunStats
 
 from .blas import blas_threads
 from .loops import (
@@ -160,10 +162,11 @@ class FunctionalSim:
 
     # ------------------------------------------------------------------ scheduling
     def run(self, program: bytes | bytearray | Sequence[Insn],
-            dram: np.ndarray | bytearray) -> dict[str, Any]:
+            dram: np.ndarray | bytearray) -> RunStats:
         """Run ``program`` to FINISH; ``dram`` (a writable uint8 array) is modified in place.
 
-        Returns the statistics as a JSON-ready dict (see docs/fsim.md). Raises a
+        Returns the run's :class:`~vta.isa.stats.RunStats` (see docs/fsim.md), counted as the
+        instructions run. Raises a
         :class:`~vta.isa.errors.ProgramError` (or its DeadlockError subclass) for a program
         that cannot run; SRAM and DRAM then hold whatever the instructions before the failing
         one wrote.
@@ -174,7 +177,7 @@ class FunctionalSim:
         with blas_threads(self.blas_threads):
             return self._run(insns, mem)
 
-    def _run(self, insns: list[Insn], mem: np.ndarray) -> dict[str, Any]:
+    def _run(self, insns: list[Insn], mem: np.ndarray) -> RunStats:
         cfg = self.cfg
         modules = check_insns(insns, cfg, mem.size)
         check_work(insns, self.max_uops, "fsim")
@@ -185,7 +188,7 @@ class FunctionalSim:
 
         queues: dict[str, deque[int]] = {m: deque() for m in MODULES}
         tokens: dict[str, deque[int]] = {q: deque() for q in TOKEN_QUEUE_NAMES}
-        stats = _new_stats(self.order)
+        stats = _Counts()
         events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
         self.trace_events = events  # also what ran before an error, for debugging
         priority = _PRIORITY[self.order]
@@ -214,19 +217,18 @@ class FunctionalSim:
                         f"full {name} queue (depth {tdepth}); too many tokens are pushed and "
                         f"not yet popped")
                 q.append(idx)
-            stats["insns_per_module"][module] += 1
+            stats.per_module[module] += 1
             if events is not None:
                 events.append(_trace_event(idx, insn, module, seq))
             seq += 1
             if isinstance(insn, FinishInsn):
                 _check_finish(idx, insns, queues, tokens)
                 break
-        stats["insn_count"] = seq
-        return stats
+        return stats.result(seq, self.cfg)
 
     # ------------------------------------------------------------------ execution
-    def _execute(self, idx: int, insn: Insn, dram: np.ndarray, stats: dict[str, Any]) -> None:
-        stats["insns_per_opcode"][_OPCODE_NAMES[insn.opcode]] += 1
+    def _execute(self, idx: int, insn: Insn, dram: np.ndarray, stats: _Counts) -> None:
+        stats.per_opcode[_OPCODE_NAMES[insn.opcode]] += 1
         if isinstance(insn, MemInsn):
             if insn.opcode == Opcode.LOAD:
                 self._load(insn, dram, stats)
@@ -237,7 +239,7 @@ class FunctionalSim:
         elif isinstance(insn, AluInsn):
             self._alu(idx, insn, stats)
 
-    def _load(self, insn: MemInsn, dram: np.ndarray, stats: dict[str, Any]) -> None:
+    def _load(self, insn: MemInsn, dram: np.ndarray, stats: _Counts) -> None:
         if insn.x_size == 0:
             return
         mt = insn.memory_type
@@ -257,9 +259,9 @@ class FunctionalSim:
             block[insn.y_pad_0:insn.y_pad_0 + insn.y_size,
                   insn.x_pad_0:insn.x_pad_0 + insn.x_size] = \
                 data.reshape((insn.y_size, insn.x_size) + buf.shape[1:])
-            stats["bytes_loaded"][_MEM_NAMES[mt]] += insn.y_size * insn.x_size * eb
+            stats.loaded[_MEM_NAMES[mt]] += insn.y_size * insn.x_size * eb
 
-    def _store(self, insn: MemInsn, dram: np.ndarray, stats: dict[str, Any]) -> None:
+    def _store(self, insn: MemInsn, dram: np.ndarray, stats: _Counts) -> None:
         if insn.x_size == 0 or insn.y_size == 0:
             return
         eb = self._elem_bytes[MemType.OUT]
@@ -274,7 +276,7 @@ class FunctionalSim:
         else:  # rows overlap: later rows win, as in program order
             for y in range(insn.y_size):
                 dram[base + y * stride:base + y * stride + row] = data[y]
-        stats["bytes_stored"] += count * eb
+        stats.stored += count * eb
 
     def _loop_indices(self, idx: int, insn: GemmInsn | AluInsn, kind: str):
         """Micro-op fields and loop factors, bounds-checked; None when there is no work."""
@@ -313,7 +315,7 @@ class FunctionalSim:
         i = np.arange(insn.iter_in, dtype=np.int64)[None, :, None] * f_in
         return (o + i + base[None, None, :]).ravel()
 
-    def _gemm(self, idx: int, insn: GemmInsn, stats: dict[str, Any]) -> None:
+    def _gemm(self, idx: int, insn: GemmInsn, stats: _Counts) -> None:
         if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
             return
         key = (insn.reset_reg, insn.iter_out, insn.iter_in, insn.dst_factor_out,
@@ -333,7 +335,9 @@ class FunctionalSim:
                 self._plans.clear()
             info = self._plans[key] = [d, s, w, plan, None]
         d, s, w, plan, general = info
-        stats["gemm_uops"] += insn.iter_out * insn.iter_in * len(d)
+        n = insn.iter_out * insn.iter_in * len(d)
+        stats.gemm += n
+        stats.useful += 0 if insn.reset_reg else n
         if insn.reset_reg:
             self.acc[self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)] = 0
         elif plan is not None:
@@ -426,7 +430,7 @@ class FunctionalSim:
             flat = dgrid.flat
             self.acc[flat] = self.acc[flat] + c
 
-    def _alu(self, idx: int, insn: AluInsn, stats: dict[str, Any]) -> None:
+    def _alu(self, idx: int, insn: AluInsn, stats: _Counts) -> None:
         if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
             return
         key = ("ALU", insn.use_imm, insn.iter_out, insn.iter_in,
@@ -454,7 +458,7 @@ class FunctionalSim:
             if len(self._plans) >= 512:
                 self._plans.clear()
             self._plans[key] = steps
-        stats["alu_uops"] += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+        stats.alu += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
         op = AluOp(insn.alu_opcode)
         for dd, ss in steps:
             self.acc[dd] = self._alu_op(op, self.acc[dd], insn.imm if ss is None else self.acc[ss])
@@ -547,19 +551,24 @@ def _check_finish(idx: int, insns, queues, tokens) -> None:
                            f"{'; '.join(left)}; every pushed token must be popped")
 
 
-def _new_stats(order: str) -> dict[str, Any]:
-    return {
-        "backend": "fsim",
-        "order": order,
-        "insn_count": 0,
-        "insns_per_opcode": {op.name: 0 for op in Opcode},
-        "insns_per_module": {m: 0 for m in MODULES},
-        "gemm_uops": 0,
-        "alu_uops": 0,
-        "bytes_loaded": {mt.name: 0 for mt in (MemType.UOP, MemType.WGT, MemType.INP,
-                                                MemType.ACC)},
-        "bytes_stored": 0,
-    }
+@dataclass
+class _Counts:
+    """What fsim counts as it runs (the program-level fields of :class:`RunStats`)."""
+
+    per_opcode: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPCODE_NAMES, 0))
+    per_module: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODULES, 0))
+    loaded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOADED_TYPES, 0))
+    stored: int = 0
+    gemm: int = 0
+    useful: int = 0
+    alu: int = 0
+
+    def result(self, insn_count: int, cfg: Config) -> RunStats:
+        return RunStats(backend="fsim", insn_count=insn_count, insns_per_opcode=self.per_opcode,
+                        insns_per_module=self.per_module, gemm_uops=self.gemm,
+                        gemm_useful_uops=self.useful, alu_uops=self.alu,
+                        macs_per_uop=cfg.macs_per_cycle, bytes_loaded=self.loaded,
+                        bytes_stored=self.stored)
 
 
 def _trace_header() -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from vta.isa import (
 )
 from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
+from vta.isa.stats import ModuleCycles, RunStats, program_stats
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class PerfModel:
         self.cfg = cfg
         self.p = params
         self.insn_queue_depth = insn_queue_depth
+        #: Chrome trace events of the last :meth:`run`.
+        self.trace_events: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------- memory costs
     def _rows(self, rows: int, row_bytes: int, start_byte: int) -> tuple[int, int]:
@@ -121,25 +124,23 @@ class PerfModel:
         beats_row = math.ceil((start_byte % bb + row_bytes) / bb)
         return rows * math.ceil(beats_row / self.p.max_burst), rows * beats_row
 
-    def _mem_cycles(self, insn: MemInsn) -> tuple[float, float, float, float, int]:
-        """(lead, data, tail, local, bytes) of a LOAD/STORE: ``lead`` is the request latency
+    def _mem_cycles(self, insn: MemInsn) -> tuple[float, float, float, float]:
+        """(lead, data, tail, local) of a LOAD/STORE: ``lead`` is the request latency
         (it overlaps other modules' traffic), ``data`` the cycles its beats occupy the port,
         ``tail`` what follows the data (the write response), ``local`` cycles without the
         port (padding)."""
         if insn.x_size == 0:
-            return 0.0, 0.0, 0.0, 0.0, 0
+            return 0.0, 0.0, 0.0, 0.0
         p = self.p
         esz = self.cfg.elem_bytes(insn.memory_type)
-        nbytes = insn.y_size * insn.x_size * esz
         bursts, beats = self._rows(insn.y_size, insn.x_size * esz, insn.dram_base * esz)
         # elements narrower than the bus are written/read one per cycle inside the module
         narrow = insn.y_size * insn.x_size if esz < p.bus_bytes else 0
         if insn.opcode == Opcode.STORE:
-            return 0.0, max(beats * p.beat, narrow), p.write_latency + p.mem_overhead, 0.0, \
-                nbytes
+            return 0.0, max(beats * p.beat, narrow), p.write_latency + p.mem_overhead, 0.0
         data = max(p.burst_train(bursts, beats, p.mem_latency) - p.mem_latency, narrow)
         local = (insn.y_pad_0 + insn.y_pad_1) * p.pad_per_row
-        return p.mem_latency, data, p.mem_overhead, local, nbytes
+        return p.mem_latency, data, p.mem_overhead, local
 
     def _compute_cycles(self, insn: Insn) -> float:
         if isinstance(insn, GemmInsn | AluInsn):
@@ -157,8 +158,9 @@ class PerfModel:
         return 0.0
 
     # --------------------------------------------------------------------- run
-    def run(self, insns: Sequence[Insn]) -> dict[str, Any]:
-        """Schedule ``insns``: each step starts the module instruction that can start first."""
+    def run(self, insns: Sequence[Insn]) -> RunStats:
+        """Schedule ``insns``: each step starts the module instruction that can start first.
+        The Chrome trace events of the run are left in :attr:`trace_events`."""
         p = self.p
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
@@ -190,6 +192,7 @@ class PerfModel:
                                 "args": {"index": k}})
             if isinstance(insn, FinishInsn):
                 state.finish_t = end
+        self.trace_events = state.trace
         return self._report(state, mods, insns)
 
     def _fetch_bursts(self, n_insns: int) -> _Fetch:
@@ -255,7 +258,7 @@ class PerfModel:
         p = self.p
         dur = p.insn_overhead
         if isinstance(insn, MemInsn):
-            lead, data, tail, local, nbytes = self._mem_cycles(insn)
+            lead, data, tail, local = self._mem_cycles(insn)
             if data:
                 ready = start + p.insn_overhead + lead
                 begin = _after_fetch(max(ready, state.port_free), data, state.fetch.bursts,
@@ -266,43 +269,20 @@ class PerfModel:
                 dur = (state.port_free + tail - start) + local
             else:
                 dur += local
-            if insn.opcode == Opcode.STORE:
-                state.bytes_stored += nbytes
-            else:
-                state.bytes_loaded[MemType(insn.memory_type).name] += nbytes
         else:
             dur += self._compute_cycles(insn)
-            n = (insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
-                 if isinstance(insn, GemmInsn | AluInsn) else 0)
-            if isinstance(insn, GemmInsn):
-                state.gemm_uops += n
-                state.useful_uops += 0 if insn.reset_reg else n  # resets do no MACs
-            elif isinstance(insn, AluInsn):
-                state.alu_uops += n
         return dur
 
     def _report(self, state: _RunState, mods: dict[str, _Module],
-                insns: Sequence[Insn]) -> dict[str, Any]:
+                insns: Sequence[Insn]) -> RunStats:
         total = max([state.finish_t or 0.0] + [m.free_at for m in mods.values()])
-        peak = self.cfg.macs_per_cycle
-        cycles = int(math.ceil(total))
-        return {
-            "backend": "perf",
-            "cycles": cycles,
-            "modules": {m.name: {"busy": int(round(m.busy)), "token_wait": int(round(m.token_wait)),
-                                 "memory_wait": int(round(m.mem_wait)), "insns": m.done}
-                        for m in mods.values()},
-            "memory_port_busy": int(round(state.port_busy)),
-            "gemm_uops": state.gemm_uops,
-            "alu_uops": state.alu_uops,
-            "gemm_useful_uops": state.useful_uops,
-            # useful MACs / (cycles x peak MACs per cycle)
-            "gemm_utilization": (state.useful_uops * peak) / (cycles * peak) if cycles else 0.0,
-            "bytes_loaded": state.bytes_loaded,
-            "bytes_stored": state.bytes_stored,
-            "insns": _count_opcodes(insns),
-            "_trace": state.trace,
-        }
+        modules = {m.name: ModuleCycles(insns=m.done, busy=int(round(m.busy)),
+                                        token_wait=int(round(m.token_wait)),
+                                        mem_wait=int(round(m.mem_wait)))
+                   for m in mods.values()}
+        return program_stats(insns, self.cfg, backend="perf", cycles=int(math.ceil(total)),
+                             bus_width=8 * self.p.bus_bytes, modules=modules,
+                             memory_port_busy=int(round(state.port_busy)))
 
 
 @dataclass
@@ -327,12 +307,6 @@ class _RunState:
     left_at: dict[str, deque] = field(default_factory=lambda: {m: deque() for m in MODULES})
     port_free: float = 0.0
     port_busy: float = 0.0
-    bytes_loaded: dict[str, int] = field(
-        default_factory=lambda: {t.name: 0 for t in MemType})
-    bytes_stored: int = 0
-    gemm_uops: int = 0
-    useful_uops: int = 0
-    alu_uops: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
     finish_t: float | None = None
 
@@ -360,23 +334,14 @@ def _short_name(insn: Insn) -> str:
     return Opcode(insn.opcode).name
 
 
-def _count_opcodes(insns: Sequence[Insn]) -> dict[str, int]:
-    out = {o.name: 0 for o in Opcode}
-    for i in insns:
-        out[Opcode(i.opcode).name] += 1
-    return out
-
-
 def estimate(program: bytes | Sequence[Insn], cfg: Config, *,
-             params: PerfParams = DEFAULT_PARAMS, bus_width: int | None = None) -> dict[str, Any]:
+             params: PerfParams = DEFAULT_PARAMS, bus_width: int | None = None) -> RunStats:
     """Statistics (with ``cycles``) of a program, without running its data."""
     prog = as_program_bytes(program, cfg)
     insns = check_program(prog, cfg)
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
-    stats = PerfModel(cfg, params).run(insns)
-    stats.pop("_trace")
-    return stats
+    return PerfModel(cfg, params).run(insns)
 
 
 def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: Config, *,
@@ -393,9 +358,9 @@ def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: 
     check_work(insns, max_uops, "perf")
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
-    stats = PerfModel(cfg, params).run(insns)
-    events = stats.pop("_trace")
-    stats["note"] = "perf backend: cycle estimate only; the DRAM image is not computed"
+    model = PerfModel(cfg, params)
+    stats = model.run(insns)
+    events = model.trace_events
     meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": i + 1, "args": {"name": m}}
             for i, m in enumerate(MODULES)]
     return RunResult(dram, stats, meta + events if trace else None)
@@ -412,7 +377,7 @@ def calibrate(samples: Sequence[tuple[Sequence[Insn], int]], cfg: Config,
     search; returns the parameters and their mean relative error."""
 
     def err(p: PerfParams) -> float:
-        e = [abs(PerfModel(cfg, p).run(list(insns))["cycles"] - c) / c for insns, c in samples]
+        e = [abs(PerfModel(cfg, p).run(list(insns)).cycles - c) / c for insns, c in samples]
         return float(np.mean(e))
 
     best, best_e = base, err(base)

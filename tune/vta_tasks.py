@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.stats import RunStats
 
 from .measure import WrongResult, register_measurer
 from .task import Task, features, template
@@ -99,17 +100,17 @@ def measure_perf(op: Any, **_: Any) -> float:
 
 def measure_tsim(op: Any, **_: Any) -> float:
     """Cycles on the Verilator model; a result that differs from numpy is a WrongResult."""
-    return float(_run_checked(op, "tsim")["cycles"])
+    return float(_run_checked(op, "tsim").cycles)
 
 
 def measure_fsim(op: Any, **_: Any) -> float:
     """GEMM + ALU micro-ops on the functional simulator (it has no cycles); a result that
     differs from numpy is a WrongResult."""
     stats = _run_checked(op, "fsim")
-    return float(stats["gemm_uops"] + stats["alu_uops"])
+    return float(stats.gemm_uops + stats.alu_uops)
 
 
-def _run_checked(op: Any, target: str) -> dict[str, Any]:
+def _run_checked(op: Any, target: str) -> RunStats:
     """Run the operator on ``target`` with random inputs, compare with numpy, return stats."""
     from vta.compiler.topi import conv2d_reference, dense_reference
 

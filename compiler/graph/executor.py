@@ -12,13 +12,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
+from vta.isa.records import JsonRecord
 
 from .errors import InputError
 from .lowering import packed_input
@@ -30,8 +31,17 @@ from .reference import check_feeds
 TARGETS = ("cpu", "fsim", "tsim", "rtl", "perf")
 
 
-@dataclass
-class LayerRecord:
+class _Record(JsonRecord):
+    error = InputError
+    what = "run report"
+
+
+@dataclass(frozen=True)
+class LayerRecord(_Record):
+    """One layer of a run: where it ran (the target or "cpu"), its MACs and wall time, and
+    on VTA the cycles the target counted (None where it counts none) and the MACs the GEMM core
+    executed (channel padding included)."""
+
     node: str
     op: str
     where: str
@@ -50,10 +60,13 @@ class LayerRecord:
         return None
 
 
-@dataclass
-class RunReport:
+@dataclass(frozen=True)
+class RunReport(_Record):
+    """What ``vta run --report`` prints (and ``--report-json`` writes): a record per layer
+    and the run's wall time."""
+
     target: str
-    layers: list[LayerRecord] = field(default_factory=list)
+    layers: tuple[LayerRecord, ...] = ()
     seconds: float = 0.0
 
     def format(self, cfg: Config) -> str:
@@ -133,6 +146,8 @@ class Executor:
         self.buf = None
         self.programs: dict[str, bytes] = {}
         self.arena_base = arena_base
+        #: The report of the last :meth:`run`.
+        self.last_report = RunReport(target)
         if target != "cpu" and module.kernels:
             self._open()
         if host == "llvm":  # JIT the module's host kernels now, not inside the first run
@@ -171,12 +186,14 @@ class Executor:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, feeds: Mapping[str, np.ndarray], report: RunReport | None = None
-            ) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph's outputs for ``feeds``; :attr:`last_report` says where each layer ran,
+        its time and its cycles."""
         m, g = self.m, self.m.graph
         env: dict[str, Any] = dict(g.params)
         env.update(check_feeds(g, feeds))
         t_start = time.perf_counter()
+        layers: list[LayerRecord] = []
         total = len(g.nodes)
         for k, n in enumerate(g.nodes):
             if self.progress:
@@ -197,15 +214,13 @@ class Executor:
             dt = time.perf_counter() - t0
             for o, v in zip(n.outputs, res):
                 env[o] = v
-            if report is not None:
-                kern = m.kernels.get(n.name) if where != "cpu" else None
-                report.layers.append(LayerRecord(
-                    n.name, n.op, self.target if where != "cpu" else "cpu",
-                    m.macs.get(n.name, 0), dt, cycles, kern.gemm_macs if kern else None))
+            kern = m.kernels.get(n.name) if where != "cpu" else None
+            layers.append(LayerRecord(n.name, n.op, self.target if where != "cpu" else "cpu",
+                                      m.macs.get(n.name, 0), dt, cycles,
+                                      kern.gemm_macs if kern else None))
         if self.progress:
             self.progress(total, total, "")
-        if report is not None:
-            report.seconds += time.perf_counter() - t_start
+        self.last_report = RunReport(self.target, tuple(layers), time.perf_counter() - t_start)
         return {o: env[o] for o in g.outputs}
 
     def _run_vta(self, n: Any, x: np.ndarray) -> tuple[np.ndarray | None, int | None]:
@@ -215,9 +230,7 @@ class Executor:
         packed = packed_input(x, cfg)
         ib = pb[kern.inp]
         self.view[ib.offset:ib.offset + packed.nbytes] = packed.reshape(-1).view(np.uint8)
-        stats = self.dev.run(self.programs[n.name])
-        cycles = stats.get("cycles") or stats.get("total_cycles")
-        cycles = int(cycles) if cycles else None
+        cycles = self.dev.run(self.programs[n.name]).cycles
         if not getattr(self.dev, "computes_results", True):
             return None, cycles
         oshape = m.shapes[n.outputs[0]]

@@ -173,7 +173,7 @@ def record_layer(op: Any) -> Recorded:
     sizes = [int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in func.params]
     offsets, off = placed_offsets(sizes, op.cfg)
     rec = record_func(func, op.cfg, offsets)
-    cycles = float(estimate(rec.relocate(0, off), op.cfg)["cycles"])
+    cycles = float(estimate(rec.relocate(0, off), op.cfg).cycles)
     return Recorded(rec, offsets, sizes, cycles)
 
 

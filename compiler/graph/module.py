@@ -2,9 +2,9 @@
 
 A module directory (written atomically: a temporary directory renamed into place) holds:
 
-- ``manifest.json``: format version, config, board, the quantized graph, inputs/outputs (shapes,
-  dtypes), quantization (exponent per tensor, per-layer report), partition, fusion groups,
-  per-kernel metadata;
+- ``manifest.json`` (:class:`~vta.compiler.graph.manifest.ModuleManifest`): format version,
+  config, board, the quantized graph, inputs/outputs (shapes, dtypes), quantization (exponent
+  per tensor, per-layer report), partition, fusion groups, per-kernel records;
 - ``params.npz``: the graph's parameters (int8 weights, int32 biases, float params of CPU ops);
 - ``const.bin``: the constant region of the DRAM arena (packed weights, biases, micro-ops);
 - ``plan.json``: the static memory plan (arena size, offset of every tensor);
@@ -37,8 +37,18 @@ from vta.isa.errors import VTAError
 
 from ..build import arena_align
 from .errors import InputError, ModuleError
-from .ir import Graph, Node
+from .ir import Graph, Node, TensorInfo
 from .lowering import Recorded, VtaLayer, gemm_macs, place, plan_layer, record_layer
+from .manifest import (
+    FORMAT,
+    VERSION,
+    FileDigest,
+    FusionRecord,
+    HostKernelRecord,
+    KernelRecord,
+    ModuleManifest,
+    QuantizationRecord,
+)
 from .pack import packed_nbytes
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
@@ -52,9 +62,6 @@ from .quantize import (
 )
 from .summary import cpu_reasons, fallback_notes
 
-FORMAT = "vta-module"
-#: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
-VERSION = 2
 VTA_OPS = ("QConv", "QDense")
 
 #: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
@@ -80,11 +87,17 @@ class Kernel:
     inp: str
     out: str
 
-    def meta(self, path: str) -> dict[str, Any]:
-        return {"node": self.node, "program": path, "macs": self.macs,
-                "gemm_macs": self.gemm_macs, "insns": self.insns, "template": self.template,
-                "knobs": self.knobs, "knob_source": self.source, "cycles": self.cycles,
-                "input": self.inp, "output": self.out}
+    def record(self, path: str) -> KernelRecord:
+        """The manifest's record of this kernel, its program stored at ``path``."""
+        return KernelRecord(node=self.node, program=path, macs=self.macs,
+                            gemm_macs=self.gemm_macs, insns=self.insns, template=self.template,
+                            knobs=self.knobs, knob_source=self.source, cycles=self.cycles,
+                            input=self.inp, output=self.out)
+
+    @classmethod
+    def from_record(cls, rec: KernelRecord, program: bytes) -> Kernel:
+        return cls(rec.node, program, rec.macs, rec.gemm_macs, rec.insns, rec.template,
+                   dict(rec.knobs), rec.knob_source, rec.cycles, rec.input, rec.output)
 
 
 @dataclass
@@ -99,7 +112,7 @@ class CompiledModule:
     const_image: bytes
     kernels: dict[str, Kernel]
     board: str | None = None
-    fusion: list[dict[str, Any]] = field(default_factory=list)
+    fusion: list[FusionRecord] = field(default_factory=list)
     macs: dict[str, int] = field(default_factory=dict)
     compile_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -133,43 +146,41 @@ class CompiledModule:
 
     def _write(self, d: Path) -> None:
         (d / "kernels").mkdir()
-        kmeta = {}
+        kernels = {}
         for k, (name, kern) in enumerate(self.kernels.items()):
             path = f"kernels/{k:03d}_{_safe(name)}.bin"
             (d / path).write_bytes(kern.program)
-            kmeta[name] = kern.meta(path)
-        hmeta = []
+            kernels[name] = kern.record(path)
+        host = []
         if self.host_ir:
             (d / "host").mkdir()
         for k, (name, ir) in enumerate(self.host_ir.items()):
             path = f"host/{k:03d}_{_safe(name)}.ll"
             (d / path).write_text(ir)
-            hmeta.append({"node": name, "llvm_ir": path})
+            host.append(HostKernelRecord(node=name, llvm_ir=path))
         np.savez(d / "params.npz", **self.graph.params)
         (d / "const.bin").write_bytes(self.const_image)
         (d / "plan.json").write_text(json.dumps(self.plan.to_dict(), indent=1) + "\n")
-        manifest = {
-            "format": FORMAT, "version": VERSION,
-            "config": self.cfg.to_dict(), "board": self.board,
-            "inputs": {k: v.to_dict() for k, v in self.graph.inputs.items()},
-            "outputs": {o: {"shape": list(self.shapes[o]), "dtype": "float32"}
-                        for o in self.graph.outputs},
-            "graph": self.graph.to_json(),
-            "quantization": {"scheme": "int8, symmetric (value = q * scale)",
-                             "scales": self.scales, "layers": [i.to_dict() for i in self.layers],
-                             "agreement": self.agreement},
-            "partition": self.partition,
-            "fusion": self.fusion,
-            "shapes": {k: list(v) for k, v in self.shapes.items()},
-            "macs": self.macs,
-            "memory_plan": "plan.json", "const_image": "const.bin", "params": "params.npz",
-            "kernels": kmeta,
-            "host_kernels": hmeta,
-            "notes": self.notes,
-            "compile_seconds": round(self.compile_seconds, 3),
-            "files": _file_digests(d),
-        }
-        (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        manifest = self.manifest(kernels, host, _file_digests(d))
+        (d / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=1) + "\n")
+
+    def manifest(self, kernels: dict[str, KernelRecord], host: list[HostKernelRecord],
+                 files: dict[str, FileDigest]) -> ModuleManifest:
+        """The module's manifest, given its kernel and host kernel records and file digests."""
+        return ModuleManifest(
+            format=FORMAT, version=VERSION, config=self.cfg, board=self.board,
+            inputs=dict(self.graph.inputs),
+            outputs={o: TensorInfo(tuple(self.shapes[o]), "float32") for o in self.graph.outputs},
+            graph=self.graph.to_json(),
+            quantization=QuantizationRecord(
+                scheme="int8, symmetric (value = q * scale)", scales=self.scales,
+                layers=list(self.layers), agreement=self.agreement),
+            partition=self.partition,
+            fusion=list(self.fusion),
+            shapes={k: list(v) for k, v in self.shapes.items()}, macs=self.macs,
+            memory_plan="plan.json", const_image="const.bin", params="params.npz",
+            kernels=kernels, host_kernels=host, notes=self.notes,
+            compile_seconds=round(self.compile_seconds, 3), files=files)
 
 
 def _check_layer_names(g: Graph, names: Iterable[str], option: str) -> None:
@@ -186,9 +197,9 @@ def is_module_or_empty(d: Path) -> bool:
     return (d / "manifest.json").exists() or not any(d.iterdir())
 
 
-def _file_digests(d: Path) -> dict[str, dict[str, Any]]:
+def _file_digests(d: Path) -> dict[str, FileDigest]:
     """sha256 and size of every file under ``d`` (POSIX relative path -> digest)."""
-    return {p.relative_to(d).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    return {p.relative_to(d).as_posix(): FileDigest(_sha256(p), p.stat().st_size)
             for p in sorted(d.rglob("*")) if p.is_file()}
 
 
@@ -200,23 +211,20 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _verify_files(d: Path, files: Any) -> None:
+def _verify_files(d: Path, files: Mapping[str, FileDigest]) -> None:
     """Every file the manifest lists is there, with its size and sha256 (one line naming the
     first damaged file otherwise)."""
-    if not isinstance(files, dict) or not files:
+    if not files:
         raise ModuleError(f"module {d}: manifest.json lists no file checksums; recompile it")
     for rel, want in files.items():
         p = d / rel
-        if not isinstance(want, dict) or not {"sha256", "bytes"} <= want.keys():
-            raise ModuleError(f"module {d}: manifest.json has a malformed checksum entry for "
-                              f"{rel}; recompile it")
         if not p.is_file():
             raise ModuleError(f"module {d}: file {rel} is missing; recompile the module")
         size = p.stat().st_size
-        if size != want["bytes"]:
+        if size != want.bytes:
             raise ModuleError(f"module {d}: file {rel} is damaged ({size} bytes, the manifest "
-                              f"says {want['bytes']}: truncated or replaced); recompile it")
-        if _sha256(p) != want["sha256"]:
+                              f"says {want.bytes}: truncated or replaced); recompile it")
+        if _sha256(p) != want.sha256:
             raise ModuleError(f"module {d}: file {rel} is damaged (its sha256 differs from the "
                               f"manifest's: the file was modified); recompile it")
 
@@ -227,8 +235,6 @@ def _safe(name: str) -> str:
 
 def load_module(path: str | Path) -> CompiledModule:
     """Read a module directory written by :meth:`CompiledModule.save`."""
-    from vta.isa.errors import ConfigError
-
     d = Path(path)
     mf = d / "manifest.json"
     if not d.is_dir():
@@ -237,39 +243,29 @@ def load_module(path: str | Path) -> CompiledModule:
         raise ModuleError(f"{d} has no manifest.json; it is not a compiled module "
                           f"(vta compile MODEL.onnx -o {d})")
     try:
-        m = json.loads(mf.read_text())
+        m = ModuleManifest.from_json(json.loads(mf.read_text()))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModuleError(f"{mf} is not valid JSON ({e}); recompile the module") from None
-    if not isinstance(m, dict) or m.get("format") != FORMAT or m.get("version") != VERSION:
-        raise ModuleError(f"{mf} is not a {FORMAT} version {VERSION} manifest; recompile it "
-                          f"with this kit")
-    _verify_files(d, m.get("files"))
+    except ModuleError as e:
+        raise ModuleError(f"module {d}: {e}; recompile it with this kit") from None
+    _verify_files(d, m.files)
     try:
-        cfg = Config.from_dict(m["config"], source=str(mf))
-        with np.load(d / m["params"], allow_pickle=False) as z:
+        with np.load(d / m.params, allow_pickle=False) as z:
             params = {k: z[k] for k in z.files}
-        graph = Graph.from_json(m["graph"], params)
-        plan = MemoryPlan.from_dict(json.loads((d / m["memory_plan"]).read_text()))
-        const = (d / m["const_image"]).read_bytes()
-        kernels = {}
-        for name, km in m["kernels"].items():
-            kernels[name] = Kernel(name, (d / km["program"]).read_bytes(), km["macs"],
-                                   km["gemm_macs"], km["insns"], km["template"],
-                                   dict(km["knobs"]), km["knob_source"], km["cycles"],
-                                   km["input"], km["output"])
-        q = m["quantization"]
-        layers = [QuantInfo(**i) for i in q["layers"]]
-        host_ir = {h["node"]: (d / h["llvm_ir"]).read_text() for h in m.get("host_kernels", [])}
-    except ConfigError:
-        raise
+        graph = Graph.from_json(m.graph, params)
+        plan = MemoryPlan.from_dict(json.loads((d / m.memory_plan).read_text()))
+        const = (d / m.const_image).read_bytes()
+        kernels = {name: Kernel.from_record(k, (d / k.program).read_bytes())
+                   for name, k in m.kernels.items()}
+        host_ir = {h.node: (d / h.llvm_ir).read_text() for h in m.host_kernels}
     except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None
-    return CompiledModule(cfg, graph, {k: float(v) for k, v in q["scales"].items()}, layers,
-                          m["partition"], {k: tuple(v) for k, v in m["shapes"].items()}, plan,
-                          const, kernels, m.get("board"), m.get("fusion", []),
-                          m.get("macs", {}), m.get("compile_seconds", 0.0), m.get("notes", []),
-                          host_ir, q.get("agreement", {}))
+    q = m.quantization
+    return CompiledModule(m.config, graph, dict(q.scales), list(q.layers), dict(m.partition),
+                          {k: tuple(v) for k, v in m.shapes.items()}, plan, const, kernels,
+                          m.board, list(m.fusion), dict(m.macs), m.compile_seconds,
+                          list(m.notes), host_ir, dict(q.agreement))
 
 
 # ---------------------------------------------------------------------- compile
@@ -331,7 +327,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                                gemm_macs(program, cfg), len(program) // 16, lb.layer.template,
                                lb.knobs, lb.source, lb.cycles, n.inputs[0], n.outputs[0])
     macs = {n.name: node_macs(n, shapes, qg.params) for n in qg.nodes}
-    fusion = [{"kind": f.kind, "master": f.master, "nodes": f.nodes} for f in fusion_groups(qg)]
+    fusion = [FusionRecord(f.kind, f.master, list(f.nodes)) for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
     if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
         from .host import host_kernel

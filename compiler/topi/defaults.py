@@ -61,7 +61,7 @@ def program_cycles(op: Any) -> tuple[float, Any]:
                      **op.build_opts)
     rec = record_func(func, op.cfg)
     uop_base = placed_offsets(_param_bytes(func), op.cfg)[1] + 4096
-    return float(estimate(rec.relocate(0, uop_base), op.cfg)["cycles"]), rec
+    return float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
 
 
 def _param_bytes(func: Any) -> list[int]:

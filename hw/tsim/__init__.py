@@ -8,7 +8,7 @@ Builds are cached in ``$VTA_CACHE_DIR/tsim`` (else ``$XDG_CACHE_HOME/vta-kit/tsi
 design is compiled once (a few minutes for the default config) and reused until it changes.
 
 >>> result = run_program(program, dram, Config.preset("small"))   # doctest: +SKIP
->>> result.stats["cycles"], result.stats["gemm_utilization"]       # doctest: +SKIP
+>>> result.stats.cycles, result.stats.gemm_utilization       # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from vta.isa import Config
@@ -35,6 +34,7 @@ from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
+from vta.isa.stats import AxiCounts
 
 from ..axi_model import AxiAccessError, AxiProtocolError
 from ..harness import (
@@ -360,10 +360,10 @@ class TsimModel:
         flat = list(buf)
         return [tuple(flat[5 * i:5 * i + 5]) for i in range(n)]
 
-    def axi_stats(self) -> dict[str, int]:
+    def axi_stats(self) -> AxiCounts:
         buf = (ctypes.c_uint64 * 4)()
         self.lib.tsim_axi_stats(self.handle, buf)
-        return dict(zip(("read_bursts", "write_bursts", "read_beats", "write_beats"), buf))
+        return AxiCounts(*(int(v) for v in buf))
 
 
 def _run_bounded(model: TsimModel, bound: int, idle_limit: int, progress: float | None,
@@ -448,9 +448,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
         if trace:
             samples = [(c - start, *rest) for c, *rest in model.samples() if c >= start]
             events = chrome_trace(spans_from_samples(samples, insns), insns)
-        extra: dict[str, Any] = {
-            "mem_latency": mem_latency, "mem_bandwidth": mem_bandwidth, "axi": model.axi_stats()}
-    stats = run_stats(insns, cfg, counters, backend="tsim", bus_width=bus_width, extra=extra)
+        axi = model.axi_stats()
+    stats = run_stats(insns, cfg, counters, backend="tsim", bus_width=bus_width, axi=axi)
     return RunResult(dram=dram_out, stats=stats, trace=events)
 
 

@@ -64,7 +64,7 @@ def test_conv_layer_on_the_pynq_z1_top_matches_fsim(pynq_z1, small_cfg: Config) 
         xp, wp, (1, 1), (1, 1), on_board.info["epilogue"], bias=bp))
     assert out.any()
     # the core counted its own cycles; the board ran at least that long
-    assert 0 < stats["cycles"] < pynq_z1.platform.cycle - cycles_before
+    assert 0 < stats.cycles < pynq_z1.platform.cycle - cycles_before
     assert pynq_z1.platform.error_bursts == 0
 
 
@@ -198,7 +198,7 @@ def test_ulx3s_top_runs_a_layer_over_the_serial_bridge(small_cfg: Config) -> Non
         ref = np.zeros(golden.out_shape, np.int8)
         golden.module(d, w, ref)
         np.testing.assert_array_equal(out, ref)
-        assert out.any() and stats["cycles"] > 0
+        assert out.any() and stats.cycles > 0
     finally:
         dev.close()
         dev.platform.close()

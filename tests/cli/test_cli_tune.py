@@ -77,7 +77,7 @@ def test_tune_measure_fsim_counts_micro_ops(tmp_path, capsys) -> None:
         op = task.instantiate(task.space.get(r["config"]["index"]))
         op.build("perf", device=_fresh_device(op, "perf"))
         stats = op.module(*[np.zeros(t.shape, np.dtype(t.dtype)) for t in op.args])
-        assert r["result"]["cost"] == stats["gemm_uops"] + stats["alu_uops"]
+        assert r["result"]["cost"] == stats.gemm_uops + stats.alu_uops
 
 
 @pytest.mark.unit

@@ -200,4 +200,4 @@ def test_resnet18_c4_on_tsim_reaches_the_latency_hiding_goal():
     ref = topi.conv2d_reference(d, k, (2, 2), (1, 1), op.info["epilogue"])
     np.testing.assert_array_equal(out, ref)
     ideal = 28 * 28 * 128 * 64 * 9 / cfg.macs_per_cycle
-    assert ideal / stats["cycles"] >= 0.87, stats["cycles"]
+    assert ideal / stats.cycles >= 0.87, stats.cycles

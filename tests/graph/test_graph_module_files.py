@@ -95,3 +95,84 @@ def test_damaged_module_is_a_one_line_error_naming_the_file(module_dir, damage, 
     assert rc == 2 and "\n" not in err and err.startswith("vta run: error: "), err
     assert f"file {rel} is" in err and why in err and "recompile" in err
     assert not (module_dir / f"{damage}.y.npy").exists()
+
+
+def test_manifest_round_trips_through_its_records(module_dir) -> None:
+    from vta.compiler.graph.manifest import ModuleManifest
+    from vta.compiler.graph.module import load_module
+
+    text = (module_dir / "mod" / "manifest.json").read_text()
+    man = ModuleManifest.from_json(json.loads(text))
+    assert json.dumps(man.to_json(), indent=1) + "\n" == text  # the file, byte for byte
+    assert ModuleManifest.from_json(json.loads(json.dumps(man.to_json()))) == man
+    loaded = load_module(module_dir / "mod")
+    assert man.config == loaded.cfg and set(man.kernels) == set(loaded.kernels)
+    for name, rec in man.kernels.items():
+        kern = loaded.kernels[name]
+        assert (module_dir / "mod" / rec.program).read_bytes() == kern.program
+        assert rec.insns == len(kern.program) // 16 and rec.knob_source == kern.source
+    assert [q.node for q in man.quantization.layers] == [q.node for q in loaded.layers]
+
+
+def _edited(module_dir: Path, name: str, edit) -> Path:  # noqa: ANN001
+    d = _damaged(module_dir, name)
+    m = json.loads((d / "manifest.json").read_text())
+    edit(m)
+    (d / "manifest.json").write_text(json.dumps(m))
+    return d
+
+
+@pytest.mark.parametrize("case", ["missing-macs", "mistyped-knobs", "mistyped-config",
+                                  "old-version", "unknown-field"])
+def test_malformed_manifest_is_a_one_line_error_naming_the_field(module_dir, case,
+                                                                 capsys) -> None:
+    def edit(m: dict) -> None:
+        kern = next(iter(m["kernels"].values()))
+        if case == "missing-macs":
+            del kern["macs"]
+        elif case == "mistyped-knobs":
+            kern["knobs"] = {"tile_h": "two"}
+        elif case == "mistyped-config":
+            m["config"] = [3, 3, 5]
+        elif case == "old-version":
+            m["version"] = 1
+        else:
+            m["kernels_v3"] = {}
+
+    name = next(iter(json.loads((module_dir / "mod" / "manifest.json").read_text())["kernels"]))
+    want = {"missing-macs": f"field kernels.{name}.macs is missing",
+            "mistyped-knobs": f"field kernels.{name}.knobs.tile_h must be an integer, not 'two'",
+            "mistyped-config": "field config must be a JSON object, not [3, 3, 5]",
+            "old-version": "not a vta-module version 2 manifest",
+            "unknown-field": "field kernels_v3 is not expected"}[case]
+    d = _edited(module_dir, case, edit)
+    rc, err = _run(module_dir, d, capsys)
+    assert rc == 2 and "\n" not in err and err.startswith("vta run: error: "), err
+    assert "manifest.json" in err and want in err and "recompile" in err, err
+
+
+def test_run_report_json_round_trip(module_dir, tmp_path, capsys) -> None:
+    from vta.compiler.graph.errors import InputError
+    from vta.compiler.graph.executor import LayerRecord, RunReport
+
+    out = tmp_path / "report.json"
+    capsys.readouterr()
+    assert main(["run", str(module_dir / "mod"), "--input", str(module_dir / "x.npy"),
+                 "--target", "perf", "--report-json", str(out)]) == 0
+    raw = json.loads(out.read_text())
+    rep = RunReport.from_json(raw)
+    assert rep.target == "perf" and rep.to_json() == raw
+    man = json.loads((module_dir / "mod" / "manifest.json").read_text())
+    on_vta = {r.node: r for r in rep.layers if r.where == "perf"}
+    assert set(on_vta) == set(man["kernels"])
+    for name, r in on_vta.items():  # perf counts each layer's cycles; the module recorded them
+        assert r.cycles == pytest.approx(man["kernels"][name]["cycles"], rel=0.01)
+        assert r.macs == man["kernels"][name]["macs"]
+    assert RunReport.from_json(json.loads(json.dumps(rep.to_json()))) == rep
+    rec = LayerRecord("c", "QConv", "fsim", 10, 0.5)
+    assert LayerRecord.from_json(rec.to_json()) == rec and "cycles" not in rec.to_json()
+    with pytest.raises(InputError, match=r"run report: field layers\[0\]\.macs must be an "
+                                         r"integer, not '10'$"):
+        RunReport.from_json({"target": "fsim", "layers": [{**rec.to_json(), "macs": "10"}]})
+    with pytest.raises(InputError, match="run report: field target is missing"):
+        RunReport.from_json({"layers": []})

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import pytest
 from vta.cli.main import main
-from vta.compiler.graph.executor import Executor, RunReport
+from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.passes import optimize
@@ -89,9 +89,9 @@ def test_int8_on_fsim_close_to_onnxruntime(family: str, export: str) -> None:
     calib = [image(model, seed) for seed in range(1, 5)]
     m = compile_graph(g, Config(), samples=calib)
     x = image(model)
-    rep = RunReport("fsim")
     with Executor(m, "fsim") as ex:
-        out = ex.run(x, rep)[g.outputs[0]]
+        out = ex.run(x)[g.outputs[0]]
+        rep = ex.last_report
     assert any(r.where == "fsim" for r in rep.layers)
     np.testing.assert_array_equal(out, run_quantized(m.graph, x)[g.outputs[0]])
     (ref,) = run_ort(model, x)

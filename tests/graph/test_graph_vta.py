@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vta.compiler.graph.executor import Executor, RunReport
+from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.quantize import run_quantized
@@ -35,9 +35,9 @@ def run_both(g: Graph, cfg: Config, *, seed: int = 1, arena_base: int = 0):
     m = compile_graph(g, cfg, keep_first_float=False)
     x = rand_input(g, seed)
     ref = run_quantized(m.graph, x, keep=True)
-    rep = RunReport("fsim")
     with Executor(m, "fsim", arena_base=arena_base) as ex:
-        out = ex.run(x, rep)
+        out = ex.run(x)
+        rep = ex.last_report
     return m, ref, out, rep
 
 
@@ -103,9 +103,9 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool, p
         assert muls and all(isinstance(v, int) and v > 1 for v in muls)
     x = rand_input(g, 3)
     ref = run_quantized(m.graph, x)[g.outputs[0]]
-    rep = RunReport("fsim")
     with Executor(m, "fsim", host="numpy") as ex:  # LLVM host kernels: test_graph_host.py
-        out = ex.run(x, rep)[g.outputs[0]]
+        out = ex.run(x)[g.outputs[0]]
+        rep = ex.last_report
     np.testing.assert_array_equal(out, ref)
     on_vta = {r.node for r in rep.layers if r.where == "fsim"}
     if name == "mobilenet_v1":
@@ -154,9 +154,9 @@ def test_manifest_records_knobs_source_and_cycles(tmp_path) -> None:
     assert km["knob_source"] == "default" and km["template"] == "conv2d"
     assert set(km["knobs"]) >= {"tile_h", "tile_w", "tile_ci", "tile_co"}
     m2 = load_module(tmp_path / "m")
-    rep = RunReport("perf")
     with Executor(m2, "perf") as ex:
-        ex.run(rand_input(g, 1), rep)
+        ex.run(rand_input(g, 1))
+        rep = ex.last_report
     (layer,) = [r for r in rep.layers if r.node == "conv"]
     assert abs(layer.cycles - km["cycles"]) <= 0.01 * km["cycles"]
 
@@ -407,9 +407,9 @@ def test_recorded_layers_on_tsim_small_config(small_cfg) -> None:
     m = compile_graph(g, small_cfg, keep_first_float=False, pow2=True)
     assert {k for k, v in m.partition.items() if v == "vta"} == {"c1", "c2", "dw", "fc"}
     ref = run_quantized(m.graph, x)["y"]
-    rep = RunReport("tsim")
     with Executor(m, "tsim") as ex:
-        out = ex.run(x, rep)["y"]
+        out = ex.run(x)["y"]
+        rep = ex.last_report
     np.testing.assert_array_equal(out, ref)
     for r in rep.layers:
         if r.where == "tsim":

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vta.hw.harness import program_stats
 from vta.hw.simulate import run_program, run_programs
 from vta.isa import FinishInsn, GemmInsn, MemInsn, MemType, Opcode, Uop, encode_program
 from vta.isa.errors import DeadlockError, ProgramError
 from vta.isa.insn import decode_program, encode_uops
+from vta.isa.stats import program_stats
 
 pytestmark = pytest.mark.sim
 
@@ -66,23 +66,23 @@ def test_tiny_gemm_matches_numpy_and_counters_match_program(small_cfg):
     assert r.dram.dtype == np.uint8 and len(r.dram) == len(dram)
     assert (r.dram == expect).all()
     s = r.stats
-    static = program_stats(decode_program(program, small_cfg), small_cfg)
-    assert s["insns_per_opcode"] == static["insns_per_opcode"] == {
+    static = program_stats(decode_program(program, small_cfg), small_cfg, backend="rtl")
+    assert s.insns_per_opcode == static.insns_per_opcode == {
         "LOAD": 3, "STORE": 1, "GEMM": 2, "FINISH": 1, "ALU": 0}
-    hw = s["hw_counters"]
+    hw = s.hw_counters
     assert hw["fetched"] == 7
     assert (hw["load_done"], hw["compute_done"], hw["store_done"]) == (2, 4, 1)
     assert hw["gemm_uops"] == 2 and hw["alu_uops"] == 0
     assert hw["bytes_written"] == small_cfg.out_elem_bytes  # one strobed output element
-    assert s["cycles"] > 0
-    assert 0 < s["gemm_utilization"] == pytest.approx(1 / s["cycles"])
+    assert s.cycles > 0
+    assert 0 < s.gemm_utilization == pytest.approx(1 / s.cycles)
     # the trace: one span per instruction, on its module's track, inside the run
     spans = [e for e in r.trace if e["ph"] == "X" and e["cat"] != "wait"]
     assert sorted(e["args"]["index"] for e in spans) == list(range(7))
     tracks = {e["args"]["index"]: e["tid"] for e in spans}
     assert tracks == {0: 1, 1: 0, 2: 0, 3: 1, 4: 1, 5: 2, 6: 1}
     for e in spans:
-        assert 0 <= e["args"]["start_cycle"] < e["args"]["end_cycle"] <= s["cycles"] + 1
+        assert 0 <= e["args"]["start_cycle"] < e["args"]["end_cycle"] <= s.cycles + 1
 
 
 @pytest.mark.parametrize("bus_width", [64, 128])

@@ -13,14 +13,14 @@ from vta.hw.harness import (
     PROGRAM_ALIGN,
     describe_deadlock,
     place_program,
-    program_stats,
     spans_from_samples,
 )
 from vta.isa import FinishInsn, GemmInsn, MemInsn, MemType, Opcode
 from vta.isa.insn import decode_program
+from vta.isa.stats import RunStats, program_stats
 
 STAT_KEYS = ("insn_count", "insns_per_opcode", "insns_per_module", "gemm_uops", "alu_uops",
-             "bytes_loaded", "bytes_stored")
+             "gemm_useful_uops", "bytes_loaded", "bytes_stored")
 
 
 @pytest.mark.unit
@@ -31,8 +31,9 @@ def test_program_stats_agree_with_fsim(small_cfg):
     for seed in range(15):
         program, dram = random_program(small_cfg, seed)
         ref = fsim.run(program, dram, small_cfg).stats
-        mine = program_stats(decode_program(program, small_cfg), small_cfg)
-        assert {k: mine[k] for k in STAT_KEYS} == {k: ref[k] for k in STAT_KEYS}, seed
+        mine = program_stats(decode_program(program, small_cfg), small_cfg, backend="fsim")
+        assert {k: getattr(mine, k) for k in STAT_KEYS} == \
+            {k: getattr(ref, k) for k in STAT_KEYS}, seed
 
 
 @pytest.mark.unit
@@ -99,8 +100,8 @@ def test_cli_sim_backend_rtl_matches_fsim(tmp_path, small_cfg):
     assert rc == 0
     out = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.uint8)
     assert (out == fsim.run(program, dram, small_cfg).dram).all()
-    stats = json.loads((tmp_path / "s.json").read_text())
-    assert stats["backend"] == "rtl" and stats["cycles"] > 0
+    stats = RunStats.from_json(json.loads((tmp_path / "s.json").read_text()))
+    assert stats.backend == "rtl" and stats.cycles > 0
     trace = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     names = {e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
     assert names == {"load", "compute", "store"}

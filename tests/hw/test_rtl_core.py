@@ -283,6 +283,6 @@ def test_long_program_fills_the_instruction_queue(small_cfg: Config) -> None:
     program = encode_program(prog, small_cfg)
     res = run_program(program, dram, small_cfg)
     np.testing.assert_array_equal(res.dram, _fsim(program, dram, small_cfg).dram)
-    assert res.stats["hw_counters"]["fetched"] == len(prog)
-    assert res.stats["modules"]["compute"]["insns"] == len(prog) - 1
-    assert res.stats["cycles"] > 299 * 16 + 2 * 256  # the queue stayed full for a long while
+    assert res.stats.hw_counters["fetched"] == len(prog)
+    assert res.stats.modules["compute"].insns == len(prog) - 1
+    assert res.stats.cycles > 299 * 16 + 2 * 256  # the queue stayed full for a long while

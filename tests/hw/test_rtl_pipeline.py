@@ -207,7 +207,7 @@ def test_consecutive_gemms_do_not_drain(small_cfg: Config, options: dict) -> Non
     for n in (1, 4):
         prog, dram = build(small_cfg, uops, [g] * n, seed=n)
         stats = check(small_cfg, prog, dram, options=options)
-        busy[n] = stats["hw_counters"]["compute_busy"]
-        assert stats["hw_counters"]["gemm_uops"] == 64 * n
+        busy[n] = stats.hw_counters["compute_busy"]
+        assert stats.hw_counters["gemm_uops"] == 64 * n
     per_insn = (busy[4] - busy[1]) / 3
     assert 64 <= per_insn < 64 + drain

@@ -13,6 +13,7 @@ import pytest
 from vta.isa import FinishInsn, GemmInsn, MemInsn, MemType, Opcode, Uop, encode_program
 from vta.isa.errors import DeadlockError, ProgramError
 from vta.isa.insn import encode_uops
+from vta.isa.stats import RunStats
 
 from ..conftest import require_tool
 
@@ -111,19 +112,18 @@ def test_tiled_matmul_matches_numpy_and_stats(small_build, small_cfg, double_buf
     assert (mm.read_c(r.dram) == mm.plan.reference(a, b)).all()
     s = r.stats
     # one GEMM micro-op per cycle at most: useful MACs cannot exceed cycles x peak
-    assert s["useful_macs"] == 16 * 12 * 24 // small_cfg.batch * small_cfg.batch
-    assert 0 < s["gemm_utilization"] <= 1
-    assert s["cycles"] >= s["hw_counters"]["gemm_uops"]
+    assert s.useful_macs == 16 * 12 * 24 // small_cfg.batch * small_cfg.batch
+    assert 0 < s.gemm_utilization <= 1
+    assert s.cycles >= s.hw_counters["gemm_uops"]
     for m in ("load", "compute", "store"):
-        mod = s["modules"][m]
+        mod = s.modules[m]
         # busy counts every cycle of an instruction, including its token and memory waits
-        assert mod["token_wait"] <= mod["busy"] <= s["cycles"]
-        assert mod["mem_wait"] <= mod["busy"]
-        assert mod["idle"] == s["cycles"] - mod["busy"]
-    assert s["bytes_moved"]["written"] == s["bytes_stored"]
+        assert mod.token_wait <= mod.busy <= s.cycles
+        assert mod.mem_wait <= mod.busy
+    assert s.hw_counters["bytes_written"] == s.bytes_stored
     # the trace: every instruction once, spans of one module never overlap
     spans = [e for e in r.trace if e["ph"] == "X" and e["cat"] != "wait"]
-    assert sorted(e["args"]["index"] for e in spans) == list(range(s["insn_count"]))
+    assert sorted(e["args"]["index"] for e in spans) == list(range(s.insn_count))
     for tid in (0, 1, 2):
         mine = sorted((e["args"]["start_cycle"], e["args"]["end_cycle"]) for e in spans
                       if e["tid"] == tid)
@@ -141,7 +141,7 @@ def test_cycle_exact_against_amaranth_simulator(small_build, small_cfg):
                          mem_bandwidth=None)
     b = rtl_run(program, dram, small_cfg, mem_latency=6)
     assert (a.dram == b.dram).all()
-    assert a.stats["hw_counters"] == b.stats["hw_counters"]
+    assert a.stats.hw_counters == b.stats.hw_counters
 
 
 def test_deadlock_names_module_and_queue(small_build, small_cfg):
@@ -181,7 +181,7 @@ def test_long_run_prints_progress_and_default_bound(small_build, small_cfg, monk
     r = tsim.run_program(program, dram, small_cfg, progress=0.0, idle_limit=16)
     assert np.array_equal(r.dram, fsim_dram(program, dram, small_cfg))
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) >= r.stats["cycles"] // 64 - 1
+    assert len(lines) >= r.stats.cycles // 64 - 1
     bound = default_max_cycles(decode_program(program, small_cfg), small_cfg, bus_width=64,
                                mem_latency=tsim.DEFAULT_MEM_LATENCY,
                                mem_bandwidth=tsim.DEFAULT_MEM_BANDWIDTH)
@@ -230,10 +230,11 @@ def test_cli_sim_backend_tsim(small_build, small_cfg, tmp_path):
     assert rc == 0
     out = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.uint8)
     assert (out == fsim_dram(program, dram, small_cfg)).all()
-    stats = json.loads((tmp_path / "s.json").read_text())
-    assert stats["backend"] == "tsim" and stats["cycles"] > 0
-    assert set(stats["modules"]) == {"load", "compute", "store"}
-    assert {"gemm_utilization", "bytes_moved", "useful_macs"} <= set(stats)
+    raw = json.loads((tmp_path / "s.json").read_text())
+    stats = RunStats.from_json(raw)
+    assert stats.backend == "tsim" and stats.cycles > 0
+    assert set(stats.modules) == {"load", "compute", "store"}
+    assert {"gemm_utilization", "hw_counters", "useful_macs"} <= set(raw)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     spans = [e for e in events if e["ph"] == "X" and e["cat"] != "wait"]
-    assert len(spans) == stats["insn_count"]
+    assert len(spans) == stats.insn_count

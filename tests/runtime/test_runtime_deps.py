@@ -163,7 +163,7 @@ def test_synchronize_resets_tokens_carried_by_an_auto_flush(small_cfg: Config) -
     cq = dev.command_queue(max_insns=16)
     a = dev.alloc(64, mem_type="inp")
     cq.dep_push("compute", "load")
-    while cq.stats["auto_flushes"] == 0:
+    while cq.stats.auto_flushes == 0:
         cq.load_buffer_2d(a, 0, 1, 1, 1, dst_sram_index=0, dst_memory_type="inp")
     assert cq.tokens["compute->load"] == 1          # carried into the new program
     first = decode_program(cq.program_bytes(), small_cfg)[0]

@@ -18,4 +18,4 @@ def test_api_example_runs() -> None:
     assert "cq.synchronize()" in example and "assert (out ==" in example
     namespace: dict[str, object] = {}
     exec(compile(example, str(API_MD), "exec"), namespace)  # noqa: S102
-    assert namespace["stats"]["insns_per_opcode"]["GEMM"] == 2
+    assert namespace["stats"].insns_per_opcode["GEMM"] == 2

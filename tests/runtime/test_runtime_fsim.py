@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 import pytest
 import vta.runtime as rt
-from vta.isa import Config, MemType, decode_program
+from vta.isa import Config, FileError, MemType, decode_program
 from vta.sim import fsim
 
 pytestmark = pytest.mark.sim
@@ -64,8 +65,8 @@ def test_matmul_matches_numpy(matmul_case, preset: str, m: int, n: int, k: int,
     case.emit(cq, A, W, C)
     stats = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert stats["insns_per_opcode"]["GEMM"] == 2 * m
-    assert stats["gemm_uops"] == m * (n + n * k)
+    assert stats.insns_per_opcode["GEMM"] == 2 * m
+    assert stats.gemm_uops == m * (n + n * k)
 
 
 def test_tokens_are_race_free_and_auto_flush_carries_them(small_cfg: Config,
@@ -77,7 +78,7 @@ def test_tokens_are_race_free_and_auto_flush_carries_them(small_cfg: Config,
     case.emit(cq, A, W, C)
     cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert cq.stats["auto_flushes"] >= 2 and len(dev.programs) == cq.stats["programs"]
+    assert cq.stats.auto_flushes >= 2 and len(dev.programs) == cq.stats.programs
     assert all(len(p) // 16 <= 40 for p in dev.programs)
     # tokens outstanding at a cut (two free input buffers) were re-pushed in the next program
     second = decode_program(dev.programs[1], small_cfg)
@@ -106,14 +107,14 @@ def test_kernel_cache_survives_synchronize_on_fsim(small_cfg: Config, matmul_cas
     cq = dev.command_queue()
     case.emit(cq, A, W, C)
     first = cq.synchronize()
-    misses = cq.stats["uop_misses"]
+    misses = cq.stats.uop_misses
     C.copyfrom(np.zeros(C.nbytes, np.uint8))
     case.emit(cq, A, W, C)
     second = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert first["bytes_loaded"]["UOP"] > 0
-    assert second["bytes_loaded"]["UOP"] == 0          # all kernels resident: no LOAD UOP
-    assert cq.stats["uop_misses"] == misses and cq.stats["uop_hits"] > 0
+    assert first.bytes_loaded["UOP"] > 0
+    assert second.bytes_loaded["UOP"] == 0          # all kernels resident: no LOAD UOP
+    assert cq.stats.uop_misses == misses and cq.stats.uop_hits > 0
 
 
 def test_kernel_cache_invalidated_on_devices_without_sram(small_cfg: Config,
@@ -155,7 +156,7 @@ def test_lru_eviction_reloads_kernels_correctly(small_cfg: Config) -> None:
     for k, imm in zip(kernels + [kernels[0]], (1, 2, 3, 1)):
         cq.push_alu(k)
         expect += imm
-    assert cq.stats["uop_misses"] == 4 and cq.stats["uop_evictions"] >= 1
+    assert cq.stats.uop_misses == 4 and cq.stats.uop_evictions >= 1
     assert kernels[1].key in cq.uop_cache and kernels[2].key not in cq.uop_cache or \
         kernels[0].key in cq.uop_cache
     cq.dep_push("compute", "store")
@@ -249,11 +250,18 @@ def test_record_relocate_replay(small_cfg: Config, matmul_case, tmp_path) -> Non
     rq = rt.CommandQueue.recorder(small_cfg, plan)
     case.emit(rq, A0, W0, C0)
     rec = rq.record()
-    assert rec.uops and rec.relocations and rec.stats["gemm"] == 2 * case.m
+    assert rec.uops and rec.relocations and rec.stats.gemm == 2 * case.m
     path = tmp_path / "mm.vtarec"
     rec.save(path)
     rec2 = rt.RecordedProgram.load(path)
     assert rec2.program == rec.program and rec2.relocations == rec.relocations
+    assert rec2.stats == rec.stats and rec2.stats.insns == rec.insn_count
+    header = json.dumps({"config": small_cfg.to_dict(), "insn_bytes": 0, "uop_bytes": 0,
+                         "relocations": [], "stats": {"insns": "3"}}).encode()
+    with pytest.raises(FileError, match=r"x.vtarec has a corrupt header: recorded program "
+                                           r"header: field insns must be an integer, not '3'"):
+        rt.RecordedProgram.from_bytes(b"VTAREC1\n" + len(header).to_bytes(4, "little") + header,
+                                      source="x.vtarec")
     # replay on a device whose arena starts elsewhere, with the tensors at the same offsets
     dev = rt.open("fsim", small_cfg, arena_size=1 << 16, arena_base=3 * 4096)
     A, W, C = case.buffers(dev)
@@ -322,15 +330,15 @@ def test_perf_device_estimates_without_computing(small_cfg: Config, matmul_case)
     cq = dev.command_queue()
     case.emit(cq, A, W, C)
     stats = cq.synchronize()
-    assert stats["backend"] == "perf" and stats["cycles"] > 0
+    assert stats.backend == "perf" and stats.cycles > 0
     assert not C.numpy().any()   # no data computed
     # the same program on fsim: each module runs the same number of instructions
     fdev = rt.open("fsim", small_cfg, arena_size=1 << 16)
     fq = fdev.command_queue()
     case.emit(fq, *case.buffers(fdev))
     fstats = fq.synchronize()
-    for module, n in fstats["insns_per_module"].items():
-        assert stats["modules"][module]["insns"] == n
+    for module, n in fstats.insns_per_module.items():
+        assert stats.modules[module].insns == n
 
 
 def test_interleaved_queues_cannot_use_stale_kernels(small_cfg: Config) -> None:
@@ -348,4 +356,4 @@ def test_interleaved_queues_cannot_use_stale_kernels(small_cfg: Config) -> None:
     with pytest.raises(rt.QueueError, match="another program ran on the device"):
         a.synchronize()
     a.push_gemm(k)                  # the queue is usable again and reloads what it needs
-    assert a.synchronize()["bytes_loaded"]["UOP"] == 4  # one micro-op loaded again
+    assert a.synchronize().bytes_loaded["UOP"] == 4  # one micro-op loaded again

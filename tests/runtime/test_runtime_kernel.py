@@ -133,7 +133,7 @@ def test_hazard_policy(cfg: Config) -> None:
 
     note = rt.CommandQueue.recorder(cfg, arena)
     note.push_alu(kernel())
-    assert len(note.stats["hazards"]) == 1 and "entry 3" in note.stats["hazards"][0]
+    assert len(note.stats.hazards) == 1 and "entry 3" in note.stats.hazards[0]
     warn = rt.CommandQueue.recorder(cfg, arena, hazards="warn")
     with pytest.warns(rt.HazardWarning, match="entry 3"):
         warn.push_alu(kernel())
@@ -174,6 +174,6 @@ def test_jit_builds_once_per_signature(small_cfg: Config) -> None:
     rq.push_gemm(k2)
     ins = decode_program(rq.program_bytes(), small_cfg)
     assert [i.opcode for i in ins] == [0, 2, 2]  # one LOAD UOP, then two GEMMs (a cache hit)
-    assert rq.stats["uop_hits"] == 1 and rq.stats["uop_misses"] == 1
+    assert rq.stats.uop_hits == 1 and rq.stats.uop_misses == 1
     with pytest.raises(rt.QueueError, match="no kernel recorded"):
         rq.kernel(("other",))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from vta.isa import Config, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, decode_program
 from vta.isa.layout import TOKEN_QUEUE_DEPTH
+from vta.runtime.counters import QueueStats
 from vta.runtime.errors import QueueError
 from vta.runtime.kernel import UopCache, UopKernel
 from vta.runtime.kernel_cache import KernelCache
@@ -65,9 +66,9 @@ def test_builder_puts_push_on_last_insn_and_pop_on_next(small_cfg: Config) -> No
     insns = decode_program(b.encode(), small_cfg)
     assert isinstance(insns[0], MemInsn) and insns[0].push_next_dep == 1
     assert isinstance(insns[1], GemmInsn) and insns[1].pop_prev_dep == 1
-    assert b.stats["noops"] == 0
+    assert b.stats.noops == 0
     b.push(LOAD_STAGE, COMPUTE_STAGE)  # the LOAD already pushes: a no-op carries this one
-    assert b.stats["noops"] == 1 and len(b) == 3
+    assert b.stats.noops == 1 and len(b) == 3
 
 
 def test_builder_drain_and_serialisation_run_on_fsim(small_cfg: Config) -> None:
@@ -107,7 +108,7 @@ def test_builder_records_relocations_and_the_uop_segment(small_cfg: Config) -> N
 
 
 def test_kernel_cache_memoizes_and_counts_residency(small_cfg: Config) -> None:
-    stats = {"uop_hits": 0, "uop_misses": 0, "uop_evictions": 0}
+    stats = QueueStats()
     kc = KernelCache(small_cfg, UopCache(4), {}, stats)
     builds = []
 
@@ -120,8 +121,8 @@ def test_kernel_cache_memoizes_and_counts_residency(small_cfg: Config) -> None:
     k = kc.kernel("relu", build)
     assert kc.kernel("relu", build) is k and len(builds) == 1
     assert kc.lookup(k) is None
-    assert kc.place(k) == 0 and stats["uop_misses"] == 1
-    assert kc.lookup(k) == 0 and stats["uop_hits"] == 1
+    assert kc.place(k) == 0 and stats.uop_misses == 1
+    assert kc.lookup(k) == 0 and stats.uop_hits == 1
     def build_other(q: UopKernel) -> None:
         for j in range(2):
             q.push("gemm", reset=True, dst=j, src=0)
@@ -129,7 +130,7 @@ def test_kernel_cache_memoizes_and_counts_residency(small_cfg: Config) -> None:
     other = kc.kernel("other", build_other)
     assert (k.size, other.size) == (3, 2)
     kc.place(other)  # 3 + 2 > 4 entries: the least recently used kernel is evicted
-    assert stats["uop_evictions"] == 1 and not kc.resident(k)
+    assert stats.uop_evictions == 1 and not kc.resident(k)
     f = kc.insn_fields(k)
     assert (f["opcode"], f["alu_opcode"], f["use_imm"], f["imm"]) == (Opcode.ALU, 1, 1, -5)
     assert kc.insn_fields(other)["reset_reg"] == 1

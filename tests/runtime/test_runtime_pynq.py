@@ -40,7 +40,7 @@ def test_exact_register_sequence(small_cfg: Config, matmul_case) -> None:
     # the instruction count written is the program's, which ends with FINISH at that address
     program = board.memory[insn_addr:insn_addr + 16 * count].tobytes()
     assert isinstance(decode_program(program, small_cfg)[-1], FinishInsn)
-    assert count == stats["insns"] == stats["runtime"]["insns"]
+    assert count == stats.insn_count
     assert insn_addr % 16 == 0 and board.mmio.launches == 1
 
 
@@ -76,7 +76,7 @@ def test_micro_kernels_stay_resident_across_launches(small_cfg: Config, matmul_c
         case.emit(cq, A, W, C)
         cq.synchronize()
         np.testing.assert_array_equal(case.result(C), case.reference())
-    assert cq.stats["uop_hits"] > 0 and board.mmio.launches == 2
+    assert cq.stats.uop_hits > 0 and board.mmio.launches == 2
 
 
 def test_probe_rejects_other_cores_and_configs(small_cfg: Config, cfg: Config) -> None:
@@ -122,8 +122,8 @@ def test_register_sequence_on_the_rtl_core(small_cfg: Config, matmul_case) -> No
     case.emit(cq, A, W, C)
     stats = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert board.mmio.log[-1][:2] == ("r", CYCLES) and stats["cycles"] == board.mmio.log[-1][2]
-    assert stats["cycles"] > 0
+    assert board.mmio.log[-1][:2] == ("r", CYCLES) and stats.cycles == board.mmio.log[-1][2]
+    assert stats.cycles > 0
 
 
 def test_de10_nano_constants_match_the_board_registry() -> None:

@@ -19,11 +19,11 @@ def test_matmul_on_rtl_reloads_kernels_after_each_run(small_cfg: Config, matmul_
     case.emit(cq, A, W, C)
     first = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert first["backend"] == "rtl" and first["cycles"] > 0
+    assert first.backend == "rtl" and first.cycles > 0
     # the RTL forgets its SRAM: the second program must load its micro-kernels again
     C.copyfrom(np.zeros(C.nbytes, np.uint8))
-    misses = cq.stats["uop_misses"]
+    misses = cq.stats.uop_misses
     case.emit(cq, A, W, C)
     cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert cq.stats["uop_misses"] == 2 * misses
+    assert cq.stats.uop_misses == 2 * misses

@@ -22,4 +22,4 @@ def test_matmul_on_tsim(small_cfg: Config, matmul_case) -> None:
     case.emit(cq, A, W, C)
     stats = cq.synchronize()
     np.testing.assert_array_equal(case.result(C), case.reference())
-    assert stats["insns_per_module"]["store"] == case.m + 1  # m stores and one drain no-op
+    assert stats.insns_per_module["store"] == case.m + 1  # m stores and one drain no-op

@@ -244,7 +244,7 @@ def test_default_cycle_bound_is_generous_and_overridable(small_cfg):
     cost = {"bus_width": 64, "mem_latency": 8}
     r = run_program(mm.program, mm.dram, small_cfg, progress=None)
     # the real run needs far less than the static cost the bound is built from
-    assert r.stats["cycles"] < static_cycles(insns, small_cfg, **cost)
+    assert r.stats.cycles < static_cycles(insns, small_cfg, **cost)
     assert default_max_cycles(insns, small_cfg, **cost) == \
         BOUND_BASE + 16 * static_cycles(insns, small_cfg, **cost)
     # a huge GEMM has a bound that grows with its work (2 cycles per micro-op, 16x margin)
@@ -266,7 +266,7 @@ def test_rtl_prints_progress_lines_on_stderr(small_cfg, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(line.startswith("rtl: ") and " cycles, " in line for line in lines)
     n = len(mm.program) // 16
-    uops = r.stats["gemm_uops"] + r.stats["alu_uops"]
+    uops = r.stats.gemm_uops + r.stats.alu_uops
     assert f"of {n} instructions and " in lines[-1]
     assert f"of {uops:,} micro-ops done, " in lines[-1]
 

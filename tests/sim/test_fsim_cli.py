@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from vta.cli.main import main
 from vta.isa import Config, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, encode_program
+from vta.isa.stats import RunStats
 from vta.sim.programs import matmul_program
 
 
@@ -39,8 +40,8 @@ def test_fsim_cli_runs_and_writes_everything(images, capsys) -> None:
     assert len(out) == len(mm.dram) + 200
     assert bytes(out[-200:]) == bytes(range(200))
     assert np.array_equal(mm.plan.read_c(out), want)
-    stats = json.loads((tmp / "s.json").read_text())
-    assert stats["backend"] == "fsim" and stats["insn_count"] == len(mm.program) // 16
+    stats = RunStats.from_json(json.loads((tmp / "s.json").read_text()))
+    assert stats.backend == "fsim" and stats.insn_count == len(mm.program) // 16
     trace = json.loads((tmp / "t.json").read_text())
     assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} == {"load", "compute",
                                                                          "store"}

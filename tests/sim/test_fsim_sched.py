@@ -279,7 +279,7 @@ def test_fsim_sram_persists_across_runs(cfg: Config) -> None:
                      FinishInsn(pop_next_dep=1)], dram)
     want = np.arange(64, dtype=np.uint8).view("<i4") - 1
     assert np.array_equal(dram[1600:1616].view(np.int8), want.astype(np.int8))
-    assert stats["insns_per_opcode"] == {"LOAD": 0, "STORE": 1, "GEMM": 0, "FINISH": 1,
+    assert stats.insns_per_opcode == {"LOAD": 0, "STORE": 1, "GEMM": 0, "FINISH": 1,
                                          "ALU": 1}
 
 
@@ -288,17 +288,17 @@ def test_fsim_stats_and_trace(cfg: Config) -> None:
     mm = matmul_program(cfg, 16, 32, 48, shift=2)
     r = fsim.run(mm.program, mm.dram, cfg, trace=True)
     s = r.stats
-    json.dumps(s)
-    assert s["backend"] == "fsim"
+    json.dumps(s.to_json())
+    assert s.backend == "fsim"
     # 16 rows x 2 column blocks x 3 K blocks of 16: reset 16*2, accumulate 16*2*3, shift 16*2
-    assert s["gemm_uops"] == 16 * 2 + 16 * 2 * 3
-    assert s["alu_uops"] == 16 * 2
-    assert s["bytes_loaded"]["INP"] == 16 * 48 and s["bytes_loaded"]["WGT"] == 32 * 48
-    assert s["bytes_stored"] == 16 * 32
-    assert sum(s["insns_per_opcode"].values()) == s["insn_count"] == len(mm.program) // 16
-    assert sum(s["insns_per_module"].values()) == s["insn_count"]
+    assert s.gemm_uops == 16 * 2 + 16 * 2 * 3
+    assert s.alu_uops == 16 * 2
+    assert s.bytes_loaded["INP"] == 16 * 48 and s.bytes_loaded["WGT"] == 32 * 48
+    assert s.bytes_stored == 16 * 32
+    assert sum(s.insns_per_opcode.values()) == s.insn_count == len(mm.program) // 16
+    assert sum(s.insns_per_module.values()) == s.insn_count
     events = [e for e in r.trace if e["ph"] == "X"]
-    assert len(events) == s["insn_count"]
+    assert len(events) == s.insn_count
     assert sorted(e["ts"] for e in events) == list(range(len(events)))
     names = {e["tid"]: e["cat"] for e in events}
     assert names == {0: "load", 1: "compute", 2: "store"}

@@ -41,9 +41,9 @@ def test_single_gemm_costs_n_plus_constant(cfg: Config) -> None:
     s = estimate(prog, cfg, params=P)
     n = 4 * 3 * 5
     gemm_end = fetch_done(1) + 2 + n + 4
-    assert s["cycles"] == math.ceil(max(gemm_end, fetch_done(2)) + 2)
-    assert s["gemm_uops"] == n
-    assert s["modules"]["compute"]["busy"] == 2 + n + 4 + 2
+    assert s.cycles == math.ceil(max(gemm_end, fetch_done(2)) + 2)
+    assert s.gemm_uops == n
+    assert s.modules["compute"].busy == 2 + n + 4 + 2
 
 
 @pytest.mark.unit
@@ -56,8 +56,8 @@ def test_load_moves_one_bus_word_per_cycle_plus_burst_latency(cfg: Config) -> No
     # the LOAD's transfer waits for fetch to free the port (2 instructions fetched in one burst)
     start = fetch_done(1)
     begin = max(start + 2, fetch_done(2))
-    assert s["modules"]["load"]["busy"] == round(begin + port - start)
-    assert s["bytes_loaded"]["INP"] == 3 * 5 * 16
+    assert s.modules["load"].busy == round(begin + port - start)
+    assert s.bytes_loaded["INP"] == 3 * 5 * 16
 
 
 @pytest.mark.unit
@@ -69,22 +69,22 @@ def test_tokens_serialise_modules(cfg: Config) -> None:
     # the GEMM cannot start before the load has finished and the token arrived
     # the load's request latency hides fetch's burst: its data follows its own latency
     load_end = fetch_done(1) + 2 + read_train(1, 4)
-    assert s["cycles"] == math.ceil(load_end + 1 + 2 + 100 + 4 + 2)
-    assert s["modules"]["compute"]["token_wait"] > 0
+    assert s.cycles == math.ceil(load_end + 1 + 2 + 100 + 4 + 2)
+    assert s.modules["compute"].token_wait > 0
 
 
 @pytest.mark.unit
 def test_alu_rate_and_independent_modules_overlap(cfg: Config) -> None:
     alu = AluInsn(uop_bgn=0, uop_end=2, iter_out=10, iter_in=1)
     s = estimate([alu, FinishInsn()], cfg, params=P)
-    assert s["modules"]["compute"]["busy"] == 2 + 2 * 20 + 3 + 2
-    assert s["alu_uops"] == 20
+    assert s.modules["compute"].busy == 2 + 2 * 20 + 3 + 2
+    assert s.alu_uops == 20
     # a load with no tokens overlaps a long GEMM: total < the sum of both
     ld = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.WGT, y_size=1, x_size=8, x_stride=8)
     g = GemmInsn(uop_bgn=0, uop_end=1, iter_out=1, iter_in=2000)
-    both = estimate([ld, g, FinishInsn()], cfg, params=P)["cycles"]
-    only_g = estimate([g, FinishInsn()], cfg, params=P)["cycles"]
-    only_l = estimate([ld, FinishInsn()], cfg, params=P)["cycles"]
+    both = estimate([ld, g, FinishInsn()], cfg, params=P).cycles
+    only_g = estimate([g, FinishInsn()], cfg, params=P).cycles
+    only_l = estimate([ld, FinishInsn()], cfg, params=P).cycles
     assert both < only_g + only_l and both >= only_g
 
 
@@ -109,10 +109,10 @@ def test_backend_contract_and_calibration(cfg: Config) -> None:
     samples = []
     for n in (10, 40, 90):
         insns = [GemmInsn(uop_bgn=0, uop_end=1, iter_out=1, iter_in=n), FinishInsn()]
-        samples.append((insns, estimate(insns, cfg, params=truth)["cycles"]))
+        samples.append((insns, estimate(insns, cfg, params=truth).cycles))
     fitted, err = calibrate(samples, cfg, PerfParams(gemm_latency=4.0))
     assert err < 0.01
-    assert estimate(samples[0][0], cfg, params=fitted)["cycles"] == samples[0][1]
+    assert estimate(samples[0][0], cfg, params=fitted).cycles == samples[0][1]
 
 
 @pytest.mark.unit

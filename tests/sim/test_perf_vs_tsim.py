@@ -30,8 +30,8 @@ def test_perf_model_within_10_percent_of_tsim(small_cfg: Config) -> None:
 
     rows = []
     for name, prog, dram in _programs(small_cfg):
-        cycles = tsim.run_program(prog, dram, small_cfg).stats["cycles"]
-        est = estimate(prog, small_cfg)["cycles"]
+        cycles = tsim.run_program(prog, dram, small_cfg).stats.cycles
+        est = estimate(prog, small_cfg).cycles
         rows.append((name, cycles, est, abs(est - cycles) / cycles))
     bad = [r for r in rows if r[3] > 0.10]
     assert not bad, "perf model off by more than 10%: " + ", ".join(

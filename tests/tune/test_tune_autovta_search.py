@@ -170,7 +170,7 @@ def test_layer_cycles_equal_the_compiled_kernels(env: Path, net: Network) -> Non
         perf = network_cycles(net, cfg, bw)
         assert set(module.kernels) == set(perf.layer_cycles)
         for name, kern in module.kernels.items():
-            assert estimate(kern.program, cfg, params=port_params(bw))["cycles"] == \
+            assert estimate(kern.program, cfg, params=port_params(bw)).cycles == \
                 perf.layer_cycles[name], name
 
 

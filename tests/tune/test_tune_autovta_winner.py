@@ -115,8 +115,8 @@ def check_layer_on_tsim(layer: VTALayer, cfg: Config, bus: int = BUS) -> dict[st
     got = run_program(prog, dram, cfg, bus_width=bus, mem_bandwidth=params.bandwidth)
     return {"same_image": bool(np.array_equal(np.asarray(got.dram), np.asarray(want))),
             "same_as_numpy": bool(np.array_equal(_output(got.dram, ref), ref[1])),
-            "cycles": int(got.stats["cycles"]),
-            "perf_cycles": int(estimate(prog, cfg, params=params)["cycles"])}
+            "cycles": int(got.stats.cycles),
+            "perf_cycles": int(estimate(prog, cfg, params=params).cycles)}
 
 
 @pytest.mark.slow

@@ -65,13 +65,13 @@ def _forbid_lowering(monkeypatch) -> None:  # noqa: ANN001
 def _check_tuned_cycles(m, best_cost: float, x: np.ndarray) -> None:  # noqa: ANN001
     """The manifest carries the cycles `vta tune` measured, and running the module's own
     program on the perf backend reproduces them."""
-    from vta.compiler.graph.executor import Executor, RunReport
+    from vta.compiler.graph.executor import Executor
 
     tuned = [k for k in m.kernels.values() if k.source == "tuning-log"]
     assert tuned and all(k.cycles == best_cost for k in tuned)
-    rep = RunReport("perf")
     with Executor(m, "perf") as ex:
-        ex.run({next(iter(m.graph.inputs)): x}, rep)
+        ex.run({next(iter(m.graph.inputs)): x})
+        rep = ex.last_report
     got = {r.node: r.cycles for r in rep.layers}
     for k in tuned:
         assert got[k.node] == best_cost, (k.node, got[k.node], best_cost)

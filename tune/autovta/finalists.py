@@ -76,8 +76,8 @@ def check_program(cfg: Any, bus_width: int, backend: str = "tsim",
     else:
         from vta.hw.simulate import run_program
     got = run_program(prog, dram, cfg, bus_width=bus_width, mem_bandwidth=params.bandwidth)
-    model = estimate(prog, cfg, params=params)["cycles"]
-    cycles = got.stats.get("cycles")
+    model = estimate(prog, cfg, params=params).cycles
+    cycles = got.stats.cycles
     return {"backend": backend, "program": f"matmul {m}x{n}x{kk}",
             "matches_fsim": bool(np.array_equal(np.asarray(got.dram), np.asarray(ref.dram))),
             "cycles": cycles, "perf_model_cycles": model,

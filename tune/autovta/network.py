@@ -30,6 +30,7 @@ from typing import Any
 from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
+from vta.isa.stats import RunStats
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
 LAYERS_FORMAT = 4
@@ -308,7 +309,7 @@ def network_cycles(net: Network, cfg: Config, bus_width: int = 64,
 
     params = port_params(bus_width, port_width)
     out = NetworkPerf(0)
-    memo: dict[tuple, dict[str, Any] | str] = {}
+    memo: dict[tuple, RunStats | str] = {}
     for layer in net.layers:
         key = layer.shape_key
         if key not in memo:
@@ -320,9 +321,8 @@ def network_cycles(net: Network, cfg: Config, bus_width: int = 64,
         if isinstance(st, str):
             out.unmapped[layer.name] = st
             continue
-        out.layer_cycles[layer.name] = int(st["cycles"])
-        out.cycles += int(st["cycles"])
-        out.gemm_uops += int(st.get("gemm_uops", 0))
-        loaded = st.get("bytes_loaded", 0)
-        out.bytes_loaded += int(sum(loaded.values()) if isinstance(loaded, dict) else loaded)
+        out.layer_cycles[layer.name] = st.cycles
+        out.cycles += st.cycles
+        out.gemm_uops += st.gemm_uops
+        out.bytes_loaded += sum(st.bytes_loaded.values())
     return out

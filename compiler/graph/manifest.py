@@ -1,0 +1,124 @@
+"""The manifest of a compiled module (``manifest.json``), as typed records.
+
+:class:`ModuleManifest` is what :meth:`vta.compiler.graph.module.CompiledModule.save` writes and
+:func:`vta.compiler.graph.module.load_module` reads: the format and its version, the
+configuration, the graph, quantization, partition, one :class:`KernelRecord` per VTA layer, the
+host kernels and a :class:`FileDigest` per file. ``to_json`` / ``from_json`` give the file's
+JSON; a missing or mistyped field is a one-line :class:`ModuleError` naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vta.isa import Config
+from vta.isa.records import JsonRecord
+
+from .errors import ModuleError
+from .ir import TensorInfo
+from .quantize import QuantInfo
+
+FORMAT = "vta-module"
+#: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
+VERSION = 2
+
+
+class _Record(JsonRecord):
+    error = ModuleError
+    what = "manifest.json"
+
+
+@dataclass(frozen=True)
+class KernelRecord(_Record):
+    """One VTA layer: its program file and what it computes, the knobs it was built with
+    (``knob_source``: "default" or "tuning-log") and their cycles (the performance model's
+    estimate for a default, the cycles `vta tune` measured for a tuned layer)."""
+
+    node: str
+    program: str       #: the instruction stream's file, relative to the module directory
+    macs: int
+    gemm_macs: int     #: MACs the GEMM core executes (includes channel padding)
+    insns: int
+    template: str
+    knobs: dict[str, int]
+    knob_source: str
+    cycles: float
+    input: str         #: the layer's input tensor
+    output: str        #: its output tensor
+
+
+@dataclass(frozen=True)
+class HostKernelRecord(_Record):
+    """A CPU layer's LLVM kernel: its IR file."""
+
+    node: str
+    llvm_ir: str
+
+
+@dataclass(frozen=True)
+class FusionRecord(_Record):
+    """Nodes that run as one kernel; ``master`` is the complex or reduction op, if any."""
+
+    kind: str
+    master: str | None
+    nodes: list[str]
+
+
+@dataclass(frozen=True)
+class FileDigest(_Record):
+    """The sha256 and the size of one file of the module."""
+
+    sha256: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class QuantizationRecord(_Record):
+    """The quantization: a scale per tensor, a record per layer, and the int8 graph's
+    agreement with float per output (cosine, top-1) on the first calibration input."""
+
+    scheme: str
+    scales: dict[str, float]
+    layers: list[QuantInfo]
+    agreement: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModuleManifest(_Record):
+    """``manifest.json``: everything of a module but its binary files (see the module doc)."""
+
+    format: str
+    version: int
+    config: Config
+    board: str | None
+    inputs: dict[str, TensorInfo]
+    outputs: dict[str, TensorInfo]
+    graph: dict[str, Any]  #: the graph's structure (:meth:`Graph.to_json`)
+    quantization: QuantizationRecord
+    partition: dict[str, str]  #: node -> "vta" or "cpu"
+    fusion: list[FusionRecord]
+    shapes: dict[str, list[int]]
+    macs: dict[str, int]
+    memory_plan: str  #: file names of the memory plan, the constant image and the parameters
+    const_image: str
+    params: str
+    kernels: dict[str, KernelRecord]
+    host_kernels: list[HostKernelRecord]
+    notes: list[str]
+    compile_seconds: float
+    files: dict[str, FileDigest]  #: every other file of the directory
+
+    @classmethod
+    def from_json(cls, data: Any) -> ModuleManifest:
+        """The manifest of ``data``; a file of another format or version is refused first
+        (one line saying to recompile), then every field is checked."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT or \
+                data.get("version") != VERSION:
+            raise ModuleError(f"{cls.what} is not a {FORMAT} version {VERSION} manifest (made "
+                              f"by another version of the kit?)")
+        return super().from_json(data)
+
+
+__all__ = ["ModuleManifest", "KernelRecord", "HostKernelRecord", "FusionRecord", "FileDigest",
+           "QuantizationRecord", "FORMAT", "VERSION"]
