@@ -225,14 +225,15 @@ class Memory {
 
   bool open_burst(const char* kind, uint64_t addr, uint32_t len, uint32_t size_log,
                   uint32_t burst, Burst* out) {
-    uint32_t size = 1u << size_log;
+    uint32_t beat_bytes = 1u << size_log;
     auto a = (unsigned long long)addr;
     if (burst != 1)
       return fail("protocol: %s burst at 0x%llx has burst type %u (only INCR=1)", kind, a, burst);
-    if (size > uint32_t(BUS))
-      return fail("protocol: %s burst at 0x%llx of size %u exceeds the bus", kind, a, size);
-    uint64_t start = addr & ~uint64_t(size - 1);
-    uint64_t end = start + uint64_t(len + 1) * size;
+    if (beat_bytes > uint32_t(BUS))
+      return fail("protocol: %s burst at 0x%llx of size %u exceeds the bus", kind, a,
+                  beat_bytes);
+    uint64_t start = addr & ~uint64_t(beat_bytes - 1);
+    uint64_t end = start + uint64_t(len + 1) * beat_bytes;
     if (start / 4096 != (end - 1) / 4096)
       return fail("protocol: %s burst at 0x%llx of %u beats crosses 4 KiB", kind, a, len + 1);
     uint32_t resp = OKAY;
@@ -244,7 +245,7 @@ class Memory {
       resp = error_resp;
       error_bursts++;
     }
-    *out = Burst{addr, len + 1, size, cycle + (kind[0] == 'r' ? latency : 0), 0, resp};
+    *out = Burst{addr, len + 1, beat_bytes, cycle + (kind[0] == 'r' ? latency : 0), 0, resp};
     return true;
   }
 
