@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from vta.boards import get_board
+    from vta.isa import Config
     from vta.tune.autovta.calibration import calibration_points, synthesis_samples
     from vta.tune.autovta.explore import explore
     from vta.tune.autovta.network import load_network
@@ -84,8 +85,6 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if e.get("hw_hash") != hw_hash():  # made from older hardware sources
             continue
-        from vta.isa import Config
-
         cfg = Config(**e["config"])
         est = model.estimate(cfg, e["bus_width"])
         rel = {k: (est[k] - e["used"][k]) / max(e["used"][k], 1) for k in KINDS}
@@ -104,12 +103,14 @@ def main(argv: list[str] | None = None) -> int:
           f"DSP {board.budget.dsp:g})")
     t0 = time.perf_counter()
     kw = {"image_size": args.image_size} if args.image_size else {}
-    net = load_network(args.model, **kw)
+    base = Config()  # the data widths the search keeps (int8 x int8 -> int32)
+    net = load_network(args.model, base, **kw)
     print(f"  {net.name}: {len(net.layers)} VTA layers, {net.macs / 1e9:.2f} GMAC "
           f"(loaded in {time.perf_counter() - t0:.1f} s)")
     bar = ProgressBar(args.trials, "  search")
-    res = explore(board, net, n_trial=10**6 if args.exhaustive else args.trials, model=model,
-                  tuner="grid" if args.exhaustive else "auto", jobs=args.jobs, progress=bar)
+    res = explore(board, net, base=base, n_trial=10**6 if args.exhaustive else args.trials,
+                  model=model, tuner="grid" if args.exhaustive else "auto", jobs=args.jobs,
+                  progress=bar)
     bar.close()
     ref, best = res.reference, res.best
     print(f"  space: {res.space_size} points, {res.fitting_size} fit the budget by the model; "

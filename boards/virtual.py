@@ -73,12 +73,12 @@ def _load(path: Path) -> ctypes.CDLL:
 
 def build(board: Board, cfg: Config, *, verbose: bool = False) -> Path:
     """Compile (or find in the cache) the virtual board of ``board`` for ``cfg``."""
-    from vta.hw.tsim import build_library
+    from vta.hw.tsim import build_library, harness_headers
 
     files = project_files(board, cfg)
     harness = resources.files("vta.boards").joinpath("virtual_board.cpp").read_text()
     return build_library({"vta_core.v": files["vta_core.v"], "vta_top.v": files["vta_top.v"],
-                          "virtual_board.cpp": harness},
+                          "virtual_board.cpp": harness, **harness_headers()},
                          top="vta_top", cflags=[f"-DBUS_BYTES={board.bus_width // 8}"],
                          verbose=verbose)
 
@@ -98,13 +98,16 @@ class _Mmio:
         if offset == REGISTER_MAP["control"]:
             vb.lib.vb_run(vb.handle, vb.poll_cycles)
         value = vb.lib.vb_reg_read(vb.handle, offset)
+        vb.check_bus()
         if value < 0:
             raise VirtualBoardError(f"register read at 0x{offset:02X} failed ({value})")
         return int(value)
 
     def write(self, offset: int, value: int) -> None:
         vb = self._vb
-        if vb.lib.vb_reg_write(vb.handle, offset, value & 0xFFFF_FFFF):
+        failed = vb.lib.vb_reg_write(vb.handle, offset, value & 0xFFFF_FFFF)
+        vb.check_bus()
+        if failed:
             raise VirtualBoardError(f"register write at 0x{offset:02X} failed")
 
 
@@ -176,6 +179,13 @@ class VirtualBoard:
     def error_bursts(self) -> int:
         """Bursts the DDR model answered with an error response."""
         return int(self.lib.vb_error_bursts(self.handle))
+
+    def check_bus(self) -> None:
+        """Raise :class:`VirtualBoardError` if the DDR model saw a protocol error (it then
+        stands still)."""
+        error = self.lib.vb_error(self.handle)
+        if error:
+            raise VirtualBoardError(f"virtual {self.board.name}: {error.decode()}")
 
     def allocate(self, nbytes: int) -> _Buffer:
         addr = self._next

@@ -110,6 +110,7 @@ def _parse_ranges(specs: list[str]) -> dict[str, list[int]]:
 
 def run(args: argparse.Namespace) -> int:
     from vta.boards import get_board
+    from vta.isa import Config
     from vta.isa.fileio import check_output_dir
     from vta.tune.autovta.calibration import calibrated_model
     from vta.tune.autovta.explore import explore
@@ -129,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     say(f"loading {args.model} (the first time compiles and quantizes it once; cached)")
-    net = load_network(args.model, **zoo_kw)
+    base = Config()  # the parameters the search keeps: the default int8 x int8 -> int32 widths
+    net = load_network(args.model, base, **zoo_kw)
     say(f"{net.name}: {len(net.layers)} VTA layers, {net.macs / 1e9:.2f} GMAC"
         + (f"; on the CPU: {', '.join(net.cpu_layers)}" if net.cpu_layers else ""))
     model, notes = calibrated_model(board, synth=args.calibrate, progress=say)
@@ -143,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
         bar.total = max(1, info["n_trial"])  # the space may hold fewer points than --budget
         bar(info)
 
-    res = explore(board, net, n_trial=args.budget, model=model, ranges=ranges, jobs=args.jobs,
-                  scheduler=args.scheduler, seed=args.seed, tuner=args.tuner,
+    res = explore(board, net, base=base, n_trial=args.budget, model=model, ranges=ranges,
+                  jobs=args.jobs, scheduler=args.scheduler, seed=args.seed, tuner=args.tuner,
                   timeout=args.timeout, progress=progress)
     bar.update(len(res.points), "done", force=True)
     bar.close()

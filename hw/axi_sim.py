@@ -22,24 +22,28 @@ from typing import Any
 from .axi_model import AXI_MASTER_OUTPUTS, AXI_SLAVE_OUTPUTS, AxiMemory, AxiProtocolError
 
 
-def axi_memory_testbench(dut: Any, memory: AxiMemory, *, prefix: str = "m_axi_",
+def axi_memory_testbench(dut: Any, memory: AxiMemory | Callable[[], AxiMemory], *,
+                         prefix: str = "m_axi_",
                          on_edge: Callable[[Any], None] | None = None
                          ) -> Callable[[Any], Awaitable[None]]:
     """An async testbench that steps ``memory`` at every edge of ``sync``.
 
-    Add it with ``sim.add_testbench(..., background=True)``. ``on_edge(ctx)`` (optional) is called
-    after each step, e.g. to sample other signals once per cycle.
+    ``memory`` may also be a function giving the memory to step at each edge (a harness that
+    gives every job a fresh one). Add it with ``sim.add_testbench(..., background=True)``.
+    ``on_edge(ctx)`` (optional) is called after each step, e.g. to sample other signals once per
+    cycle.
     """
+    current = memory if callable(memory) else lambda: memory
     ins = [getattr(dut, prefix + n) for n in AXI_MASTER_OUTPUTS]
     outs = [(n, getattr(dut, prefix + n)) for n in AXI_SLAVE_OUTPUTS]
     names = AXI_MASTER_OUTPUTS
 
     async def testbench(ctx: Any) -> None:
-        driven = dict(memory.out)
+        driven = dict(current().out)
         for n, sig in outs:
             ctx.set(sig, driven[n])
         async for _clk, rst, *values in ctx.tick().sample(*ins):
-            new = memory.step(dict(zip(names, values)), rst=rst)
+            new = current().step(dict(zip(names, values)), rst=rst)
             for n, sig in outs:
                 v = new[n]
                 if driven[n] != v:

@@ -43,9 +43,11 @@ reads the OUT buffer.
 Structure: ``Compute.elaborate`` builds the parts in pipeline order, one method each, handing
 the signals a later part uses on by name: the sequencer and DMA readers (``_control``, which
 instantiates S0, the :class:`~vta.hw.loop_issuer.LoopIssuer` component), LOAD UOP/ACC and FINISH
-(``_loads``), S1/S2 (``_front_end``), R and the write history (``_read_stage``), the GEMM lanes
-(``_gemm_datapath``) and accumulate (``_gemm_accumulate``), the ALU (``_alu_pipe``) and W
-(``_write_back``).
+(``_loads``), S1/S2 (``_front_end``), R (``_read_stage``), the GEMM lanes
+(``_gemm_datapath``, with the :class:`~vta.hw.gemm.GemmLane` components) and accumulate
+(``_gemm_accumulate``), the ALU (``_alu_pipe``, with the :class:`~vta.hw.alu.AluLane`
+components) and W (``_write_back``: the :class:`~vta.hw.write_back.WriteBack` component, the
+accumulator/OUT buffer writes and the write history the hazards above are forwarded from).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
+from .write_back import WriteBack
 
 __all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "PIPELINE_TIMING"]
 
@@ -96,11 +99,6 @@ def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
 def _lanes(value, count: int, width: int, *, is_signed: bool = True) -> list:
     lanes = [value.word_select(k, width) for k in range(count)]
     return [lane.as_signed() if is_signed else lane for lane in lanes]
-
-
-def _narrow(value, lanes: int, acc_width: int, out_width: int):
-    """Each ``acc_width``-bit lane of ``value`` truncated to its low ``out_width`` bits."""
-    return Cat(*(value.word_select(k, acc_width)[:out_width] for k in range(lanes)))
 
 
 def _reg(m: Module, value, name: str, *, en=None, replica: bool = False) -> Signal:
@@ -147,7 +145,9 @@ class Compute(wiring.Component):
         #: cycles from a GEMM micro-op leaving S0 to its accumulator write
         self.gemm_drain = GEMM_DRAIN + options.extra_gemm_latency
         acc_bits = cfg.acc_elem_bytes * 8
-        acc_gran = bus_bytes * 8 if cfg.acc_elem_bytes > bus_bytes else None
+        #: the accumulator write port's granularity: LOAD ACC writes an entry wider than the
+        #: bus one bus word at a time
+        self.acc_granularity = acc_gran = bus_bytes * 8 if cfg.acc_elem_bytes > bus_bytes else None
         super().__init__({
             "insn": In(stream.Signature(insn_layout)),
             "pop_prev": Out(TokenPopSignature()),
@@ -337,20 +337,14 @@ class Compute(wiring.Component):
                             s2_ctrl=s2_ctrl, s2_dst=s2_dst, s2_src=s2_src, s2_valid=s2_valid)
 
     def _read_stage(self, m: Module, net: SimpleNamespace) -> None:
-        """The write history (W, w1, w2) and stage R: the scratchpad reads."""
-        # ------------------------------------------------------------ W (shared)
-        w_valid = Signal()
-        w_dst = Signal(net.aw_acc)
-        w_result = Signal(net.acc_bits)
-
-        # the two previous writes: a read issued in cycle t (the read port is not transparent)
-        # returns the memory as of t - 1, registered in t + 1 (acc_q) and used in t + 2, when
-        # the writes of t and t + 1 are in w2 and w1 and the one of t + 2 in W
-        w1_valid, w2_valid = Signal(), Signal()
-        w1_dst, w2_dst = Signal(net.aw_acc), Signal(net.aw_acc)
-        w1_result, w2_result = Signal(net.acc_bits), Signal(net.acc_bits)
-        m.d.sync += [w1_valid.eq(w_valid), w1_dst.eq(w_dst), w1_result.eq(w_result),
-                     w2_valid.eq(w1_valid), w2_dst.eq(w1_dst), w2_result.eq(w1_result)]
+        """Stage W with its write history (the :class:`~vta.hw.write_back.WriteBack`
+        component, whose inputs :meth:`_write_back` connects) and stage R: the scratchpad
+        reads."""
+        cfg = net.cfg
+        m.submodules.write_back = wb = WriteBack(
+            lanes=net.lanes, acc_width=net.aw, out_width=cfg.out_width, addr_width=net.aw_acc,
+            acc_granularity=self.acc_granularity,
+            out_granularity=out_granularity(cfg, self.bus_bytes))
         acc_q = Signal(net.acc_bits)
         m.d.sync += acc_q.eq(self.acc_rd.data)
 
@@ -368,8 +362,7 @@ class Compute(wiring.Component):
         m.d.comb += alu_rd_addr.eq(Mux(phase, net.r_src, net.r_dst))
 
         net.__dict__.update(acc_q=acc_q, alu_rd_addr=alu_rd_addr, phase=phase, r_gemm=r_gemm,
-                            stall=stall, w1_dst=w1_dst, w1_result=w1_result, w1_valid=w1_valid,
-                            w2_result=w2_result, w_dst=w_dst, w_result=w_result, w_valid=w_valid)
+                            stall=stall, wb=wb)
 
     def _gemm_datapath(self, m: Module, net: SimpleNamespace) -> None:
         """GEMM stages D (C), M, T1, T2: the products and adder tree of each lane."""
@@ -445,15 +438,16 @@ class Compute(wiring.Component):
         a_valid = _reg(m, net.t2_valid, "a_valid")
         a_valids = net.lane_regs(net.t2_valid, "a_valid", same=a_valid)
         a_dst = _reg(m, net.t2_dst, "a_dst")
+        wb = net.wb
         w_l, w1_l, w2_l, acc_l = (_lanes(v, net.lanes, net.aw)
-                                  for v in (net.w_result, net.w1_result, net.w2_result, net.acc_q))
+                                  for v in (wb.w.result, wb.w1.result, wb.w2_result, net.acc_q))
         # Forwarding into A, decided ahead: in T1 whether the micro-ops that will be in W and
         # w1 during T2 (now in A and W) write this dst; in T2 their result (then in W or w1,
         # the newer first) goes into fw_q, and whether the one that will be in W during A (now
         # in A) writes it into sel_w. A then picks one of three registers (W, fw_q, acc_q).
         # A reset micro-op forwards nothing (its acc_q and sum are zero).
         t2_fw1 = net.lane_regs(a_valid & (a_dst == net.t1_dst), "t2_fw1")  # W during T2
-        t2_fw2 = net.lane_regs(net.w_valid & (net.w_dst == net.t1_dst), "t2_fw2")  # w1 during T2
+        t2_fw2 = net.lane_regs(wb.w.valid & (wb.w.dst == net.t1_dst), "t2_fw2")  # w1 during T2
         fw_q = [_reg(m, Mux(t2_fw1[k], w_l[k], w1_l[k]), f"fw_q_{k}") for k in range(net.lanes)]
         use_fw = net.lane_map(lambda k: (t2_fw1[k] | t2_fw2[k]) & ~net.t2_reset, "use_fw")
         sel_w = net.lane_regs(a_valid & (a_dst == net.t2_dst) & ~net.t2_reset, "sel_w")
@@ -514,8 +508,8 @@ class Compute(wiring.Component):
         # holds what is now in E3 (E1..W never stall), w1 what is now in W, w2 what is in w1.
         def selects(addr, name):
             return (net.lane_regs(e3_valid & (e3_dst == addr), f"{name}_w"),
-                    net.lane_regs(net.w_valid & (net.w_dst == addr), f"{name}_w1"),
-                    net.lane_regs(net.w1_valid & (net.w1_dst == addr), f"{name}_w2"))
+                    net.lane_regs(net.wb.w.valid & (net.wb.w.dst == addr), f"{name}_w1"),
+                    net.lane_regs(net.wb.w1.valid & (net.wb.w1.dst == addr), f"{name}_w2"))
 
         def pick(sel, k: int, value):
             return Mux(sel[0][k], net.w_l[k],
@@ -552,28 +546,22 @@ class Compute(wiring.Component):
                             e3_valid=e3_valid, rd_valid=rd_valid)
 
     def _write_back(self, m: Module, net: SimpleNamespace) -> None:
-        """Stage W: the accumulator and OUT buffer writes, and the module state."""
-        # ------------------------------------------------------------ W
-        m.d.sync += [
-            net.w_valid.eq(net.a_valid | net.e3_valid),
-            net.w_dst.eq(Mux(net.a_valid, net.a_dst, net.e3_dst)),
-            net.w_result.eq(Cat(*(Mux(net.a_valids[k], net.gemm_l[k], net.alu_l[k])
-                                  for k in range(net.lanes)))),
-        ]
+        """Stage W's inputs (GEMM from A, ALU from E3, LOAD ACC from its DMA reader) and
+        ports, and the module state."""
+        wb = net.wb
+        m.d.comb += [wb.gemm_valid.eq(net.a_valid), wb.gemm_dst.eq(net.a_dst),
+                     wb.alu_valid.eq(net.e3_valid), wb.alu_dst.eq(net.e3_dst),
+                     wb.load_busy.eq(net.acc_dma.busy)]
+        for k in range(net.lanes):
+            m.d.comb += [wb.gemm_lane[k].eq(net.a_valids[k]), wb.gemm_result[k].eq(net.gemm_l[k]),
+                         wb.alu_result[k].eq(net.alu_l[k])]
+        wiring.connect(m, net.acc_dma.sram, wb.load)
+        wiring.connect(m, wb.acc_wr, wiring.flipped(self.acc_wr))
+        wiring.connect(m, wb.out_wr, wiring.flipped(self.out_wr))
         m.d.comb += [self.gemm_uop.eq(net.m_valid), self.alu_uop.eq(net.e1_valid)]
-        stages = ("s1", "s2", "r", "d", "pre", "m", "t1", "t2", "a", "rd", "e1", "e2", "e3", "w")
-        m.d.comb += net.pipe_busy.eq(Cat(*(getattr(net, f"{s}_valid") for s in stages)).any())
-
-        with m.If(net.acc_dma.busy):
-            wiring.connect(m, net.acc_dma.sram, wiring.flipped(self.acc_wr))
-        with m.Else():
-            m.d.comb += [self.acc_wr.addr.eq(net.w_dst), self.acc_wr.data.eq(net.w_result),
-                         self.acc_wr.en.eq(Mux(net.w_valid, -1, 0))]
-        # the OUT buffer mirrors every accumulator write, lanes narrowed, same byte enables
-        m.d.comb += [self.out_wr.addr.eq(self.acc_wr.addr),
-                     self.out_wr.data.eq(_narrow(self.acc_wr.data, net.lanes, net.aw,
-                                                 self.cfg.out_width)),
-                     self.out_wr.en.eq(self.acc_wr.en)]
+        stages = ("s1", "s2", "r", "d", "pre", "m", "t1", "t2", "a", "rd", "e1", "e2", "e3")
+        m.d.comb += net.pipe_busy.eq(Cat(wb.w.valid,
+                                         *(getattr(net, f"{s}_valid") for s in stages)).any())
 
         # report "drain" while micro-ops leave the pipeline
         m.d.comb += self.status.state.eq(Mux(

@@ -93,7 +93,22 @@ class Fetch(wiring.Component):
                                  - beat_fire),
                      fired_q.eq(req_fire)]
 
-        # assemble instructions from beats
+        self._assemble(m, buf, beat_fire)
+        self._dispatch(m, buf)
+
+        m.d.comb += self.busy.eq(splitter.busy | (inflight != 0) | buf.r_rdy)
+        with m.If(splitter.busy):
+            m.d.comb += self.state.eq(1)
+        with m.Elif(inflight != 0):
+            m.d.comb += self.state.eq(2)
+        with m.Elif(buf.r_rdy):
+            m.d.comb += self.state.eq(3)
+        return m
+
+    def _assemble(self, m: Module, buf, beat_fire) -> None:
+        """Instructions from bus beats into the buffer (with their destination bits), and the
+        ``fetched`` count."""
+        bpi = self.beats_per_insn
         fetched = Signal(32)
         m.d.comb += self.fetched.eq(fetched)
         destination = self._destination
@@ -124,17 +139,6 @@ class Fetch(wiring.Component):
             m.d.sync += fetched.eq(0)
         with m.Elif(buf.w_en & buf.w_rdy):
             m.d.sync += fetched.eq(fetched + 1)
-
-        self._dispatch(m, buf)
-
-        m.d.comb += self.busy.eq(splitter.busy | (inflight != 0) | buf.r_rdy)
-        with m.If(splitter.busy):
-            m.d.comb += self.state.eq(1)
-        with m.Elif(inflight != 0):
-            m.d.comb += self.state.eq(2)
-        with m.Elif(buf.r_rdy):
-            m.d.comb += self.state.eq(3)
-        return m
 
     def _destination(self, word) -> object:
         """The 2 destination bits (to load, to store) of the instruction ``word``: the module

@@ -8,7 +8,7 @@ it must push to has room and pushes: pop-before-run, push-after-finish (ARCHITEC
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import wiring
@@ -55,35 +55,38 @@ def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
                 m.d.sync += insn.eq(insn_stream.payload)
                 m.next = "POP"
         with m.State("POP"):
-            ok = Signal(name="pop_ok")
-            m.d.comb += [ok.eq(1), status.busy.eq(1),
-                         status.state.eq(MODULE_STATES["pop_tokens"])]
-            for flag, q in pops:
-                with m.If(flag & ~q.avail):
-                    m.d.comb += ok.eq(0)
+            ok = _move_tokens(m, status, "pop_tokens", pops, lambda q: q.avail,
+                              lambda q: q.pop, "pop_ok")
             with m.If(ok):
-                for flag, q in pops:
-                    m.d.comb += q.pop.eq(flag)
                 m.d.comb += go.eq(1)
                 m.next = "RUN"
-            with m.Else():
-                m.d.comb += status.token_wait.eq(1)
         with m.State("RUN"):
             m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
             with m.If(~exec_busy):
                 m.next = "PUSH"
         with m.State("PUSH"):
-            ok = Signal(name="push_ok")
-            m.d.comb += [ok.eq(1), status.busy.eq(1),
-                         status.state.eq(MODULE_STATES["push_tokens"])]
-            for flag, q in pushes:
-                with m.If(flag & ~q.ready):
-                    m.d.comb += ok.eq(0)
+            ok = _move_tokens(m, status, "push_tokens", pushes, lambda q: q.ready,
+                              lambda q: q.push, "push_ok")
             with m.If(ok):
-                for flag, q in pushes:
-                    m.d.comb += q.push.eq(flag)
                 m.d.sync += done.eq(done + 1)
                 m.next = "IDLE"
-            with m.Else():
-                m.d.comb += status.token_wait.eq(1)
     return go
+
+
+def _move_tokens(m: Module, status, state: str, pairs: Sequence[tuple[Value, object]],
+                 can: Callable[[object], Value], move: Callable[[object], Value],
+                 name: str) -> Signal:
+    """The POP or PUSH state's logic: ``ok`` when every queue whose flag is set can move its
+    token (``can(q)``: a token to pop, room to push), and then all of them move it at once
+    (``move(q)``); otherwise the module waits for tokens."""
+    ok = Signal(name=name)
+    m.d.comb += [ok.eq(1), status.busy.eq(1), status.state.eq(MODULE_STATES[state])]
+    for flag, q in pairs:
+        with m.If(flag & ~can(q)):
+            m.d.comb += ok.eq(0)
+    with m.If(ok):
+        for flag, q in pairs:
+            m.d.comb += move(q).eq(flag)
+    with m.Else():
+        m.d.comb += status.token_wait.eq(1)
+    return ok

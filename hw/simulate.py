@@ -28,7 +28,7 @@ from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
 from vta.isa.stats import AxiCounts
 
-from .axi_model import AXI_MASTER_OUTPUTS, AXI_SLAVE_OUTPUTS, AxiMemory
+from .axi_model import AxiMemory
 from .harness import (
     COUNTER_REGS,
     DEBUG_REGS,
@@ -157,7 +157,7 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
     from amaranth.hdl import ClockDomain, Module
     from amaranth.sim import Simulator
 
-    from .axi_sim import AxiLiteHost
+    from .axi_sim import AxiLiteHost, axi_memory_testbench
     from .probe import ProbedCore
 
     check_vcd_path(vcd)
@@ -177,21 +177,11 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
     probe = ((core.debug_states, core.debug_load_done, core.debug_compute_done,
               core.debug_store_done) if trace else None)
 
-    in_sigs = [getattr(core, "m_axi_" + n) for n in AXI_MASTER_OUTPUTS]
-    out_sigs = [(n, getattr(core, "m_axi_" + n)) for n in AXI_SLAVE_OUTPUTS]
+    def sample_probe(ctx: Any) -> None:
+        samples.append((current["job"].memory.cycle, *(ctx.get(p) for p in probe)))
 
-    async def memory_bench(ctx: Any) -> None:
-        driven = dict.fromkeys(AXI_SLAVE_OUTPUTS, 0)
-        async for _clk, rst, *values in ctx.tick().sample(*in_sigs):
-            memory = current["job"].memory
-            new = memory.step(dict(zip(AXI_MASTER_OUTPUTS, values)), rst=rst)
-            for n, sig in out_sigs:
-                v = new[n]
-                if driven[n] != v:
-                    ctx.set(sig, v)
-                    driven[n] = v
-            if probe is not None:
-                samples.append((memory.cycle, *(ctx.get(p) for p in probe)))
+    memory_bench = axi_memory_testbench(core, lambda: current["job"].memory,
+                                        on_edge=sample_probe if probe is not None else None)
 
     host = AxiLiteHost(core)
     outcomes: list[dict[str, int]] = []

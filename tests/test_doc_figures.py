@@ -41,7 +41,7 @@ def _markers() -> list[tuple[str, int, str, str, str]]:
 def test_quoted_figures_match_their_latest_record() -> None:
     rec = _record_module()
     found = _markers()
-    assert {r for *_, r, _ in found} >= {"bench_perf_model", "bench_compiler_cpu"}
+    assert {r for *_, r, _ in found} >= {"bench_perf_model", "bench_compiler_cpu", "bench_autovta"}
     for name, line, before, bench, key in found:
         where = f"{name}:{line} ({bench} {key})"
         latest = rec.latest(bench)

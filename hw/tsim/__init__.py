@@ -91,6 +91,12 @@ def _harness_source() -> str:
     return resources.files("vta.hw.tsim").joinpath("harness.cpp").read_text()
 
 
+def harness_headers() -> dict[str, str]:
+    """The C++ headers shared by every harness (name -> text), for :func:`build_library`:
+    ``axi_bus.h``, the AXI4 memory model and AXI4-Lite driver of tsim and the virtual boards."""
+    return {"axi_bus.h": resources.files("vta.hw.tsim").joinpath("axi_bus.h").read_text()}
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -116,7 +122,8 @@ def _source_key(cfg: Config, bus_width: int, vcd: bool) -> str:
         h.update(str(path.relative_to(hw_dir)).encode())
         h.update(path.read_bytes())
     for part in (amaranth.__version__, cfg.to_json(), str(bus_width), str(vcd),
-                 _harness_source(), _verilator_version(), *VERILATOR_FLAGS, OPT_FAST):
+                 _harness_source(), *harness_headers().values(), _verilator_version(),
+                 *VERILATOR_FLAGS, OPT_FAST):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:20]
@@ -152,7 +159,8 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
     cflags = [f"-DBUS_BYTES={bus_width // 8}"]
     if "debug_states" in verilog:
         cflags.append("-DHAVE_DEBUG_PORTS")
-    lib = build_library({"vta_core.v": verilog, "harness.cpp": _harness_source()},
+    lib = build_library({"vta_core.v": verilog, "harness.cpp": _harness_source(),
+                         **harness_headers()},
                         top="vta_core", cflags=cflags, trace=vcd, verbose=verbose, jobs=jobs)
     _write_index(index, lib.parent.name)
     return Build(lib, lib.parent.name, bus_width, vcd)
@@ -160,8 +168,9 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
 
 def build_library(files: dict[str, str], *, top: str, cflags: list[str], trace: bool = False,
                   verbose: bool = False, jobs: int = 1) -> Path:
-    """Verilate ``files`` (name -> text: Verilog sources and one C++ harness exporting a C ABI)
-    with top module ``top`` into ``libvtatsim.so`` in the cache; returns its path.
+    """Verilate ``files`` (name -> text: Verilog sources, one C++ harness exporting a C ABI and
+    the ``.h`` headers it includes, e.g. :func:`harness_headers`) with top module ``top`` into
+    ``libvtatsim.so`` in the cache; returns its path.
 
     The cache key hashes the files, the flags and the Verilator version; a build happens once
     (under a lock, in a temporary directory renamed into place), also for parallel processes.
@@ -248,7 +257,7 @@ def _compile(work: Path, files: dict[str, str], *, top: str, cflags: list[str], 
            "-MAKEFLAGS", f"OPT_FAST={OPT_FAST} OPT_SLOW=-O0 OPT_GLOBAL=-O2"]
     if trace:
         cmd.append("--trace")
-    cmd += list(files)
+    cmd += [name for name in files if not name.endswith(".h")]  # (headers are #included)
     _run(cmd, work, verbose, "verilator")
     os.replace(work / "obj" / "libvtatsim.so", work / "libvtatsim.so")
     shutil.rmtree(work / "obj", ignore_errors=True)
@@ -455,4 +464,4 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
 
 __all__ = ["run_program", "build", "Build", "TsimModel", "cache_root", "TsimBuildError",
            "ToolMissingError", "DEFAULT_MEM_LATENCY", "DEFAULT_MEM_BANDWIDTH",
-           "DEFAULT_IDLE_LIMIT", "CycleLimitError"]
+           "DEFAULT_IDLE_LIMIT", "CycleLimitError", "build_library", "harness_headers"]

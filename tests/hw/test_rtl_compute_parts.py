@@ -1,4 +1,5 @@
-"""The compute pipeline's sub-components on their own, against hand-computed sequences."""
+"""The compute pipeline's sub-components (loop issuer, ALU and GEMM lanes, write-back) on
+their own, against hand-computed sequences."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from vta.hw.alu import AluLane
 from vta.hw.decode import insn_layouts
 from vta.hw.gemm import GemmLane
 from vta.hw.loop_issuer import LoopIssuer
+from vta.hw.write_back import WriteBack
 from vta.isa import AluInsn, Config, GemmInsn, encode_word
 from vta.isa.layout import AluOp
 
@@ -206,3 +208,116 @@ def test_gemm_lane_streams_dot_products(operand_stage: bool) -> None:
     sim.run()
     assert got[:len(want)] == want
     assert held == [want[-1]] * (latency + 1) + [0]
+
+
+def _write_back_reference(inputs: list[dict], lanes: int, aw: int, ow: int) -> list[dict]:
+    """Stage W by hand: the write of cycle t is the GEMM or ALU result presented in t - 1 (each
+    lane from GEMM where its ``gemm_lane`` copy is set); the ports carry LOAD ACC's write while
+    it is busy, else W's; OUT lanes are the low ``ow`` bits of the accumulator lanes."""
+    mask = (1 << aw) - 1
+    history = [{"valid": 0, "dst": 0, "result": 0}] * 3
+    want = []
+    for x in inputs:
+        w, w1 = history[0], history[1]
+        port = ({"addr": x["load_addr"], "data": x["load_data"], "en": x["load_en"]}
+                if x["load_busy"] else
+                {"addr": w["dst"], "data": w["result"], "en": -1 if w["valid"] else 0})
+        data = port["data"]
+        out = sum(((data >> (k * aw)) & ((1 << ow) - 1)) << (k * ow) for k in range(lanes))
+        want.append({"w": w, "w1": w1, "w2_result": history[2]["result"], "acc": port,
+                     "out": {"addr": port["addr"], "data": out, "en": port["en"]}})
+        result = sum(((x["gemm"][k] if x["gemm_lane"][k] else x["alu"][k]) & mask) << (k * aw)
+                     for k in range(lanes))
+        gemm = x["gemm_valid"]
+        new = {"valid": int(gemm or x["alu_valid"]),
+               "dst": x["gemm_dst"] if gemm else x["alu_dst"], "result": result}
+        history = [new, history[0], history[1]]
+    return want
+
+
+@pytest.mark.parametrize("granularity", [None, 32], ids=["whole", "per-word"])
+def test_write_back_history_and_ports(granularity) -> None:
+    """Random GEMM/ALU results and LOAD ACC writes: W, w1 and w2 hold the writes of the last
+    three cycles (the forwarding sources), the accumulator port takes LOAD ACC's write while it
+    is busy and W's otherwise, and the OUT port mirrors it with every lane narrowed."""
+    lanes, aw, ow, addr_w = 4, 16, 8, 5
+    en_w = 1 if granularity is None else lanes * aw // granularity
+    out_gran = None if granularity is None else granularity // aw * ow
+    rng = np.random.default_rng(3)
+    inputs = []
+    for t in range(60):
+        gemm_valid = int(rng.integers(2))
+        inputs.append({
+            "gemm_valid": gemm_valid, "alu_valid": int(not gemm_valid and rng.integers(2)),
+            "gemm_dst": int(rng.integers(1 << addr_w)), "alu_dst": int(rng.integers(1 << addr_w)),
+            # per-lane copies of gemm_valid (equal, as Compute drives them)
+            "gemm_lane": [gemm_valid] * lanes,
+            "gemm": [int(v) for v in rng.integers(0, 1 << aw, lanes)],
+            "alu": [int(v) for v in rng.integers(0, 1 << aw, lanes)],
+            "load_busy": int(40 <= t < 48),
+            "load_addr": int(rng.integers(1 << addr_w)),
+            "load_data": int(rng.integers(0, 1 << 62)) | int(rng.integers(0, 4)) << 62,
+            "load_en": int(rng.integers(1 << en_w)),
+        })
+    dut = WriteBack(lanes=lanes, acc_width=aw, out_width=ow, addr_width=addr_w,
+                    acc_granularity=granularity, out_granularity=out_gran)
+    got = []
+
+    def entry(ctx, port) -> dict:
+        return {"valid": ctx.get(port.valid), "dst": ctx.get(port.dst),
+                "result": ctx.get(port.result)}
+
+    async def bench(ctx) -> None:
+        for x in inputs:
+            for name in ("gemm_valid", "alu_valid", "gemm_dst", "alu_dst", "load_busy"):
+                ctx.set(getattr(dut, name), x[name])
+            for k in range(lanes):
+                ctx.set(dut.gemm_lane[k], x["gemm_lane"][k])
+                ctx.set(dut.gemm_result[k], x["gemm"][k])
+                ctx.set(dut.alu_result[k], x["alu"][k])
+            ctx.set(dut.load.addr, x["load_addr"])
+            ctx.set(dut.load.data, x["load_data"])
+            ctx.set(dut.load.en, x["load_en"])
+            got.append({
+                "w": entry(ctx, dut.w), "w1": entry(ctx, dut.w1),
+                "w2_result": ctx.get(dut.w2_result),
+                **{name: {"addr": ctx.get(p.addr), "data": ctx.get(p.data),
+                          "en": ctx.get(p.en)}
+                   for name, p in (("acc", dut.acc_wr), ("out", dut.out_wr))}})
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    want = _write_back_reference(inputs, lanes, aw, ow)
+    for w in want:  # enables as the port's unsigned bits
+        for port in ("acc", "out"):
+            w[port]["en"] &= (1 << en_w) - 1
+    assert got == want
+
+
+def test_write_back_mixes_lanes_by_their_own_select() -> None:
+    """Each lane takes the GEMM or the ALU result by its own ``gemm_lane`` copy."""
+    dut = WriteBack(lanes=3, acc_width=8, out_width=8, addr_width=2)
+    got = []
+
+    async def bench(ctx) -> None:
+        ctx.set(dut.gemm_valid, 1)
+        for k, (sel, g, a) in enumerate(((1, 0x11, 0xA1), (0, 0x22, 0xA2), (1, 0x33, 0xA3))):
+            ctx.set(dut.gemm_lane[k], sel)
+            ctx.set(dut.gemm_result[k], g)
+            ctx.set(dut.alu_result[k], a)
+        await ctx.tick()
+        got.append(ctx.get(dut.w.result))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [0x33 << 16 | 0xA2 << 8 | 0x11]
+
+
+def test_write_back_rejects_an_out_width_wider_than_the_accumulator() -> None:
+    with pytest.raises(TypeError, match="out_width"):
+        WriteBack(lanes=2, acc_width=8, out_width=16, addr_width=3)

@@ -72,7 +72,7 @@ def test_soft_multipliers_follow_the_dsp_budget_by_hand() -> None:
 def test_space_only_valid_configs() -> None:
     ranges = {k: v[::2] if len(v) > 2 else v for k, v in DEFAULT_RANGES.items()}
     ranges["bus_width"] = (64,)
-    space = hardware_space(ranges)
+    space = hardware_space(ranges, base=Config())
     valid = set(space.valid_indices())
     assert 0 < len(valid) < len(space)  # some combinations break the 32-bit micro-op
     # an independent enumeration: Config itself is the judge of validity
@@ -81,7 +81,7 @@ def test_space_only_valid_configs() -> None:
     for combo in itertools.product(*ranges.values()):
         values = dict(zip(names, combo))
         try:
-            candidate_from_values(values)
+            candidate_from_values(values, Config())
         except ConfigError:
             assert space.from_values(values).index not in valid
             continue

@@ -35,6 +35,8 @@ SMALL = {"LOG_BATCH": [0], "LOG_BLOCK": [2, 3], "LOG_UOP_BUFF_SIZE": [11, 12],
          "LOG_ACC_BUFF_SIZE": [12, 14], "bus_width": [64, 128]}
 #: An even smaller one for the command-line tests.
 TINY = {**SMALL, "LOG_UOP_BUFF_SIZE": [11], "LOG_INP_BUFF_SIZE": [11, 12]}
+#: The parameters the hardware knobs do not set (the data widths), as `vta explore` passes them.
+BASE = Config()
 
 
 def _tiny_onnx(path: Path) -> Path:
@@ -87,7 +89,7 @@ def env(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def net(env: Path) -> Network:
-    return load_network(str(env))
+    return load_network(str(env), BASE)
 
 
 def _tight_board():
@@ -103,7 +105,7 @@ def _exhaustive(net: Network, board, model: ResourceModel) -> dict[tuple, tuple[
     for combo in itertools.product(*SMALL.values()):
         values = dict(zip(names, combo))
         try:
-            cand = candidate_from_values(values)
+            cand = candidate_from_values(values, BASE)
         except ConfigError:
             continue
         est = model.estimate(cand.cfg, cand.bus_width)
@@ -182,7 +184,7 @@ def test_search_finds_the_exhaustive_optimum(net: Network) -> None:
     assert 10 <= len(truth) < 100
     best_cycles = min(c for c, _ in truth.values())
     for tuner, budget in (("auto", 1000), ("xgb", int(0.6 * len(truth)))):
-        res = explore(board, net, n_trial=budget, model=model, ranges=SMALL, tuner=tuner)
+        res = explore(board, net, base=BASE, n_trial=budget, model=model, ranges=SMALL, tuner=tuner)
         assert res.fitting_size == len(truth)
         assert res.best is not None and res.best.cycles == best_cycles, tuner
         if tuner == "auto":
@@ -202,7 +204,7 @@ def test_search_finds_the_exhaustive_optimum(net: Network) -> None:
 @pytest.mark.unit
 def test_pareto_front_against_brute_force(net: Network) -> None:
     board = _tight_board()
-    res = explore(board, net, n_trial=1000, ranges=SMALL)
+    res = explore(board, net, base=BASE, n_trial=1000, ranges=SMALL)
     pts = res.measured
     objs = {id(p): (p.cycles, p.resources["lut"], p.resources["dsp"], p.resources["bram"])
             for p in pts}
@@ -215,7 +217,7 @@ def test_pareto_front_against_brute_force(net: Network) -> None:
 @pytest.mark.unit
 def test_outputs_are_complete_and_atomic(net: Network, tmp_path: Path) -> None:
     board = _tight_board()
-    res = explore(board, net, n_trial=12, ranges=SMALL, tuner="random", seed=3)
+    res = explore(board, net, base=BASE, n_trial=12, ranges=SMALL, tuner="random", seed=3)
     out = write_outputs(res, tmp_path / "out")
     rep = json.loads((out / "explore.json").read_text())
     assert len(rep["points"]) == len(res.points) == 12
@@ -320,7 +322,7 @@ def test_cli_bad_board_and_model(env: Path, tmp_path: Path, capsys) -> None:
 @pytest.fixture(scope="module")
 def best(net: Network):
     """The best point of SMALL under the tight budget."""
-    return explore(_tight_board(), net, n_trial=1000, ranges=SMALL).best
+    return explore(_tight_board(), net, base=BASE, n_trial=1000, ranges=SMALL).best
 
 
 def _matmul(cfg: Config):
@@ -350,7 +352,8 @@ def test_best_config_runs_a_program_on_rtl(net: Network) -> None:
     from vta.hw.simulate import run_program
 
     # the Amaranth simulation of a core takes minutes per GEMM block size: search 1x4x4 cores
-    best = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]}).best
+    best = explore(_tight_board(), net, base=BASE, n_trial=1000,
+                   ranges={**SMALL, "LOG_BLOCK": [2]}).best
     cfg = best.cand.cfg
     prog, dram, plan, want = _matmul(cfg)
     rtl = run_program(prog, dram, cfg, bus_width=best.cand.bus_width)
@@ -361,7 +364,7 @@ def test_best_config_runs_a_program_on_rtl(net: Network) -> None:
 def test_finalists_are_the_best_then_the_pareto_front(net: Network) -> None:
     from vta.tune.autovta.finalists import finalists
 
-    res = explore(_tight_board(), net, n_trial=1000, ranges=SMALL)
+    res = explore(_tight_board(), net, base=BASE, n_trial=1000, ranges=SMALL)
     front = res.pareto
     fin = finalists(res, 3)
     assert fin[0] is res.best and len(fin) == min(3, len(front))
@@ -378,7 +381,7 @@ def test_synth_finalists_record_fit_and_model_error(net: Network, monkeypatch) -
     from vta.tune.autovta import synthcache
 
     board = _tight_board()
-    res = explore(board, net, n_trial=1000, ranges=SMALL)
+    res = explore(board, net, base=BASE, n_trial=1000, ranges=SMALL)
     calls = []
 
     def fake_synthesize(bname, cfg, bw, **_):
@@ -433,7 +436,7 @@ def test_tsim_finalists_match_fsim(net: Network) -> None:
     the performance model's estimate of that program is within 25% of tsim's cycles."""
     from vta.tune.autovta.finalists import tsim_finalists
 
-    res = explore(_tight_board(), net, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]})
+    res = explore(_tight_board(), net, base=BASE, n_trial=1000, ranges={**SMALL, "LOG_BLOCK": [2]})
     done, why = tsim_finalists(res, 1)
     if why is not None:
         unavailable(why)

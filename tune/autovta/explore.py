@@ -153,21 +153,23 @@ def board_ranges(board: Any, ranges: Mapping[str, Sequence[int]] | None = None
 
 
 def make_task(board: Any, net: Network, model: ResourceModel,
-              ranges: Mapping[str, Sequence[int]], base: Config | None = None) -> Task:
-    """The ``autovta.hw`` tuning task (its space: valid configs that fit the board)."""
-    base = base or Config()
+              ranges: Mapping[str, Sequence[int]], base: Config) -> Task:
+    """The ``autovta.hw`` tuning task (its space: valid configs that fit the board; ``base``
+    gives the parameters the knobs do not set)."""
     return Task.create(TEMPLATE, (
         {k: list(v) for k, v in ranges.items()}, dict(board.budget.as_dict()), model.to_json(),
         net.to_json(), base.params, board.bus_width), module="vta.tune.autovta.template")
 
 
-def explore(board: Any, net: Network, *, n_trial: int = 200,
+def explore(board: Any, net: Network, *, base: Config, n_trial: int = 200,
             model: ResourceModel | None = None,
             ranges: Mapping[str, Sequence[int]] | None = None, jobs: int = 1,
             scheduler: str | None = None, seed: int = 0, tuner: str = "auto",
             batch_size: int = 16, timeout: float = 600.0,
             progress: Callable[[dict[str, Any]], None] | None = None) -> ExploreResult:
-    """Search the hardware knobs of ``board`` for ``net`` with ``n_trial`` evaluations."""
+    """Search the hardware knobs of ``board`` for ``net`` with ``n_trial`` evaluations; the
+    parameters the knobs do not set (the data widths) are ``base``'s, the configuration ``net``
+    was extracted with."""
     from vta.boards import get_board
 
     t0 = time.perf_counter()
@@ -176,7 +178,7 @@ def explore(board: Any, net: Network, *, n_trial: int = 200,
         raise ExploreError(f"the search budget must be at least 1 evaluation, not {n_trial}")
     model = model or ResourceModel.for_board(board)
     rng = board_ranges(board, ranges)
-    task = make_task(board, net, model, rng)
+    task = make_task(board, net, model, rng, base)
     space = task.space
     fitting = space.valid_indices()
     if not fitting:
@@ -200,7 +202,7 @@ def explore(board: Any, net: Network, *, n_trial: int = 200,
         close_executor(ex)
     points = []
     for index, cost, kind in res.history:
-        cand = candidate_from_values(dict(space.get(index).values))
+        cand = candidate_from_values(dict(space.get(index).values), base)
         est = model.estimate(cand.cfg, cand.bus_width)
         err = None if cost is not None else measurer.errors.get(index)
         points.append(Point(index, cand, est, model.fits(est, board.budget.as_dict()),

@@ -2,12 +2,12 @@
 
 Evaluating a hardware candidate on a network needs the instruction stream of every layer that
 runs on VTA, lowered for that candidate's :class:`~vta.isa.Config`. Quantization is the expensive
-part of compiling a network (it runs the float and int8 graphs on calibration samples), and it
-does not depend on the configuration. So a network is compiled ONCE (with the default config) to
-get its quantized graph and tensor shapes; what survives is a small JSON-able list of
+part of compiling a network (it runs the float and int8 graphs on calibration samples), so a
+network is compiled ONCE, for the caller's base configuration (the hardware search keeps its data
+widths), to get its quantized graph and tensor shapes; what survives is a small JSON-able list of
 :class:`VTALayer` (convolution geometry plus the requantization shift and clip bounds), cached on
-disk per model. For each candidate, every layer is lowered as the compiler lowers it
-(:mod:`vta.compiler.graph.lowering`: the same topi template, its default knobs for that
+disk per model and configuration. For each candidate, every layer is lowered as the compiler
+lowers it (:mod:`vta.compiler.graph.lowering`: the same topi template, its default knobs for that
 configuration as ranked by vta.sim.perf, the tir passes and code generation in record mode) at
 placeholder DRAM addresses, and :func:`vta.sim.perf.estimate` gives its cycles with the candidate's
 memory port (:func:`port_params`: one bus word per cycle). No data is computed per candidate.
@@ -196,9 +196,9 @@ def check_model(model: str, zoo_kwargs: Mapping[str, Any]) -> None:
         raise ModelError(f"model file {p} is a directory, not an .onnx file")
 
 
-def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
-    """Compile the model once (default config) and keep its VTA layers' geometry and
-    requantization parameters."""
+def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "") -> Network:
+    """Compile the model once (for ``cfg``, whose data widths quantization follows) and keep its
+    VTA layers' geometry and requantization parameters."""
     import onnx
     from vta.compiler.graph.module import VTA_OPS, compile_graph
     from vta.compiler.graph.onnx_frontend import from_onnx
@@ -209,7 +209,7 @@ def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
         raise NetworkError(f"{source or name} is not a valid ONNX file "
                            f"({type(e).__name__})") from None
     graph = from_onnx(proto, source=source or name)
-    module = compile_graph(graph, Config(), vta_ops=())  # the quantized graph: nothing lowered
+    module = compile_graph(graph, cfg, vta_ops=())  # the quantized graph: nothing lowered
     qg, shapes = module.graph, module.shapes
     layers, cpu = [], []
     for n in qg.nodes:
@@ -229,18 +229,21 @@ def extract_layers(model_bytes: bytes, name: str, source: str = "") -> Network:
     return Network(name, tuple(layers), tuple(cpu), source or name)
 
 
-def load_network(model: str, *, use_cache: bool = True, **zoo_kwargs: Any) -> Network:
+def load_network(model: str, cfg: Config, *, use_cache: bool = True,
+                 **zoo_kwargs: Any) -> Network:
     """The VTA layers of a zoo model (``resnet18``, ...; ``zoo_kwargs`` such as ``image_size``)
-    or of an ONNX file; cached on disk by the model's content and the kit version."""
+    or of an ONNX file, quantized for ``cfg``'s data widths; cached on disk by the model's
+    content, the configuration and the kit version."""
     name, data = _model_bytes(model, {k: v for k, v in zoo_kwargs.items() if v is not None})
-    key = hashlib.sha256(data + f"|{kit_version()}|{LAYERS_FORMAT}".encode()).hexdigest()[:24]
+    tag = f"|{cfg.to_json()}|{kit_version()}|{LAYERS_FORMAT}"
+    key = hashlib.sha256(data + tag.encode()).hexdigest()[:24]
     path = cache_dir("networks") / f"{name}-{key}.json"
     if use_cache and path.exists():
         try:
             return Network.from_json(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry: rebuild it
-    net = extract_layers(data, name, model)
+    net = extract_layers(data, name, cfg, model)
     if use_cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

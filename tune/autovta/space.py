@@ -37,8 +37,9 @@ class HardwareCandidate:
                 f"wgt{p['LOG_WGT_BUFF_SIZE']} acc{p['LOG_ACC_BUFF_SIZE']} bus{self.bus_width}")
 
 
-def candidate_from_values(values: dict[str, int], base: Config | None = None) -> HardwareCandidate:
-    base = base or Config()
+def candidate_from_values(values: dict[str, int], base: Config) -> HardwareCandidate:
+    """The candidate of knob ``values``; the parameters they do not set (the data widths) are
+    ``base``'s."""
     params = {k: v for k, v in values.items() if k != "bus_width"}
     return HardwareCandidate(base.replace(**params), int(values.get("bus_width", 64)))
 
@@ -51,10 +52,10 @@ def _valid(values: dict[str, int], base: Config) -> bool:
     return True
 
 
-def hardware_space(ranges: dict[str, Sequence[int]] | None = None,
-                   base: Config | None = None) -> ConfigSpace:
-    """A :class:`ConfigSpace` over the hardware knobs; invalid Configs are filtered out."""
-    base = base or Config()
+def hardware_space(ranges: dict[str, Sequence[int]] | None = None, *,
+                   base: Config) -> ConfigSpace:
+    """A :class:`ConfigSpace` over the hardware knobs (``base`` gives the parameters they do
+    not set); invalid Configs are filtered out."""
     space = ConfigSpace()
     for name, cands in (ranges or DEFAULT_RANGES).items():
         space.define_knob(name, list(cands))

@@ -47,13 +47,12 @@ def _model(d: Mapping[str, Any]) -> ResourceModel:
 @template(TEMPLATE)
 def hardware_template(cfg: Any, ranges: Mapping[str, list[int]], budget: Mapping[str, float],
                       model: Mapping[str, Any], network: Mapping[str, Any],
-                      base: Mapping[str, int] | None = None,
-                      port_width: int | None = None) -> Any:
+                      base: Mapping[str, int], port_width: int | None = None) -> Any:
     """Define the hardware knobs (definition mode) or give ``(candidate, network, port
     width)``."""
     from vta.isa import Config
 
-    base_cfg = Config(**dict(base)) if base else Config()
+    base_cfg = Config(**dict(base))
     for name, cands in ranges.items():
         cfg.define_knob(name, list(cands))
     if hasattr(cfg, "knobs"):  # definition mode: a ConfigSpace
