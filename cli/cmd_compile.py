@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.compiler.graph.module import VTA_OPS, compile_graph, is_module_or_empty
+    from vta.compiler.graph.module import LOWERED_OPS, compile_graph, is_module_or_empty
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
     from vta.compiler.graph.summary import compile_summary
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     graph = load_onnx(args.model)
     samples = load_samples(graph, args.calib) if args.calib else []
     module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
-                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
+                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else LOWERED_OPS,
                            keep_first_float=not args.quantize_first, board=board,
                            threads=args.buffering == "auto", tuned=tuned,
                            host=args.host, per_channel=args.per_channel,

@@ -94,8 +94,8 @@ class Spec:
         a = dict(self.attrs)
         imms = {k: a[k] for k in ("mul_a", "mul_b", "mul", "mul2", "lo", "hi", "one")
                 if k in a}
-        if self.kind in ("hard_sigmoid", "hard_swish"):
-            imms["bias + rounding"] = a["bias"] + (1 << a["shift"] >> 1)
+        if "bias" in a:
+            imms["bias"] = a["bias"]
         for k, v in imms.items():
             if not -_IMM <= v < _IMM:
                 raise ScheduleError(f"element-wise {self.kind}: {k} = {v} does not fit the "
@@ -109,10 +109,14 @@ class Spec:
                                 "max(x, alpha x)")
 
 
-def _rshift(e: Any, k: int) -> Any:
-    """``(e + 2**(k-1)) >> k`` with every immediate within 16 bits (see the module doc)."""
-    if k <= 0:
-        return e
+def _rshift(e: Any, k: int, add: int = 0) -> Any:
+    """``(e + add + 2**(k-1)) >> k`` with every immediate within 16 bits (see the module doc):
+    one ADD when ``add`` and the rounding term fit one immediate."""
+    r = 1 << k >> 1
+    if -_IMM <= add + r < _IMM:
+        e = e + (add + r) if add + r else e
+        return e >> k if k > 0 else e
+    e = e + add if add else e
     j = max(0, k - _MAX_ROUND_SHIFT)
     if j:
         e = e >> j
@@ -141,7 +145,7 @@ def _alu_stages(spec: Spec, acc: list[Tensor]) -> list[Tensor]:
     if spec.kind == "leaky_relu":
         xs = stage(lambda *i: _rshift(acc[1](*i) * a["mul"], a["shift"]), "ew_scaled")
         return [xs, stage(lambda *i: te.max(x(*i), xs(*i)), "ew_leaky")]
-    h = stage(lambda *i: te.clip(_rshift(x(*i) * a["mul"] + a["bias"], a["shift"]), 0,
+    h = stage(lambda *i: te.clip(_rshift(x(*i) * a["mul"], a["shift"], a["bias"]), 0,
                                  a["one"]), "ew_hsig")
     if spec.kind == "hard_sigmoid":
         return [h]

@@ -56,8 +56,10 @@ def test_compile_writes_module(work, capsys) -> None:
     assert m["format"] == "vta-module" and m["config"]["LOG_BLOCK"] == 4
     assert m["inputs"] == {"input": {"shape": [1, 3, 32, 32], "dtype": "float32"}}
     assert m["outputs"]["fc.out"]["shape"] == [1, 10]
-    assert sum(v == "vta" for v in m["partition"].values()) == 20
-    assert len(m["kernels"]) == 20 and all((d / k["program"]).stat().st_size % 16 == 0
+    # 20 conv/dense layers and the 8 residual adds (element-wise, on the ALU)
+    assert sum(v == "vta" for v in m["partition"].values()) == 28
+    assert sum(k["template"] == "elementwise" for k in m["kernels"].values()) == 8
+    assert len(m["kernels"]) == 28 and all((d / k["program"]).stat().st_size % 16 == 0
                                            for k in m["kernels"].values())
     assert {"scales", "layers"} <= set(m["quantization"])
     plan = json.loads((d / "plan.json").read_text())
