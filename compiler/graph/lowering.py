@@ -7,7 +7,10 @@ one amount or a per-channel vector, the fixed-point multiplier (one or a per-cha
 then a rounding ADD and a shift), clip; each one ALU pass). :meth:`VtaLayer.operator` builds
 the topi template with knobs (te compute -> schedule); :func:`record_layer` runs the tir pass
 pipeline and VTA code generation in record mode; :func:`place` rebases the recorded program onto
-the module's memory plan. A layer that does not fit the configuration raises
+the module's memory plan. An int8 element-wise node (``QAdd``, ``QClip``, ``QLeakyRelu``,
+``QHardSigmoid``, ``QHardSwish``) becomes an :class:`AluLayer` of the
+:mod:`vta.compiler.topi.elementwise` template (its inputs widened by an identity GEMM, its
+rule on the ALU). A layer that does not fit the configuration raises
 :class:`LayerError` and runs on the CPU (the reason goes into the module's notes).
 """
 
