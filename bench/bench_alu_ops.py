@@ -1,0 +1,103 @@
+"""Element-wise int8 ops on VTA's ALU against the same ops on the CPU, in one run.
+
+For each network (zoo, default config): the module compiled with its element-wise int8 ops
+(residual adds, clips, LeakyRelu, HardSigmoid, HardSwish) on VTA, and the same module with
+them on the CPU (``vta_ops`` = conv and dense only; the reference). Per configuration: the
+VTA layers' perf-model cycles (vta.sim.perf), the element-wise layers' share of them and their
+time at the board's clock, and the wall time of those ops' LLVM host kernels when they run on
+the CPU (this machine, one thread). With ``--check`` the VTA run on fsim is compared with the
+int8 reference bit for bit. Writes its record with bench/record.py.
+
+    .venv/bin/python bench/bench_alu_ops.py [--nets resnet18] [--board pynq-z1] [--check]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+
+import numpy as np  # noqa: E402
+from record import write_record  # noqa: E402
+from vta.boards import get_board  # noqa: E402
+from vta.compiler.graph import zoo  # noqa: E402
+from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
+from vta.compiler.graph.lowering import ALU_KINDS  # noqa: E402
+from vta.compiler.graph.module import VTA_OPS, compile_graph  # noqa: E402
+from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.quantize import run_quantized  # noqa: E402
+from vta.isa import Config  # noqa: E402
+
+
+def _report(module, x, target: str, repeat: int = 1) -> RunReport:  # noqa: ANN001
+    """The best of ``repeat`` runs per layer (LLVM host kernels, the default)."""
+    best: RunReport | None = None
+    with Executor(module, target) as ex:
+        for _ in range(repeat):
+            rep = RunReport(target)
+            ex.run(x, rep)
+            if best is None:
+                best = rep
+            else:
+                for b, r in zip(best.layers, rep.layers):
+                    b.seconds = min(b.seconds, r.seconds)
+    return best
+
+
+def run_net(name: str, cfg: Config, clock_mhz: float, check: bool) -> dict:
+    graph = from_onnx(zoo.build(name))
+    x = {next(iter(graph.inputs)): np.random.default_rng(0)
+         .standard_normal(zoo.ZOO[name].input_shape()).astype(np.float32)}
+    on_vta = compile_graph(graph, cfg)
+    on_cpu = compile_graph(graph, cfg, vta_ops=VTA_OPS)
+    ew = [n.name for n in on_vta.graph.nodes if n.op in ALU_KINDS]
+    ew_vta = [k for k in ew if on_vta.partition[k] == "vta"]
+    cyc = {k: k_.cycles for k, k_ in on_vta.kernels.items()}
+    ew_cycles = sum(cyc[k] for k in ew_vta)
+    cpu_rep = _report(on_cpu, x, "perf", repeat=3)
+    host_ms = sum(r.seconds for r in cpu_rep.layers if r.node in ew) * 1e3
+    rec = {"net": name, "elementwise_layers": len(ew), "on_vta": len(ew_vta),
+           "ops": sorted({on_vta.graph.node(k).op for k in ew}),
+           "vta_cycles": round(sum(cyc.values())), "elementwise_cycles": round(ew_cycles),
+           "elementwise_vta_ms": round(ew_cycles / (clock_mhz * 1e3), 3),
+           "vta_cycles_ops_on_cpu": round(sum(k.cycles for k in on_cpu.kernels.values())),
+           "elementwise_host_ms": round(host_ms, 3)}
+    if check:
+        with Executor(on_vta, "fsim") as ex:
+            out = ex.run(x)
+        ref = run_quantized(on_vta.graph, x)
+        rec["bit_exact_fsim"] = all(np.array_equal(out[o], ref[o]) for o in graph.outputs)
+    return rec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nets", default="resnet18")
+    ap.add_argument("--board", default="pynq-z1")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    cfg = Config()
+    clock = get_board(args.board).clock_mhz
+    figures, reference = {}, {}
+    print(f"{'net':<14} {'ew ops':>6} {'on VTA':>6} {'VTA cycles':>11} {'ew cycles':>10} "
+          f"{'ew ms @' + str(clock):>10} | {'VTA cyc (ew on CPU)':>19} {'ew host ms':>10}")
+    for name in args.nets.split(","):
+        r = run_net(name, cfg, clock, args.check)
+        print(f"{name:<14} {r['elementwise_layers']:>6} {r['on_vta']:>6} {r['vta_cycles']:>11} "
+              f"{r['elementwise_cycles']:>10} {r['elementwise_vta_ms']:>10} | "
+              f"{r['vta_cycles_ops_on_cpu']:>19} {r['elementwise_host_ms']:>10}"
+              + (f"  bit-exact {r['bit_exact_fsim']}" if "bit_exact_fsim" in r else ""))
+        figures[name] = {k: v for k, v in r.items() if k not in ("vta_cycles_ops_on_cpu",
+                                                                  "elementwise_host_ms")}
+        reference[name] = {"vta_cycles_ops_on_cpu": r["vta_cycles_ops_on_cpu"],
+                           "elementwise_host_ms": r["elementwise_host_ms"]}
+    path = write_record("bench_alu_ops", figures, reference,
+                        params={"nets": args.nets, "board": args.board, "clock_mhz": clock,
+                                "check": args.check})
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    main()
