@@ -181,7 +181,7 @@ class AluLayer:
     def default(self, cfg: Config, threads: bool = True) -> Any:
         from vta.compiler.topi.elementwise import elementwise_default
 
-        return elementwise_default(self.spec, self.tiles, cfg)
+        return elementwise_default(self.spec, self.tiles, cfg, threads)
 
     def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
                   ) -> list[bytes]:

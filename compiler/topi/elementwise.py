@@ -246,15 +246,16 @@ def elementwise_knob_space(tiles: int) -> dict[str, list[int]]:
     return {"tile": [d for d in range(1, tiles + 1) if tiles % d == 0], "nthread": [1, 2]}
 
 
-def elementwise_default(spec: Spec, tiles: int, cfg: Config) -> Any:
+def elementwise_default(spec: Spec, tiles: int, cfg: Config, threads: bool = True) -> Any:
     """The default knobs: the fastest by vta.sim.perf among the largest few tiles that fit,
-    with one and two virtual threads (a :class:`vta.compiler.topi.defaults.Choice`)."""
+    with one and (``threads``) two virtual threads (a
+    :class:`vta.compiler.topi.defaults.Choice`)."""
     from .defaults import Choice, program_cycles
 
     space = elementwise_knob_space(tiles)
     best: Choice | None = None
     n = 0
-    for nt in space["nthread"]:
+    for nt in space["nthread"] if threads else [1]:
         fits = [t for t in space["tile"]
                 if elementwise_valid({"tile": t, "nthread": nt}, tiles, spec, cfg)]
         for t in sorted(fits, reverse=True)[:2]:

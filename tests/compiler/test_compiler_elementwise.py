@@ -83,6 +83,8 @@ def test_default_knobs_fit_and_use_threads() -> None:
     # the ALU work per tile: 2 widening GEMMs, MUL, MUL, ADD (two operands), ADD, SHR, MIN,
     # MAX; fewer cycles than that at one micro-op a cycle would mean work went missing
     assert ch.cycles > 4 * 56 * 56 * 9
+    single = elementwise_default(spec, 4 * 56 * 56, cfg, threads=False)
+    assert single.knobs["nthread"] == 1 and single.cycles > ch.cycles
 
 
 def test_prime_tile_count() -> None:
