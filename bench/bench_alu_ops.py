@@ -65,7 +65,7 @@ def run_net(name: str, cfg: Config, clock_mhz: float, check: bool) -> dict:
            "vta_cycles_ops_on_cpu": round(sum(k.cycles for k in on_cpu.kernels.values())),
            "elementwise_host_ms": round(host_ms, 3)}
     if check:
-        with Executor(on_vta, "fsim") as ex:
+        with Executor(on_vta, "fsim", host="numpy") as ex:  # numpy host ops: the reference
             out = ex.run(x)
         ref = run_quantized(on_vta.graph, x)
         rec["bit_exact_fsim"] = all(np.array_equal(out[o], ref[o]) for o in graph.outputs)

@@ -41,7 +41,8 @@ def cpu_reasons(g: Graph, layers: Iterable[QuantInfo], partition: Mapping[str, s
         elif n.name in cpu_layers:
             r = "int8, named by --cpu-layer"
         elif n.op in _LOWERABLE and n.op not in vta_ops:
-            r = "int8, VTA disabled (--no-vta)"
+            r = "int8, VTA disabled (--no-vta)" if not vta_ops or n.op not in ALU_KINDS \
+                else "int8, element-wise ops on the CPU (--elementwise cpu)"
         elif n.op.startswith("Q") or (n.name in info and info[n.name].out_scale is not None):
             r = "int8, no VTA kernel for this op"
         else:
