@@ -93,10 +93,9 @@ def main() -> None:
                                                                   "elementwise_host_ms")}
         reference[name] = {"vta_cycles_ops_on_cpu": r["vta_cycles_ops_on_cpu"],
                            "elementwise_host_ms": r["elementwise_host_ms"]}
-    path = write_record("bench_alu_ops", figures, reference,
-                        params={"nets": args.nets, "board": args.board, "clock_mhz": clock,
-                                "check": args.check})
-    print(f"record: {path}")
+    write_record("bench_alu_ops", figures, reference,
+                 params={"nets": args.nets, "board": args.board, "clock_mhz": clock,
+                         "check": args.check})
 
 
 if __name__ == "__main__":
