@@ -249,7 +249,16 @@ def elementwise_knob_space(tiles: int) -> dict[str, list[int]]:
 def elementwise_default(spec: Spec, tiles: int, cfg: Config, threads: bool = True) -> Any:
     """The default knobs: the fastest by vta.sim.perf among the largest few tiles that fit,
     with one and (``threads``) two virtual threads (a
-    :class:`vta.compiler.topi.defaults.Choice`)."""
+    :class:`vta.compiler.topi.defaults.Choice`), cached like the other templates' defaults
+    (per workload, configuration and kit version in the user cache)."""
+    from .defaults import _cached
+
+    wl = {"template": "elementwise", "op": spec.kind, "attrs": dict(spec.attrs),
+          "tiles": tiles, "threads": threads}
+    return _cached(wl, cfg, lambda: _search(spec, tiles, cfg, threads))
+
+
+def _search(spec: Spec, tiles: int, cfg: Config, threads: bool) -> Any:
     from .defaults import Choice, program_cycles
 
     space = elementwise_knob_space(tiles)
