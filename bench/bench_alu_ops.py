@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.boards import get_board  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
-from vta.compiler.graph.executor import Executor, RunReport  # noqa: E402
+from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.lowering import ALU_KINDS  # noqa: E402
 from vta.compiler.graph.module import VTA_OPS, compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
@@ -34,18 +34,14 @@ from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.isa import Config  # noqa: E402
 
 
-def _report(module, x, target: str, repeat: int = 1) -> RunReport:  # noqa: ANN001
-    """The best of ``repeat`` runs per layer (LLVM host kernels, the default)."""
-    best: RunReport | None = None
+def _best_seconds(module, x, target: str, repeat: int = 1) -> dict[str, float]:  # noqa: ANN001
+    """Layer -> the best wall time of ``repeat`` runs (LLVM host kernels, the default)."""
+    best: dict[str, float] = {}
     with Executor(module, target) as ex:
         for _ in range(repeat):
-            rep = RunReport(target)
-            ex.run(x, rep)
-            if best is None:
-                best = rep
-            else:
-                for b, r in zip(best.layers, rep.layers):
-                    b.seconds = min(b.seconds, r.seconds)
+            ex.run(x)
+            for r in ex.last_report.layers:
+                best[r.node] = min(best.get(r.node, float("inf")), r.seconds)
     return best
 
 
@@ -80,8 +76,8 @@ def run_net(name: str, cfg: Config, clock_mhz: float, check: bool, tsim: bool) -
     ew_vta = [k for k in ew if on_vta.partition[k] == "vta"]
     cyc = {k: k_.cycles for k, k_ in on_vta.kernels.items()}
     ew_cycles = sum(cyc[k] for k in ew_vta)
-    cpu_rep = _report(on_cpu, x, "perf", repeat=3)
-    host_ms = sum(r.seconds for r in cpu_rep.layers if r.node in ew) * 1e3
+    secs = _best_seconds(on_cpu, x, "perf", repeat=3)
+    host_ms = sum(secs[k] for k in ew) * 1e3
     rec = {"net": name, "elementwise_layers": len(ew), "on_vta": len(ew_vta),
            "ops": sorted({on_vta.graph.node(k).op for k in ew}),
            "vta_cycles": round(sum(cyc.values())), "elementwise_cycles": round(ew_cycles),

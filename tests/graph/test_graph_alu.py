@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vta.compiler.graph.executor import Executor, RunReport
+from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.summary import compile_summary
@@ -81,9 +81,9 @@ def test_alu_ops_run_on_vta_bit_exact(compiled) -> None:
     for seed in (11, 12):
         x = rand_input(g, seed)
         ref = run_quantized(m.graph, x)["y"]
-        rep = RunReport("fsim")
         with Executor(m, "fsim") as ex:
-            out = ex.run(x, rep)["y"]
+            out = ex.run(x)["y"]
+            rep = ex.last_report
         np.testing.assert_array_equal(out, ref)
         assert {r.node for r in rep.layers if r.where == "fsim"} >= set(ALU_NODES)
 
