@@ -62,7 +62,7 @@ def tsim_cycles(module, names: list[str]) -> int:  # noqa: ANN001
         out = op(*xs, identity_weight(cfg))
         if not np.array_equal(out, elementwise_reference(layer.spec, *xs)):
             raise SystemExit(f"{k}: tsim result differs from the int8 rule")
-        total += int(op.module.last_stats["cycles"])
+        total += int(op.module.last_stats.cycles)
     return total
 
 
