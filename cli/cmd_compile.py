@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run this int8 layer on the CPU instead of VTA (repeatable)")
     p.add_argument("--no-vta", action="store_true",
                    help="run every layer on the CPU (quantized all the same)")
+    p.add_argument("--elementwise", choices=("vta", "cpu"), default="vta",
+                   help="where the int8 element-wise ops run (residual adds with rescale, "
+                        "Clip/ReLU6 not fused into a conv, LeakyRelu, HardSigmoid, HardSwish): "
+                        "vta (default: on its ALU, the whole block stays on VTA) or cpu (int8 "
+                        "host kernels; fewer VTA cycles, see docs/networks.md)")
     p.add_argument("--calibration", choices=CALIBRATIONS, default=CALIBRATIONS[0],
                    help="how each activation's int8 range is chosen from the calibration "
                         "runs: mse (default: the least quantization error), max, or "
@@ -62,7 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.compiler.graph.module import VTA_OPS, compile_graph, is_module_or_empty
+    from vta.compiler.graph.module import (
+        LOWERED_OPS,
+        VTA_OPS,
+        compile_graph,
+        is_module_or_empty,
+    )
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
     from vta.compiler.graph.summary import compile_summary
@@ -91,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     graph = load_onnx(args.model)
     samples = load_samples(graph, args.calib) if args.calib else []
     module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
-                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else VTA_OPS,
+                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else
+                           LOWERED_OPS if args.elementwise == "vta" else VTA_OPS,
                            keep_first_float=not args.quantize_first, board=board,
                            threads=args.buffering == "auto", tuned=tuned,
                            host=args.host, per_channel=args.per_channel,

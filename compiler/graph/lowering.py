@@ -7,7 +7,10 @@ one amount or a per-channel vector, the fixed-point multiplier (one or a per-cha
 then a rounding ADD and a shift), clip; each one ALU pass). :meth:`VtaLayer.operator` builds
 the topi template with knobs (te compute -> schedule); :func:`record_layer` runs the tir pass
 pipeline and VTA code generation in record mode; :func:`place` rebases the recorded program onto
-the module's memory plan. A layer that does not fit the configuration raises
+the module's memory plan. An int8 element-wise node (``QAdd``, ``QClip``, ``QLeakyRelu``,
+``QHardSigmoid``, ``QHardSwish``) becomes an :class:`AluLayer` of the
+:mod:`vta.compiler.topi.elementwise` template (its inputs widened by an identity GEMM, its
+rule on the ALU). A layer that does not fit the configuration raises
 :class:`LayerError` and runs on the CPU (the reason goes into the module's notes).
 """
 
@@ -153,6 +156,64 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
                         f"{blk}-channel blocks")
 
 
+#: Quantized element-wise ops the ALU runs (vta.compiler.topi.elementwise) and their template
+#: op; the node's attributes are the template's.
+ALU_KINDS = {"QAdd": "add", "QClip": "clip", "QLeakyRelu": "leaky_relu",
+             "QHardSigmoid": "hard_sigmoid", "QHardSwish": "hard_swish"}
+
+
+@dataclass(frozen=True)
+class AluLayer:
+    """One element-wise VTA layer: its int8 rule (a topi.elementwise Spec) over ``tiles``
+    packed tiles of its input(s)."""
+
+    node: str
+    spec: Any  #: vta.compiler.topi.elementwise.Spec
+    tiles: int
+    template: str = "elementwise"
+    vectors: tuple[str, ...] = ()
+
+    def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
+        from vta.compiler.topi.elementwise import elementwise_int8
+
+        return elementwise_int8(self.spec, self.tiles, config=cfg, knobs=knobs, target=None)
+
+    def default(self, cfg: Config, threads: bool = True) -> Any:
+        from vta.compiler.topi.elementwise import elementwise_default
+
+        return elementwise_default(self.spec, self.tiles, cfg, threads)
+
+    def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
+                  ) -> list[bytes]:
+        """The identity weight the GEMM widens the inputs with."""
+        from vta.compiler.topi.elementwise import identity_weight
+
+        return [identity_weight(cfg).tobytes()]
+
+
+def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLayer:
+    """The ALU layer of a quantized element-wise node, or LayerError saying why not."""
+    from vta.compiler.topi.elementwise import OPS, Spec
+
+    kind = ALU_KINDS[n.op]
+    xs = [tuple(shapes[i]) for i in n.inputs]
+    if len(set(xs)) != 1 or len(xs[0]) not in (2, 4):
+        raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one NCHW or NC "
+                         "shape (no broadcasting on the ALU)")
+    x4 = (*xs[0], 1, 1)[:4]
+    tiles = ceil_div(x4[0], cfg.batch) * ceil_div(x4[1], cfg.block) * x4[2] * x4[3]
+    attrs = {k: n.attrs[k] for k in OPS[kind]}
+    return AluLayer(n.name, Spec.make(kind, **attrs), tiles)
+
+
+def plan_node(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, np.ndarray],
+              cfg: Config) -> VtaLayer | AluLayer:
+    """The VTA layer of a QConv / QDense (:func:`plan_layer`) or element-wise node."""
+    if n.op in ALU_KINDS:
+        return plan_alu(n, shapes, cfg)
+    return plan_layer(n, shapes[n.inputs[0]], params[n.inputs[1]].shape, cfg)
+
+
 # ----------------------------------------------------------------------------- recording
 @dataclass
 class Recorded:
@@ -210,5 +271,6 @@ def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
     return pack_activation(x4, cfg.batch, cfg.block)
 
 
-__all__ = ["LayerError", "VtaLayer", "plan_layer", "Recorded", "record_layer", "place",
+__all__ = ["LayerError", "VtaLayer", "AluLayer", "ALU_KINDS", "plan_layer", "plan_alu",
+           "plan_node", "Recorded", "record_layer", "place",
            "gemm_macs", "packed_input"]

@@ -27,7 +27,7 @@ import json
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,16 @@ from vta.isa.errors import VTAError
 from ..build import arena_align
 from .errors import InputError, ModuleError
 from .ir import Graph, Node, TensorInfo
-from .lowering import Recorded, VtaLayer, gemm_macs, place, plan_layer, record_layer
+from .lowering import (
+    ALU_KINDS,
+    AluLayer,
+    Recorded,
+    VtaLayer,
+    gemm_macs,
+    place,
+    plan_node,
+    record_layer,
+)
 from .manifest import (
     FORMAT,
     VERSION,
@@ -63,6 +72,10 @@ from .quantize import (
 from .summary import cpu_reasons, fallback_notes
 
 VTA_OPS = ("QConv", "QDense")
+#: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
+ALU_OPS = tuple(ALU_KINDS)
+#: Every op the partitioner sends to VTA (``vta_ops`` of :func:`compile_graph`).
+LOWERED_OPS = VTA_OPS + ALU_OPS
 
 #: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
 #: its workload (built by vta.tune.vta_tasks.tuning_lookup; the compiler does not import tune).
@@ -282,7 +295,7 @@ def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
 
 def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.ndarray]] = (),
                   float_layers: Iterable[str] = (), cpu_layers: Iterable[str] = (),
-                  vta_ops: Iterable[str] = VTA_OPS, keep_first_float: bool = True,
+                  vta_ops: Iterable[str] = LOWERED_OPS, keep_first_float: bool = True,
                   board: str | None = None, threads: bool = True,
                   tuned: Lookup | None = None, host: str = "llvm",
                   per_channel: bool = False, calibration: str = CALIBRATIONS[0],
@@ -319,8 +332,8 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
         n = qg.node(name)
         for key, data in lb.blobs.items():
             image[pb[key].offset:pb[key].offset + len(data)] = data
-        operands = [pb[n.inputs[0]].offset] + [pb[k].offset for k in lb.blobs
-                                                if not k.endswith(".uop")] \
+        operands = [pb[i].offset for i in n.inputs if i not in qg.params] \
+            + [pb[k].offset for k in lb.blobs if not k.endswith(".uop")] \
             + [pb[n.outputs[0]].offset]
         program = place(lb.recorded, operands, pb[f"{name}.uop"].offset)
         kernels[name] = Kernel(name, program, node_macs(n, shapes, qg.params),
@@ -345,7 +358,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
 
 @dataclass
 class _Built:
-    layer: VtaLayer
+    layer: VtaLayer | AluLayer
     recorded: Recorded
     blobs: dict[str, bytes]  #: constant operands in argument order, then the micro-ops
     knobs: dict[str, int]
@@ -364,21 +377,23 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     notes: dict[str, str] = {}
     built: dict[str, _Built] = {}
     memo: dict[Any, Recorded] = {}
+    chosen: dict[Any, Any] = {}
     for n in qg.nodes:
         partition[n.name] = "cpu"
-        if n.op not in vta_ops or n.op not in VTA_OPS or n.name in cpu_layers:
+        if n.op not in vta_ops or n.op not in LOWERED_OPS or n.name in cpu_layers:
             continue
         try:
-            layer = plan_layer(n, shapes[n.inputs[0]], qg.params[n.inputs[1]].shape, cfg)
-            hit = tuned(layer) if tuned is not None else None
+            layer = plan_node(n, shapes, qg.params, cfg)
+            hit = tuned(layer) if tuned is not None and isinstance(layer, VtaLayer) else None
             if hit is not None:
                 knobs, cycles, source = dict(hit[0]), float(hit[1]), "tuning-log"
             else:
-                ch = layer.default(cfg, threads)
+                work = replace(layer, node="")  # the workload: equal layers share a choice
+                if work not in chosen:
+                    chosen[work] = layer.default(cfg, threads)
+                ch = chosen[work]
                 knobs, cycles, source = ch.knobs, ch.cycles, "default"
-            key = (layer.template, layer.data, layer.kernel, layer.strides, layer.padding,
-                   layer.dilation, layer.groups, layer.shift, layer.shift_vector, layer.clip,
-                   layer.mul, layer.mul_vector, layer.shift2, tuple(sorted(knobs.items())))
+            key = (replace(layer, node=""), tuple(sorted(knobs.items())))
             if key not in memo:
                 memo[key] = record_layer(layer.operator(cfg, knobs))
         except VTAError as e:

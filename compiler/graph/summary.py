@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .ir import Graph
+from .lowering import ALU_KINDS
 from .quantize import QuantInfo
 
 #: Nodes that only convert between float and int8 (not layers of the model).
 _CONVERSIONS = ("Quantize", "Dequantize")
+#: Ops the partitioner can send to VTA (vta.compiler.graph.module.LOWERED_OPS).
+_LOWERABLE = ("QConv", "QDense", *ALU_KINDS)
 #: Prefix of the module notes that record a fallback (one per layer not on VTA).
 FALLBACK = "fallback: "
 
@@ -37,8 +40,9 @@ def cpu_reasons(g: Graph, layers: Iterable[QuantInfo], partition: Mapping[str, s
             r = f"int8, does not fit VTA: {lowering_errors[n.name]}"
         elif n.name in cpu_layers:
             r = "int8, named by --cpu-layer"
-        elif n.op in ("QConv", "QDense"):
-            r = "int8, VTA disabled (--no-vta)"
+        elif n.op in _LOWERABLE and n.op not in vta_ops:
+            r = "int8, VTA disabled (--no-vta)" if not vta_ops or n.op not in ALU_KINDS \
+                else "int8, element-wise ops on the CPU (--elementwise cpu)"
         elif n.op.startswith("Q") or (n.name in info and info[n.name].out_scale is not None):
             r = "int8, no VTA kernel for this op"
         else:
@@ -76,6 +80,13 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
              f"{m.plan.const_size / 2**20:.2f} MiB; activations "
              f"{(m.plan.size - m.plan.const_size) / 2**20:.2f} MiB, "
              f"{(m.plan.naive_size - m.plan.const_size) / 2**20:.2f} MiB without reuse)"]
+    alu: dict[str, int] = {}
+    for n in m.graph.nodes:
+        if m.partition.get(n.name) == "vta" and n.op in ALU_KINDS:
+            alu[n.op] = alu.get(n.op, 0) + 1
+    if alu:
+        lines.insert(2, f"    of which {sum(alu.values())} element-wise on VTA's ALU (int8): "
+                        + ", ".join(f"{op} {c}" for op, c in sorted(alu.items())))
     groups: dict[str, list[str]] = {}
     for name, r in _reasons_from_notes(m.notes).items():
         groups.setdefault(r, []).append(name)

@@ -56,8 +56,10 @@ def test_compile_writes_module(work, capsys) -> None:
     assert m["format"] == "vta-module" and m["config"]["LOG_BLOCK"] == 4
     assert m["inputs"] == {"input": {"shape": [1, 3, 32, 32], "dtype": "float32"}}
     assert m["outputs"]["fc.out"]["shape"] == [1, 10]
-    assert sum(v == "vta" for v in m["partition"].values()) == 20
-    assert len(m["kernels"]) == 20 and all((d / k["program"]).stat().st_size % 16 == 0
+    # 20 conv/dense layers and the 8 residual adds (element-wise, on the ALU)
+    assert sum(v == "vta" for v in m["partition"].values()) == 28
+    assert sum(k["template"] == "elementwise" for k in m["kernels"].values()) == 8
+    assert len(m["kernels"]) == 28 and all((d / k["program"]).stat().st_size % 16 == 0
                                            for k in m["kernels"].values())
     assert {"scales", "layers"} <= set(m["quantization"])
     plan = json.loads((d / "plan.json").read_text())
@@ -292,3 +294,23 @@ def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
     assert ms2 == pytest.approx(c2 / (mhz2 * 1e3), abs=1e-3)
     one_line_error(capsys, ["run", str(out), "--input", str(work / "x.npy"), "--report",
                             "--board", "no-such-board"], "no-such-board")
+
+
+def test_compile_elementwise_on_the_cpu(work, capsys) -> None:
+    """``--elementwise cpu`` keeps the residual adds on the CPU (int8 host kernels), with the
+    reason in the summary and the notes; the output bits are the same."""
+    d = work
+    capsys.readouterr()
+    assert main(["compile", str(d / "r.onnx"), "-o", str(d / "mod_cpu_ew"), "--calib",
+                 str(d / "calib.npy"), "--elementwise", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "int8, element-wise ops on the CPU (--elementwise cpu): 8" in out
+    assert "element-wise on VTA's ALU" not in out
+    m = json.loads((d / "mod_cpu_ew" / "manifest.json").read_text())
+    assert sum(v == "vta" for v in m["partition"].values()) == 20
+    assert m["partition"]["layer1.0.add"] == "cpu"
+    assert main(["run", str(d / "mod_cpu_ew"), "--input", str(d / "x.npy"), "--target",
+                 "fsim", "-o", str(d / "y_cpu_ew.npy"), "--host", "numpy"]) == 0
+    assert main(["run", str(d / "mod"), "--input", str(d / "x.npy"), "--target", "fsim",
+                 "-o", str(d / "y_vta_ew.npy"), "--host", "numpy"]) == 0
+    np.testing.assert_array_equal(np.load(d / "y_cpu_ew.npy"), np.load(d / "y_vta_ew.npy"))

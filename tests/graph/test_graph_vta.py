@@ -115,7 +115,9 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool, p
         assert "dw1" in dw and "dw1" not in on_vta and dw - {"dw1"} <= on_vta
         assert len(on_vta) == 13 + 1 + len(dw) - 1
     else:
-        assert len(on_vta) == {"resnet18": 20, "dcgan": 4}[name]
+        assert len(on_vta) == {"resnet18": 20 + 8, "dcgan": 4}[name]
+    # every residual add (QAdd, both inputs rescaled) runs on VTA's ALU
+    assert {n.name for n in m.graph.nodes if n.op == "QAdd"} <= on_vta
     # the whole-CPU run of the same module gives the same bits
     with Executor(m, "cpu", host="numpy") as ex:
         np.testing.assert_array_equal(ex.run(x)[g.outputs[0]], ref)
