@@ -28,13 +28,10 @@ GOALS = {"vta_share": 0.90, "cosine": 0.99, "compile_s": 10.0}
 
 
 def export(name: str, size: int, path: Path) -> None:
-    import torch
     import torch_families
 
     model = torch_families.build(name, size=size)
-    with torch.no_grad():
-        torch.onnx.export(model, torch.randn(1, 3, size, size), str(path), opset_version=17,
-                          dynamo=False, input_names=["input"])
+    path.write_bytes(torch_families.export(model, size, dynamo=False, opset=17))
 
 
 def ort_float(path: Path, x: np.ndarray) -> list[np.ndarray]:

@@ -1,5 +1,6 @@
-"""Real exporter output: small PyTorch models of each family's characteristic blocks (see
-torch_models.py), exported by ``torch.onnx.export`` with the TorchScript exporter (opsets 11,
+"""Real exporter output: small PyTorch models of each family's characteristic blocks
+(``SMALL`` of bench/torch_families.py, whose full-size families bench/bench_models.py runs),
+exported by ``torch.onnx.export`` with the TorchScript exporter (opsets 11,
 14, 17, 21) and the dynamo exporter (opsets 18 and its default), imported by the kit.
 
 - float: the kit's reference execution of the imported graph (and of the optimized graph)
@@ -25,12 +26,13 @@ from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
 
-from . import torch_models as tm
-from .conftest import assert_close_rel, run_ort
+from .conftest import assert_close_rel, run_ort, torch_families
+
+tm = torch_families()
 
 pytestmark = pytest.mark.sim
 
-FAMILIES = list(tm.FAMILIES)
+FAMILIES = list(tm.SMALL)
 #: id: (dynamo, opset); None: the exporter's default opset; "ts12_unfolded": TorchScript
 #: without constant folding (batch norms, Constant nodes, weights listed as inputs)
 EXPORTS = {"ts11": (False, 11), "ts12_unfolded": (False, 12), "ts14": (False, 14),
@@ -52,8 +54,8 @@ def exported(family: str, export: str) -> onnx.ModelProto:
         dynamo, opset = (True, 18) if export == "dynamo18" else EXPORTS[export]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            data = tm.export(tm.build(family), tm.SIZES.get(family, 32), dynamo=dynamo,
-                             opset=opset, fold=export != "ts12_unfolded")
+            data = tm.export(tm.build(family, small=True), tm.input_size(family, True),
+                             dynamo=dynamo, opset=opset, fold=export != "ts12_unfolded")
         _CACHE[key] = onnx.load_from_string(data)
     return _CACHE[key]
 
@@ -190,8 +192,9 @@ def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -
     torch.set_num_threads(1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = onnx.load_from_string(tm.export(tm.build(family), tm.SIZES.get(family, 32),
-                                                dynamo=dynamo, opset=None if dynamo else 13,
+        model = onnx.load_from_string(tm.export(tm.build(family, small=True),
+                                                tm.input_size(family, True), dynamo=dynamo,
+                                                opset=None if dynamo else 13,
                                                 dynamic_batch=True))
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert dims[0].dim_param and "Shape" in op_types(model)
