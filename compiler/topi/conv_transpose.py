@@ -244,8 +244,8 @@ def valid(k: dict[str, int], co: int, py: Phases, px: Phases, cfg: Config) -> bo
             and k["h_nthread"] * k["oc_nthread"] <= MAX_VIRTUAL_THREADS)
 
 
-def default_knobs(data_shape: Sequence[int], co: int, py: Phases, px: Phases, cfg: Config,
-                  epilogue: Epilogue, threads: bool = True) -> dict[str, int]:
+def default_choice(data_shape: Sequence[int], co: int, py: Phases, px: Phases, cfg: Config,
+                   epilogue: Epilogue, threads: bool = True) -> Any:
     """The best knobs of the space as ranked by vta.sim.perf (searched like conv2d's default,
     cached per workload in the user cache)."""
     from . import defaults
@@ -267,7 +267,7 @@ def default_knobs(data_shape: Sequence[int], co: int, py: Phases, px: Phases, cf
           "phases": [list(vars(p).values()) for p in (py, px)],
           "epilogue": defaults._epi_key(epilogue), "threads": threads}
     return defaults._cached(wl, cfg, lambda: defaults.search(
-        space, lambda k: valid(k, co, py, px, cfg), seed_key, cost)).knobs
+        space, lambda k: valid(k, co, py, px, cfg), seed_key, cost))
 
 
 def conv2d_transpose_phased(data_shape: Sequence[int], co: int, py: Phases, px: Phases,
@@ -281,7 +281,7 @@ def conv2d_transpose_phased(data_shape: Sequence[int], co: int, py: Phases, px: 
     if max(py.pad_lo, py.pad_hi, px.pad_lo, px.pad_hi) > 15:
         raise ScheduleError("conv2d_transpose: the input padding exceeds the 4-bit LOAD pad "
                             "fields")
-    k = dict(knobs) if knobs else default_knobs(data_shape, co, py, px, cfg, epilogue)
+    k = dict(knobs) if knobs else default_choice(data_shape, co, py, px, cfg, epilogue).knobs
     _check_knobs(k)
     t = _compute(env, data_shape, co, py, px, epilogue)
     s = _schedule(env, t, k)
