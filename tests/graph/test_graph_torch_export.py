@@ -224,3 +224,28 @@ def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
     assert y.shape == ref.shape == (1, 3, 8, 8, 7)
     a, b = ref.ravel().astype(np.float64), y.ravel().astype(np.float64)
     assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= COSINE
+
+
+@pytest.mark.parametrize("export", ["ts17", "dynamo"])
+def test_vta_compile_and_run_exported_densenet(tmp_path, export: str) -> None:
+    """bench_models' path for DenseNet (whose 224x224 export once failed to import: batch-norm
+    scales shared through Identity, pre-activation batch norms on concatenations, transitions):
+    `vta compile` of either exporter's output puts every conv but the first (kept float) on
+    VTA; `vta run` on fsim is close to onnxruntime's float output."""
+    model = exported("densenet", export)
+    p = tmp_path / "densenet.onnx"
+    p.write_bytes(model.SerializeToString())
+    x = image(model)
+    np.save(tmp_path / "x.npy", next(iter(x.values())))
+    assert main(["compile", str(p), "-o", str(tmp_path / "mod")]) == 0
+    man = json.loads((tmp_path / "mod" / "manifest.json").read_text())
+    g = from_onnx(model)
+    convs = [n.name for n in g.nodes if n.op == "Conv"]
+    assert len(convs) == 10  # stem, 2 x 2 dense layers of two convs, transition
+    assert {k for k, v in man["partition"].items() if v == "vta"} >= set(convs[1:])
+    assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npy"), "-o",
+                 str(tmp_path / "y.npy")]) == 0
+    y = np.load(tmp_path / "y.npy")
+    (ref,) = run_ort(model, x)
+    a, b = ref.ravel().astype(np.float64), y.ravel().astype(np.float64)
+    assert y.shape == ref.shape and a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= COSINE
