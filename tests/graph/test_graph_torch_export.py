@@ -206,24 +206,33 @@ def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -
     assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
 
 
-def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
-    """The command-line path: vta compile / vta run on a dynamo-exported YOLO-style model
-    (LeakyRelu, Slice, Resize, Concat, PRelu, a 5-D permuted output)."""
-    model = exported("yolo", "dynamo")
-    p = tmp_path / "yolo.onnx"
+def cli_compile_run(model: onnx.ModelProto, tmp_path) -> tuple[dict, np.ndarray, np.ndarray]:
+    """`vta compile` then `vta run` (fsim) of an exported model: (manifest, output,
+    onnxruntime's float output on the same input)."""
+    p = tmp_path / "model.onnx"
     p.write_bytes(model.SerializeToString())
     x = image(model)
     np.save(tmp_path / "x.npy", next(iter(x.values())))
     assert main(["compile", str(p), "-o", str(tmp_path / "mod")]) == 0
     man = json.loads((tmp_path / "mod" / "manifest.json").read_text())
-    assert sum(v == "vta" for v in man["partition"].values()) >= 6
     assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npy"), "-o",
                  str(tmp_path / "y.npy")]) == 0
-    y = np.load(tmp_path / "y.npy")
     (ref,) = run_ort(model, x)
+    return man, np.load(tmp_path / "y.npy"), ref
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
+    """The command-line path: vta compile / vta run on a dynamo-exported YOLO-style model
+    (LeakyRelu, Slice, Resize, Concat, PRelu, a 5-D permuted output)."""
+    man, y, ref = cli_compile_run(exported("yolo", "dynamo"), tmp_path)
+    assert sum(v == "vta" for v in man["partition"].values()) >= 6
     assert y.shape == ref.shape == (1, 3, 8, 8, 7)
-    a, b = ref.ravel().astype(np.float64), y.ravel().astype(np.float64)
-    assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= COSINE
+    assert cosine(ref, y) >= COSINE
 
 
 @pytest.mark.parametrize("export", ["ts17", "dynamo"])
@@ -233,19 +242,8 @@ def test_vta_compile_and_run_exported_densenet(tmp_path, export: str) -> None:
     `vta compile` of either exporter's output puts every conv but the first (kept float) on
     VTA; `vta run` on fsim is close to onnxruntime's float output."""
     model = exported("densenet", export)
-    p = tmp_path / "densenet.onnx"
-    p.write_bytes(model.SerializeToString())
-    x = image(model)
-    np.save(tmp_path / "x.npy", next(iter(x.values())))
-    assert main(["compile", str(p), "-o", str(tmp_path / "mod")]) == 0
-    man = json.loads((tmp_path / "mod" / "manifest.json").read_text())
-    g = from_onnx(model)
-    convs = [n.name for n in g.nodes if n.op == "Conv"]
+    man, y, ref = cli_compile_run(model, tmp_path)
+    convs = [n.name for n in from_onnx(model).nodes if n.op == "Conv"]
     assert len(convs) == 10  # stem, 2 x 2 dense layers of two convs, transition
     assert {k for k, v in man["partition"].items() if v == "vta"} >= set(convs[1:])
-    assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npy"), "-o",
-                 str(tmp_path / "y.npy")]) == 0
-    y = np.load(tmp_path / "y.npy")
-    (ref,) = run_ort(model, x)
-    a, b = ref.ravel().astype(np.float64), y.ravel().astype(np.float64)
-    assert y.shape == ref.shape and a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= COSINE
+    assert y.shape == ref.shape and cosine(ref, y) >= COSINE
