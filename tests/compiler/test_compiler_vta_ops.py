@@ -162,6 +162,24 @@ def test_conv2d_transpose_one_program_no_stride_zeros(small, ksize, stride, pad,
             assert ksize < ph.taps * stride < ksize + 2 * stride
 
 
+@pytest.mark.parametrize("knobs", [
+    {"tile_h": 1, "tile_w": 1, "tile_ci": 1, "tile_co": 1, "h_nthread": 2, "oc_nthread": 1},
+    {"tile_h": 2, "tile_w": 1, "tile_ci": 2, "tile_co": 1, "h_nthread": 1, "oc_nthread": 2},
+    {"tile_h": 1, "tile_w": 2, "tile_ci": 1, "tile_co": 2, "h_nthread": 2, "oc_nthread": 1}])
+def test_conv2d_transpose_knobs(small, knobs):
+    """Tiles smaller than the output (partial rows: one STORE a phase row block) and virtual
+    threads over rows or output channels: still the reference's bits, race-free."""
+    b, bi, bo = small.batch, small.block_in, small.block_out
+    x = _i8((1, 2, 4, 4, b, bi))
+    k = _i8((2, 2, 4, 4, bi, bo))
+    op = topi.conv2d_transpose_packed(x.shape, k.shape, strides=(2, 2), padding=(1, 1),
+                                      shift=6, clip=(-128, 127), knobs=dict(knobs, tile_b=1),
+                                      config=small)
+    ref = topi.conv2d_transpose_reference(x, k, (2, 2), (1, 1), op.info["epilogue"])
+    np.testing.assert_array_equal(
+        op.check_races(x, topi.packed_phase_kernel(k, *op.info["phases"])), ref)
+
+
 # ------------------------------------------------------------------ dense / element-wise
 def test_dense(small):
     d = _i8((2, 3, small.batch, small.block_in))

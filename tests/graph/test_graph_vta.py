@@ -473,3 +473,15 @@ def test_conv_transpose_on_tsim_small_config(small_cfg) -> None:
             out = ex.run(x, rep)["y"]
         np.testing.assert_array_equal(out, run_quantized(m.graph, x)["y"])
         assert [r.where for r in rep.layers] == ["cpu", "tsim", "cpu"]
+
+
+def test_conv_transpose_outside_the_template_runs_on_the_cpu() -> None:
+    """An output that is not whole phase rows (k3 s2 p1 without output_padding: 2H - 1 rows)
+    stays on the CPU with the reason in the module's notes, and gives the reference's bits."""
+    g = conv_transpose_graph(16, 16, 4, 3, 2, 1, 0)
+    m = compile_graph(g, Config(), keep_first_float=False)
+    assert m.partition["convt"] == "cpu" and m.shapes["y"][2:] == (7, 7)
+    assert any("convt" in n and "multiple of the stride" in n for n in m.notes), m.notes
+    x = rand_input(g, 2)
+    with Executor(m, "fsim") as ex:
+        np.testing.assert_array_equal(ex.run(x)["y"], run_quantized(m.graph, x)["y"])
