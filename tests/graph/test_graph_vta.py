@@ -468,9 +468,9 @@ def test_conv_transpose_on_tsim_small_config(small_cfg) -> None:
         m = compile_graph(g, small_cfg, keep_first_float=False)
         assert m.partition["convt"] == "vta"
         x = rand_input(g, 3)
-        rep = RunReport("tsim")
         with Executor(m, "tsim") as ex:
-            out = ex.run(x, rep)["y"]
+            out = ex.run(x)["y"]
+            rep = ex.last_report
         np.testing.assert_array_equal(out, run_quantized(m.graph, x)["y"])
         assert [r.where for r in rep.layers] == ["cpu", "tsim", "cpu"]
 
