@@ -1,419 +1,731 @@
-"""The classification families people deploy, written in PyTorch without torchvision (its PyPI
-build does not import beside the pinned torch): each family's characteristic blocks at the
-usual 224x224 size. Used by bench_models.py; weights are random, batch-norm statistics are
-re-estimated on random inputs (:func:`settle_batchnorm`) so that activations look trained.
+"""The network families people deploy, written in PyTorch without torchvision (its PyPI build
+does not import beside the pinned torch), after torchvision's definitions of each block.
+
+One set of blocks serves two sizes of each family:
+
+- :data:`FAMILIES`: the classification families (and a YOLO-style detector) at their usual
+  size, for a 224x224 image with 1000 classes; used by ``bench/bench_models.py``;
+- :data:`SMALL`: small models of each family's characteristic blocks for a 32x32 image (64 for
+  AlexNet's stride-4 stem), 10 classes; exported by both ``torch.onnx`` exporters in
+  ``tests/graph/test_graph_torch_export.py`` (its conftest loads this file by path).
+
+:func:`build` seeds the weights and re-estimates batch-norm statistics on random inputs (so that
+activations look like a trained network's); some batch norms keep PyTorch's default scale 1 /
+shift 0, and the families whose torchvision definitions zero every bias do so here: the
+TorchScript exporter then shares those equal initializers through Identity nodes, as it does
+for real networks. :func:`export` serializes a model with either exporter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import io
+from collections.abc import Callable, Sequence
 
 import torch
+import torch.nn.functional as F  # noqa: N812
 from torch import nn
-from torch.nn import functional as F  # noqa: N812
+
+Act = Callable[[], nn.Module]
 
 
-def cbr(i: int, o: int, k: int = 3, s: int = 1, g: int = 1, act: type[nn.Module] | None
-        = nn.ReLU, p: int | None = None) -> nn.Sequential:
+def conv_bn(cin: int, cout: int, k: int = 3, s: int = 1, g: int = 1,
+            act: Act | None = nn.ReLU) -> nn.Sequential:
     """Conv (no bias) + BatchNorm + activation."""
-    layers: list[nn.Module] = [nn.Conv2d(i, o, k, s, k // 2 if p is None else p, groups=g,
-                                         bias=False), nn.BatchNorm2d(o)]
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, s, k // 2, groups=g, bias=False),
+                               nn.BatchNorm2d(cout)]
     if act is not None:
         layers.append(act())
     return nn.Sequential(*layers)
 
 
+def stem(cout: int, k: int = 7) -> nn.Sequential:
+    """ResNet's stem: a stride-2 conv and a stride-2 max pool."""
+    return nn.Sequential(conv_bn(3, cout, k, 2), nn.MaxPool2d(3, 2, 1))
+
+
+def zero_biases(model: nn.Module) -> nn.Module:
+    """Every conv / linear bias zero, as torchvision initialises these families (equal zero
+    tensors that the TorchScript exporter shares through Identity nodes)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d | nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+    return model
+
+
 class Classifier(nn.Module):
-    def __init__(self, features: nn.Module, ch: int, classes: int = 1000,
-                 hidden: tuple[int, ...] = (), pool: bool = True) -> None:
+    """stem -> body -> global average pool -> flatten -> linear (the common head)."""
+
+    def __init__(self, stem: nn.Module, body: nn.Module, c: int, classes: int = 10,
+                 dropout: float = 0.0):
         super().__init__()
-        self.features, self.pool = features, pool
-        dims = (ch, *hidden)
-        self.fc = nn.Sequential(*[m for a, b in zip(dims, dims[1:])
-                                  for m in (nn.Linear(a, b), nn.ReLU())],
-                                nn.Linear(dims[-1], classes))
+        self.stem, self.body = stem, body
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.drop = nn.Dropout(dropout)
+        self.fc = nn.Linear(c, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.features(x)
-        if self.pool:
-            x = F.adaptive_avg_pool2d(x, 1)
-        return self.fc(torch.flatten(x, 1))
+        x = self.pool(self.body(self.stem(x)))
+        return self.fc(self.drop(torch.flatten(x, 1)))
 
 
-# ------------------------------------------------------------------- ResNet, ResNeXt
-class Basic(nn.Module):
-    def __init__(self, i: int, o: int, s: int) -> None:
-        super().__init__()
-        self.body = nn.Sequential(cbr(i, o, 3, s), cbr(o, o, 3, 1, act=None))
-        self.down = cbr(i, o, 1, s, act=None) if s != 1 or i != o else nn.Identity()
+def mlp_head(cin: int, hidden: Sequence[int], classes: int, dropout_first: bool
+             ) -> nn.Sequential:
+    """VGG's head (Linear, ReLU, Dropout per hidden layer, then Linear) or AlexNet's
+    (``dropout_first``: Dropout, Linear, ReLU)."""
+    layers: list[nn.Module] = []
+    for h in hidden:
+        fc = [nn.Linear(cin, h), nn.ReLU(True)]
+        layers += [nn.Dropout(), *fc] if dropout_first else [*fc, nn.Dropout()]
+        cin = h
+    return nn.Sequential(*layers, nn.Linear(cin, classes))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.body(x) + self.down(x))
 
-
+# ---------------------------------------------------------------- ResNet / ResNeXt
 class Bottleneck(nn.Module):
-    def __init__(self, i: int, mid: int, o: int, s: int, g: int = 1) -> None:
+    """ResNet-50 / ResNeXt bottleneck (grouped 3x3 for ResNeXt) with a projection shortcut."""
+
+    def __init__(self, cin: int, width: int, cout: int, stride: int = 1, groups: int = 1):
         super().__init__()
-        self.body = nn.Sequential(cbr(i, mid, 1), cbr(mid, mid, 3, s, g),
-                                  cbr(mid, o, 1, act=None))
-        self.down = cbr(i, o, 1, s, act=None) if s != 1 or i != o else nn.Identity()
+        self.conv1 = conv_bn(cin, width, 1)
+        self.conv2 = conv_bn(width, width, 3, stride, groups)
+        self.conv3 = conv_bn(width, cout, 1, act=None)
+        self.down = (conv_bn(cin, cout, 1, stride, act=None)
+                     if stride != 1 or cin != cout else nn.Identity())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.body(x) + self.down(x))
+        return F.relu(self.conv3(self.conv2(self.conv1(x))) + self.down(x))
 
 
-def stem(o: int = 64) -> nn.Sequential:
-    return nn.Sequential(cbr(3, o, 7, 2), nn.MaxPool2d(3, 2, 1))
+class BasicBlock(nn.Module):
+    """ResNet-18's block: two 3x3 convs, a projection shortcut where the shape changes."""
+
+    def __init__(self, cin: int, cout: int | None = None, stride: int = 1):
+        super().__init__()
+        cout = cout or cin
+        self.conv1, self.conv2 = conv_bn(cin, cout, 3, stride), conv_bn(cout, cout, act=None)
+        self.down = (conv_bn(cin, cout, 1, stride, act=None)
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv2(self.conv1(x)) + self.down(x))
 
 
-def resnet18() -> nn.Module:
+def resnet18(classes: int = 1000) -> nn.Module:
     blocks, i = [], 64
     for k, o in enumerate((64, 128, 256, 512)):
-        blocks += [Basic(i, o, 1 if k == 0 else 2), Basic(o, o, 1)]
+        blocks += [BasicBlock(i, o, 1 if k == 0 else 2), BasicBlock(o)]
         i = o
-    return Classifier(nn.Sequential(stem(), *blocks), 512)
+    return Classifier(stem(64), nn.Sequential(*blocks), 512, classes)
 
 
-def resnext26_32x4d() -> nn.Module:
+def resnext26_32x4d(classes: int = 1000) -> nn.Module:
     blocks, i = [], 64
     for k in range(4):
         mid, o = 128 << k, 256 << k
         blocks += [Bottleneck(i, mid, o, 1 if k == 0 else 2, 32), Bottleneck(o, mid, o, 1, 32)]
         i = o
-    return Classifier(nn.Sequential(stem(), *blocks), 2048)
+    return Classifier(stem(64), nn.Sequential(*blocks), 2048, classes)
 
 
-# --------------------------------------------------------------- MobileNets, EfficientNet
-def mobilenet_v1() -> nn.Module:
-    cfg = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 \
-        + [(1024, 2), (1024, 1)]
-    layers, i = [cbr(3, 32, 3, 2)], 32
+# ------------------------------------------------------------------------ MobileNet
+def separable(cin: int, cout: int, s: int, act: Act) -> nn.Sequential:
+    """MobileNet v1's depthwise 3x3 + pointwise 1x1."""
+    return nn.Sequential(conv_bn(cin, cin, 3, s, cin, act), conv_bn(cin, cout, 1, act=act))
+
+
+def mobilenet_v1(c0: int = 32, cfg: Sequence[tuple[int, int]] = (
+        (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1),
+        (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1)),
+        act: Act = nn.ReLU, classes: int = 1000) -> nn.Module:
+    """``cfg``: (output channels, stride) of each separable block."""
+    first = conv_bn(3, c0, 3, 2, act=act)
+    layers, i = [], c0
     for o, s in cfg:
-        layers += [cbr(i, i, 3, s, i), cbr(i, o, 1)]
+        layers.append(separable(i, o, s, act))
         i = o
-    return Classifier(nn.Sequential(*layers), 1024)
+    return Classifier(first, nn.Sequential(*layers), i, classes)
 
 
-class SE(nn.Module):
-    def __init__(self, ch: int, sq: int, act: type[nn.Module], gate: type[nn.Module]) -> None:
+class SqueezeExcite(nn.Module):
+    """MobileNet v3 (Hardsigmoid gate, ReLU), EfficientNet (Sigmoid gate, SiLU), RegNetY SE."""
+
+    def __init__(self, c: int, squeeze: int, act: Act, gate: Act):
         super().__init__()
-        self.f = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(ch, sq, 1), act(),
-                               nn.Conv2d(sq, ch, 1), gate())
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1, self.fc2 = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1)
+        self.act, self.gate = act(), gate()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.f(x)
+        return x * self.gate(self.fc2(self.act(self.fc1(self.pool(x)))))
 
 
-class Inverted(nn.Module):
-    def __init__(self, i: int, o: int, k: int, s: int, e: int, act: type[nn.Module] = nn.ReLU6,
-                 se: Callable[[int, int], nn.Module] | None = None, exp: int | None = None
-                 ) -> None:
+class InvertedResidual(nn.Module):
+    """MobileNet v2 / MnasNet / EfficientNet / MobileNet v3 block: expand (to ``mid``, by
+    default ``cin * expand`` channels), depthwise, optional squeeze-excitation, project;
+    residual when shapes allow."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int, k: int = 3,
+                 act: Act = nn.ReLU6, se: nn.Module | None = None, mid: int | None = None):
         super().__init__()
-        mid = exp or i * e
-        layers: list[nn.Module] = [cbr(i, mid, 1, act=act)] if mid != i else []
-        layers.append(cbr(mid, mid, k, s, mid, act=act))
+        mid = mid or cin * expand
+        layers: list[nn.Module] = []
+        if mid != cin:
+            layers.append(conv_bn(cin, mid, 1, act=act))
+        layers.append(conv_bn(mid, mid, k, stride, mid, act))
         if se is not None:
-            layers.append(se(mid, i))
-        layers.append(cbr(mid, o, 1, act=None))
-        self.body = nn.Sequential(*layers)
-        self.res = s == 1 and i == o
+            layers.append(se)
+        layers.append(conv_bn(mid, cout, 1, act=None))
+        self.block = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.body(x)
-        return x + y if self.res else y
+        y = self.block(x)
+        return x + y if self.residual else y
 
 
-def mobilenet_v2() -> nn.Module:
-    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-           (6, 160, 3, 2), (6, 320, 1, 1)]
-    layers, i = [cbr(3, 32, 3, 2, act=nn.ReLU6)], 32
+def mobilenet_v2(c0: int = 32, cfg: Sequence[tuple[int, int, int, int]] = (
+        (1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+        (6, 160, 3, 2), (6, 320, 1, 1)), last: int = 1280, classes: int = 1000) -> nn.Module:
+    """``cfg``: (expansion, output channels, repeats, first stride) of each stage."""
+    layers, i = [], c0
     for e, o, n, s in cfg:
         for j in range(n):
-            layers.append(Inverted(i, o, 3, s if j == 0 else 1, e))
+            layers.append(InvertedResidual(i, o, s if j == 0 else 1, e))
             i = o
-    layers.append(cbr(i, 1280, 1, act=nn.ReLU6))
-    return Classifier(nn.Sequential(*layers), 1280)
+    layers.append(conv_bn(i, last, 1, act=nn.ReLU6))
+    body = nn.Sequential(*layers)
+    return Classifier(conv_bn(3, c0, 3, 2, act=nn.ReLU6), body, last, classes, dropout=0.2)
 
 
-def mobilenet_v3_small() -> nn.Module:
-    hs, re = nn.Hardswish, nn.ReLU
-
-    def se(ch: int, _i: int) -> nn.Module:
-        return SE(ch, max(8, ch // 4), nn.ReLU, nn.Hardsigmoid)
-    cfg = [(3, 16, 16, True, re, 2), (3, 72, 24, False, re, 2), (3, 88, 24, False, re, 1),
-           (5, 96, 40, True, hs, 2), (5, 240, 40, True, hs, 1), (5, 240, 40, True, hs, 1),
-           (5, 120, 48, True, hs, 1), (5, 144, 48, True, hs, 1), (5, 288, 96, True, hs, 2),
-           (5, 576, 96, True, hs, 1), (5, 576, 96, True, hs, 1)]
-    layers, i = [cbr(3, 16, 3, 2, act=hs)], 16
-    for k, exp, o, use_se, act, s in cfg:
-        layers.append(Inverted(i, o, k, s, 1, act, se if use_se else None, exp))
-        i = o
-    layers.append(cbr(i, 576, 1, act=hs))
-    return Classifier(nn.Sequential(*layers), 576, hidden=(1024,))
+#: MobileNet v3 Small: (kernel, expanded channels, output channels, SE, activation, stride)
+V3_SMALL = ((3, 16, 16, True, nn.ReLU, 2), (3, 72, 24, False, nn.ReLU, 2),
+            (3, 88, 24, False, nn.ReLU, 1), (5, 96, 40, True, nn.Hardswish, 2),
+            (5, 240, 40, True, nn.Hardswish, 1), (5, 240, 40, True, nn.Hardswish, 1),
+            (5, 120, 48, True, nn.Hardswish, 1), (5, 144, 48, True, nn.Hardswish, 1),
+            (5, 288, 96, True, nn.Hardswish, 2), (5, 576, 96, True, nn.Hardswish, 1),
+            (5, 576, 96, True, nn.Hardswish, 1))
 
 
-def efficientnet_b0() -> nn.Module:
-    def se(ch: int, i: int) -> nn.Module:
-        return SE(ch, max(1, i // 4), nn.SiLU, nn.Sigmoid)
-    cfg = [(1, 3, 16, 1, 1), (6, 3, 24, 2, 2), (6, 5, 40, 2, 2), (6, 3, 80, 3, 2),
-           (6, 5, 112, 3, 1), (6, 5, 192, 4, 2), (6, 3, 320, 1, 1)]
-    layers, i = [cbr(3, 32, 3, 2, act=nn.SiLU)], 32
+class MobileNetV3(nn.Module):
+    """Hardswish stem, inverted residuals with Hardsigmoid-gated squeeze-excitation, a
+    Hardswish head (``cfg`` as :data:`V3_SMALL`)."""
+
+    def __init__(self, cfg: Sequence[tuple] = V3_SMALL, c0: int = 16, last: int = 576,
+                 hidden: int = 1024, classes: int = 1000):
+        super().__init__()
+        hs = nn.Hardswish
+        layers, i = [conv_bn(3, c0, 3, 2, act=hs)], c0
+        for k, mid, o, use_se, act, s in cfg:
+            se = SqueezeExcite(mid, max(8, mid // 4), nn.ReLU, nn.Hardsigmoid) if use_se else None
+            layers.append(InvertedResidual(i, o, s, 1, k, act, se, mid))
+            i = o
+        layers.append(conv_bn(i, last, 1, act=hs))
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(nn.Linear(last, hidden), nn.Hardswish(), nn.Dropout(0.2),
+                                        nn.Linear(hidden, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
+
+
+def mobilenet_v3_small(classes: int = 1000) -> nn.Module:
+    return zero_biases(MobileNetV3(classes=classes))
+
+
+def efficientnet(c0: int = 32, cfg: Sequence[tuple[int, int, int, int, int]] = (
+        (1, 3, 16, 1, 1), (6, 3, 24, 2, 2), (6, 5, 40, 2, 2), (6, 3, 80, 3, 2),
+        (6, 5, 112, 3, 1), (6, 5, 192, 4, 2), (6, 3, 320, 1, 1)), last: int = 1280,
+        classes: int = 1000) -> nn.Module:
+    """EfficientNet (B0 by default): SiLU inverted residuals, each with a Sigmoid-gated SE;
+    ``cfg``: (expansion, kernel, output channels, repeats, first stride) of each stage."""
+    layers, i = [], c0
     for e, k, o, n, s in cfg:
         for j in range(n):
-            layers.append(Inverted(i, o, k, s if j == 0 else 1, e, nn.SiLU, se))
+            se = SqueezeExcite(i * e, max(1, i // 4), nn.SiLU, nn.Sigmoid)
+            layers.append(InvertedResidual(i, o, s if j == 0 else 1, e, k, nn.SiLU, se))
             i = o
-    layers.append(cbr(i, 1280, 1, act=nn.SiLU))
-    return Classifier(nn.Sequential(*layers), 1280)
+    layers.append(conv_bn(i, last, 1, act=nn.SiLU))
+    body = nn.Sequential(*layers)
+    return zero_biases(Classifier(conv_bn(3, c0, 3, 2, act=nn.SiLU), body, last, classes,
+                                  dropout=0.2))
 
 
-class MeanPool(nn.Module):
-    """Global pooling as a mean over H, W (MnasNet's head: ReduceMean in ONNX)."""
+class MnasNet(nn.Module):
+    """MnasNet: a separable first block, ReLU inverted residuals (``cfg``: kernel, output
+    channels, repeats, first stride, expansion); the head pools with ``x.mean([2, 3])``
+    (ReduceMean over H, W)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.mean([2, 3])
-
-
-def mnasnet1_0() -> nn.Module:
-    cfg = [(3, 24, 3, 2, 3), (5, 40, 3, 2, 3), (5, 80, 3, 2, 6), (3, 96, 3, 1, 6),
-           (5, 192, 3, 2, 6), (3, 320, 1, 1, 6)]
-    layers, i = [cbr(3, 32, 3, 2), cbr(32, 32, 3, 1, 32), cbr(32, 16, 1, act=None)], 16
-    for k, o, n, s, e in cfg:
-        for j in range(n):
-            layers.append(Inverted(i, o, k, s if j == 0 else 1, e, nn.ReLU))
-            i = o
-    layers += [cbr(i, 1280, 1), MeanPool()]
-    return Classifier(nn.Sequential(*layers), 1280, pool=False)
-
-
-# ------------------------------------------------------ ShuffleNet, SqueezeNet, GoogLeNet
-class Shuffle(nn.Module):
-    def __init__(self, i: int, o: int, s: int) -> None:
+    def __init__(self, c0: int = 32, c1: int = 16, cfg: Sequence[tuple[int, ...]] = (
+            (3, 24, 3, 2, 3), (5, 40, 3, 2, 3), (5, 80, 3, 2, 6), (3, 96, 3, 1, 6),
+            (5, 192, 3, 2, 6), (3, 320, 1, 1, 6)), last: int = 1280, classes: int = 1000):
         super().__init__()
-        b = o // 2
-        self.s = s
-        self.branch1 = nn.Sequential(cbr(i, i, 3, s, i, act=None), cbr(i, b, 1)) \
-            if s > 1 else None
-        self.branch2 = nn.Sequential(cbr(i if s > 1 else b, b, 1), cbr(b, b, 3, s, b, act=None),
-                                     cbr(b, b, 1))
+        layers: list[nn.Module] = [conv_bn(3, c0, 3, 2), InvertedResidual(c0, c1, 1, 1, 3,
+                                                                           nn.ReLU)]
+        i = c1
+        for k, o, n, s, e in cfg:
+            for j in range(n):
+                layers.append(InvertedResidual(i, o, s if j == 0 else 1, e, k, nn.ReLU))
+                i = o
+        layers.append(conv_bn(i, last, 1))
+        self.layers = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.s == 1:
-            a, b = x.chunk(2, dim=1)
-            out = torch.cat((a, self.branch2(b)), 1)
+        return self.classifier(self.layers(x).mean([2, 3]))
+
+
+# ---------------------------------------------------------------------- ShuffleNet v2
+def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
+    b, c, h, w = x.size()
+    x = x.view(b, groups, c // groups, h, w)
+    x = torch.transpose(x, 1, 2).contiguous()
+    return x.view(b, -1, h, w)
+
+
+class ShuffleUnit(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.stride = stride
+        half = cout // 2
+        if stride > 1:
+            self.branch1 = nn.Sequential(conv_bn(cin, cin, 3, stride, cin, None),
+                                         conv_bn(cin, half, 1))
+        bin_ = cin if stride > 1 else half
+        self.branch2 = nn.Sequential(conv_bn(bin_, half, 1), conv_bn(half, half, 3, stride,
+                                                                     half, None),
+                                     conv_bn(half, half, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride == 1:
+            x1, x2 = x.chunk(2, dim=1)
+            out = torch.cat((x1, self.branch2(x2)), dim=1)
         else:
-            out = torch.cat((self.branch1(x), self.branch2(x)), 1)
-        n, c, h, w = out.shape
-        return out.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+            out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
+        return channel_shuffle(out, 2)
 
 
-def shufflenet_v2_x1_0() -> nn.Module:
-    layers, i = [stem(24)], 24
-    for o, n in ((116, 4), (232, 8), (464, 4)):
+def shufflenet_v2(c0: int = 24, k0: int = 7, stages: Sequence[tuple[int, int]] = (
+        (116, 4), (232, 8), (464, 4)), last: int = 1024, classes: int = 1000) -> nn.Module:
+    """``stages``: (output channels, units) of each stage; its first unit has stride 2."""
+    first = stem(c0, k0)
+    layers, i = [], c0
+    for o, n in stages:
         for j in range(n):
-            layers.append(Shuffle(i, o, 2 if j == 0 else 1))
+            layers.append(ShuffleUnit(i, o, 2 if j == 0 else 1))
             i = o
-    layers.append(cbr(i, 1024, 1))
-    return Classifier(nn.Sequential(*layers), 1024)
+    layers.append(conv_bn(i, last, 1))
+    return Classifier(first, nn.Sequential(*layers), last, classes)
 
 
+# ------------------------------------------------------------------------ SqueezeNet
 class Fire(nn.Module):
-    def __init__(self, i: int, sq: int, e: int) -> None:
+    def __init__(self, cin: int, squeeze: int, expand: int):
         super().__init__()
-        self.sq = nn.Sequential(nn.Conv2d(i, sq, 1), nn.ReLU())
-        self.e1 = nn.Sequential(nn.Conv2d(sq, e, 1), nn.ReLU())
-        self.e3 = nn.Sequential(nn.Conv2d(sq, e, 3, padding=1), nn.ReLU())
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.e1, self.e3 = nn.Conv2d(squeeze, expand, 1), nn.Conv2d(squeeze, expand, 3,
+                                                                    padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.sq(x)
-        return torch.cat((self.e1(x), self.e3(x)), 1)
+        x = torch.relu(self.squeeze(x))
+        return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)
 
 
-def squeezenet1_1() -> nn.Module:
-    pool = nn.MaxPool2d(3, 2, ceil_mode=True)
-    f = nn.Sequential(nn.Conv2d(3, 64, 3, 2), nn.ReLU(), pool, Fire(64, 16, 64),
-                      Fire(128, 16, 64), pool, Fire(128, 32, 128), Fire(256, 32, 128), pool,
-                      Fire(256, 48, 192), Fire(384, 48, 192), Fire(384, 64, 256),
-                      Fire(512, 64, 256), nn.Conv2d(512, 1000, 1), nn.ReLU(),
-                      nn.AdaptiveAvgPool2d(1), nn.Flatten())
-
-    class Squeeze(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.f = f
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.f(x)
-    return Squeeze()
-
-
-class Inception(nn.Module):
-    def __init__(self, i: int, c1: int, r3: int, c3: int, r5: int, c5: int, pp: int) -> None:
-        super().__init__()
-        self.b1 = cbr(i, c1, 1)
-        self.b2 = nn.Sequential(cbr(i, r3, 1), cbr(r3, c3, 3))
-        self.b3 = nn.Sequential(cbr(i, r5, 1), cbr(r5, c5, 3))
-        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), cbr(i, pp, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat((self.b1(x), self.b2(x), self.b3(x), self.b4(x)), 1)
-
-
-def googlenet() -> nn.Module:
-    pool = nn.MaxPool2d(3, 2, ceil_mode=True)
-    f = nn.Sequential(cbr(3, 64, 7, 2), pool, cbr(64, 64, 1), cbr(64, 192, 3), pool,
-                      Inception(192, 64, 96, 128, 16, 32, 32),
-                      Inception(256, 128, 128, 192, 32, 96, 64), pool,
-                      Inception(480, 192, 96, 208, 16, 48, 64),
-                      Inception(512, 160, 112, 224, 24, 64, 64),
-                      Inception(512, 128, 128, 256, 24, 64, 64),
-                      Inception(512, 112, 144, 288, 32, 64, 64),
-                      Inception(528, 256, 160, 320, 32, 128, 128),
-                      nn.MaxPool2d(2, 2, ceil_mode=True),
-                      Inception(832, 256, 160, 320, 32, 128, 128),
-                      Inception(832, 384, 192, 384, 48, 128, 128))
-    return Classifier(f, 1024)
-
-
-# ------------------------------------------------------------- DenseNet, VGG, AlexNet
-class DenseLayer(nn.Module):
-    def __init__(self, i: int, growth: int) -> None:
-        super().__init__()
-        self.f = nn.Sequential(nn.BatchNorm2d(i), nn.ReLU(), nn.Conv2d(i, 4 * growth, 1,
-                                                                       bias=False),
-                               nn.BatchNorm2d(4 * growth), nn.ReLU(),
-                               nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat((x, self.f(x)), 1)
-
-
-def densenet121() -> nn.Module:
-    layers, i, g = [stem(64)], 64, 32
-    for k, n in enumerate((6, 12, 24, 16)):
-        for _ in range(n):
-            layers.append(DenseLayer(i, g))
-            i += g
-        if k < 3:
-            layers += [nn.BatchNorm2d(i), nn.ReLU(), nn.Conv2d(i, i // 2, 1, bias=False),
-                       nn.AvgPool2d(2, 2)]
-            i //= 2
-    layers += [nn.BatchNorm2d(i), nn.ReLU()]
-    return Classifier(nn.Sequential(*layers), i)
-
-
-def vgg11() -> nn.Module:
-    layers: list[nn.Module] = []
-    i = 3
-    for v in (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"):
-        if v == "M":
-            layers.append(nn.MaxPool2d(2, 2))
+def squeezenet(c0: int = 64, pad: int = 0, fires: Sequence[tuple[int, int] | str] = (
+        (16, 64), (16, 64), "M", (32, 128), (32, 128), "M", (48, 192), (48, 192), (64, 256),
+        (64, 256)), classes: int = 1000) -> nn.Module:
+    """SqueezeNet 1.1 by default: ``fires`` lists (squeeze, expand) Fire modules and "M" for a
+    ceil-mode max pool."""
+    layers: list[nn.Module] = [nn.Conv2d(3, c0, 3, 2, pad), nn.ReLU(),
+                               nn.MaxPool2d(3, 2, ceil_mode=True)]
+    i = c0
+    for f in fires:
+        if f == "M":
+            layers.append(nn.MaxPool2d(3, 2, ceil_mode=True))
         else:
-            layers += [nn.Conv2d(i, v, 3, padding=1), nn.ReLU()]
-            i = v
-    return Classifier(nn.Sequential(*layers), 25088, hidden=(4096, 4096), pool=False)
+            layers.append(Fire(i, *f))
+            i = 2 * f[1]
+    return nn.Sequential(*layers, nn.Dropout(0.5), nn.Conv2d(i, classes, 1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten())
 
 
-def alexnet() -> nn.Module:
-    f = nn.Sequential(nn.Conv2d(3, 64, 11, 4, 2), nn.ReLU(), nn.MaxPool2d(3, 2),
-                      nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2),
-                      nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
-                      nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
-                      nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2))
-    return Classifier(f, 9216, hidden=(4096, 4096), pool=False)
+# ------------------------------------------------------------------ GoogLeNet / Inception
+class Inception(nn.Module):
+    """GoogLeNet's block (1x1; 1x1 -> 3x3; 1x1 -> k5 x k5; pool -> 1x1): a ceil-mode max pool
+    branch, or Inception v3's average pool (count_include_pad, PyTorch's default)."""
+
+    def __init__(self, cin: int, c1: int, r3: int, c3: int, r5: int, c5: int, cp: int,
+                 k5: int = 3, avg: bool = False):
+        super().__init__()
+        self.b1 = conv_bn(cin, c1, 1)
+        self.b3 = nn.Sequential(conv_bn(cin, r3, 1), conv_bn(r3, c3, 3))
+        self.b5 = nn.Sequential(conv_bn(cin, r5, 1), conv_bn(r5, c5, k5))
+        self.avg = avg
+        self.bp = conv_bn(cin, cp, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.avg:
+            p = F.avg_pool2d(x, 3, 1, 1)
+        else:
+            p = F.max_pool2d(x, 3, 1, 1, ceil_mode=True)
+        return torch.cat([self.b1(x), self.b3(x), self.b5(x), self.bp(p)], 1)
 
 
-# ------------------------------------------------------------------ RegNet, ConvNeXt
-def regnet_x_400mf() -> nn.Module:
-    layers, i = [cbr(3, 32, 3, 2)], 32
+def googlenet(classes: int = 1000) -> nn.Module:
+    def pool() -> nn.Module:
+        return nn.MaxPool2d(3, 2, ceil_mode=True)
+    first = nn.Sequential(conv_bn(3, 64, 7, 2), pool(), conv_bn(64, 64, 1), conv_bn(64, 192, 3),
+                          pool())
+    body = nn.Sequential(Inception(192, 64, 96, 128, 16, 32, 32),
+                         Inception(256, 128, 128, 192, 32, 96, 64), pool(),
+                         Inception(480, 192, 96, 208, 16, 48, 64),
+                         Inception(512, 160, 112, 224, 24, 64, 64),
+                         Inception(512, 128, 128, 256, 24, 64, 64),
+                         Inception(512, 112, 144, 288, 32, 64, 64),
+                         Inception(528, 256, 160, 320, 32, 128, 128),
+                         nn.MaxPool2d(2, 2, ceil_mode=True),
+                         Inception(832, 256, 160, 320, 32, 128, 128),
+                         Inception(832, 384, 192, 384, 48, 128, 128))
+    return Classifier(first, body, 1024, classes, dropout=0.4)
+
+
+# ------------------------------------------------------------------------- DenseNet
+class DenseLayer(nn.Module):
+    """BN-ReLU-1x1 (4 x growth) -> BN-ReLU-3x3 (growth) of the concatenated earlier features."""
+
+    def __init__(self, cin: int, growth: int):
+        super().__init__()
+        self.norm1, self.conv1 = nn.BatchNorm2d(cin), nn.Conv2d(cin, 4 * growth, 1, bias=False)
+        self.norm2 = nn.BatchNorm2d(4 * growth)
+        self.conv2 = nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False)
+
+    def forward(self, feats: list[torch.Tensor]) -> torch.Tensor:
+        x = torch.cat(feats, 1)
+        x = self.conv1(F.relu(self.norm1(x)))
+        return self.conv2(F.relu(self.norm2(x)))
+
+
+class DenseNet(nn.Module):
+    """Dense blocks of ``blocks`` layers, each followed but the last by a transition
+    (BN-ReLU-1x1 halving the channels, 2x2 average pool). A block sees the channel counts of
+    the one before, so their pre-activation batch norms at scale 1, shift 0 are equal tensors
+    that the TorchScript exporter shares through Identity nodes."""
+
+    def __init__(self, c0: int = 64, growth: int = 32, blocks: Sequence[int] = (6, 12, 24, 16),
+                 k0: int = 7, classes: int = 1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c0, k0, 2, k0 // 2, bias=False),
+                                  nn.BatchNorm2d(c0), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        self.blocks, self.trans = nn.ModuleList(), nn.ModuleList()
+        c = c0
+        for k, n in enumerate(blocks):
+            self.blocks.append(nn.ModuleList(DenseLayer(c + j * growth, growth)
+                                             for j in range(n)))
+            c += n * growth
+            if k < len(blocks) - 1:
+                self.trans.append(nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(),
+                                                nn.Conv2d(c, c // 2, 1, bias=False),
+                                                nn.AvgPool2d(2, 2)))
+                c //= 2
+        self.norm = nn.BatchNorm2d(c)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for k, block in enumerate(self.blocks):
+            feats = [x]
+            for layer in block:
+                feats.append(layer(feats))
+            x = torch.cat(feats, 1)
+            if k < len(self.trans):
+                x = self.trans[k](x)
+        x = F.relu(self.norm(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def densenet121(classes: int = 1000) -> nn.Module:
+    return DenseNet(classes=classes)
+
+
+# ------------------------------------------------------------------------ VGG / AlexNet
+VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+class VGG(nn.Module):
+    """Plain conv(-BN)-ReLU stacks ("M": 2x2 max pool), an adaptive average pool to
+    ``pool`` x ``pool`` (none: the features are ``spatial`` x ``spatial`` already) and the
+    dropout/linear head."""
+
+    def __init__(self, cfg: Sequence[int | str] = VGG11, bn: bool = False,
+                 pool: int | None = None, spatial: int = 7,
+                 hidden: Sequence[int] = (4096, 4096), classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = []
+        cin = 3
+        for v in cfg:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(cin, v, 3, padding=1)] + ([nn.BatchNorm2d(v)] if bn else [])
+                layers.append(nn.ReLU(inplace=True))
+                cin = v
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((pool, pool)) if pool else nn.Identity()
+        self.classifier = mlp_head(cin * (pool or spatial) ** 2, hidden, classes, False)
+        zero_biases(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+class AlexNet(nn.Module):
+    """11x11 stride-4 and 5x5 convs with max pools, then 3x3 convs (a last max pool when there
+    are three of them, as in the full network)."""
+
+    def __init__(self, widths: Sequence[int] = (64, 192, 384, 256, 256), pool: int | None = None,
+                 spatial: int = 6, hidden: Sequence[int] = (4096, 4096), classes: int = 1000):
+        super().__init__()
+        a, b, *rest = widths
+        layers: list[nn.Module] = [nn.Conv2d(3, a, 11, 4, 2), nn.ReLU(True), nn.MaxPool2d(3, 2),
+                                   nn.Conv2d(a, b, 5, padding=2), nn.ReLU(True),
+                                   nn.MaxPool2d(3, 2)]
+        cin = b
+        for c in rest:
+            layers += [nn.Conv2d(cin, c, 3, padding=1), nn.ReLU(True)]
+            cin = c
+        if len(rest) == 3:
+            layers.append(nn.MaxPool2d(3, 2))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((pool, pool)) if pool else nn.Identity()
+        self.classifier = mlp_head(cin * (pool or spatial) ** 2, hidden, classes, True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # the activation is flattened the way older code does it: x.view(x.size(0), -1)
+        x = self.avgpool(self.features(x))
+        return self.classifier(x.view(x.size(0), -1))
+
+
+# --------------------------------------------------------------------------- RegNet
+class RegNetBlock(nn.Module):
+    """RegNet's block: 1x1, grouped 3x3 (``group_width`` channels a group), squeeze-excitation
+    (RegNetY; none for RegNetX), 1x1; residual."""
+
+    def __init__(self, cin: int, cout: int, stride: int, group_width: int = 8,
+                 se: bool = True):
+        super().__init__()
+        self.a = conv_bn(cin, cout, 1)
+        self.b = conv_bn(cout, cout, 3, stride, cout // group_width)
+        self.se = SqueezeExcite(cout, cin // 4, nn.ReLU, nn.Sigmoid) if se else nn.Identity()
+        self.c = conv_bn(cout, cout, 1, act=None)
+        self.proj = conv_bn(cin, cout, 1, stride, act=None) if stride != 1 or cin != cout \
+            else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.c(self.se(self.b(self.a(x))))
+        return F.relu(y + (self.proj(x) if self.proj is not None else x))
+
+
+def regnet_x_400mf(classes: int = 1000) -> nn.Module:
+    layers, i = [], 32
     for o, n in ((32, 1), (64, 2), (160, 7), (400, 12)):
         for j in range(n):
-            layers.append(Bottleneck(i, o, o, 2 if j == 0 else 1, o // 16))
+            layers.append(RegNetBlock(i, o, 2 if j == 0 else 1, 16, se=False))
             i = o
-    return Classifier(nn.Sequential(*layers), 400)
+    return zero_biases(Classifier(conv_bn(3, 32, 3, 2), nn.Sequential(*layers), i, classes))
 
 
-class ConvNeXtBlock(nn.Module):
-    def __init__(self, d: int) -> None:
+# ------------------------------------------------------------------------- ConvNeXt
+class LayerNorm2d(nn.LayerNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 2, 3, 1)
+        x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return x.permute(0, 3, 1, 2)
+
+
+class CNBlock(nn.Module):
+    def __init__(self, c: int):
         super().__init__()
-        self.dw = nn.Conv2d(d, d, 7, padding=3, groups=d)
-        self.norm = nn.LayerNorm(d)
-        self.pw1, self.pw2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c, eps=1e-6)
+        self.pw1, self.pw2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        self.gelu = nn.GELU()
+        self.layer_scale = nn.Parameter(torch.full((c, 1, 1), 0.5))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.dw(x).permute(0, 2, 3, 1)
-        y = self.pw2(F.gelu(self.pw1(self.norm(y))))
-        return x + y.permute(0, 3, 1, 2)
+        y = self.pw2(self.gelu(self.pw1(self.norm(y)))).permute(0, 3, 1, 2)
+        return x + self.layer_scale * y
 
 
-class ChannelsNorm(nn.Module):
-    def __init__(self, d: int) -> None:
+class ConvNeXt(nn.Module):
+    """Patchify stem, stages of NHWC blocks (depthwise 7x7, LayerNorm, GELU MLP, layer scale),
+    LayerNorm + 2x2 stride-2 downsampling between stages, normalized pooled head."""
+
+    def __init__(self, dims: Sequence[int] = (80, 160, 320, 640),
+                 depths: Sequence[int] = (2, 2, 4, 2), classes: int = 1000):
         super().__init__()
-        self.norm = nn.LayerNorm(d)
+        self.stem = nn.Sequential(nn.Conv2d(3, dims[0], 4, 4), LayerNorm2d(dims[0], eps=1e-6))
+        self.stages, self.downs = nn.ModuleList(), nn.ModuleList()
+        for k, (d, n) in enumerate(zip(dims, depths)):
+            if k:
+                self.downs.append(nn.Sequential(LayerNorm2d(dims[k - 1], eps=1e-6),
+                                                nn.Conv2d(dims[k - 1], d, 2, 2)))
+            self.stages.append(nn.Sequential(*(CNBlock(d) for _ in range(n))))
+        self.head_norm = LayerNorm2d(dims[-1], eps=1e-6)
+        self.fc = nn.Linear(dims[-1], classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        x = self.stages[0](self.stem(x))
+        for down, stage in zip(self.downs, self.stages[1:]):
+            x = stage(down(x))
+        x = self.head_norm(F.adaptive_avg_pool2d(x, 1))
+        return self.fc(torch.flatten(x, 1))
 
 
-def convnext_nano() -> nn.Module:
-    dims, depths = (80, 160, 320, 640), (2, 2, 4, 2)
-    layers: list[nn.Module] = [nn.Conv2d(3, dims[0], 4, 4), ChannelsNorm(dims[0])]
-    for k, (d, n) in enumerate(zip(dims, depths)):
-        if k:
-            layers += [ChannelsNorm(dims[k - 1]), nn.Conv2d(dims[k - 1], d, 2, 2)]
-        layers += [ConvNeXtBlock(d) for _ in range(n)]
-    return Classifier(nn.Sequential(*layers), dims[-1])
+# ------------------------------------------------------------------------ YOLO-style
+def cbl(cin: int, cout: int, k: int = 3, s: int = 1) -> nn.Module:
+    return conv_bn(cin, cout, k, s, act=lambda: nn.LeakyReLU(0.1))
 
 
-# --------------------------------------------------------------------- YOLO-style
-class YoloTiny(nn.Module):
-    """A YOLO-style detector: LeakyRelu backbone, a Slice-based route, nearest Resize and
-    Concat into a second head."""
+class Yolo(nn.Module):
+    """A YOLO-style detector: space-to-depth "focus" slices, LeakyReLU conv blocks, a CSP-like
+    split by channel slices, an upsampling neck (nearest, or bilinear) with concatenation, a
+    max-pooled SPP branch, and a head reshaped to (anchors, outputs, H, W) and permuted.
+    ``width``: channels of the first block (the others are multiples of it); ``outputs``:
+    box (4), objectness (1) and class scores of each anchor."""
 
-    def __init__(self, anchors: int = 3, classes: int = 80) -> None:
+    def __init__(self, mode: str = "nearest", width: int = 16, anchors: int = 3,
+                 outputs: int = 7):
         super().__init__()
-        lk = lambda i, o, k=3, s=1: cbr(i, o, k, s, act=lambda: nn.LeakyReLU(0.1))  # noqa: E731
-        self.b1 = nn.Sequential(lk(3, 32, 3, 2), lk(32, 64, 3, 2), lk(64, 128), lk(128, 128, 3, 2),
-                                lk(128, 256), lk(256, 256, 3, 2))
-        self.b2 = nn.Sequential(lk(256, 512), lk(512, 512, 3, 2), lk(512, 256, 1))
-        out = anchors * (5 + classes)
-        self.head1 = nn.Sequential(lk(256, 512), nn.Conv2d(512, out, 1))
-        self.up = lk(128, 128, 1)
-        self.head2 = nn.Sequential(lk(128 + 256, 256), nn.Conv2d(256, out, 1))
+        w = width
+        self.mode, self.width, self.anchors, self.outputs = mode, w, anchors, outputs
+        self.focus = cbl(12, w)
+        self.c1 = cbl(w, 2 * w, 3, 2)
+        self.c2 = cbl(w, w)
+        self.c3 = cbl(2 * w, 4 * w, 3, 2)
+        self.spp = cbl(8 * w, 4 * w, 1)
+        self.lat = cbl(4 * w, 2 * w, 1)
+        self.neck = cbl(4 * w, 2 * w)
+        self.prelu = nn.PReLU(2 * w)
+        self.head = nn.Conv2d(2 * w, anchors * outputs, 1)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r = self.b1(x)
-        y = self.b2(r)
-        route = y[:, :128]  # a Slice
-        up = F.interpolate(self.up(route), scale_factor=2, mode="nearest")
-        return self.head1(y), self.head2(torch.cat((up, r), 1))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2],
+                       x[..., 1::2, 1::2]], 1)
+        p3 = self.c1(self.focus(x))
+        a, b = p3[:, :self.width], p3[:, self.width:]
+        p3 = torch.cat([a, self.c2(b)], 1)
+        p4 = self.c3(p3)
+        p4 = self.spp(torch.cat([p4, F.max_pool2d(p4, 5, 1, 2)], 1))
+        up = F.interpolate(self.lat(p4), scale_factor=2.0, mode=self.mode,
+                           align_corners=False if self.mode == "bilinear" else None)
+        y = self.prelu(self.neck(torch.cat([up, p3], 1)))
+        y = self.head(y)
+        n, _, h, w = y.shape
+        y = y.view(n, self.anchors, self.outputs, h, w).permute(0, 1, 3, 4, 2)
+        return torch.sigmoid(y)
 
 
+# ------------------------------------------------------------------------ registries
+#: The families at their usual size (224x224 input, 1000 classes; COCO's 80 for the detector).
 FAMILIES: dict[str, Callable[[], nn.Module]] = {
     "resnet18": resnet18, "resnext26_32x4d": resnext26_32x4d, "mobilenet_v1": mobilenet_v1,
     "mobilenet_v2": mobilenet_v2, "mobilenet_v3_small": mobilenet_v3_small,
-    "efficientnet_b0": efficientnet_b0, "mnasnet1_0": mnasnet1_0,
-    "shufflenet_v2_x1_0": shufflenet_v2_x1_0, "squeezenet1_1": squeezenet1_1,
-    "googlenet": googlenet, "densenet121": densenet121, "vgg11": vgg11, "alexnet": alexnet,
-    "regnet_x_400mf": regnet_x_400mf, "convnext_nano": convnext_nano, "yolo_tiny": YoloTiny,
+    "efficientnet_b0": efficientnet, "mnasnet1_0": MnasNet,
+    "shufflenet_v2_x1_0": shufflenet_v2, "squeezenet1_1": squeezenet, "googlenet": googlenet,
+    "densenet121": densenet121, "vgg11": VGG, "alexnet": AlexNet,
+    "regnet_x_400mf": regnet_x_400mf, "convnext_nano": ConvNeXt,
+    "yolo": lambda: Yolo(width=32, outputs=85),
 }
 
 
-def settle_batchnorm(model: nn.Module, shape: tuple[int, ...], batches: int = 4,
-                     seed: int = 0) -> nn.Module:
-    """Re-estimate every BatchNorm's statistics on random inputs (a cumulative average), then
-    switch to inference mode."""
-    torch.manual_seed(seed)
+def _small_resnext() -> nn.Module:
+    body = nn.Sequential(Bottleneck(16, 64, 64, 1, groups=4), Bottleneck(64, 64, 64, 2, 4))
+    return Classifier(conv_bn(3, 16, 3, 2), body, 64)
+
+
+def _small_regnet() -> nn.Module:
+    body = nn.Sequential(RegNetBlock(16, 32, 2), RegNetBlock(32, 32, 1))
+    return zero_biases(Classifier(conv_bn(3, 16, 3, 2), body, 32))
+
+
+#: Each family's characteristic blocks at test size (10 classes).
+SMALL: dict[str, Callable[[], nn.Module]] = {
+    "resnet": lambda: Classifier(stem(16), nn.Sequential(BasicBlock(16),
+                                                         Bottleneck(16, 16, 64, 2)), 64),
+    "resnext": _small_resnext,
+    "mobilenet_v1": lambda: mobilenet_v1(16, ((32, 1), (64, 2), (64, 1)), nn.ReLU6, 10),
+    "mobilenet_v2": lambda: mobilenet_v2(16, ((1, 16, 1, 1), (6, 24, 2, 2)), 64, 10),
+    "mobilenet_v3": lambda: zero_biases(MobileNetV3(
+        ((3, 16, 16, True, nn.ReLU, 2), (5, 64, 24, True, nn.Hardswish, 1)), 16, 96, 128, 10)),
+    "efficientnet": lambda: efficientnet(16, ((1, 3, 16, 1, 1), (6, 3, 24, 1, 2),
+                                              (6, 5, 24, 1, 1)), 64, 10),
+    "mnasnet": lambda: MnasNet(16, 16, ((5, 24, 2, 2, 3),), 64, 10),
+    "shufflenet_v2": lambda: shufflenet_v2(16, 3, ((32, 2),), 64, 10),
+    "squeezenet": lambda: squeezenet(32, 1, ((16, 32), (16, 32), "M", (16, 48)), 10),
+    "inception": lambda: Classifier(
+        nn.Sequential(conv_bn(3, 32, 3, 2), nn.MaxPool2d(3, 2, ceil_mode=True)),
+        nn.Sequential(Inception(32, 16, 16, 32, 4, 8, 8, 5), nn.MaxPool2d(3, 2, ceil_mode=True),
+                      Inception(64, 16, 16, 32, 4, 8, 8, 5, avg=True)), 64, dropout=0.4),
+    "densenet": lambda: DenseNet(16, 8, (2, 2), 3, 10),
+    "vgg": lambda: VGG((16, "M", 32, "M", 64, 64, "M"), True, 2, hidden=(128, 128),
+                       classes=10),
+    "alexnet": lambda: AlexNet((32, 48, 64), 3, hidden=(128,), classes=10),
+    "regnet": _small_regnet,
+    "convnext": lambda: ConvNeXt((16, 32), (1, 1), 10),
+    "yolo": lambda: Yolo("nearest"),
+    "yolo_bilinear": lambda: Yolo("bilinear"),
+}
+
+#: Input size of the small models (AlexNet's stride-4 11x11 stem needs a larger image).
+SMALL_SIZES = {"alexnet": 64}
+
+
+def input_size(name: str, small: bool = False) -> int:
+    return SMALL_SIZES.get(name, 32) if small else 224
+
+
+def settle_batchnorm(model: nn.Module, size: int, batches: int = 4) -> nn.Module:
+    """Re-estimate every BatchNorm's statistics on random (8, 3, size, size) inputs (a
+    cumulative average over the batches), then switch to inference mode."""
+    model.train()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
             m.reset_running_stats()
             m.momentum = None
-    model.train()
     with torch.no_grad():
         for _ in range(batches):
-            model(torch.randn(8, *shape[1:]))
+            model(torch.randn(8, 3, size, size))
     return model.eval()
 
 
-def build(name: str, seed: int = 0, size: int = 224) -> nn.Module:
+def build(name: str, seed: int = 0, *, small: bool = False, size: int | None = None
+          ) -> nn.Module:
+    """The family's model (:data:`SMALL` if ``small`` else :data:`FAMILIES`) with seeded
+    weights and batch-norm statistics re-estimated on random inputs, in eval mode."""
     torch.manual_seed(seed)
-    return settle_batchnorm(FAMILIES[name](), (1, 3, size, size), seed=seed)
+    model = (SMALL if small else FAMILIES)[name]()
+    return settle_batchnorm(model, size or input_size(name, small))
+
+
+def export(model: nn.Module, size: int, *, dynamo: bool, opset: int | None = None,
+           dynamic_batch: bool = False, fold: bool = True) -> bytes:
+    """``torch.onnx.export`` of a (1, 3, size, size) input, serialized; ``dynamic_batch``
+    exports a symbolic batch dimension (the graph then computes shapes at run time);
+    ``fold=False`` is the TorchScript exporter without its constant folding (batch norms stay,
+    weights are also listed as graph inputs)."""
+    x = torch.randn(2 if dynamic_batch and dynamo else 1, 3, size, size)
+    buf = io.BytesIO()
+    kw: dict = {"opset_version": opset} if opset else {}
+    if dynamo:
+        if dynamic_batch:
+            kw["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=64)},)
+        prog = torch.onnx.export(model, (x,), dynamo=True, verbose=False, **kw)
+        return prog.model_proto.SerializeToString()
+    if dynamic_batch:
+        kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
+    if not fold:
+        kw.update(do_constant_folding=False, keep_initializers_as_inputs=True)
+    torch.onnx.export(model, (x,), buf, dynamo=False, input_names=["input"],
+                      output_names=["output"], **kw)
+    return buf.getvalue()

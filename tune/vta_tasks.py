@@ -347,9 +347,10 @@ def _pad(c: int, b: int) -> int:
 def conv_task(attrs: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int],
               cfg: Config) -> Task | None:
     """The ``vta.conv2d`` task of a graph conv layer (None if the template cannot express it:
-    groups, dilation, asymmetric padding or strides, non-square kernels)."""
+    groups, dilation, asymmetric padding or strides, non-square kernels, a transposed conv)."""
     pads, strides = attrs.get("pads", [0, 0, 0, 0]), attrs.get("strides", [1, 1])
     if (attrs.get("group", 1) != 1 or list(attrs.get("dilations", [1, 1])) != [1, 1]
+            or list(attrs.get("input_strides", [1, 1])) != [1, 1]
             or pads[0] != pads[2] or pads[1] != pads[3] or pads[0] != pads[1]
             or strides[0] != strides[1] or w_shape[2] != w_shape[3]):
         return None
@@ -397,6 +398,8 @@ def layer_task(layer: Any, cfg: Config) -> Task | None:
     if layer.template == "dense":
         (n, k), (m, _) = layer.data, layer.kernel
         return Task.create("vta.dense", (n, k, m, cfg.params))
+    if layer.template != "conv2d":
+        return None
     pt, pl, pb, pr = layer.padding
     if layer.groups != 1 or layer.dilation != (1, 1) or pt != pb or pl != pr:
         return None

@@ -10,7 +10,7 @@ reference the tests compare against.
 Agreement with the numpy kernels:
 
 - integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
-  ``QGlobalAveragePool``, ``Dilate``, ``MaxPool``) are bit-exact, with the calibrated scales'
+  ``QGlobalAveragePool``, ``MaxPool``) are bit-exact, with the calibrated scales'
   fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
   (float64 arithmetic as numpy's, ``rint`` rounding half to even);
 - float reductions (``Conv``, ``Softmax``, ``Tanh``) differ in the last bits: LLVM may
@@ -116,8 +116,8 @@ def _symmetric(pads: list[int]) -> tuple[int, int] | None:
 def _conv(n: Node, xs: tuple[int, ...], params: Mapping[str, np.ndarray]) -> Any:
     a = n.attrs
     pad = _symmetric(a["pads"])
-    if pad is None or a["dilations"] != [1, 1]:
-        return None
+    if pad is None or a["dilations"] != [1, 1] or a.get("input_strides", [1, 1]) != [1, 1]:
+        return None  # a transposed conv's equivalent conv on the CPU: the numpy kernel
     w = params[n.inputs[1]]
     bias = len(n.inputs) > 2 and bool(n.inputs[2])
     from vta.compiler.topi import cpu
@@ -152,7 +152,7 @@ def _scalar(v: Any) -> bool:
 
 
 def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
-           params: Mapping[str, np.ndarray], dtypes: Mapping[str, str]) -> Any:
+           params: Mapping[str, np.ndarray]) -> Any:
     """The topi.cpu operator of node ``n`` (input shape ``xs``), or None."""
     from vta.compiler.topi import cpu
 
@@ -175,24 +175,19 @@ def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
         "Softmax": lambda: cpu.softmax(xs)
         if not a.get("legacy") and a["axis"] in (-1, len(xs) - 1) else None,
         "Tanh": lambda: cpu.tanh(xs),
-        "Dilate": lambda: cpu.dilate(xs, a["strides"], a["pads"],
-                                     dtypes.get(n.inputs[0], "float32"))
-        if min(a["pads"]) >= 0 and len(xs) == 4 else None,
     }
     make = builders.get(n.op)
     return make() if make is not None else None
 
 
 def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
-                params: Mapping[str, np.ndarray],
-                dtypes: Mapping[str, str] | None = None) -> HostKernel | None:
+                params: Mapping[str, np.ndarray]) -> HostKernel | None:
     """The LLVM kernel of node ``n`` (its IR lowered, not yet JIT-compiled), or None when the
-    operator compiler has none for it (the node then runs its numpy kernel). ``dtypes``: the
-    dtype of each activation (needed for dtype-generic ops such as ``Dilate``)."""
+    operator compiler has none for it (the node then runs its numpy kernel)."""
     xs = shapes.get(n.inputs[0]) if n.inputs else None
     if xs is None or n.inputs[0] in params:
         return None
-    op = _build(n, tuple(xs), shapes, params, dtypes or {})
+    op = _build(n, tuple(xs), shapes, params)
     if op is None:
         return None
     extra = []  # per-channel amounts of the int8 conv epilogue, in cpu._requant's order

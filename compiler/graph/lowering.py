@@ -1,7 +1,9 @@
 """VTA layers of a quantized graph through the operator compiler (vta.compiler.topi).
 
 A ``QConv`` (plain, grouped over whole channel blocks, or depthwise as block-diagonal group
-convs, as TVM's VTA ran MobileNet) or ``QDense`` becomes a :class:`VtaLayer`: its workload in
+convs, as TVM's VTA ran MobileNet; a transposed conv's equivalent conv, with ``input_strides``,
+as the conv2d_transpose template of :mod:`vta.compiler.topi.conv_transpose`) or ``QDense``
+becomes a :class:`VtaLayer`: its workload in
 packed units and its epilogue (bias preloaded into the accumulator by a LOAD ACC, shift right by
 one amount or a per-channel vector, the fixed-point multiplier (one or a per-channel vector,
 then a rounding ADD and a shift), clip; each one ALU pass). :meth:`VtaLayer.operator` builds
@@ -22,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.errors import VTAError
 from vta.runtime.record import RecordedProgram, Relocation
 
 from ..errors import CompilerError
@@ -38,10 +41,12 @@ class VtaLayer:
     """One VTA layer's template, workload (in tiles) and epilogue."""
 
     node: str
-    template: str  #: "conv2d" or "dense"
+    template: str  #: "conv2d", "conv2d_transpose" or "dense"
     data: tuple[int, ...]  #: conv (N, CI, H, W) / dense (N, K), in tiles
     kernel: tuple[int, ...]  #: conv (CO, CI/groups, KH, KW) / dense (M, K), in tiles
+    #: conv2d_transpose: the input strides (zeros between input pixels) of the equivalent conv
     strides: tuple[int, int] = (1, 1)
+    #: conv2d_transpose: the equivalent conv's padding of the zero-interleaved input
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
     groups: int = 1
@@ -70,6 +75,11 @@ class VtaLayer:
         from vta.compiler import topi
 
         kn = dict(knobs) if knobs else None
+        if self.template == "conv2d_transpose":
+            from vta.compiler.topi.conv_transpose import conv2d_transpose_phased
+
+            return conv2d_transpose_phased(self._data6(cfg), self.kernel[0], *self.phases(),
+                                           cfg, self.epilogue(), kn)
         if self.template == "dense":
             (n, k), (m, _) = self.data, self.kernel
             return topi.dense_packed((n, k, cfg.batch, cfg.block_in),
@@ -85,6 +95,12 @@ class VtaLayer:
         """The default knobs (vta.compiler.topi.defaults: ranked by vta.sim.perf, cached)."""
         from vta.compiler.topi import defaults
 
+        if self.template == "conv2d_transpose":
+            from vta.compiler.topi import conv_transpose as ct
+
+            py, px = self.phases()
+            return ct.default_choice(self._data6(cfg), self.kernel[0], py, px, cfg,
+                                     self.epilogue(), threads)
         if self.template == "dense":
             (n, k), (m, _) = self.data, self.kernel
             return defaults.dense_default(n, k, m, cfg, self.epilogue())
@@ -97,6 +113,13 @@ class VtaLayer:
         """The packed weight, bias (and shift, multiplier vectors) in the operator's argument
         order."""
         w = params[node.inputs[1]].astype(np.int8)
+        if self.template == "conv2d_transpose":
+            from vta.compiler.topi.conv_transpose import phase_kernel
+
+            # the equivalent conv's flipped (CO, CI, KH, KW) weights -> the transposed conv's
+            # (CI, CO, KH, KW) -> every phase's sub-kernel
+            wt = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+            w = np.ascontiguousarray(phase_kernel(wt, *self.phases()).transpose(1, 0, 2, 3))
         if self.template == "dense":
             w = w.reshape(*w.shape, 1, 1)
         if self.depthwise:
@@ -111,6 +134,24 @@ class VtaLayer:
         if self.mul_vector:
             out.append(_vector(np.asarray(node.attrs["mul"]), cfg))
         return out
+
+    def _data6(self, cfg: Config) -> tuple[int, ...]:
+        return (*self.data, cfg.batch, cfg.block_in)
+
+    def phases(self) -> tuple[Any, Any]:
+        """conv2d_transpose: the output phases of each dimension (LayerError when the output is
+        not a whole number of phase rows)."""
+        from vta.compiler.topi.conv_transpose import Phases
+
+        out = []
+        for d in range(2):
+            h, k, s = self.data[2 + d], self.kernel[2 + d], self.strides[d]
+            lo, hi = self.padding[d], self.padding[2 + d]
+            try:
+                out.append(Phases.of(h, k, s, k - 1 - lo, (h - 1) * s + 1 + lo + hi - k + 1))
+            except VTAError as e:
+                raise LayerError(str(e)) from None
+        return out[0], out[1]
 
 
 def _vector(v: np.ndarray, cfg: Config) -> bytes:
@@ -135,6 +176,8 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
         return VtaLayer(n.name, "dense", (ceil_div(x_shape[0], b), ceil_div(x_shape[1], bi)),
                         (ceil_div(w_shape[0], bo), ceil_div(w_shape[1], bi)), **epi)
     pads = tuple(int(p) for p in a["pads"])
+    if a.get("input_strides", [1, 1]) != [1, 1]:
+        return _transposed(n, x_shape, w_shape, pads, cfg, epi)
     if max(pads) > 15:
         raise LayerError(f"padding {max(pads)} exceeds the 4-bit LOAD pad fields")
     nn_, c, h, w = x_shape
@@ -154,6 +197,24 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
                         groups=c // blk, depthwise=True, **epi)
     raise LayerError(f"{grp} groups of {c // grp} input channels do not split into whole "
                         f"{blk}-channel blocks")
+
+
+def _transposed(n: Node, x_shape: Sequence[int], w_shape: Sequence[int],
+                pads: tuple[int, ...], cfg: Config, epi: dict[str, Any]) -> VtaLayer:
+    """A transposed conv (its equivalent conv over the zero-interleaved input)."""
+    a = n.attrs
+    if int(a.get("group", 1)) != 1 or list(a["dilations"]) != [1, 1]:
+        raise LayerError("a grouped or dilated transposed convolution has no VTA template")
+    if pads[0] > w_shape[2] - 1 or pads[1] > w_shape[3] - 1:
+        raise LayerError("a transposed convolution with negative padding has no VTA template")
+    nn_, c, h, w = x_shape
+    o, _, kh, kw = w_shape
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    layer = VtaLayer(n.name, "conv2d_transpose", (ceil_div(nn_, b), ceil_div(c, bi), h, w),
+                     (ceil_div(o, bo), ceil_div(c, bi), kh, kw),
+                     strides=tuple(a["input_strides"]), padding=pads, **epi)
+    layer.phases()  # the output must be whole phase rows
+    return layer
 
 
 #: Quantized element-wise ops the ALU runs (vta.compiler.topi.elementwise) and their template

@@ -286,7 +286,16 @@ def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
               params: Mapping[str, np.ndarray]) -> int:
     if n.op in ("Conv", "QConv"):
         w = params[n.inputs[1]].shape
-        return int(np.prod(shapes[n.outputs[0]])) * int(np.prod(w[1:]))
+        st = n.attrs.get("input_strides", [1, 1])
+        if list(st) == [1, 1]:
+            return int(np.prod(shapes[n.outputs[0]])) * int(np.prod(w[1:]))
+        # a transposed conv: only the taps that meet an input pixel (not an inserted zero)
+        x, out, pads = shapes[n.inputs[0]], shapes[n.outputs[0]], n.attrs["pads"]
+        taps = 1
+        for d in range(2):
+            z = np.arange(out[2 + d])[:, None] + np.arange(w[2 + d])[None, :] - pads[d]
+            taps *= int(((z >= 0) & (z % st[d] == 0) & (z // st[d] < x[2 + d])).sum())
+        return out[0] * out[1] * int(w[1]) * taps
     if n.op in ("Dense", "QDense"):
         w = params[n.inputs[1]].shape
         return int(np.prod(shapes[n.outputs[0]])) * int(w[1])
@@ -345,10 +354,9 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
         from .host import host_kernel
 
-        dtypes = {k: str(np.asarray(v).dtype) for k, v in env.items()}
         for n in qg.nodes:
             if partition[n.name] == "cpu":
-                hk = host_kernel(n, shapes, qg.params, dtypes)
+                hk = host_kernel(n, shapes, qg.params)
                 if hk is not None:
                     host_ir[n.name] = hk.text()
     return CompiledModule(cfg, qg, qr.scales, qr.layers, partition, shapes, plan, bytes(image),

@@ -46,8 +46,12 @@ def windows(x: np.ndarray, kh: int, kw: int, strides: list[int],
 
 def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[int],
            pads: list[int], dilations: list[int], group: int,
-           acc_dtype: Any = np.float32) -> np.ndarray:
-    """NCHW x OIHW convolution. Integer inputs are accumulated exactly (result int64)."""
+           acc_dtype: Any = np.float32, input_strides: list[int] | None = None) -> np.ndarray:
+    """NCHW x OIHW convolution. Integer inputs are accumulated exactly (result int64).
+    ``input_strides``: ``s - 1`` zeros between the input's pixels first (a transposed conv's
+    equivalent convolution), then ``pads`` (negative: crop)."""
+    if input_strides is not None and list(input_strides) != [1, 1]:
+        x, pads = dilate_pad(x, input_strides, pads), [0, 0, 0, 0]
     integer = np.issubdtype(x.dtype, np.integer)
     work = np.float64 if integer else acc_dtype
     xp = np.ascontiguousarray(pad_nchw(x, pads).astype(work, copy=False))
@@ -119,9 +123,8 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, stri
     wc, cpads = conv_transpose_as_conv(w, group=group, kernel=w.shape[2:], strides=strides,
                                        pads=pads, dilations=dilations,
                                        output_padding=output_padding)
-    xd = dilate_pad(x, strides, cpads)
-    return conv2d(xd, wc, b, strides=[1, 1], pads=[0, 0, 0, 0], dilations=dilations,
-                  group=group)
+    return conv2d(x, wc, b, strides=[1, 1], pads=cpads, dilations=dilations, group=group,
+                  input_strides=strides)
 
 
 def max_pool(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int]) -> np.ndarray:

@@ -10,7 +10,9 @@
   element-wise ops) and Identity nodes go.
 - ``fold_channel_shuffle``: Reshape-Transpose-Reshape channel shuffles become one Gather.
 - ``fold_batchnorm``: BatchNormalization after Conv / ConvTranspose goes into its weights.
-- ``lower_conv_transpose``: ConvTranspose -> Dilate (zero insertion, injective) + Conv.
+- ``lower_conv_transpose``: ConvTranspose -> a Conv of flipped weights over the input with
+  ``stride - 1`` zeros between pixels (its ``input_strides``), which VTA runs as the
+  conv2d_transpose template (no zero is inserted or multiplied).
 - ``fuse_activations``: Relu / Clip after Conv, Dense or Add becomes the op's epilogue.
 - :func:`fusion_groups`: operator fusion by the TVM paper's four categories.
 """
@@ -95,7 +97,8 @@ def fold_batchnorm(g: Graph) -> Graph:
 
 
 def lower_conv_transpose(g: Graph) -> Graph:
-    """ConvTranspose = zero insertion and padding (Dilate) + a stride-1 Conv of flipped weights."""
+    """ConvTranspose = a stride-1 Conv of flipped weights over the input with ``strides - 1``
+    zeros between its pixels (``input_strides``) and the equivalent padding."""
     out: list[Node] = []
     for n in g.nodes:
         if n.op != "ConvTranspose":
@@ -108,15 +111,13 @@ def lower_conv_transpose(g: Graph) -> Graph:
             output_padding=n.attrs["output_padding"])
         wname = f"{n.name}.weight_conv"
         g.params[wname] = wc
-        mid = f"{n.name}.dilated"
-        out.append(Node("Dilate", f"{n.name}.dilate", [n.inputs[0]], [mid],
-                        {"strides": list(n.attrs["strides"]), "pads": pads}))
-        attrs = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": n.attrs["dilations"],
-                 "group": n.attrs["group"]}
+        attrs = {"strides": [1, 1], "pads": pads, "dilations": n.attrs["dilations"],
+                 "group": n.attrs["group"], "input_strides": list(n.attrs["strides"])}
         for k in ("activation", "act_min", "act_max"):
             if k in n.attrs:
                 attrs[k] = n.attrs[k]
-        out.append(Node("Conv", n.name, [mid, wname] + n.inputs[2:], list(n.outputs), attrs))
+        out.append(Node("Conv", n.name, [n.inputs[0], wname] + n.inputs[2:], list(n.outputs),
+                        attrs))
     g.nodes = out
     return g.remove_unused()
 
@@ -535,7 +536,7 @@ INJECTIVE, REDUCTION, OUT_FUSABLE, OPAQUE = ("injective", "reduction", "complex-
 OP_PATTERN = {
     "Add": INJECTIVE, "Mul": INJECTIVE, "Relu": INJECTIVE, "Clip": INJECTIVE,
     "Tanh": INJECTIVE, "Sigmoid": INJECTIVE, "Flatten": INJECTIVE, "Reshape": INJECTIVE,
-    "Identity": INJECTIVE, "Pad": INJECTIVE, "Resize": INJECTIVE, "Dilate": INJECTIVE,
+    "Identity": INJECTIVE, "Pad": INJECTIVE, "Resize": INJECTIVE,
     "Concat": INJECTIVE, "BatchNormalization": INJECTIVE, "Quantize": INJECTIVE,
     "Dequantize": INJECTIVE, "Transpose": INJECTIVE, "Slice": INJECTIVE, "Gather": INJECTIVE,
     **{op: INJECTIVE for op in ELEMENTWISE},

@@ -55,7 +55,7 @@ _BINS = 2048
 _SUBSAMPLE = 1 << 18
 
 #: Ops that run on int8 tensors when their input is quantized (scale unchanged).
-_PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Dilate", "Pad", "Transpose",
+_PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Pad", "Transpose",
                 "Slice", "Gather", "GlobalMaxPool"}
 
 
@@ -163,7 +163,8 @@ def _fits(bound: int, s1: int, m: int, s2: int) -> bool:
 # ------------------------------------------------------------------ int kernels
 def _qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
     acc = ops.conv2d(a[0], a[1], None, strides=n.attrs["strides"], pads=n.attrs["pads"],
-                     dilations=n.attrs["dilations"], group=n.attrs["group"])
+                     dilations=n.attrs["dilations"], group=n.attrs["group"],
+                     input_strides=n.attrs.get("input_strides"))
     acc = acc + a[2].astype(np.int64)[None, :, None, None]
     return [_requant(n, acc)]
 

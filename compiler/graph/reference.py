@@ -24,7 +24,8 @@ def _conv(n: Node, a: list[Any]) -> list[np.ndarray]:
     x, w = a[0], a[1]
     b = a[2] if len(a) > 2 else None
     y = ops.conv2d(x, w, b, strides=n.attrs["strides"], pads=n.attrs["pads"],
-                   dilations=n.attrs["dilations"], group=n.attrs["group"])
+                   dilations=n.attrs["dilations"], group=n.attrs["group"],
+                   input_strides=n.attrs.get("input_strides"))
     return [_activation(n, y)]
 
 
@@ -148,10 +149,6 @@ def _fake_quant(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [((q - z) * s).astype(np.float32)]
 
 
-def _dilate(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [ops.dilate_pad(a[0], n.attrs["strides"], n.attrs["pads"])]
-
-
 FLOAT_KERNELS: dict[str, Kernel] = {
     "Conv": _conv,
     "ConvTranspose": _conv_transpose,
@@ -217,7 +214,6 @@ FLOAT_KERNELS: dict[str, Kernel] = {
     "Pad": _pad,
     "Resize": _resize,
     "Identity": lambda n, a: [a[0]],
-    "Dilate": _dilate,
     "FakeQuant": _fake_quant,
 }
 
@@ -290,8 +286,9 @@ def _pool_shape(n: Node, s: list[Shape]) -> Shape:
 def _conv_shape(n: Node, s: list[Shape]) -> Shape:
     (kh, kw), (sh, sw) = s[1][2:], n.attrs["strides"]
     (t, left, b, r), (dh, dw) = n.attrs["pads"], n.attrs["dilations"]
-    return (s[0][0], s[1][0], ops.conv_out_size(s[0][2], kh, sh, t, b, dh),
-            ops.conv_out_size(s[0][3], kw, sw, left, r, dw))
+    ih, iw = n.attrs.get("input_strides", [1, 1])
+    return (s[0][0], s[1][0], ops.conv_out_size((s[0][2] - 1) * ih + 1, kh, sh, t, b, dh),
+            ops.conv_out_size((s[0][3] - 1) * iw + 1, kw, sw, left, r, dw))
 
 
 def _conv_t_shape(n: Node, s: list[Shape]) -> Shape:

@@ -6,6 +6,11 @@ CPU (LLVM, float): :mod:`vta.compiler.topi.cpu`. Layout helpers: :mod:`vta.compi
 """
 
 from . import cpu, defaults, nn, pack
+from .conv_transpose import (
+    conv2d_transpose_packed,
+    conv2d_transpose_reference,
+    packed_phase_kernel,
+)
 from .pack import (
     depthwise_to_group_kernel,
     pack_bias,
@@ -20,7 +25,6 @@ from .vta import (
     MAX_VIRTUAL_THREADS,
     Epilogue,
     Operator,
-    TransposedConv,
     conv2d_acc_reference,
     conv2d_fits,
     conv2d_knob_space,
@@ -30,8 +34,6 @@ from .vta import (
     conv2d_packed_compute,
     conv2d_packed_schedule,
     conv2d_reference,
-    conv2d_transpose_packed,
-    conv2d_transpose_reference,
     conv2d_valid,
     dense_knob_space,
     dense_knobs,
@@ -46,10 +48,11 @@ from .vta import (
 __all__ = [
     "cpu", "nn", "pack", "pack_nchw", "unpack_nchw", "pack_oihw", "pack_bias",
     "depthwise_to_group_kernel", "pack_matrix", "unpack_matrix", "KNOB_NAMES", "Epilogue",
-    "Operator", "TransposedConv", "conv2d_packed", "conv2d_packed_compute",
+    "Operator", "conv2d_packed", "conv2d_packed_compute",
     "conv2d_packed_schedule", "conv2d_knobs", "conv2d_knob_space", "conv2d_fits",
     "conv2d_reference", "conv2d_acc_reference", "group_conv2d_packed",
-    "conv2d_transpose_packed", "conv2d_transpose_reference", "dense_packed", "dense_knobs",
+    "conv2d_transpose_packed", "conv2d_transpose_reference", "packed_phase_kernel",
+    "dense_packed", "dense_knobs",
     "dense_reference", "defaults", "MAX_VIRTUAL_THREADS", "conv2d_out_hw", "conv2d_valid",
     "dense_knob_space", "dense_valid", "pads4",
     "elementwise_packed",

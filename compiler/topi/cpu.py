@@ -232,27 +232,6 @@ def qglobal_avg_pool2d(shape: Sequence[int], mul: int, shift: int) -> CpuOp:
                  build_opts={"unroll": False})
 
 
-def dilate(shape: Sequence[int], strides: Sequence[int], pads: Sequence[int],
-           dtype: str = "float32") -> CpuOp:
-    """Insert ``stride - 1`` zeros between pixels, then pad by ``[top, left, bottom, right]``
-    (non-negative; the lowering of a transposed convolution to a convolution)."""
-    n, c, h, w = shape
-    sh, sw = strides
-    t, left, b, r = pads
-    oh, ow = (h - 1) * sh + 1 + t + b, (w - 1) * sw + 1 + left + r
-    x = te.placeholder(tuple(shape), dtype, "x")
-
-    def f(a, ch, i, j):  # noqa: ANN001, ANN202 - an Expr builder
-        y, z = i - t, j - left
-        inside = te.all(y >= 0, y < (h - 1) * sh + 1, (y % sh).equal(0) if sh > 1 else y >= 0,
-                        z >= 0, z < (w - 1) * sw + 1, (z % sw).equal(0) if sw > 1 else z >= 0)
-        return te.if_then_else(inside, x[a, ch, y // sh, z // sw], te.const(0, dtype))
-    out = te.compute((n, c, oh, ow), f, name="dilate")
-    s = te.create_schedule(out.op)
-    s[out].vectorize(s[out].op.axis[3])
-    return CpuOp("dilate", s, [x, out], (n, c, oh, ow), dtype)
-
-
 # --------------------------------------------------------------------- pooling
 def _pool(kind: str, shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
           padding: Sequence[int], dtype: str) -> CpuOp:
@@ -629,4 +608,4 @@ def softmax(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
 
 __all__ = ["CpuOp", "fast_exp", "add", "relu", "tanh", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "dense", "conv2d", "softmax", "quantize", "dequantize", "qadd",
-           "qglobal_avg_pool2d", "dilate"]
+           "qglobal_avg_pool2d"]

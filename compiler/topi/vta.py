@@ -426,120 +426,6 @@ def group_conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], 
     return conv2d_packed(data_shape, kernel_shape, groups=groups, **kw)
 
 
-class TransposedConv:
-    """conv2d_transpose as ``stride**2`` phase convolutions (zeros of the stride skipped).
-
-    Output row ``y`` with ``(y + pad) % stride == r`` only meets kernel rows ``r, r + stride,
-    ...``: each phase (ry, rx) is a stride-1 conv2d_packed of the undilated input with that
-    sub-kernel (flipped), and the phases are interleaved into the output on the host.
-    """
-
-    def __init__(self, data_shape: Sequence[int], kernel_shape: Sequence[int],
-                 strides: Sequence[int], padding: Sequence[int], epilogue: Epilogue,
-                 config: Config, target: str | None, knobs: dict[str, int] | None):
-        ci, co, kh, kw, bi, bo = kernel_shape
-        n, ci2, h, w, bb, _ = data_shape
-        sh, sw = strides
-        ph, pw = padding
-        if ci2 != ci:
-            raise ScheduleError(f"conv2d_transpose: data has {ci2} channel tiles, kernel {ci}")
-        if kh < sh or kw < sw:
-            raise ScheduleError("conv2d_transpose: the kernel must be at least as large as the "
-                                "stride")
-        self.oh = (h - 1) * sh + kh - 2 * ph
-        self.ow = (w - 1) * sw + kw - 2 * pw
-        if self.oh < 1 or self.ow < 1:
-            raise ScheduleError("conv2d_transpose: padding leaves no output")
-        self.out_shape = (n, co, self.oh, self.ow, bb, bo)
-        self.strides, self.padding, self.kernel_shape = (sh, sw), (ph, pw), kernel_shape
-        self.epilogue, self.cfg = epilogue, config
-        self.phases = []
-        for ry in range(sh):
-            for rx in range(sw):
-                my, mx = -(-(kh - ry) // sh), -(-(kw - rx) // sw)
-                qy = self._q_range(ry, ph, sh, self.oh)
-                qx = self._q_range(rx, pw, sw, self.ow)
-                if qy is None or qx is None:
-                    continue
-                op = conv2d_packed(data_shape, (co, ci, my, mx, bo, bi), strides=(1, 1),
-                                   padding=(my - 1, mx - 1), bias=epilogue.bias,
-                                   shift=epilogue.shift, relu=epilogue.relu,
-                                   clip=epilogue.clip, knobs=knobs, config=config,
-                                   target=target)
-                self.phases.append((ry, rx, my, mx, qy, qx, op))
-        self.info = {"epilogue": epilogue, "strides": self.strides, "padding": self.padding}
-        self.name = "conv2d_transpose_packed"
-
-    @staticmethod
-    def _q_range(r: int, p: int, s: int, out: int) -> tuple[int, int] | None:
-        lo = -((r - p) // s)  # ceil((p - r) / s)
-        hi = (out + p - 1 - r) // s
-        return (lo, hi) if hi >= lo else None
-
-    def _sub_kernel(self, kernel: np.ndarray, ry: int, rx: int, my: int, mx: int
-                    ) -> np.ndarray:
-        sh, sw = self.strides
-        rows = [ry + (my - 1 - m) * sh for m in range(my)]
-        cols = [rx + (mx - 1 - m) * sw for m in range(mx)]
-        sub = kernel[:, :, rows][:, :, :, cols]  # (CI, CO, my, mx, BI, BO)
-        return np.ascontiguousarray(sub.transpose(1, 0, 2, 3, 5, 4))
-
-    def _run(self, data: np.ndarray, kernel: np.ndarray, rest: tuple, race: bool
-             ) -> np.ndarray:
-        out = np.zeros(self.out_shape, np.int8)
-        sh, sw = self.strides
-        ph, pw = self.padding
-        for ry, rx, my, mx, (qy0, qy1), (qx0, qx1), op in self.phases:
-            g = self._sub_kernel(kernel, ry, rx, my, mx)
-            res = op.check_races(data, g, *rest) if race else op(data, g, *rest)
-            y0, x0 = qy0 * sh + ry - ph, qx0 * sw + rx - pw
-            out[:, :, y0::sh, x0::sw][:, :, :qy1 - qy0 + 1, :qx1 - qx0 + 1] = \
-                res[:, :, qy0:qy1 + 1, qx0:qx1 + 1]
-        return out
-
-    def __call__(self, data: np.ndarray, kernel: np.ndarray, *rest: np.ndarray) -> np.ndarray:
-        return self._run(data, kernel, rest, False)
-
-    def check_races(self, data: np.ndarray, kernel: np.ndarray, *rest: np.ndarray
-                    ) -> np.ndarray:
-        return self._run(data, kernel, rest, True)
-
-
-def conv2d_transpose_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
-                            strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
-                            shift: int = 0, relu: bool = False,
-                            clip: tuple[int, int] | None = None, bias: bool = False,
-                            knobs: dict[str, int] | None = None, config: Config,
-                            target: str | None = "fsim") -> TransposedConv:
-    """Packed conv2d_transpose; kernel layout (CI/BI, CO/BO, KH, KW, BLOCK_IN, BLOCK_OUT).
-
-    Runs as stride**2 phase convolutions that skip the zeros of the stride dilation
-    (:class:`TransposedConv`); call it on ``(data, kernel[, bias])``.
-    """
-    return TransposedConv(data_shape, kernel_shape, strides, padding,
-                          Epilogue(bias, shift, relu, clip), config, target, knobs)
-
-
-def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int],
-                               padding: Sequence[int], epilogue: Epilogue) -> np.ndarray:
-    """Scatter-form numpy reference of the packed conv2d_transpose."""
-    n, ci, h, w, bb, bi = data.shape
-    _, co, kh, kw, _, bo = kernel.shape
-    sh, sw = strides
-    ph, pw = padding
-    full = np.zeros((n, co, (h - 1) * sh + kh, (w - 1) * sw + kw, bb, bo), np.int64)
-    d = data.astype(np.int64)
-    k = kernel.astype(np.int64)
-    for y in range(kh):
-        for x in range(kw):
-            contrib = np.einsum("ncyxbi,cdio->ndyxbo", d, k[:, :, y, x])
-            full[:, :, y:y + (h - 1) * sh + 1:sh, x:x + (w - 1) * sw + 1:sw] += contrib
-    oh = (h - 1) * sh + kh - 2 * ph
-    ow = (w - 1) * sw + kw - 2 * pw
-    acc = full[:, :, ph:ph + oh, pw:pw + ow].astype(np.int32)
-    return epilogue.reference(acc, None)
-
-
 def _check_knobs(k: dict[str, int]) -> None:
     for name in KNOB_NAMES:
         if name not in k:
@@ -765,10 +651,10 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
 
 
 __all__ = [
-    "Operator", "Epilogue", "TransposedConv", "KNOB_NAMES", "conv2d_packed",
+    "Operator", "Epilogue", "KNOB_NAMES", "conv2d_packed",
     "conv2d_packed_compute", "conv2d_packed_schedule", "conv2d_knobs", "conv2d_knob_space",
     "conv2d_fits", "conv2d_valid", "conv2d_out_hw", "pads4", "MAX_VIRTUAL_THREADS",
     "dense_knobs", "dense_knob_space", "dense_valid", "conv2d_reference", "conv2d_acc_reference",
-    "group_conv2d_packed", "conv2d_transpose_packed", "conv2d_transpose_reference",
+    "group_conv2d_packed",
     "dense_packed", "dense_reference", "elementwise_packed",
 ]

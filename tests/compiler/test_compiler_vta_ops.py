@@ -135,22 +135,49 @@ def test_group_conv2d_two_tiles_per_group(small):
     np.testing.assert_array_equal(op.check_races(x, k), ref)
 
 
-@pytest.mark.parametrize("ksize,stride,pad", [(4, 2, 1), (3, 2, 1)])
-def test_conv2d_transpose_skips_stride_zeros(small, ksize, stride, pad):
+@pytest.mark.parametrize("ksize,stride,pad,outpad", [(4, 2, 1, 0), (3, 2, 1, 1), (4, 2, 2, 0),
+                                                     (4, 1, 0, 0), (3, 3, 1, 2)])
+def test_conv2d_transpose_one_program_no_stride_zeros(small, ksize, stride, pad, outpad):
+    """One VTA program: every output phase interleaved in place, bit-exact with the scatter
+    reference; the GEMM multiplies no zero of the stride dilation when the stride divides the
+    kernel and the phases' input offsets are affine (stride 2, or a padding the stride
+    divides): then every phase has kernel/stride taps a dimension."""
     b, bi = small.batch, small.block_in
     x = _i8((1, 2, 4, 4, b, bi))
     k = _i8((2, 1, ksize, ksize, bi, small.block_out))
+    bias = RNG.integers(-500, 500, (1, 1, 1, 1, 1, 1, b, small.block_out), dtype=np.int32)
     op = topi.conv2d_transpose_packed(x.shape, k.shape, strides=(stride, stride),
-                                      padding=(pad, pad), shift=5, clip=(-128, 127),
-                                      config=small)
+                                      padding=(pad, pad), output_padding=(outpad, outpad),
+                                      shift=5, clip=(-128, 127), bias=True, config=small)
     ref = topi.conv2d_transpose_reference(x, k, (stride, stride), (pad, pad),
-                                          op.info["epilogue"])
-    assert ref.shape[2] == 3 * stride + ksize - 2 * pad
-    np.testing.assert_array_equal(op.check_races(x, k), ref)
-    # one stride-1 phase convolution per output phase, each with only its kernel taps
-    assert len(op.phases) == stride * stride
-    taps = sum(my * mx for _, _, my, mx, *_ in op.phases)
-    assert taps == ksize * ksize
+                                          op.info["epilogue"], (outpad, outpad), bias)
+    assert ref.shape[2] == 3 * stride + ksize - 2 * pad + outpad
+    out = op.check_races(x, topi.packed_phase_kernel(k, *op.info["phases"]), bias)
+    np.testing.assert_array_equal(out, ref)
+    for ph in op.info["phases"]:
+        assert ph.real_taps() == ksize  # each kernel row in exactly one phase
+        if ksize % stride == 0 and (stride == 2 or pad % stride == 0):
+            assert ph.taps * stride == ksize
+        else:  # shorter phases padded with zero taps
+            assert ksize < ph.taps * stride < ksize + 2 * stride
+
+
+@pytest.mark.parametrize("knobs", [
+    {"tile_h": 1, "tile_w": 1, "tile_ci": 1, "tile_co": 1, "h_nthread": 2, "oc_nthread": 1},
+    {"tile_h": 2, "tile_w": 1, "tile_ci": 2, "tile_co": 1, "h_nthread": 1, "oc_nthread": 2},
+    {"tile_h": 1, "tile_w": 2, "tile_ci": 1, "tile_co": 2, "h_nthread": 2, "oc_nthread": 1}])
+def test_conv2d_transpose_knobs(small, knobs):
+    """Tiles smaller than the output (partial rows: one STORE a phase row block) and virtual
+    threads over rows or output channels: still the reference's bits, race-free."""
+    b, bi, bo = small.batch, small.block_in, small.block_out
+    x = _i8((1, 2, 4, 4, b, bi))
+    k = _i8((2, 2, 4, 4, bi, bo))
+    op = topi.conv2d_transpose_packed(x.shape, k.shape, strides=(2, 2), padding=(1, 1),
+                                      shift=6, clip=(-128, 127), knobs=dict(knobs, tile_b=1),
+                                      config=small)
+    ref = topi.conv2d_transpose_reference(x, k, (2, 2), (1, 1), op.info["epilogue"])
+    np.testing.assert_array_equal(
+        op.check_races(x, topi.packed_phase_kernel(k, *op.info["phases"])), ref)
 
 
 # ------------------------------------------------------------------ dense / element-wise

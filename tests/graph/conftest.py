@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -33,6 +37,21 @@ def _single_thread_blas() -> None:
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
+
+
+def torch_families() -> ModuleType:
+    """bench/torch_families.py: the PyTorch models of the network families, one definition for
+    the benchmark (full size) and the export tests (``small=True``); loaded by path, since
+    bench/ is a folder of scripts beside the tests, not a package."""
+    name = "torch_families"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def rand_input(graph, seed: int = 0) -> dict[str, np.ndarray]:

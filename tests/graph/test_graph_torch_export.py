@@ -1,5 +1,6 @@
-"""Real exporter output: small PyTorch models of each family's characteristic blocks (see
-torch_models.py), exported by ``torch.onnx.export`` with the TorchScript exporter (opsets 11,
+"""Real exporter output: small PyTorch models of each family's characteristic blocks
+(``SMALL`` of bench/torch_families.py, whose full-size families bench/bench_models.py runs),
+exported by ``torch.onnx.export`` with the TorchScript exporter (opsets 11,
 14, 17, 21) and the dynamo exporter (opsets 18 and its default), imported by the kit.
 
 - float: the kit's reference execution of the imported graph (and of the optimized graph)
@@ -25,12 +26,13 @@ from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
 
-from . import torch_models as tm
-from .conftest import assert_close_rel, run_ort
+from .conftest import assert_close_rel, run_ort, torch_families
+
+tm = torch_families()
 
 pytestmark = pytest.mark.sim
 
-FAMILIES = list(tm.FAMILIES)
+FAMILIES = list(tm.SMALL)
 #: id: (dynamo, opset); None: the exporter's default opset; "ts12_unfolded": TorchScript
 #: without constant folding (batch norms, Constant nodes, weights listed as inputs)
 EXPORTS = {"ts11": (False, 11), "ts12_unfolded": (False, 12), "ts14": (False, 14),
@@ -52,8 +54,8 @@ def exported(family: str, export: str) -> onnx.ModelProto:
         dynamo, opset = (True, 18) if export == "dynamo18" else EXPORTS[export]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            data = tm.export(tm.build(family), tm.SIZES.get(family, 32), dynamo=dynamo,
-                             opset=opset, fold=export != "ts12_unfolded")
+            data = tm.export(tm.build(family, small=True), tm.input_size(family, True),
+                             dynamo=dynamo, opset=opset, fold=export != "ts12_unfolded")
         _CACHE[key] = onnx.load_from_string(data)
     return _CACHE[key]
 
@@ -190,8 +192,9 @@ def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -
     torch.set_num_threads(1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = onnx.load_from_string(tm.export(tm.build(family), tm.SIZES.get(family, 32),
-                                                dynamo=dynamo, opset=None if dynamo else 13,
+        model = onnx.load_from_string(tm.export(tm.build(family, small=True),
+                                                tm.input_size(family, True), dynamo=dynamo,
+                                                opset=None if dynamo else 13,
                                                 dynamic_batch=True))
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert dims[0].dim_param and "Shape" in op_types(model)
@@ -203,21 +206,44 @@ def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -
     assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
 
 
-def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
-    """The command-line path: vta compile / vta run on a dynamo-exported YOLO-style model
-    (LeakyRelu, Slice, Resize, Concat, PRelu, a 5-D permuted output)."""
-    model = exported("yolo", "dynamo")
-    p = tmp_path / "yolo.onnx"
+def cli_compile_run(model: onnx.ModelProto, tmp_path) -> tuple[dict, np.ndarray, np.ndarray]:
+    """`vta compile` then `vta run` (fsim) of an exported model: (manifest, output,
+    onnxruntime's float output on the same input)."""
+    p = tmp_path / "model.onnx"
     p.write_bytes(model.SerializeToString())
     x = image(model)
     np.save(tmp_path / "x.npy", next(iter(x.values())))
     assert main(["compile", str(p), "-o", str(tmp_path / "mod")]) == 0
     man = json.loads((tmp_path / "mod" / "manifest.json").read_text())
-    assert sum(v == "vta" for v in man["partition"].values()) >= 6
     assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npy"), "-o",
                  str(tmp_path / "y.npy")]) == 0
-    y = np.load(tmp_path / "y.npy")
     (ref,) = run_ort(model, x)
+    return man, np.load(tmp_path / "y.npy"), ref
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
+    """The command-line path: vta compile / vta run on a dynamo-exported YOLO-style model
+    (LeakyRelu, Slice, Resize, Concat, PRelu, a 5-D permuted output)."""
+    man, y, ref = cli_compile_run(exported("yolo", "dynamo"), tmp_path)
+    assert sum(v == "vta" for v in man["partition"].values()) >= 6
     assert y.shape == ref.shape == (1, 3, 8, 8, 7)
-    a, b = ref.ravel().astype(np.float64), y.ravel().astype(np.float64)
-    assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= COSINE
+    assert cosine(ref, y) >= COSINE
+
+
+@pytest.mark.parametrize("export", ["ts17", "dynamo"])
+def test_vta_compile_and_run_exported_densenet(tmp_path, export: str) -> None:
+    """bench_models' path for DenseNet (whose 224x224 export once failed to import: batch-norm
+    scales shared through Identity, pre-activation batch norms on concatenations, transitions):
+    `vta compile` of either exporter's output puts every conv but the first (kept float) on
+    VTA; `vta run` on fsim is close to onnxruntime's float output."""
+    model = exported("densenet", export)
+    man, y, ref = cli_compile_run(model, tmp_path)
+    convs = [n.name for n in from_onnx(model).nodes if n.op == "Conv"]
+    assert len(convs) == 10  # stem, 2 x 2 dense layers of two convs, transition
+    assert {k for k, v in man["partition"].items() if v == "vta"} >= set(convs[1:])
+    assert y.shape == ref.shape and cosine(ref, y) >= COSINE

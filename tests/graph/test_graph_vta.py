@@ -417,3 +417,71 @@ def test_recorded_layers_on_tsim_small_config(small_cfg) -> None:
         if r.where == "tsim":
             est = m.kernels[r.node].cycles
             assert abs(r.cycles - est) <= 0.1 * r.cycles, (r.node, r.cycles, est)
+
+
+def conv_transpose_graph(c: int, o: int, h: int, k: int, s: int, p: int, op: int = 0,
+                         seed: int = 0) -> Graph:
+    rng = np.random.default_rng(seed)
+    params = {"w": (rng.standard_normal((c, o, k, k)) * np.sqrt(2 * s * s / (c * k * k)))
+              .astype(np.float32), "b": rng.standard_normal(o).astype(np.float32) * 0.1}
+    attrs = {"strides": [s, s], "pads": [p] * 4, "dilations": [1, 1], "group": 1,
+             "output_padding": [op, op], "activation": "relu", "act_min": 0.0,
+             "act_max": None}
+    return Graph([Node("ConvTranspose", "convt", ["x", "w", "b"], ["y"], attrs)],
+                 {"x": TensorInfo((1, c, h, h))}, ["y"], params, "convt")
+
+
+@pytest.mark.parametrize("c, o, h, k, s, p, op", [
+    (32, 16, 5, 4, 2, 1, 0), (16, 32, 4, 3, 2, 1, 1), (16, 16, 3, 4, 1, 0, 0),
+    (16, 16, 4, 3, 3, 1, 2), (20, 12, 6, 4, 2, 2, 0)])
+def test_conv_transpose_runs_the_phased_template(c, o, h, k, s, p, op) -> None:
+    """A ConvTranspose is one VTA layer of the conv2d_transpose template (no CPU work): its
+    recorded program gives the int8 reference's bits under every scheduling order, and when
+    the stride divides the kernel (phase offsets affine) the GEMM runs exactly kernel**2 /
+    stride**2 taps an output pixel, none on an inserted zero."""
+    g = conv_transpose_graph(c, o, h, k, s, p, op, seed=c + k)
+    m = compile_graph(g, Config(), keep_first_float=False)
+    # quantize, the layer on VTA, dequantize: no CPU op between (no zero insertion)
+    assert [(n.op, m.partition[n.name]) for n in m.graph.nodes] == [
+        ("Quantize", "cpu"), ("QConv", "vta"), ("Dequantize", "cpu")]
+    # (a stride-1 transposed conv is a plain conv of the flipped kernel)
+    assert m.kernels["convt"].template == ("conv2d" if s == 1 else "conv2d_transpose")
+    _check_module_layer(m, "convt", rand_input(g, 7))
+    _, _, oh, ow = m.shapes["y"]
+    assert oh == (h - 1) * s + k - 2 * p + op
+    # MACs: the taps that meet an input pixel (what the dilated conv would do, over stride**2)
+    dense = oh * ow * -(-o // 16) * 16 * -(-c // 16) * 16 * k * k
+    assert m.macs["convt"] <= dense // (s * s) + 2 * k * oh * ow * o * c
+    if k % s == 0 and (s == 2 or p % s == 0):
+        assert m.kernels["convt"].gemm_macs == dense // (s * s)
+
+
+@pytest.mark.tsim
+def test_conv_transpose_on_tsim_small_config(small_cfg) -> None:
+    """The conv2d_transpose template's program on the Verilator RTL (small config): the int8
+    reference's bits for a DCGAN-style k4 s2 p1 layer and a k3 s2 p1 output_padding 1 one."""
+    from ..conftest import require_tool
+
+    require_tool("verilator")
+    for c, o, h, k, s, p, op in [(8, 4, 4, 4, 2, 1, 0), (4, 8, 3, 3, 2, 1, 1)]:
+        g = conv_transpose_graph(c, o, h, k, s, p, op, seed=k)
+        m = compile_graph(g, small_cfg, keep_first_float=False)
+        assert m.partition["convt"] == "vta"
+        x = rand_input(g, 3)
+        with Executor(m, "tsim") as ex:
+            out = ex.run(x)["y"]
+            rep = ex.last_report
+        np.testing.assert_array_equal(out, run_quantized(m.graph, x)["y"])
+        assert [r.where for r in rep.layers] == ["cpu", "tsim", "cpu"]
+
+
+def test_conv_transpose_outside_the_template_runs_on_the_cpu() -> None:
+    """An output that is not whole phase rows (k3 s2 p1 without output_padding: 2H - 1 rows)
+    stays on the CPU with the reason in the module's notes, and gives the reference's bits."""
+    g = conv_transpose_graph(16, 16, 4, 3, 2, 1, 0)
+    m = compile_graph(g, Config(), keep_first_float=False)
+    assert m.partition["convt"] == "cpu" and m.shapes["y"][2:] == (7, 7)
+    assert any("convt" in n and "multiple of the stride" in n for n in m.notes), m.notes
+    x = rand_input(g, 2)
+    with Executor(m, "fsim") as ex:
+        np.testing.assert_array_equal(ex.run(x)["y"], run_quantized(m.graph, x)["y"])
