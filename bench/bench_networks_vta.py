@@ -2,8 +2,9 @@
 
 For each network: compile time, the VTA layers' cycles on the performance model (vta.sim.perf)
 and on tsim (Verilator RTL, the reference measured in the same run), the model's error against
-tsim, the share of the GEMM peak of every VTA layer and the compute-bound floor (VTA MACs / MACs
-per cycle). With ``--check`` the tsim outputs are compared with the int8 numpy reference of the
+tsim, the share of the GEMM peak of every VTA layer, the compute-bound floor (VTA MACs / MACs
+per cycle) and the micro-op floor of the compiled programs (their GEMM and ALU micro-ops back to
+back on the compute module: what the epilogue adds to the GEMM peak). With ``--check`` the tsim outputs are compared with the int8 numpy reference of the
 quantized graph. The tsim cycles of the earlier separate instruction generator (vta_lower,
 deleted when every layer moved to the topi templates) are printed beside, as constants with
 their date. Writes its record with bench/record.py.
@@ -29,7 +30,7 @@ from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
-from vta.isa import Config  # noqa: E402
+from vta.isa import AluInsn, Config, GemmInsn, decode_program  # noqa: E402
 
 #: tsim cycles of the VTA layers with the earlier instruction generator (vta_lower), measured
 #: by this benchmark on 2026-11-25 at commit 6d5b636 (bit-exact), before it was deleted.
@@ -44,6 +45,19 @@ def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa
     return {r.node: int(r.cycles) for r in rep.layers if r.where != "cpu" and r.cycles}, out
 
 
+def uop_cycles(program: bytes, cfg: Config) -> int:
+    """Cycles the compute module's micro-ops take back to back: one per GEMM micro-op (resets
+    included) and per ALU micro-op with an immediate, two per two-operand ALU micro-op (the
+    accumulator has one read port). No schedule of this program on this hardware runs in fewer
+    cycles."""
+    total = 0
+    for i in decode_program(program, cfg):
+        if isinstance(i, GemmInsn | AluInsn):
+            n = i.iter_out * i.iter_in * max(0, i.uop_end - i.uop_bgn)
+            total += n * (2 if isinstance(i, AluInsn) and not i.use_imm else 1)
+    return total
+
+
 def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
     model = zoo.build(name)
     graph = from_onnx(model)
@@ -55,11 +69,14 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
     t_compile = time.perf_counter() - t0
     vmacs = {k: module.macs[k] for k, v in module.partition.items() if v == "vta"}
     floor = sum(vmacs.values()) / cfg.macs_per_cycle
+    uops = {k: uop_cycles(module.kernels[k].program, cfg) for k in vmacs if k in module.kernels}
     perf, _ = layer_cycles(module, x, "perf")
     rec = {"net": name, "compile_s": round(t_compile, 2), "vta_layers": len(vmacs),
-           "floor_cycles": floor, "perf_cycles": sum(perf.values()), "layers": {}}
+           "floor_cycles": floor, "uop_cycles": sum(uops.values()),
+           "perf_cycles": sum(perf.values()), "layers": {}}
     print(f"{name}: compile {t_compile:.2f} s, {len(vmacs)} VTA layers, floor "
-          f"{floor / 1e6:.3f} M cycles; perf model {sum(perf.values()) / 1e6:.3f} M", flush=True)
+          f"{floor / 1e6:.3f} M cycles (GEMM peak), {rec['uop_cycles'] / 1e6:.3f} M (micro-ops "
+          f"back to back); perf model {sum(perf.values()) / 1e6:.3f} M", flush=True)
     ts: dict[str, int] = {}
     if tsim:
         t0 = time.perf_counter()
@@ -85,10 +102,12 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
         c = ts.get(k) or perf.get(k)
         knobs = module.kernels[k].knobs if k in module.kernels else None
         rec["layers"][k] = {"macs": vmacs[k], "perf": perf.get(k), "tsim": ts.get(k),
+                            "uop_cycles": uops.get(k),
                             "util": vmacs[k] / cfg.macs_per_cycle / c if c else None,
                             "knobs": knobs}
-        print(f"  {k[:34]:<34} {vmacs[k] / 1e6:9.2f} MMAC perf {perf.get(k) or 0:>9} "
-              f"tsim {ts.get(k) or 0:>9} util {rec['layers'][k]['util'] or 0:6.1%}", flush=True)
+        print(f"  {k[:34]:<34} {vmacs[k] / 1e6:9.2f} MMAC uops {uops.get(k) or 0:>9} perf "
+              f"{perf.get(k) or 0:>9} tsim {ts.get(k) or 0:>9} util "
+              f"{rec['layers'][k]['util'] or 0:6.1%}", flush=True)
     return rec
 
 
@@ -108,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                else None, "compile_s": r["compile_s"], "bit_exact": r.get("tsim_bit_exact"),
                "layers": r["layers"]} for n, r in recs.items()}
     ref = {n: {"tsim_cycles": r.get("tsim_cycles"), "floor_mcycles": r["floor_cycles"] / 1e6,
+               "uop_mcycles": r["uop_cycles"] / 1e6,
                "vta_lower_tsim_mcycles": VTA_LOWER_TSIM["cycles"].get(n, 0) / 1e6}
            for n, r in recs.items()}
     write_record("bench_networks_vta", fig, dict(ref, vta_lower=VTA_LOWER_TSIM),
