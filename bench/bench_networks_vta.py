@@ -4,10 +4,11 @@ For each network: compile time, the VTA layers' cycles on the performance model 
 and on tsim (Verilator RTL, the reference measured in the same run), the model's error against
 tsim, the share of the GEMM peak of every VTA layer, the compute-bound floor (VTA MACs / MACs
 per cycle) and the micro-op floor of the compiled programs (their GEMM and ALU micro-ops back to
-back on the compute module: what the epilogue adds to the GEMM peak). With ``--check`` the tsim outputs are compared with the int8 numpy reference of the
-quantized graph. The tsim cycles of the earlier separate instruction generator (vta_lower,
-deleted when every layer moved to the topi templates) are printed beside, as constants with
-their date. Writes its record with bench/record.py.
+back on the compute module: what the epilogue adds to the GEMM peak). With ``--check`` the tsim
+outputs are compared with the int8 numpy reference of the quantized graph. The tsim cycles of
+the earlier separate instruction generator (vta_lower, deleted when every layer moved to the
+topi templates) are printed beside, as constants with their date. Writes its record with
+bench/record.py.
 
     .venv/bin/python bench/bench_networks_vta.py [--nets resnet18,mobilenet_v1,dcgan]
         [--no-tsim] [--check]
