@@ -4,7 +4,8 @@ For each network: compile time, the VTA layers' cycles on the performance model 
 and on tsim (Verilator RTL, the reference measured in the same run), the model's error against
 tsim, the share of the GEMM peak of every VTA layer, the compute-bound floor (VTA MACs / MACs
 per cycle) and the micro-op floor of the compiled programs (their GEMM and ALU micro-ops back to
-back on the compute module: what the epilogue adds to the GEMM peak). With ``--check`` the tsim
+back on the compute module: what the epilogue adds to the GEMM peak), in all and for the
+conv/dense layers apart from the element-wise (ALU-only) ones. With ``--check`` the tsim
 outputs are compared with the int8 numpy reference of the quantized graph. The tsim cycles of
 the earlier separate instruction generator (vta_lower, deleted when every layer moved to the
 topi templates) are printed beside, as constants with their date. Writes its record with
@@ -95,6 +96,18 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
             rec["tsim_bit_exact"] = ok
             msg += f"; bit-exact with the int8 reference: {ok}"
         print(msg, flush=True)
+    # the conv/dense layers (the GEMM templates) apart from the element-wise ones (ALU only)
+    gemm = [k for k in vmacs if k in module.kernels
+            and module.kernels[k].template in ("conv2d", "dense")]
+    rec["conv_dense"] = {"layers": len(gemm), "uop_cycles": sum(uops[k] for k in gemm),
+                         "perf_cycles": sum(perf.get(k, 0) for k in gemm),
+                         "tsim_cycles": sum(ts.get(k, 0) for k in gemm) if ts else None}
+    cd = rec["conv_dense"]
+    c_all = rec.get("tsim_cycles") or rec["perf_cycles"]
+    c_cd = cd["tsim_cycles"] or cd["perf_cycles"]
+    print(f"  {len(gemm)} conv/dense layers: {c_cd / 1e6:.3f} M cycles (micro-op floor "
+          f"{cd['uop_cycles'] / 1e6:.3f} M); {len(vmacs) - len(gemm)} element-wise layers: "
+          f"{(c_all - c_cd) / 1e6:.3f} M", flush=True)
     old = VTA_LOWER_TSIM["cycles"].get(name)
     if old and ts:
         print(f"  vta_lower ({VTA_LOWER_TSIM['date']}): {old / 1e6:.3f} M cycles on tsim; now "
@@ -126,14 +139,23 @@ def main(argv: list[str] | None = None) -> int:
                "perf_error_pct": r["perf_error"] * 100 if "perf_error" in r else None,
                "peak_pct": r["floor_cycles"] / r["tsim_cycles"] * 100 if "tsim_cycles" in r
                else None, "compile_s": r["compile_s"], "bit_exact": r.get("tsim_bit_exact"),
+               "conv_dense_tsim_mcycles": _mc(r["conv_dense"]["tsim_cycles"]),
+               "conv_dense_perf_mcycles": _mc(r["conv_dense"]["perf_cycles"]),
+               "elementwise_tsim_mcycles": _mc(r["tsim_cycles"] - r["conv_dense"]["tsim_cycles"])
+               if "tsim_cycles" in r else None,
                "layers": r["layers"]} for n, r in recs.items()}
     ref = {n: {"tsim_cycles": r.get("tsim_cycles"), "floor_mcycles": r["floor_cycles"] / 1e6,
                "uop_mcycles": r["uop_cycles"] / 1e6,
+               "conv_dense_uop_mcycles": r["conv_dense"]["uop_cycles"] / 1e6,
                "vta_lower_tsim_mcycles": VTA_LOWER_TSIM["cycles"].get(n, 0) / 1e6}
            for n, r in recs.items()}
     write_record("bench_networks_vta", fig, dict(ref, vta_lower=VTA_LOWER_TSIM),
                  params=vars(args))
     return 0
+
+
+def _mc(cycles: int | None) -> float | None:
+    return None if cycles is None else cycles / 1e6
 
 
 if __name__ == "__main__":
