@@ -110,8 +110,9 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
           f"{(c_all - c_cd) / 1e6:.3f} M", flush=True)
     old = VTA_LOWER_TSIM["cycles"].get(name)
     if old and ts:
-        print(f"  vta_lower ({VTA_LOWER_TSIM['date']}): {old / 1e6:.3f} M cycles on tsim; now "
-              f"{rec['tsim_cycles'] / old:.3f}x of it", flush=True)
+        print(f"  vta_lower ({VTA_LOWER_TSIM['date']}, conv/dense layers): {old / 1e6:.3f} M "
+              f"cycles on tsim; the conv/dense layers now take {cd['tsim_cycles'] / old:.3f}x of "
+              "it", flush=True)
     for k in vmacs:
         c = ts.get(k) or perf.get(k)
         knobs = module.kernels[k].knobs if k in module.kernels else None
