@@ -96,9 +96,10 @@ def run_net(name: str, cfg: Config, tsim: bool, check: bool) -> dict:
             rec["tsim_bit_exact"] = ok
             msg += f"; bit-exact with the int8 reference: {ok}"
         print(msg, flush=True)
-    # the conv/dense layers (the GEMM templates) apart from the element-wise ones (ALU only)
+    # the conv/dense layers (the GEMM templates: conv2d, its transpose, dense) apart from the
+    # element-wise ones (ALU only)
     gemm = [k for k in vmacs if k in module.kernels
-            and module.kernels[k].template in ("conv2d", "dense")]
+            and module.kernels[k].template != "elementwise"]
     rec["conv_dense"] = {"layers": len(gemm), "uop_cycles": sum(uops[k] for k in gemm),
                          "perf_cycles": sum(perf.get(k, 0) for k in gemm),
                          "tsim_cycles": sum(ts.get(k, 0) for k in gemm) if ts else None}
