@@ -267,7 +267,7 @@ def default_choice(data_shape: Sequence[int], co: int, py: Phases, px: Phases, c
           "phases": [list(vars(p).values()) for p in (py, px)],
           "epilogue": defaults._epi_key(epilogue), "threads": threads}
     return defaults._cached(wl, cfg, lambda: defaults.search(
-        space, lambda k: valid(k, co, py, px, cfg), seed_key, cost))
+        space, lambda k: valid(k, co, py, px, cfg), (seed_key,), cost))
 
 
 def conv2d_transpose_phased(data_shape: Sequence[int], co: int, py: Phases, px: Phases,

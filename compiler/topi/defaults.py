@@ -4,7 +4,8 @@ vta.sim.perf, the kit's one cycle estimator.
 A candidate is built (te compute -> schedule -> the tir pass pipeline -> code generation in
 record mode) and its recorded program timed by the performance model. Spaces of at most
 :data:`BUDGET` valid settings are searched exhaustively; larger ones start from a few seeds
-(the largest tiles that fit, one per virtual-thread arrangement) and, from each seed in turn
+(per virtual-thread arrangement, the largest tile that fits and, for a 1x1 conv2d, the one with
+the most reduction tiles per load) and, from each seed in turn
 (the fastest first), move to the best neighbour (one knob one step up or down) until no
 neighbour is faster; the search stops when the budget is spent.
 The search is deterministic. Results are cached per (workload, configuration, kit version) in
@@ -29,7 +30,7 @@ from ..errors import ScheduleError
 #: Evaluations per workload before the search stops (exhaustive below this).
 BUDGET = 24
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 5
+SCHEMA = 7
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,11 @@ def _param_bytes(func: Any) -> list[int]:
 
 # ----------------------------------------------------------------------------- search
 def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
-           seed_key: Callable[[dict[str, int]], tuple], cost: Callable[[dict[str, int]], float],
-           budget: int = BUDGET) -> Choice:
+           seed_keys: Sequence[Callable[[dict[str, int]], tuple]],
+           cost: Callable[[dict[str, int]], float], budget: int = BUDGET) -> Choice:
     """The fastest valid setting of ``space`` by ``cost`` (exhaustive when at most ``budget``
-    settings are valid, else seeds + best-neighbour descent within the budget)."""
+    settings are valid, else seeds + best-neighbour descent within the budget). The seeds: per
+    virtual-thread arrangement, the largest setting by each of ``seed_keys``."""
     names = list(space)
     cands = [dict(zip(names, vals)) for vals in itertools.product(*space.values())]
     cands = [c for c in cands if valid(c)]
@@ -97,8 +99,13 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
             ev(c)
     else:
         threads = sorted({(c.get("oc_nthread", 1), c.get("h_nthread", 1)) for c in cands})
-        seeds = [max((c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1))
-                      == t), key=seed_key) for t in threads]
+        seeds: list[dict[str, int]] = []
+        for t in threads:
+            group = [c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1)) == t]
+            for key in seed_keys:
+                best_c = max(group, key=key)
+                if best_c not in seeds:
+                    seeds.append(best_c)
         for c in seeds:
             ev(c)
         valid_keys = {tuple(c[n] for n in names) for c in cands}
@@ -192,6 +199,16 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
         return (k["tile_w"] == ow, k["tile_b"] * k["tile_co"] * k["tile_h"] * k["tile_w"],
                 k["tile_ci"], k["tile_h"])
 
+    def seed_key_ci(k: dict[str, int]) -> tuple:
+        # the whole reduction per load (fewer, longer GEMMs): what 1x1 layers want, and out of
+        # reach of one-knob steps from the largest tile when the threads must change too
+        return (k["tile_w"] == ow, k["tile_ci"], k["tile_co"],
+                k["tile_b"] * k["tile_co"] * k["tile_h"] * k["tile_w"], k["tile_h"])
+
+    # only for 1x1 kernels: with a window, most reduction tiles per load means small output
+    # tiles, slow to time and never the fastest on the zoo networks
+    seed_keys = (seed_key, seed_key_ci) if kh * kw == 1 else (seed_key,)
+
     def cost(k: dict[str, int]) -> float:
         op = T.conv2d_packed(ds, ks, config=cfg, strides=strides, padding=padding,
                              dilation=dilation, groups=groups, knobs=k, target=None,
@@ -203,7 +220,7 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
           "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
           "groups": groups, "epilogue": _epi_key(epilogue), "threads": threads}
-    return _cached(wl, cfg, lambda: search(space, valid, seed_key, cost, BUDGET))
+    return _cached(wl, cfg, lambda: search(space, valid, seed_keys, cost, BUDGET))
 
 
 def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
@@ -222,7 +239,7 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}
     return _cached(wl, cfg, lambda: search(
         space, lambda v: T.dense_valid(v, n, k, m, cfg),
-        lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]), cost, BUDGET))
+        (lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]),), cost, BUDGET))
 
 
 __all__ = ["BUDGET", "Choice", "search", "conv2d_default", "dense_default", "program_cycles"]
