@@ -239,7 +239,7 @@ class Executor:
             return None, cycles
         oshape = m.shapes[n.outputs[0]]
         o4 = (*oshape, 1, 1) if len(oshape) == 2 else oshape
-        ob = pb[kern.out]
+        ob = pb[kern.output]
         nb = -(-o4[0] // cfg.batch)
         cb = -(-o4[1] // cfg.block)
         count = nb * cb * o4[2] * o4[3] * cfg.batch * cfg.block

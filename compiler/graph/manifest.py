@@ -9,8 +9,8 @@ JSON; a missing or mistyped field is a one-line :class:`ModuleError` naming it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from vta.isa import Config
 from vta.isa.records import JsonRecord
@@ -29,14 +29,19 @@ class _Record(JsonRecord):
     what = "manifest.json"
 
 
+K = TypeVar("K", bound="KernelFields")
+
+
 @dataclass(frozen=True)
-class KernelRecord(_Record):
-    """One VTA layer: its program file and what it computes, the knobs it was built with
+class KernelFields:
+    """One VTA layer: its program, what it computes, the knobs it was built with
     (``knob_source``: "default" or "tuning-log") and their cycles (the performance model's
-    estimate for a default, the cycles `vta tune` measured for a tuned layer)."""
+    estimate for a default, the cycles `vta tune` measured for a tuned layer). The fields
+    :class:`~vta.compiler.graph.module.Kernel` (the program's bytes, in memory) and
+    :class:`KernelRecord` (the program's file, in the manifest) share."""
 
     node: str
-    program: str       #: the instruction stream's file, relative to the module directory
+    program: Any       #: the instruction stream (each subclass says in what form)
     macs: int
     gemm_macs: int     #: MACs the GEMM core executes (includes channel padding)
     insns: int
@@ -46,6 +51,18 @@ class KernelRecord(_Record):
     cycles: float
     input: str         #: the layer's input tensor
     output: str        #: its output tensor
+
+    def with_program(self, cls: type[K], program: Any) -> K:
+        """The same layer as a ``cls`` (another subclass) holding ``program``."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return cls(**{**values, "program": program})
+
+
+@dataclass(frozen=True)
+class KernelRecord(KernelFields, _Record):
+    """The manifest's record of one VTA layer (see :class:`KernelFields`)."""
+
+    program: str       #: the instruction stream's file, relative to the module directory
 
 
 @dataclass(frozen=True)
@@ -120,5 +137,5 @@ class ModuleManifest(_Record):
         return super().from_json(data)
 
 
-__all__ = ["ModuleManifest", "KernelRecord", "HostKernelRecord", "FusionRecord", "FileDigest",
-           "QuantizationRecord", "FORMAT", "VERSION"]
+__all__ = ["ModuleManifest", "KernelFields", "KernelRecord", "HostKernelRecord", "FusionRecord",
+           "FileDigest", "QuantizationRecord", "FORMAT", "VERSION"]

@@ -54,6 +54,7 @@ from .manifest import (
     FileDigest,
     FusionRecord,
     HostKernelRecord,
+    KernelFields,
     KernelRecord,
     ModuleManifest,
     QuantizationRecord,
@@ -82,35 +83,21 @@ LOWERED_OPS = VTA_OPS + ALU_OPS
 Lookup = Callable[[Any], "tuple[dict[str, int], float] | None"]
 
 
-@dataclass
-class Kernel:
-    """One VTA layer: its instruction stream, what it computes and the knobs it was built
-    with (``source``: "default" or "tuning-log"; ``cycles``: the perf model's estimate for a
-    default, the cycles `vta tune` measured for a tuned layer)."""
+@dataclass(frozen=True)
+class Kernel(KernelFields):
+    """One VTA layer in memory: its instruction stream's bytes and what the manifest records
+    of it (:class:`~vta.compiler.graph.manifest.KernelFields`)."""
 
-    node: str
     program: bytes
-    macs: int
-    gemm_macs: int  #: MACs the GEMM core executes (includes channel padding)
-    insns: int
-    template: str
-    knobs: dict[str, int]
-    source: str
-    cycles: float
-    inp: str
-    out: str
 
     def record(self, path: str) -> KernelRecord:
         """The manifest's record of this kernel, its program stored at ``path``."""
-        return KernelRecord(node=self.node, program=path, macs=self.macs,
-                            gemm_macs=self.gemm_macs, insns=self.insns, template=self.template,
-                            knobs=self.knobs, knob_source=self.source, cycles=self.cycles,
-                            input=self.inp, output=self.out)
+        return self.with_program(KernelRecord, path)
 
     @classmethod
     def from_record(cls, rec: KernelRecord, program: bytes) -> Kernel:
-        return cls(rec.node, program, rec.macs, rec.gemm_macs, rec.insns, rec.template,
-                   dict(rec.knobs), rec.knob_source, rec.cycles, rec.input, rec.output)
+        """The kernel ``rec`` records, given its program's bytes."""
+        return rec.with_program(cls, program)
 
 
 @dataclass
@@ -137,7 +124,7 @@ class CompiledModule:
     @property
     def tuned_knobs(self) -> dict[str, dict[str, int]]:
         """Layer -> knobs of the layers built with a tuning log's knobs."""
-        return {k: v.knobs for k, v in self.kernels.items() if v.source == "tuning-log"}
+        return {k: v.knobs for k, v in self.kernels.items() if v.knob_source == "tuning-log"}
 
     @property
     def inputs(self) -> dict[str, Any]:

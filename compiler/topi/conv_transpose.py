@@ -39,6 +39,8 @@ from .vta import (
     Operator,
     _check_knobs,
     _divisors,
+    bind_cthreads,
+    place_accumulator,
 )
 
 
@@ -183,25 +185,8 @@ def _schedule(env: Env, t: dict[str, Any], k: dict[str, int]) -> Schedule:
     x_out, x_inn = s[res].split(qx, factor=k["tile_w"])
     s[res].reorder(b_out, oc_out, y_out, x_out, b_inn, oc_inn, y_inn, ry, x_inn, rx, b_tns,
                    oc_tns)
-    if k["h_nthread"] > 1:
-        th, y_out = s[res].split(y_out, nparts=k["h_nthread"])
-        s[res].reorder(th, b_out)
-        s[res].bind(th, te.thread_axis("cthread"))
-    if k["oc_nthread"] > 1:
-        tx, oc_out = s[res].split(oc_out, nparts=k["oc_nthread"])
-        s[res].reorder(tx, b_out)
-        s[res].bind(tx, te.thread_axis("cthread"))
-    s[res_conv].compute_at(s[res], x_out)
-    s[res_conv].set_scope(env.acc_scope)
-    for st in t["epi"]:
-        s[st].compute_at(s[res], x_out)
-        s[st].set_scope(env.acc_scope)
-        s[st].pragma(s[st].op.axis[0], env.alu)
-    for vec in t["bufs"].values():
-        if vec is not None:
-            s[vec].compute_at(s[res], x_out)
-            s[vec].set_scope(env.acc_scope)
-            s[vec].pragma(s[vec].op.axis[0], env.dma_copy)
+    bind_cthreads(s, res, b_out, [(y_out, k["h_nthread"]), (oc_out, k["oc_nthread"])])
+    place_accumulator(s, env, res, x_out, res_conv, t["epi"], list(t["bufs"].values()))
     cb, co_, cqy, cry, cqx, crx, cbt, cot = s[res_conv].op.axis
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=k["tile_ci"])

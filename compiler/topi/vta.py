@@ -26,7 +26,7 @@ from ..build import build
 from ..env import Env
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from ..te.tensor import Tensor
+from ..te.tensor import IterVar, Tensor
 from . import nn
 
 KNOB_NAMES = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
@@ -325,6 +325,41 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
             "oshape": oshape}
 
 
+def bind_cthreads(s: Schedule, res: Tensor, first: IterVar,
+                  splits: Sequence[tuple[IterVar, int]]) -> list[IterVar]:
+    """Virtual threads of a packed GEMM schedule: each ``(axis, n)`` with ``n > 1`` (in
+    order) splits ``n`` parts off the output loop ``axis``, moves them before ``first`` (the
+    outermost loop) and binds them to a ``cthread``. Returns each axis's inner loop (the axis
+    itself where ``n`` is 1)."""
+    inner = []
+    for axis, n in splits:
+        if n > 1:
+            th, axis = s[res].split(axis, nparts=n)
+            s[res].reorder(th, first)
+            s[res].bind(th, te.thread_axis("cthread"))
+        inner.append(axis)
+    return inner
+
+
+def place_accumulator(s: Schedule, env: Env, res: Tensor, at: IterVar, acc: Tensor,
+                      stages: Sequence[Tensor], vectors: Sequence[Tensor | None]) -> None:
+    """Under the output tile loop ``at`` of ``res``: the GEMM accumulator ``acc`` and the
+    epilogue's ALU ``stages`` in the accumulator scratchpad, and the epilogue's per-channel
+    ``vectors`` (``None`` where absent) loaded there by DMA, one LOAD ACC of tile_co entries
+    each."""
+    s[acc].compute_at(s[res], at)
+    s[acc].set_scope(env.acc_scope)
+    for st in stages:
+        s[st].compute_at(s[res], at)
+        s[st].set_scope(env.acc_scope)
+        s[st].pragma(s[st].op.axis[0], env.alu)
+    for vec in vectors:
+        if vec is not None:
+            s[vec].compute_at(s[res], at)
+            s[vec].set_scope(env.acc_scope)
+            s[vec].pragma(s[vec].op.axis[0], env.dma_copy)
+
+
 def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -> Schedule:
     """TVM's VTA conv2d schedule: output tiles, virtual threads, DMA, tensorized GEMM, ALU."""
     res, res_conv = t["res"], t["res_conv"]
@@ -335,25 +370,10 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
     y_out, y_inn = s[res].split(y, factor=knobs["tile_h"])
     x_out, x_inn = s[res].split(x, factor=knobs["tile_w"])
     s[res].reorder(b_out, oc_out, y_out, x_out, b_inn, oc_inn, y_inn, x_inn, b_tns, oc_tns)
-    if knobs.get("h_nthread", 1) > 1:
-        th, y_out = s[res].split(y_out, nparts=knobs["h_nthread"])
-        s[res].reorder(th, b_out)
-        s[res].bind(th, te.thread_axis("cthread"))
-    if knobs.get("oc_nthread", 1) > 1:
-        tx, oc_out = s[res].split(oc_out, nparts=knobs["oc_nthread"])
-        s[res].reorder(tx, b_out)
-        s[res].bind(tx, te.thread_axis("cthread"))
-    s[res_conv].compute_at(s[res], x_out)
-    s[res_conv].set_scope(env.acc_scope)
-    for st in t["epi"]:
-        s[st].compute_at(s[res], x_out)
-        s[st].set_scope(env.acc_scope)
-        s[st].pragma(s[st].op.axis[0], env.alu)
-    for vec in (t["bias_buf"], t.get("shift_buf"), t.get("mul_buf")):
-        if vec is not None:  # per-channel vectors: one LOAD ACC of tile_co entries
-            s[vec].compute_at(s[res], x_out)
-            s[vec].set_scope(env.acc_scope)
-            s[vec].pragma(s[vec].op.axis[0], env.dma_copy)
+    bind_cthreads(s, res, b_out, [(y_out, knobs.get("h_nthread", 1)),
+                                   (oc_out, knobs.get("oc_nthread", 1))])
+    place_accumulator(s, env, res, x_out, res_conv, t["epi"],
+                      (t["bias_buf"], t.get("shift_buf"), t.get("mul_buf")))
     cb, co_, cy, cx, cbt, cot = s[res_conv].op.axis
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=knobs["tile_ci"])
@@ -521,21 +541,8 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     b_out, b_inn = s[res].split(b, factor=kn["tile_b"])
     o_out, o_inn = s[res].split(o, factor=kn["tile_co"])
     s[res].reorder(b_out, o_out, b_inn, o_inn, bt, ot)
-    if kn["oc_nthread"] > 1:
-        tx, o_out = s[res].split(o_out, nparts=kn["oc_nthread"])
-        s[res].reorder(tx, b_out)
-        s[res].bind(tx, te.thread_axis("cthread"))
-    s[res_gem].compute_at(s[res], o_out)
-    s[res_gem].set_scope(env.acc_scope)
-    for st in epi_stages:
-        s[st].compute_at(s[res], o_out)
-        s[st].set_scope(env.acc_scope)
-        s[st].pragma(s[st].op.axis[0], env.alu)
-    for vb in (bias_buf, shift_buf, mul_buf):
-        if vb is not None:
-            s[vb].compute_at(s[res], o_out)
-            s[vb].set_scope(env.acc_scope)
-            s[vb].pragma(s[vb].op.axis[0], env.dma_copy)
+    (o_out,) = bind_cthreads(s, res, b_out, [(o_out, kn["oc_nthread"])])
+    place_accumulator(s, env, res, o_out, res_gem, epi_stages, (bias_buf, shift_buf, mul_buf))
     gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)

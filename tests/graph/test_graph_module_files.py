@@ -110,7 +110,7 @@ def test_manifest_round_trips_through_its_records(module_dir) -> None:
     for name, rec in man.kernels.items():
         kern = loaded.kernels[name]
         assert (module_dir / "mod" / rec.program).read_bytes() == kern.program
-        assert rec.insns == len(kern.program) // 16 and rec.knob_source == kern.source
+        assert rec.insns == len(kern.program) // 16 and rec.knob_source == kern.knob_source
     assert [q.node for q in man.quantization.layers] == [q.node for q in loaded.layers]
 
 

@@ -137,7 +137,7 @@ def test_lowering_is_race_free_and_exact(cfg_name, n, c, o, hw, k, stride, threa
     m = compile_graph(g, cfg, keep_first_float=False, threads=threads)
     kn = m.kernels["conv"].knobs
     assert threads or kn["oc_nthread"] * kn["h_nthread"] == 1
-    assert m.kernels["conv"].source == "default"
+    assert m.kernels["conv"].knob_source == "default"
     _check_module_layer(m, "conv", rand_input(g, 5))
 
 

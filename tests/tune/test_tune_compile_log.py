@@ -67,7 +67,7 @@ def _check_tuned_cycles(m, best_cost: float, x: np.ndarray) -> None:  # noqa: AN
     program on the perf backend reproduces them."""
     from vta.compiler.graph.executor import Executor
 
-    tuned = [k for k in m.kernels.values() if k.source == "tuning-log"]
+    tuned = [k for k in m.kernels.values() if k.knob_source == "tuning-log"]
     assert tuned and all(k.cycles == best_cost for k in tuned)
     with Executor(m, "perf") as ex:
         ex.run({next(iter(m.graph.inputs)): x})
