@@ -109,3 +109,29 @@ def _check_tuned_cycles(m, cycles: dict[str, float], x: np.ndarray) -> None:  # 
     got = {r.node: r.cycles for r in rep.layers}
     for k in tuned:
         assert got[k.node] == cycles[k.node], (k.node, got[k.node], cycles[k.node])
+
+
+@pytest.mark.sim
+def test_tuning_log_with_invalid_knobs_is_one_line_error(tmp_path, capsys) -> None:
+    """A log whose best knobs are not a schedule of their workload (hand-edited, or from
+    another kit) stops the compile with a one-line error and no module."""
+    import onnx
+    from vta.compiler.graph import zoo
+    from vta.tune.vta_tasks import tasks_from_model
+
+    cfg = Config.preset("small")
+    model = tmp_path / "dcgan.onnx"
+    onnx.save(zoo.dcgan_generator(nz=16, ngf=8), str(model))
+    task = tasks_from_model(model, cfg)[0]
+    log_path = tmp_path / "tune.jsonl"
+    RandomTuner(task, seed=0).tune(1, Measurer("perf"), batch_size=1, log=TuningLog(log_path))
+    rec = json.loads(log_path.read_text())
+    rec["config"]["values"]["tile_co"] = 3  # 8 output-channel tiles: 3 divides none
+    log_path.write_text(json.dumps(rec) + "\n")
+    capsys.readouterr()
+    out = tmp_path / "m.vta"
+    assert main(["compile", str(model), "--preset", "small", "-o", str(out),
+                 "--tuning-log", str(log_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a valid schedule of vta.conv2d_transpose" in err
+    assert not out.exists()
