@@ -1,8 +1,11 @@
 """Tuning templates for the compiler's VTA operators, their measurers and cost-model features.
 
-Templates: ``vta.conv2d`` and ``vta.dense`` over the knobs of :mod:`vta.compiler.topi`
-(tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to 2 x 2 = four virtual
-threads), with configurations that overflow a scratchpad filtered out before anything is built.
+Templates: ``vta.conv2d``, ``vta.conv2d_transpose`` and ``vta.dense`` over the knobs of
+:mod:`vta.compiler.topi` (tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to
+2 x 2 = four virtual threads), and ``vta.elementwise`` (the ALU's int8 element-wise ops: tile,
+nthread), with configurations that overflow a scratchpad filtered out before anything is built.
+Each builds the operator `vta compile` builds for such a layer, so tuned cycles are the
+module's. A network's tasks come from the layers the compiler plans (:func:`tasks_from_model`).
 Measurers: ``perf`` (the cycle-approximate model, fast) and ``tsim`` (Verilator, cycle-accurate;
 also checks the output against numpy and records a wrong result as invalid). Features: the
 lowered loop IR's loops (extent, nesting) and per-buffer DMA traffic, plus the knobs, plus
