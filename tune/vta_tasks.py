@@ -569,6 +569,13 @@ def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
         op = conv2d_packed((n, ci, h, w, hw.batch, hw.block_in),
                            (co, ci, kh, kw, hw.block_out, hw.block_in), strides=(sh, sw),
                            padding=(ph, pw), config=hw, target=None, **EPILOGUE)
+    elif task.name == "vta.conv2d_transpose":
+        op = _transpose_layer(*a[:9], a[9:13]).operator(hw, None)
+    elif task.name == "vta.elementwise":
+        from vta.compiler.topi.elementwise import Spec, elementwise_int8
+
+        spec = Spec.make(a[0], **{str(k): int(v) for k, v in a[1]})
+        op = elementwise_int8(spec, a[2], config=hw, target=None)
     else:
         n, k, m, _ = a
         op = dense_packed((n, k, hw.batch, hw.block_in), (m, k, hw.block_out, hw.block_in),

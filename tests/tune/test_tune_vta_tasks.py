@@ -114,6 +114,20 @@ def test_new_templates_measure_right_results_on_fsim(spec: str, small: Config) -
     assert perf.best_cost is not None and perf.best_cost > 0
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("spec", ["conv2d_transpose:H=2,W=2,CI=8,CO=4,K=4,S=2,P=1",
+                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90"])
+def test_task_space_holds_the_compilers_default(spec: str, small: Config) -> None:
+    """The compiler's default schedule is one of the task's valid candidates, so tuning the
+    whole space can only match or beat it."""
+    from vta.tune.vta_tasks import default_knobs_cost, measure_perf
+
+    task = parse_workload(spec, small)
+    costs = {measure_perf(task.instantiate(task.space.get(i)))
+             for i in task.space.valid_indices()}
+    assert default_knobs_cost(task) in costs
+
+
 @pytest.mark.unit
 def test_transposed_conv_workload_errors(small: Config) -> None:
     with pytest.raises(WorkloadError, match="padding P=4 is not within 0..K-1=3"):
