@@ -1,8 +1,11 @@
 """Tuning templates for the compiler's VTA operators, their measurers and cost-model features.
 
-Templates: ``vta.conv2d`` and ``vta.dense`` over the knobs of :mod:`vta.compiler.topi`
-(tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to 2 x 2 = four virtual
-threads), with configurations that overflow a scratchpad filtered out before anything is built.
+Templates: ``vta.conv2d``, ``vta.conv2d_transpose`` and ``vta.dense`` over the knobs of
+:mod:`vta.compiler.topi` (tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to
+2 x 2 = four virtual threads), and ``vta.elementwise`` (the ALU's int8 element-wise ops: tile,
+nthread), with configurations that overflow a scratchpad filtered out before anything is built.
+Each builds the operator `vta compile` builds for such a layer, so tuned cycles are the
+module's. A network's tasks come from the layers the compiler plans (:func:`tasks_from_model`).
 Measurers: ``perf`` (the cycle-approximate model, fast) and ``tsim`` (Verilator, cycle-accurate;
 also checks the output against numpy and records a wrong result as invalid). Features: the
 lowered loop IR's loops (extent, nesting) and per-buffer DMA traffic, plus the knobs, plus
@@ -70,6 +73,59 @@ def dense_template(cfg, n: int, k: int, m: int, config: dict[str, int]):
                         knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
 
 
+def _transpose_layer(n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int, sh: int,
+                     sw: int, pads: Sequence[int]) -> Any:
+    """The compiler's conv2d_transpose layer of a workload (tiles; ``pads``: the equivalent
+    conv's top, left, bottom, right padding) with the default epilogue."""
+    from vta.compiler.graph.lowering import VtaLayer
+
+    epi = {k: v for k, v in EPILOGUE.items() if k != "bias"}
+    return VtaLayer("", "conv2d_transpose", (n, ci, h, w), (co, ci, kh, kw), strides=(sh, sw),
+                    padding=tuple(pads), **epi)
+
+
+@template("vta.conv2d_transpose")
+def conv2d_transpose_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int,
+                              sh: int, sw: int, pt: int, pl: int, pb: int, pr: int,
+                              config: dict[str, int]):
+    """Packed conv2d_transpose as `vta compile` lowers it (output phases as sub-kernel convs,
+    vta.compiler.topi.conv_transpose); shapes in tiles, padding the equivalent conv's."""
+    from vta.compiler.topi import conv_transpose as ct
+
+    hw = _cfg(config)
+    layer = _transpose_layer(n, ci, h, w, co, kh, kw, sh, sw, (pt, pl, pb, pr))
+    py, px = layer.phases()
+    data6 = (n, ci, h, w, hw.batch, hw.block_in)
+    for name, cands in ct.knob_space(data6, co, py, px).items():
+        cfg.define_knob(name, cands)
+    cfg.add_constraint(lambda e: ct.valid(dict(e.values), co, py, px, hw))
+    if not hasattr(cfg, "index"):
+        return None
+    return layer.operator(hw, dict(cfg.values))
+
+
+@template("vta.elementwise")
+def elementwise_template(cfg, kind: str, attrs: Sequence[Sequence[Any]], tiles: int,
+                         config: dict[str, int]):
+    """An int8 element-wise op on the ALU (vta.compiler.topi.elementwise): ``attrs`` its
+    integer attributes as (name, value) pairs, over ``tiles`` packed tiles."""
+    from vta.compiler.topi.elementwise import (
+        Spec,
+        elementwise_int8,
+        elementwise_knob_space,
+        elementwise_valid,
+    )
+
+    hw = _cfg(config)
+    spec = Spec.make(kind, **{str(k): int(v) for k, v in attrs})
+    for name, cands in elementwise_knob_space(tiles).items():
+        cfg.define_knob(name, cands)
+    cfg.add_constraint(lambda e: elementwise_valid(dict(e.values), tiles, spec, hw))
+    if not hasattr(cfg, "index"):
+        return None
+    return elementwise_int8(spec, tiles, config=hw, knobs=dict(cfg.values), target=None)
+
+
 # ------------------------------------------------------------------------------ measurers
 def _inputs(op: Any, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
@@ -112,22 +168,57 @@ def measure_fsim(op: Any, **_: Any) -> float:
 
 def _run_checked(op: Any, target: str) -> RunStats:
     """Run the operator on ``target`` with random inputs, compare with numpy, return stats."""
-    from vta.compiler.topi import conv2d_reference, dense_reference
-
     op.build(target, device=_fresh_device(op, target))
-    ins = _inputs(op)
+    ins, ref = _checked_case(op)
     out = np.zeros(op.out_shape, np.dtype(op.out_dtype))
     stats = op.module(*ins, out)
+    out = out.reshape(ref.shape)  # conv2d_transpose: its phase-major layout is the same memory
+    if not np.array_equal(out, ref):
+        raise WrongResult(f"{int((out != ref).sum())} output elements differ from numpy")
+    return stats
+
+
+def _checked_case(op: Any) -> tuple[list[np.ndarray], np.ndarray]:
+    """Random operands of an operator and its numpy result."""
+    from vta.compiler.topi import conv2d_reference, dense_reference
+
+    ins = _inputs(op)
+    if op.name.startswith("ew_"):  # the element-wise template: operands, identity, output
+        from vta.compiler.topi.elementwise import elementwise_reference, identity_weight
+
+        ins[-1] = identity_weight(op.cfg)
+        return ins, elementwise_reference(op.info["spec"], *ins[:-1])
     epi = op.info.get("epilogue")
     bias = ins[2] if epi.bias else None
+    if op.name == "conv2d_transpose_packed":
+        return _transpose_case(op, ins, epi, bias)
     if op.name.startswith("conv2d"):
         ref = conv2d_reference(ins[0], ins[1], op.info["strides"], op.info["padding"], epi,
                                bias=bias)
     else:
         ref = dense_reference(ins[0], ins[1], epi, bias=bias)
-    if not np.array_equal(out, ref):
-        raise WrongResult(f"{int((out != ref).sum())} output elements differ from numpy")
-    return stats
+    return ins, ref
+
+
+def _transpose_case(op: Any, ins: list[np.ndarray], epi: Any, bias: np.ndarray | None
+                    ) -> tuple[list[np.ndarray], np.ndarray]:
+    """conv2d_transpose: a random transposed-conv kernel, its phase kernel as the operand."""
+    from vta.compiler.topi.conv_transpose import (
+        conv2d_transpose_reference,
+        packed_phase_kernel,
+    )
+
+    py, px = op.info["phases"]
+    data = ins[0]
+    n, ci, h, w, _, bi = data.shape
+    co, bo = op.info["shape"][1], op.info["shape"][5]
+    kernel = np.random.default_rng(1).integers(-128, 128, (ci, co, py.kernel, px.kernel, bi, bo),
+                                               dtype=np.int8)
+    ins[1] = packed_phase_kernel(kernel, py, px)
+    pads = [(p.size - 1) * p.stride + p.kernel - p.pad - p.out for p in (py, px)]
+    ref = conv2d_transpose_reference(data, kernel, (py.stride, px.stride),
+                                     (py.pad, px.pad, pads[0], pads[1]), epi, bias=bias)
+    return ins, ref
 
 
 register_measurer("perf", measure_perf)
@@ -289,7 +380,7 @@ def _op_features(task: Task, entity: Any) -> np.ndarray:
 
     try:
         op = task.instantiate(entity)
-        func = lower_vta(op.sch, op.args, op.cfg, op.name)
+        func = lower_vta(op.sch, op.args, op.cfg, op.name, **op.build_opts)
         return np.concatenate([ir_features(func), relative_features(func, op.args, op.cfg)])
     except VTAError:
         return np.full(N_FEATURES, np.nan)
@@ -297,6 +388,8 @@ def _op_features(task: Task, entity: Any) -> np.ndarray:
 
 features("vta.conv2d")(_op_features)
 features("vta.dense")(_op_features)
+features("vta.conv2d_transpose")(_op_features)
+features("vta.elementwise")(_op_features)
 
 
 # ------------------------------------------------------------------------------ workloads
@@ -321,6 +414,35 @@ register_workload(Workload(
     "conv2d", "vta.conv2d",
     (("N", 1), ("H", 56), ("W", 56), ("CI", 64), ("CO", 64), ("K", 3), ("S", 1), ("P", 1)),
     "packed int8 conv2d with shift/relu/clip epilogue", _conv_args))
+def _transpose_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
+    for key, block in (("N", cfg.batch), ("CI", cfg.block_in), ("CO", cfg.block_out)):
+        if v[key] % block:
+            raise WorkloadError(f"conv2d_transpose: {key}={v[key]} is not a multiple of "
+                                f"{block} at this config (pad the channels first)")
+    k, p = v["K"], v["P"]
+    if not 0 <= p <= k - 1:
+        raise WorkloadError(f"conv2d_transpose: padding P={p} is not within 0..K-1={k - 1}")
+    q = k - 1 - p  # the equivalent conv's padding of the zero-interleaved input
+    return (v["N"] // cfg.batch, v["CI"] // cfg.block_in, v["H"], v["W"],
+            v["CO"] // cfg.block_out, k, k, v["S"], v["S"], q, q, q, q, cfg.params)
+
+
+def _clip_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
+    from vta.compiler.graph.pack import ceil_div
+
+    tiles = ceil_div(v["N"], cfg.batch) * ceil_div(v["C"], cfg.block) * v["H"] * v["W"]
+    return ("clip", [["lo", v["LO"]], ["hi", v["HI"]]], tiles, cfg.params)
+
+
+register_workload(Workload(
+    "conv2d_transpose", "vta.conv2d_transpose",
+    (("N", 1), ("H", 8), ("W", 8), ("CI", 64), ("CO", 32), ("K", 4), ("S", 2), ("P", 1)),
+    "packed int8 transposed conv (ONNX padding P), output phases as sub-kernel convs",
+    _transpose_args))
+register_workload(Workload(
+    "clip", "vta.elementwise", (("N", 1), ("C", 64), ("H", 14), ("W", 14), ("LO", 0),
+                                ("HI", 127)),
+    "int8 clip on the ALU (an element-wise layer not fused into a conv)", _clip_args))
 register_workload(Workload(
     "dense", "vta.dense", (("N", 16), ("K", 512), ("M", 1024)),
     "packed int8 dense with shift/relu/clip epilogue", _dense_args))
@@ -340,80 +462,81 @@ def resnet18_task(layer: str, cfg: Config) -> Task:
     return Task.create("vta.conv2d", _conv_args(v, cfg))
 
 
-def _pad(c: int, b: int) -> int:
-    return -(-c // b) * b
+def model_layers(path: str | Path, cfg: Config) -> list[Any]:
+    """The VTA layers `vta compile` plans for an ONNX model (default quantization with
+    synthetic calibration samples): conv2d, conv2d_transpose, dense and element-wise ALU
+    layers; layers that do not fit the configuration are left out (they run on the CPU)."""
+    from vta.compiler.graph.lowering import LayerError, plan_node
+    from vta.compiler.graph.module import LOWERED_OPS
+    from vta.compiler.graph.onnx_frontend import load_onnx
+    from vta.compiler.graph.passes import optimize
+    from vta.compiler.graph.quantize import quantize_graph, run_quantized, synthetic_samples
 
-
-def conv_task(attrs: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int],
-              cfg: Config) -> Task | None:
-    """The ``vta.conv2d`` task of a graph conv layer (None if the template cannot express it:
-    groups, dilation, asymmetric padding or strides, non-square kernels, a transposed conv)."""
-    pads, strides = attrs.get("pads", [0, 0, 0, 0]), attrs.get("strides", [1, 1])
-    if (attrs.get("group", 1) != 1 or list(attrs.get("dilations", [1, 1])) != [1, 1]
-            or list(attrs.get("input_strides", [1, 1])) != [1, 1]
-            or pads[0] != pads[2] or pads[1] != pads[3] or pads[0] != pads[1]
-            or strides[0] != strides[1] or w_shape[2] != w_shape[3]):
-        return None
-    v = {"N": _pad(x_shape[0], cfg.batch), "H": x_shape[2], "W": x_shape[3],
-         "CI": _pad(w_shape[1], cfg.block_in), "CO": _pad(w_shape[0], cfg.block_out),
-         "K": w_shape[2], "S": strides[0], "P": pads[0]}
-    if v["H"] != v["W"]:
-        return None
-    return Task.create("vta.conv2d", _conv_args(v, cfg))
+    g = optimize(load_onnx(path))
+    samples = synthetic_samples(g)
+    qg = quantize_graph(g, samples).graph
+    env = run_quantized(qg, samples[0], keep=True)
+    shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
+    layers = []
+    for n in qg.nodes:
+        if n.op in LOWERED_OPS:
+            try:
+                layers.append(plan_node(n, shapes, qg.params, cfg))
+            except LayerError:
+                continue
+    return layers
 
 
 def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
-    """One task per distinct VTA workload (conv2d with group 1, dense) of an ONNX model; the
-    first conv stays on the CPU as in the compiled module."""
-    from vta.compiler.graph.onnx_frontend import load_onnx
-    from vta.compiler.graph.passes import optimize
-    from vta.compiler.graph.reference import infer_shapes
-
-    g = optimize(load_onnx(path))
-    shapes = infer_shapes(g)
+    """One task per distinct VTA workload of an ONNX model, from the layers `vta compile`
+    plans (:func:`model_layers`): conv2d (group 1), conv2d_transpose, dense and the int8
+    element-wise ops on the ALU; the first conv stays on the CPU as in the compiled module."""
     tasks: dict[str, Task] = {}
-    first = True
-    for n in g.nodes:
-        t = None
-        if n.op == "Conv" and n.attrs.get("group", 1) == 1:
-            if first:
-                first = False
-                continue
-            t = conv_task(n.attrs, shapes[n.inputs[0]], g.params[n.inputs[1]].shape, cfg)
-        elif n.op == "Dense":
-            xs, w = shapes[n.inputs[0]], g.params[n.inputs[1]].shape
-            v = {"N": _pad(xs[0], cfg.batch), "K": _pad(w[1], cfg.block_in),
-                 "M": _pad(w[0], cfg.block_out)}
-            t = Task.create("vta.dense", _dense_args(v, cfg))
+    for layer in model_layers(path, cfg):
+        t = layer_task(layer, cfg)
         if t is not None:
             tasks.setdefault(t.key, t)
     if not tasks:
-        raise WorkloadError(f"{path}: no VTA workload (conv2d or dense) to tune")
+        raise WorkloadError(f"{path}: no VTA workload (conv2d, conv2d_transpose, dense or "
+                            "element-wise) to tune")
     return list(tasks.values())
 
 
 def layer_task(layer: Any, cfg: Config) -> Task | None:
-    """The tuning task of a compiled VTA layer (vta.compiler.graph.lowering.VtaLayer), None
-    when no template expresses it (groups, dilation, asymmetric padding)."""
+    """The tuning task of a compiled VTA layer (vta.compiler.graph.lowering.VtaLayer or
+    AluLayer), None when no template expresses it (groups, dilation, asymmetric padding)."""
+    if layer.template == "elementwise":
+        return Task.create("vta.elementwise", (layer.spec.kind, [list(a) for a in
+                                                                  layer.spec.attrs],
+                                               layer.tiles, cfg.params))
     if layer.template == "dense":
         (n, k), (m, _) = layer.data, layer.kernel
         return Task.create("vta.dense", (n, k, m, cfg.params))
+    n, ci, h, w = layer.data
+    co, _, kh, kw = layer.kernel
+    if layer.template == "conv2d_transpose":
+        return Task.create("vta.conv2d_transpose", (n, ci, h, w, co, kh, kw, *layer.strides,
+                                                    *layer.padding, cfg.params))
     if layer.template != "conv2d":
         return None
     pt, pl, pb, pr = layer.padding
     if layer.groups != 1 or layer.dilation != (1, 1) or pt != pb or pl != pr:
         return None
-    n, ci, h, w = layer.data
-    co, _, kh, kw = layer.kernel
     return Task.create("vta.conv2d", (n, ci, h, w, co, kh, kw, *layer.strides, pt, pl,
                                       cfg.params))
+
+
+class TuningLogError(WorkloadError):
+    """A tuning log whose best knobs are not a valid schedule of their workload."""
 
 
 def tuning_lookup(log_path: str | Path, cfg: Config
                   ) -> Callable[[Any], tuple[dict[str, int], float] | None]:
     """What ``vta compile --tuning-log`` gives the compiler: layer -> (best knobs, measured
-    cycles) of its workload in the log, or None when the log has not tuned it."""
+    cycles) of its workload in the log, or None when the log has not tuned it. Knobs outside
+    the workload's space (a hand-edited or foreign log) are a :class:`TuningLogError`."""
     from .log import best_per_workload
+    from .space import SpaceError
 
     best = best_per_workload(log_path)
 
@@ -422,7 +545,15 @@ def tuning_lookup(log_path: str | Path, cfg: Config
         rec = best.get(t.key) if t is not None else None
         if rec is None:
             return None
-        return dict(rec.config["values"]), float(rec.cost)
+        values = dict(rec.config["values"])
+        try:
+            ok = t.space.is_valid(t.space.from_values(values).index)
+        except (SpaceError, KeyError):
+            ok = False
+        if not ok:
+            raise TuningLogError(f"{log_path}: knobs {values} are not a valid schedule of "
+                                 f"{t.name} {list(t.args[:-1])} at this configuration")
+        return values, float(rec.cost)
 
     return lookup
 
@@ -438,6 +569,13 @@ def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
         op = conv2d_packed((n, ci, h, w, hw.batch, hw.block_in),
                            (co, ci, kh, kw, hw.block_out, hw.block_in), strides=(sh, sw),
                            padding=(ph, pw), config=hw, target=None, **EPILOGUE)
+    elif task.name == "vta.conv2d_transpose":
+        op = _transpose_layer(*a[:9], a[9:13]).operator(hw, None)
+    elif task.name == "vta.elementwise":
+        from vta.compiler.topi.elementwise import Spec, elementwise_int8
+
+        spec = Spec.make(a[0], **{str(k): int(v) for k, v in a[1]})
+        op = elementwise_int8(spec, a[2], config=hw, target=None)
     else:
         n, k, m, _ = a
         op = dense_packed((n, k, hw.batch, hw.block_in), (m, k, hw.block_out, hw.block_in),
@@ -449,7 +587,8 @@ def knob_values(entity: Any) -> dict[str, Any]:
     return dict(entity.values)
 
 
-__all__ = ["N_FEATURES", "N_RELATIVE", "RESNET18_LAYERS",
-           "resnet18_task", "tasks_from_model", "conv_task", "layer_task", "tuning_lookup",
+__all__ = ["N_FEATURES", "N_RELATIVE", "RESNET18_LAYERS", "TuningLogError",
+           "resnet18_task", "tasks_from_model", "model_layers", "layer_task",
+           "tuning_lookup",
            "ir_features", "relative_features",
            "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]

@@ -379,7 +379,11 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
             continue
         try:
             layer = plan_node(n, shapes, qg.params, cfg)
-            hit = tuned(layer) if tuned is not None and isinstance(layer, VtaLayer) else None
+        except VTAError as e:
+            notes[n.name] = str(e).splitlines()[0]
+            continue
+        hit = tuned(layer) if tuned is not None else None  # a bad log is an error, no fallback
+        try:
             if hit is not None:
                 knobs, cycles, source = dict(hit[0]), float(hit[1]), "tuning-log"
             else:

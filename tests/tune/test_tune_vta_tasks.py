@@ -74,8 +74,63 @@ def test_tasks_from_a_zoo_model(tmp_path, small: Config) -> None:
     onnx.save(zoo.resnet18(image_size=32, num_classes=10), str(path))
     tasks = tasks_from_model(path, small)
     names = {t.name for t in tasks}
-    assert names == {"vta.conv2d", "vta.dense"}
+    assert names == {"vta.conv2d", "vta.dense", "vta.elementwise"}
+    # the residual adds on the ALU, one task per distinct (rescaling, size): 8 adds
+    adds = [t for t in tasks if t.name == "vta.elementwise"]
+    assert adds and all(t.args[0] == "add" for t in adds) and len(adds) <= 8
     # after the first conv, ResNet-18 has 10 distinct conv shapes: TVM's table C2, C4-C12
     # (its C3, a 1x1 64->64 conv, is not in the standard ResNet-18)
     assert sum(t.name == "vta.conv2d" for t in tasks) == 10
     assert all(isinstance(t, Task) and len(t.space.valid_indices()) > 0 for t in tasks)
+
+
+@pytest.mark.sim
+def test_transposed_conv_tasks_from_dcgan(tmp_path, small: Config) -> None:
+    import onnx
+    from vta.compiler.graph import zoo
+    from vta.tune.vta_tasks import tasks_from_model
+
+    path = tmp_path / "dcgan.onnx"
+    onnx.save(zoo.dcgan_generator(nz=16, ngf=8), str(path))
+    tasks = tasks_from_model(path, small)
+    # convt1..convt4 (stride 2, 4x4, ONNX pads 1 -> the equivalent conv's pads 2); convt0, the
+    # first conv, stays on the CPU
+    assert [t.name for t in tasks] == ["vta.conv2d_transpose"] * 4
+    assert [t.args[2] for t in tasks] == [4, 8, 16, 32]
+    assert all(t.args[7:13] == (2, 2, 2, 2, 2, 2) for t in tasks)
+    assert all(len(t.space.valid_indices()) > 0 for t in tasks)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("spec", ["conv2d_transpose:H=4,W=4,CI=8,CO=4,K=4,S=2,P=1",
+                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90"])
+def test_new_templates_measure_right_results_on_fsim(spec: str, small: Config) -> None:
+    """The fsim measurer runs each candidate and compares it with numpy (a wrong result would
+    be recorded invalid); the perf costs of the same knobs are positive cycles."""
+    task = parse_workload(spec, small)
+    res = RandomTuner(task, seed=0).tune(3, Measurer("fsim"), batch_size=3)
+    assert res.best_cost is not None and all(c is not None for _, c, _ in res.history)
+    perf = RandomTuner(task, seed=0).tune(3, Measurer("perf"), batch_size=3)
+    assert perf.best_cost is not None and perf.best_cost > 0
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("spec", ["conv2d_transpose:H=2,W=2,CI=8,CO=4,K=4,S=2,P=1",
+                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90"])
+def test_task_space_holds_the_compilers_default(spec: str, small: Config) -> None:
+    """The compiler's default schedule is one of the task's valid candidates, so tuning the
+    whole space can only match or beat it."""
+    from vta.tune.vta_tasks import default_knobs_cost, measure_perf
+
+    task = parse_workload(spec, small)
+    costs = {measure_perf(task.instantiate(task.space.get(i)))
+             for i in task.space.valid_indices()}
+    assert default_knobs_cost(task) in costs
+
+
+@pytest.mark.unit
+def test_transposed_conv_workload_errors(small: Config) -> None:
+    with pytest.raises(WorkloadError, match="padding P=4 is not within 0..K-1=3"):
+        parse_workload("conv2d_transpose:P=4", small)
+    with pytest.raises(WorkloadError, match="CO=6 is not a multiple of 4"):
+        parse_workload("conv2d_transpose:CO=6", small)
