@@ -165,8 +165,10 @@ def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
         "GlobalAveragePool": lambda: cpu.global_avg_pool2d(xs) if len(xs) == 4 else None,
         "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, a["mul"], a["shift"])
         if len(xs) == 4 and 0 <= a["shift"] < 40 else None,
-        "Quantize": lambda: cpu.quantize(xs, a["scale"]) if _scalar(a["scale"]) else None,
-        "Dequantize": lambda: cpu.dequantize(xs, a["scale"]) if _scalar(a["scale"]) else None,
+        "Quantize": lambda: cpu.quantize(xs, a["scale"])
+        if _scalar(a["scale"]) and not a.get("offset") else None,
+        "Dequantize": lambda: cpu.dequantize(xs, a["scale"])
+        if _scalar(a["scale"]) and not a.get("offset") else None,
         "QAdd": lambda: cpu.qadd(xs, a["mul_a"], a["mul_b"], a["shift"], a["lo"], a["hi"])
         if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None,
         "Dense": lambda: cpu.dense(xs[0], params[n.inputs[1]].shape[1],
