@@ -313,7 +313,8 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
 
 
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
-              unsigned: Iterable[str] = ()) -> dict[str, float]:
+              unsigned: Iterable[str] = (), lows: dict[str, float] | None = None
+              ) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
@@ -327,8 +328,8 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     histogram, and each one scales a whole channel downstream). An output's range gets
     :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an input
     beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
-    :data:`UMAX` steps (see :func:`unsigned_tensors`), whose mse threshold weighs the finer
-    rounding."""
+    :data:`UMAX` steps (see :func:`offset_tensors`), whose mse threshold weighs the finer
+    rounding; ``lows`` (when given) receives the smallest value of each of them."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
@@ -338,6 +339,8 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
         for k, v in _float_tensors(g, run_float(g, feeds, keep=True)):
             a = np.abs(v.ravel())
             amax[k] = max(amax.get(k, 0.0), float(a.max()) if a.size else 0.0)
+            if lows is not None and k in unsigned and v.size:
+                lows[k] = min(lows.get(k, 0.0), float(v.min()))
             if method != "max" and a.size >= _HIST_MIN and k not in g.outputs:
                 kept.setdefault(k, []).append(a[::max(1, a.size // _SUBSAMPLE)])
     out = dict(amax)
@@ -444,6 +447,7 @@ class _Quantizer:
         #: int8 tensors stored with an offset: ``x = scale * (q + OFFSET)`` (see :meth:`conv`)
         self.offsets: dict[str, int] = {}
         self.unsigned: set[str] = set()
+        self.lows: dict[str, float] = {}
 
     def tensor_scale(self, t: str) -> float:
         if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
@@ -458,13 +462,24 @@ class _Quantizer:
             q = f"{t}.q"
             s = self.tensor_scale(t)
             attrs: dict[str, Any] = {"scale": s}
-            if t in self.unsigned:  # a float layer's non-negative output that convs read
-                s = attrs["scale"] = s * QMAX / UMAX
-                attrs["offset"] = self.offsets[q] = OFFSET
+            if t in self.unsigned:  # a float layer's output that only convs read
+                s, off = self.asymmetric(t)
+                attrs.update(scale=s, offset=off)
+                self.offsets[q] = off
             self.nodes.append(Node("Quantize", f"{t}.quantize", [t], [q], attrs))
             self.scales[q] = s
             self.qcache[t] = q
         return self.qcache[t]
+
+    def asymmetric(self, t: str) -> tuple[float, int]:
+        """Scale and offset spreading a float tensor's range ``[min(low, 0), threshold]``
+        over the 256 int8 values (offset :data:`OFFSET` for a non-negative tensor)."""
+        lo = min(self.lows.get(t, 0.0), 0.0)
+        hi = max(self.amax.get(t, 0.0), -lo)
+        if hi - lo <= 0:
+            return 1.0, 0
+        s = (hi - lo) / UMAX
+        return s, int(round(lo / s)) - QMIN
 
     def as_float(self, t: str) -> str:
         if t not in self.scales:
@@ -667,9 +682,11 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                          f"are named like {', '.join(list(names)[:4])}, ...")
     first = first_conv(g) if keep_first_float else None
     ranges = qdq_ranges(g)
-    unsigned = set() if pow2 else unsigned_tensors(g, float_layers | {first}, set(ranges))
-    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned), pow2, per_channel, ranges)
-    q.unsigned = unsigned
+    unsigned = set() if pow2 else offset_tensors(g, float_layers | {first}, set(ranges))
+    lows: dict[str, float] = {}
+    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows), pow2, per_channel,
+                   ranges)
+    q.unsigned, q.lows = unsigned, lows
     layers: list[QuantInfo] = []
     for n in g.nodes:
         acts = [i for i in n.inputs if i and i not in q.params]
@@ -714,12 +731,14 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     return QuantResult(qg, scales, layers, dict(q.offsets))
 
 
-def unsigned_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str]) -> set[str]:
-    """Outputs of Conv/Dense nodes with a fused Relu/Clip whose minimum is >= 0 (never
-    negative) that only Conv/Dense nodes read, as their one activation input: stored with
-    :data:`OFFSET` (the readers fold it into their bias; a float producer's ``Quantize``
-    subtracts it). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept float
-    are left signed."""
+def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str]) -> set[str]:
+    """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
+    tensor's range instead of 128 over ``[0, max]`` for a non-negative one): those only
+    Conv/Dense nodes read, as their one activation input (they fold the offset into their
+    bias), made by a Conv/Dense whose fused Relu/Clip keeps them non-negative (offset
+    :data:`OFFSET`) or by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
+    Sigmoid, Mul; the offset comes from the calibrated minimum). Graph outputs, QDQ-fixed
+    tensors and tensors read by a layer kept float stay signed."""
     cons = g.consumers()
 
     def reads_only(n: Node, t: str) -> bool:
@@ -727,13 +746,20 @@ def unsigned_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str]) -> s
         return n.op in ("Conv", "Dense") and acts == [t] and n.inputs[0] == t \
             and n.name not in float_nodes
 
+    def never_negative(n: Node) -> bool:
+        a = n.attrs
+        return bool(a.get("activation")) and a.get("act_min") is not None and a["act_min"] >= 0
+
     out = set()
     for n in g.nodes:
         t = n.outputs[0]
-        a = n.attrs
-        if n.op in ("Conv", "Dense") and a.get("activation") and a.get("act_min") is not None \
-                and a["act_min"] >= 0 and t not in g.outputs \
-                and t not in qdq and cons.get(t) and all(reads_only(c, t) for c in cons[t]):
+        if n.op in ("Conv", "Dense"):
+            if not never_negative(n):
+                continue
+        elif n.op in _INT_CAPABLE:
+            continue
+        if t not in g.outputs and t not in qdq and cons.get(t) \
+                and all(reads_only(c, t) for c in cons[t]):
             out.add(t)
     return out
 
