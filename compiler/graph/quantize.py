@@ -476,6 +476,8 @@ class _Quantizer:
         over the 256 int8 values (offset :data:`OFFSET` for a non-negative tensor)."""
         lo = min(self.lows.get(t, 0.0), 0.0)
         hi = max(self.amax.get(t, 0.0), -lo)
+        if self.pow2:  # only non-negative tensors have an offset (see offset_tensors)
+            return scale_for(hi, True) * 0.5, OFFSET
         if hi - lo <= 0:
             return 1.0, 0
         s = (hi - lo) / UMAX
@@ -513,7 +515,9 @@ class _Quantizer:
         s_in = self.scales[x]
         w = self.params[n.inputs[1]]
         unsigned = n.outputs[0] in self.unsigned
-        s_o = self.tensor_scale(n.outputs[0]) * (QMAX / UMAX if unsigned else 1.0)
+        s_o = self.tensor_scale(n.outputs[0])
+        if unsigned:  # an exact half with power-of-two scales
+            s_o = s_o * 0.5 if self.pow2 else s_o * QMAX / UMAX
         # float32 and in place: VGG's 25088x4096 weights take a fraction of a second
         w2 = np.asarray(w, np.float32).reshape(w.shape[0], -1)
         wmax = np.maximum(w2.max(axis=1), -w2.min(axis=1)).astype(np.float64)
@@ -682,7 +686,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                          f"are named like {', '.join(list(names)[:4])}, ...")
     first = first_conv(g) if keep_first_float else None
     ranges = qdq_ranges(g)
-    unsigned = set() if pow2 else offset_tensors(g, float_layers | {first}, set(ranges))
+    unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
     lows: dict[str, float] = {}
     q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows), pow2, per_channel,
                    ranges)
@@ -731,14 +735,16 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     return QuantResult(qg, scales, layers, dict(q.offsets))
 
 
-def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str]) -> set[str]:
+def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
+                   asymmetric: bool = True) -> set[str]:
     """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
     tensor's range instead of 128 over ``[0, max]`` for a non-negative one): those only
     Conv/Dense nodes read, as their one activation input (they fold the offset into their
     bias), made by a Conv/Dense whose fused Relu/Clip keeps them non-negative (offset
     :data:`OFFSET`) or by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
-    Sigmoid, Mul; the offset comes from the calibrated minimum). Graph outputs, QDQ-fixed
-    tensors and tensors read by a layer kept float stay signed."""
+    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
+    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
+    float stay signed."""
     cons = g.consumers()
 
     def reads_only(n: Node, t: str) -> bool:
@@ -756,7 +762,7 @@ def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str]) -> set
         if n.op in ("Conv", "Dense"):
             if not never_negative(n):
                 continue
-        elif n.op in _INT_CAPABLE:
+        elif n.op in _INT_CAPABLE or not asymmetric:
             continue
         if t not in g.outputs and t not in qdq and cons.get(t) \
                 and all(reads_only(c, t) for c in cons[t]):
