@@ -1,7 +1,11 @@
 """int8 quantization with calibrated scales, and the int8 reference (the bit-exact spec).
 
 A quantized tensor holds int8 values ``q`` standing for ``q * scale`` (symmetric, one float
-``scale`` per tensor). Scales come from calibration (:data:`CALIBRATIONS`: max, percentile or
+``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read
+(:func:`offset_tensors`: a Relu/Clip conv output, offset 128, or a CPU float op's output over
+its calibrated [min, max]; the readers fold ``offset * sum(w)`` into their bias, and a padded
+reader gets a ``QPad`` of ``-offset`` before it, VTA padding with 0). Scales come from
+calibration (:data:`CALIBRATIONS`: max, percentile or
 mse over float runs of the calibration inputs), from a QDQ model's own QuantizeLinear /
 DequantizeLinear pairs (``FakeQuant`` nodes), or are rounded to powers of two
 (``pow2=True``: requantization is then a shift alone). Weights get one scale per tensor or per
@@ -25,7 +29,9 @@ the numpy kernels here are the specification VTA's results are checked against b
 - ``QAvgPool``/``QGlobalAvgPool``: exact window sum ``s``, ``round_half_up(s * m / (count *
   2**k))``.
 - ``QMaxPool``, ``QClip``, shapes and copies: exact on int8 (scale unchanged).
-- ``Quantize``: ``clip(rint(x / scale), -128, 127)``; ``Dequantize``: ``q * scale``.
+- ``QPad``: constant pad by ``qvalue``.
+- ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
+  * scale`` (``offset`` 0 unless given).
 """
 
 from __future__ import annotations
