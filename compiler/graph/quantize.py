@@ -574,7 +574,7 @@ class _Quantizer:
         if out not in self.scales:
             self.nodes.append(Node("QPad", f"{out}.pad", [x], [out], {
                 "pads": [0, 0, t, left, 0, 0, b, r], "mode": "constant", "value": 0.0,
-                "qvalue": -self.offsets[x]}))
+                "qvalue": -self.offsets[x], "conversion": True}))
             self.scales[out], self.offsets[out] = self.scales[x], self.offsets[x]
         attrs["pads"] = [0, 0, 0, 0]
         return out

@@ -146,6 +146,7 @@ def test_offset_tensors_bit_exact_on_fsim() -> None:
     g = from_onnx(mobile_chain(blocks=2, size=16))
     m = compile_graph(g, Config())
     assert any(n.op == "QPad" for n in m.graph.nodes)
+    assert not [note for note in m.notes if "QPad" in note]  # a conversion, not a fallback
     assert sum(m.partition[n.name] == "vta" for n in m.graph.nodes if n.op == "QConv") >= 4
     x = rand_input(g, 5)
     ref = run_quantized(m.graph, x)["y"]
