@@ -755,8 +755,9 @@ def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
 
     def reads_only(n: Node, t: str) -> bool:
         acts = [i for i in n.inputs if i and i not in g.params]
+        # a transposed conv (input_strides) inserts zeros, which would stand for the offset
         return n.op in ("Conv", "Dense") and acts == [t] and n.inputs[0] == t \
-            and n.name not in float_nodes
+            and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1
 
     def never_negative(n: Node) -> bool:
         a = n.attrs

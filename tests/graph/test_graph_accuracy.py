@@ -153,3 +153,25 @@ def test_offset_tensors_bit_exact_on_fsim() -> None:
     with Executor(m, "fsim", host="numpy") as ex:
         out = ex.run(x)["y"]
     np.testing.assert_array_equal(out, ref)
+
+
+def test_transposed_conv_reads_a_signed_tensor() -> None:
+    """A transposed conv (a conv with input_strides) inserts zeros between pixels, which in an
+    offset tensor would stand for ``offset * scale``: its input keeps no offset."""
+    from vta.compiler.graph.ir import Graph, Node, TensorInfo
+
+    rng = np.random.default_rng(0)
+    conv = {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1], "group": 1}
+    relu = dict(conv, activation="relu", act_min=0.0, act_max=None)
+    params = {f"w{i}": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) for i in range(3)}
+    g = Graph([Node("Conv", "c0", ["x", "w0"], ["a"], relu),
+               Node("Conv", "up", ["a", "w1"], ["b"], dict(relu, input_strides=[2, 2])),
+               Node("Conv", "c2", ["b", "w2"], ["y"], conv)],
+              {"x": TensorInfo((1, 8, 6, 6))}, ["y"], params)
+    assert offset_tensors(g, set(), set()) == {"b"}
+    qr = quantize_graph(g, synthetic_samples(g, 2), keep_first_float=False)
+    assert "a" not in qr.offsets and "b" in qr.offsets
+    x = rand_input(g, 1)
+    from vta.compiler.graph.reference import run_float
+
+    assert agreement(run_float(g, x)["y"], run_quantized(qr.graph, x)["y"])["cosine"] > 0.98
