@@ -746,18 +746,22 @@ def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
     """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
     tensor's range instead of 128 over ``[0, max]`` for a non-negative one): those only
     Conv/Dense nodes read, as their one activation input (they fold the offset into their
-    bias), made by a Conv/Dense whose fused Relu/Clip keeps them non-negative (offset
-    :data:`OFFSET`) or by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
-    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
-    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
-    float stay signed."""
+    bias), unpadded or grouped (a padded one gets a ``QPad`` before it), made by a Conv/Dense
+    whose fused Relu/Clip keeps them non-negative (offset :data:`OFFSET`) or by an op without
+    an int8 kernel (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; the offset comes from the
+    calibrated minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs,
+    QDQ-fixed tensors and tensors read by a layer kept float stay signed."""
     cons = g.consumers()
 
     def reads_only(n: Node, t: str) -> bool:
         acts = [i for i in n.inputs if i and i not in g.params]
-        # a transposed conv (input_strides) inserts zeros, which would stand for the offset
+        # a transposed conv (input_strides) inserts zeros, which would stand for the offset;
+        # a padded reader needs a QPad on the CPU: worth it before a depthwise/grouped conv
+        # (MobileNet, EfficientNet, RegNet), not before a dense one (ResNet, VGG and YOLO
+        # stay free of CPU copies)
         return n.op in ("Conv", "Dense") and acts == [t] and n.inputs[0] == t \
-            and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1
+            and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1 \
+            and (n.attrs.get("group", 1) > 1 or not any(n.attrs.get("pads", [0])))
 
     def never_negative(n: Node) -> bool:
         a = n.attrs

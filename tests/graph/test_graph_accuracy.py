@@ -155,20 +155,27 @@ def test_offset_tensors_bit_exact_on_fsim() -> None:
     np.testing.assert_array_equal(out, ref)
 
 
-def test_transposed_conv_reads_a_signed_tensor() -> None:
+def test_transposed_and_dense_padded_convs_read_signed_tensors() -> None:
     """A transposed conv (a conv with input_strides) inserts zeros between pixels, which in an
-    offset tensor would stand for ``offset * scale``: its input keeps no offset."""
+    offset tensor would stand for ``offset * scale``: its input keeps no offset. Nor does the
+    input of a padded dense conv (it would need a CPU QPad); an unpadded one folds it."""
     from vta.compiler.graph.ir import Graph, Node, TensorInfo
 
     rng = np.random.default_rng(0)
     conv = {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1], "group": 1}
     relu = dict(conv, activation="relu", act_min=0.0, act_max=None)
     params = {f"w{i}": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) for i in range(3)}
+    params["w2"] = params["w2"][:, :, :1, :1].copy()
     g = Graph([Node("Conv", "c0", ["x", "w0"], ["a"], relu),
                Node("Conv", "up", ["a", "w1"], ["b"], dict(relu, input_strides=[2, 2])),
-               Node("Conv", "c2", ["b", "w2"], ["y"], conv)],
+               Node("Conv", "c2", ["b", "w2"], ["y"], dict(conv, pads=[0, 0, 0, 0]))],
               {"x": TensorInfo((1, 8, 6, 6))}, ["y"], params)
     assert offset_tensors(g, set(), set()) == {"b"}
+    g.nodes[2].attrs["pads"] = [1, 1, 1, 1]
+    g.params["w2"] = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    assert offset_tensors(g, set(), set()) == set()
+    g.nodes[2].attrs["pads"] = [0, 0, 0, 0]
+    g.params["w2"] = params["w2"]
     qr = quantize_graph(g, synthetic_samples(g, 2), keep_first_float=False)
     assert "a" not in qr.offsets and "b" in qr.offsets
     x = rand_input(g, 1)
