@@ -10,7 +10,7 @@ reference the tests compare against.
 Agreement with the numpy kernels:
 
 - integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
-  ``QGlobalAveragePool``, ``MaxPool``) are bit-exact, with the calibrated scales'
+  ``QGlobalAveragePool``, ``QPad``, ``MaxPool``) are bit-exact, with the calibrated scales'
   fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
   (float64 arithmetic as numpy's, ``rint`` rounding half to even);
 - float reductions (``Conv``, ``Softmax``, ``Tanh``) differ in the last bits: LLVM may
@@ -146,6 +146,17 @@ def _pool(n: Node, xs: tuple[int, ...], dtype: str) -> Any:
     return cpu.max_pool2d(xs, a["kernel_shape"], a["strides"], pad, dtype=dtype)
 
 
+def _qpad(n: Node, xs: tuple[int, ...]) -> Any:
+    """A constant int8 pad of H and W only (what quantize puts before a padded conv of an
+    offset tensor); None for other pads."""
+    p = n.attrs["pads"]
+    if len(xs) != 4 or n.attrs["mode"] != "constant" or any(p[:2] + p[4:6]) or min(p) < 0:
+        return None
+    from vta.compiler.topi import cpu
+
+    return cpu.pad2d(xs, [p[2], p[3], p[6], p[7]], n.attrs["qvalue"])
+
+
 def _scalar(v: Any) -> bool:
     """``v`` is one positive finite number (a per-tensor scale)."""
     return isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < inf
@@ -165,8 +176,10 @@ def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
         "GlobalAveragePool": lambda: cpu.global_avg_pool2d(xs) if len(xs) == 4 else None,
         "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, a["mul"], a["shift"])
         if len(xs) == 4 and 0 <= a["shift"] < 40 else None,
-        "Quantize": lambda: cpu.quantize(xs, a["scale"]) if _scalar(a["scale"]) else None,
-        "Dequantize": lambda: cpu.dequantize(xs, a["scale"]) if _scalar(a["scale"]) else None,
+        "Quantize": lambda: cpu.quantize(xs, a["scale"], a.get("offset", 0))
+        if _scalar(a["scale"]) else None,
+        "Dequantize": lambda: cpu.dequantize(xs, a["scale"])
+        if _scalar(a["scale"]) and not a.get("offset") else None,
         "QAdd": lambda: cpu.qadd(xs, a["mul_a"], a["mul_b"], a["shift"], a["lo"], a["hi"])
         if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None,
         "Dense": lambda: cpu.dense(xs[0], params[n.inputs[1]].shape[1],
@@ -175,6 +188,7 @@ def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
         "Softmax": lambda: cpu.softmax(xs)
         if not a.get("legacy") and a["axis"] in (-1, len(xs) - 1) else None,
         "Tanh": lambda: cpu.tanh(xs),
+        "QPad": lambda: _qpad(n, xs),
     }
     make = builders.get(n.op)
     return make() if make is not None else None

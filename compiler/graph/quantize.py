@@ -1,7 +1,11 @@
 """int8 quantization with calibrated scales, and the int8 reference (the bit-exact spec).
 
 A quantized tensor holds int8 values ``q`` standing for ``q * scale`` (symmetric, one float
-``scale`` per tensor). Scales come from calibration (:data:`CALIBRATIONS`: max, percentile or
+``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read
+(:func:`offset_tensors`: a Relu/Clip conv output, offset 128, or a CPU float op's output over
+its calibrated [min, max]; the readers fold ``offset * sum(w)`` into their bias, and a padded
+reader gets a ``QPad`` of ``-offset`` before it, VTA padding with 0). Scales come from
+calibration (:data:`CALIBRATIONS`: max, percentile or
 mse over float runs of the calibration inputs), from a QDQ model's own QuantizeLinear /
 DequantizeLinear pairs (``FakeQuant`` nodes), or are rounded to powers of two
 (``pow2=True``: requantization is then a shift alone). Weights get one scale per tensor or per
@@ -25,7 +29,9 @@ the numpy kernels here are the specification VTA's results are checked against b
 - ``QAvgPool``/``QGlobalAvgPool``: exact window sum ``s``, ``round_half_up(s * m / (count *
   2**k))``.
 - ``QMaxPool``, ``QClip``, shapes and copies: exact on int8 (scale unchanged).
-- ``Quantize``: ``clip(rint(x / scale), -128, 127)``; ``Dequantize``: ``q * scale``.
+- ``QPad``: constant pad by ``qvalue``.
+- ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
+  * scale`` (``offset`` 0 unless given).
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ from .ir import Graph, Node
 from .reference import FLOAT_KERNELS, run_float
 
 QMIN, QMAX = -128, 127
+#: A tensor that is never negative (a conv's Relu/Clip output) and that only convs read is
+#: stored as ``q - OFFSET`` with ``q`` in ``[0, UMAX]``: twice the steps of a signed scale.
+OFFSET, UMAX = 128, 255
 #: Calibration methods of :func:`calibrate` (``vta compile --calibration``); the first is the
 #: default.
 CALIBRATIONS = ("mse", "max", "percentile")
@@ -53,6 +62,10 @@ MUL_BITS = 15
 REQUANT_BITS = 11
 _BINS = 2048
 _SUBSAMPLE = 1 << 18
+#: Margin on the calibrated range of the graph's outputs (see :func:`calibrate`).
+OUTPUT_HEADROOM = 1.25
+#: Fewest values per sample for which percentile/mse calibration clips (see :func:`calibrate`).
+_HIST_MIN = 4096
 
 #: Ops that run on int8 tensors when their input is quantized (scale unchanged).
 _PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Pad", "Transpose",
@@ -75,12 +88,14 @@ def scale_for(max_abs: float, pow2: bool = False) -> float:
     return float(max_abs) / QMAX
 
 
-def quantize_array(x: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
-    return np.clip(np.rint(x.astype(np.float64) / scale), QMIN, QMAX).astype(np.int8)
+def quantize_array(x: np.ndarray, scale: float | np.ndarray, offset: int = 0) -> np.ndarray:
+    """``clip(rint(x / scale) - offset)`` to int8 (see :data:`OFFSET`)."""
+    q = np.rint(x.astype(np.float64) / scale)
+    return np.clip(q - offset if offset else q, QMIN, QMAX).astype(np.int8)
 
 
-def dequantize_array(q: np.ndarray, scale: float) -> np.ndarray:
-    return (q.astype(np.float64) * scale).astype(np.float32)
+def dequantize_array(q: np.ndarray, scale: float, offset: int = 0) -> np.ndarray:
+    return ((q.astype(np.float64) + offset) * scale).astype(np.float32)
 
 
 def wrap_int32(v: np.ndarray) -> np.ndarray:
@@ -258,8 +273,9 @@ INT_KERNELS = {
     "QHardSwish": _qhardswish,
     "QFakeQuant": lambda n, a: [np.clip(rescale(a[0], *n.attrs["rescale"]), n.attrs["lo"],
                                         n.attrs["hi"]).astype(np.int8)],
-    "Quantize": lambda n, a: [quantize_array(a[0], n.attrs["scale"])],
-    "Dequantize": lambda n, a: [dequantize_array(a[0], n.attrs["scale"])],
+    "Quantize": lambda n, a: [quantize_array(a[0], n.attrs["scale"], n.attrs.get("offset", 0))],
+    "Dequantize": lambda n, a: [dequantize_array(a[0], n.attrs["scale"],
+                                                 n.attrs.get("offset", 0))],
 }
 
 
@@ -292,6 +308,8 @@ class QuantResult:
     graph: Graph
     scales: dict[str, float]
     layers: list[QuantInfo] = field(default_factory=list)
+    #: int8 tensors stored with an offset (``x = scale * (q + offset)``)
+    offsets: dict[str, int] = field(default_factory=dict)
 
 
 def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.ndarray]]:
@@ -300,14 +318,24 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
             yield k, v
 
 
-def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse"
+def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
+              unsigned: Iterable[str] = (), lows: dict[str, float] | None = None
               ) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
     the threshold whose int8 quantization (rounding and clipping) has the least mean squared
     error. The last two use a 2048-bin histogram of |value| over an even subsample of at most
-    :data:`_SUBSAMPLE` values per tensor and sample (one float run per sample)."""
+    :data:`_SUBSAMPLE` values per tensor and sample (one float run per sample).
+
+    Two kinds of tensor keep ``max`` whatever the method: the graph's outputs (clipping the
+    largest logits ties them and loses the top-1) and tensors of fewer than :data:`_HIST_MIN`
+    values per sample (a pooled vector, a squeeze-excitation gate: too few values for a
+    histogram, and each one scales a whole channel downstream). An output's range gets
+    :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an input
+    beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
+    :data:`UMAX` steps (see :func:`offset_tensors`), whose mse threshold weighs the finer
+    rounding; ``lows`` (when given) receives the smallest value of each of them."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
@@ -317,13 +345,19 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
         for k, v in _float_tensors(g, run_float(g, feeds, keep=True)):
             a = np.abs(v.ravel())
             amax[k] = max(amax.get(k, 0.0), float(a.max()) if a.size else 0.0)
-            if method != "max":
+            if lows is not None and k in unsigned and v.size:
+                lows[k] = min(lows.get(k, 0.0), float(v.min()))
+            if method != "max" and a.size >= _HIST_MIN and k not in g.outputs:
                 kept.setdefault(k, []).append(a[::max(1, a.size // _SUBSAMPLE)])
     out = dict(amax)
+    for k in g.outputs:
+        if k in out:
+            out[k] *= OUTPUT_HEADROOM
     for k, parts in kept.items():
         if amax[k] > 0:
             h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
-            out[k] = _percentile(h, amax[k]) if method == "percentile" else _mse(h, amax[k])
+            out[k] = _percentile(h, amax[k]) if method == "percentile" else \
+                _mse(h, amax[k], UMAX if k in unsigned else QMAX)
     return out
 
 
@@ -333,14 +367,14 @@ def _percentile(h: np.ndarray, top: float) -> float:
     return top * min(i + 1, len(h)) / len(h)
 
 
-def _mse(h: np.ndarray, top: float) -> float:
+def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
     """The threshold with the least expected squared error among 128 candidates from 1/128 of
     ``top`` to ``top``: values beyond it are clipped (error: the distance, bin centres stand
     for their values); values within it are rounded (error: step**2 / 12)."""
     n = len(h)
     centres = (np.arange(n) + 0.5) * (top / n)
     cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
-    step = cands / QMAX
+    step = cands / steps
     clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
     err = (clip ** 2 * h[None, :]).sum(axis=1) \
         + (h[None, :] * (centres[None, :] <= cands[:, None])).sum(axis=1) * step ** 2 / 12
@@ -416,6 +450,10 @@ class _Quantizer:
         self.nodes: list[Node] = []
         self.qcache: dict[str, str] = {}
         self.deq: dict[str, str] = {}
+        #: int8 tensors stored with an offset: ``x = scale * (q + OFFSET)`` (see :meth:`conv`)
+        self.offsets: dict[str, int] = {}
+        self.unsigned: set[str] = set()
+        self.lows: dict[str, float] = {}
 
     def tensor_scale(self, t: str) -> float:
         if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
@@ -429,29 +467,49 @@ class _Quantizer:
         if t not in self.qcache:
             q = f"{t}.q"
             s = self.tensor_scale(t)
-            self.nodes.append(Node("Quantize", f"{t}.quantize", [t], [q], {"scale": s}))
+            attrs: dict[str, Any] = {"scale": s}
+            if t in self.unsigned:  # a float layer's output that only convs read
+                s, off = self.asymmetric(t)
+                attrs.update(scale=s, offset=off)
+                self.offsets[q] = off
+            self.nodes.append(Node("Quantize", f"{t}.quantize", [t], [q], attrs))
             self.scales[q] = s
             self.qcache[t] = q
         return self.qcache[t]
+
+    def asymmetric(self, t: str) -> tuple[float, int]:
+        """Scale and offset spreading a float tensor's range ``[min(low, 0), threshold]``
+        over the 256 int8 values (offset :data:`OFFSET` for a non-negative tensor)."""
+        lo = min(self.lows.get(t, 0.0), 0.0)
+        hi = max(self.amax.get(t, 0.0), -lo)
+        if self.pow2:  # only non-negative tensors have an offset (see offset_tensors)
+            return scale_for(hi, True) * 0.5, OFFSET
+        if hi - lo <= 0:
+            return 1.0, 0
+        s = (hi - lo) / UMAX
+        return s, int(round(lo / s)) - QMIN
 
     def as_float(self, t: str) -> str:
         if t not in self.scales:
             return t
         if t not in self.deq:
             f = f"{t}.f"
-            self.nodes.append(Node("Dequantize", f"{t}.dequantize", [t], [f],
-                                   {"scale": self.scales[t]}))
+            attrs: dict[str, Any] = {"scale": self.scales[t]}
+            if t in self.offsets:  # only when a conv reading it failed to quantize
+                attrs["offset"] = self.offsets[t]
+            self.nodes.append(Node("Dequantize", f"{t}.dequantize", [t], [f], attrs))
             self.deq[t] = f
         return self.deq[t]
 
-    def bounds(self, n: Node, s: float) -> tuple[int, int]:
-        """int8 bounds of a fused activation (Relu, Clip) and of a QDQ range at scale ``s``."""
-        lo, hi = QMIN, QMAX
+    def bounds(self, n: Node, s: float, top: int = QMAX) -> tuple[int, int]:
+        """int8 bounds of a fused activation (Relu, Clip) and of a QDQ range at scale ``s``
+        (``top``: the largest value, :data:`UMAX` for an unsigned output before its offset)."""
+        lo, hi = QMIN, top
         if n.attrs.get("activation"):
             if n.attrs["act_min"] is not None:
-                lo = max(QMIN, min(QMAX, int(np.rint(n.attrs["act_min"] / s))))
+                lo = max(QMIN, min(top, int(np.rint(n.attrs["act_min"] / s))))
             if n.attrs["act_max"] is not None:
-                hi = min(QMAX, max(QMIN, int(np.rint(n.attrs["act_max"] / s))))
+                hi = min(top, max(QMIN, int(np.rint(n.attrs["act_max"] / s))))
         if n.outputs[0] in self.ranges:
             rlo, rhi = self.ranges[n.outputs[0]]
             lo = max(lo, min(QMAX, int(np.rint(rlo / s))))
@@ -462,7 +520,10 @@ class _Quantizer:
         x = self.as_int(n.inputs[0])
         s_in = self.scales[x]
         w = self.params[n.inputs[1]]
+        unsigned = n.outputs[0] in self.unsigned
         s_o = self.tensor_scale(n.outputs[0])
+        if unsigned:  # an exact half with power-of-two scales
+            s_o = s_o * 0.5 if self.pow2 else s_o * QMAX / UMAX
         # float32 and in place: VGG's 25088x4096 weights take a fraction of a second
         w2 = np.asarray(w, np.float32).reshape(w.shape[0], -1)
         wmax = np.maximum(w2.max(axis=1), -w2.min(axis=1)).astype(np.float64)
@@ -475,15 +536,24 @@ class _Quantizer:
         wq = wq.astype(np.int8).reshape(w.shape)
         b = self.params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0])
         bq = np.rint(b.astype(np.float64) / (s_in * s_w)).astype(np.int64)
+        attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
+        if x in self.offsets:  # sum(w * (q + off)): the offset's part is a constant per channel
+            bq += self.offsets[x] * wq.reshape(w.shape[0], -1).sum(axis=1, dtype=np.int64)
+            x = self.pad_offset(n, x, attrs)
+        r = s_in * s_w / s_o
         bound = np.abs(wq.reshape(w.shape[0], -1), dtype=np.int16).sum(axis=1, dtype=np.int64) \
-            * 128 + np.abs(bq)
-        shift, mul, shift2 = requant_params(s_in * s_w / s_o, bound, self.pow2)
+            * 128 + np.abs(bq) + (np.ceil((OFFSET + 1) / r).astype(np.int64) if unsigned else 0)
+        shift, mul, shift2 = requant_params(r, bound, self.pow2)
         bq += np.array([1 << (k - 1) if k > 0 else 0 for k in shift], np.int64)
-        lo, hi = self.bounds(n, s_o)
+        lo, hi = self.bounds(n, s_o, UMAX if unsigned else QMAX)
+        if unsigned:  # subtract OFFSET from the output: OFFSET / r accumulator steps
+            bq -= np.array([round(OFFSET * 2.0 ** (a + shift2) / m)
+                            for a, m in zip(shift, mul)], np.int64)
+            lo, hi = max(QMIN, lo - OFFSET), min(QMAX, hi - OFFSET)
+            self.offsets[n.outputs[0]] = OFFSET
         wname, bname = f"{n.name}.wq", f"{n.name}.bq"
         self.params[wname] = wq
         self.params[bname] = np.clip(bq, -(1 << 31), (1 << 31) - 1).astype(np.int32)
-        attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
         attrs.update(shift=shift[0] if len(set(shift)) == 1 else shift,
                      mul=mul[0] if len(set(mul)) == 1 else mul,
                      shift2=shift2, lo=lo, hi=hi, in_scale=s_in, out_scale=s_o,
@@ -492,6 +562,22 @@ class _Quantizer:
         self.scales[n.outputs[0]] = s_o
         info.in_scale, info.w_scale, info.out_scale = s_in, attrs["w_scale"], s_o
         info.shift, info.mul, info.shift2 = attrs["shift"], attrs["mul"], shift2
+
+    def pad_offset(self, n: Node, x: str, attrs: dict[str, Any]) -> str:
+        """A padded conv of an offset tensor: VTA pads with 0, which stands for ``OFFSET *
+        scale`` there; an explicit ``QPad`` writes the value standing for 0 and the conv runs
+        unpadded. Returns the conv's input."""
+        t, left, b, r = attrs.get("pads", (0, 0, 0, 0))
+        if not any((t, left, b, r)):
+            return x
+        out = f"{x}.pad{t}{left}{b}{r}"
+        if out not in self.scales:
+            self.nodes.append(Node("QPad", f"{out}.pad", [x], [out], {
+                "pads": [0, 0, t, left, 0, 0, b, r], "mode": "constant", "value": 0.0,
+                "qvalue": -self.offsets[x], "conversion": True}))
+            self.scales[out], self.offsets[out] = self.scales[x], self.offsets[x]
+        attrs["pads"] = [0, 0, 0, 0]
+        return out
 
     def emit(self, op: str, n: Node, ins: list[str], attrs: dict[str, Any], s_out: float,
              info: QuantInfo) -> None:
@@ -604,8 +690,13 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     if unknown:
         raise InputError(f"--float-layer {', '.join(sorted(unknown))}: no such layer; layers "
                          f"are named like {', '.join(list(names)[:4])}, ...")
-    q = _Quantizer(g, calibrate(g, samples, calibration), pow2, per_channel, qdq_ranges(g))
     first = first_conv(g) if keep_first_float else None
+    ranges = qdq_ranges(g)
+    unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
+    lows: dict[str, float] = {}
+    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows), pow2, per_channel,
+                   ranges)
+    q.unsigned, q.lows = unsigned, lows
     layers: list[QuantInfo] = []
     for n in g.nodes:
         acts = [i for i in n.inputs if i and i not in q.params]
@@ -647,7 +738,47 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     qg = Graph(nodes, dict(g.inputs), list(g.outputs), q.params, g.name)
     qg.verify()
     qg.remove_unused()
-    return QuantResult(qg, scales, layers)
+    return QuantResult(qg, scales, layers, dict(q.offsets))
+
+
+def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
+                   asymmetric: bool = True) -> set[str]:
+    """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
+    tensor's range instead of 128 over ``[0, max]`` for a non-negative one): those only
+    Conv/Dense nodes read, as their one activation input (they fold the offset into their
+    bias), unpadded or grouped (a padded one gets a ``QPad`` before it), made by a Conv/Dense
+    whose fused Relu/Clip keeps them non-negative (offset :data:`OFFSET`) or by an op without
+    an int8 kernel (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; the offset comes from the
+    calibrated minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs,
+    QDQ-fixed tensors and tensors read by a layer kept float stay signed."""
+    cons = g.consumers()
+
+    def reads_only(n: Node, t: str) -> bool:
+        acts = [i for i in n.inputs if i and i not in g.params]
+        # a transposed conv (input_strides) inserts zeros, which would stand for the offset;
+        # a padded reader needs a QPad on the CPU: worth it before a depthwise/grouped conv
+        # (MobileNet, EfficientNet, RegNet), not before a dense one (ResNet, VGG and YOLO
+        # stay free of CPU copies)
+        return n.op in ("Conv", "Dense") and acts == [t] and n.inputs[0] == t \
+            and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1 \
+            and (n.attrs.get("group", 1) > 1 or not any(n.attrs.get("pads", [0])))
+
+    def never_negative(n: Node) -> bool:
+        a = n.attrs
+        return bool(a.get("activation")) and a.get("act_min") is not None and a["act_min"] >= 0
+
+    out = set()
+    for n in g.nodes:
+        t = n.outputs[0]
+        if n.op in ("Conv", "Dense"):
+            if not never_negative(n):
+                continue
+        elif n.op in _INT_CAPABLE or not asymmetric:
+            continue
+        if t not in g.outputs and t not in qdq and cons.get(t) \
+                and all(reads_only(c, t) for c in cons[t]):
+            out.add(t)
+    return out
 
 
 def run_quantized(g: Graph, feeds: Mapping[str, np.ndarray], *, keep: bool = False
@@ -688,7 +819,7 @@ def layer_errors(fg: Graph, qr: QuantResult, feeds: Mapping[str, np.ndarray],
         if qo is None or o not in fenv:
             continue
         f = fenv[o].astype(np.float64)
-        d = qenv[qo].astype(np.float64) * qr.scales[qo]
+        d = (qenv[qo].astype(np.float64) + qr.offsets.get(qo, 0)) * qr.scales[qo]
         den = np.linalg.norm(f)
         info.rel_error = float(np.linalg.norm(d - f) / den) if den > 0 else 0.0
     return {o: agreement(fenv[o], qenv[o]) for o in fg.outputs}

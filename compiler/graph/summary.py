@@ -18,7 +18,8 @@ from .ir import Graph
 from .lowering import ALU_KINDS
 from .quantize import QuantInfo
 
-#: Nodes that only convert between float and int8 (not layers of the model).
+#: Nodes that only convert between float and int8 (not layers of the model); so are nodes the
+#: quantizer inserts with the attribute ``conversion`` (the QPad of an offset tensor).
 _CONVERSIONS = ("Quantize", "Dequantize")
 #: Ops the partitioner can send to VTA (vta.compiler.graph.module.LOWERED_OPS).
 _LOWERABLE = ("QConv", "QDense", *ALU_KINDS)
@@ -34,7 +35,7 @@ def cpu_reasons(g: Graph, layers: Iterable[QuantInfo], partition: Mapping[str, s
     cpu_layers, vta_ops = set(cpu_layers), set(vta_ops)
     out: dict[str, str] = {}
     for n in g.nodes:
-        if partition.get(n.name) == "vta" or n.op in _CONVERSIONS:
+        if partition.get(n.name) == "vta" or n.op in _CONVERSIONS or n.attrs.get("conversion"):
             continue
         if n.name in lowering_errors:
             r = f"int8, does not fit VTA: {lowering_errors[n.name]}"

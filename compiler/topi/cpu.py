@@ -159,16 +159,20 @@ def tanh(shape: Sequence[int]) -> CpuOp:
 
 
 # --------------------------------------------------------------------- int8 (quantized)
-def quantize(shape: Sequence[int], scale: float) -> CpuOp:
-    """float32 -> int8 ``clip(rint(float64(x) / scale), -128, 127)``: numpy's
+def quantize(shape: Sequence[int], scale: float, offset: int = 0) -> CpuOp:
+    """float32 -> int8 ``clip(rint(float64(x) / scale) - offset, -128, 127)``: numpy's
     ``quantize_array`` bit for bit (a float64 division, correctly rounded and not turned into a
     multiplication by the reciprocal; ``rint`` rounds half to even as ``np.rint`` does)."""
     n = prod(shape)
     x = te.placeholder((n,), "float32", "x")
     div = te.const(float(scale), "float64")
-    c = te.compute((n,), lambda i: te.clip(Call("rint", [x[i].astype("float64") / div],
-                                                "float64"), -128.0, 127.0)
-                   .astype("int8"), name="quantize")
+
+    def f(i):  # noqa: ANN001, ANN202 - an Expr builder
+        q = Call("rint", [x[i].astype("float64") / div], "float64")
+        if offset:
+            q = q - te.const(float(offset), "float64")
+        return te.clip(q, -128.0, 127.0).astype("int8")
+    c = te.compute((n,), f, name="quantize")
     s = te.create_schedule(c.op)
     _vec(s, c)
     return CpuOp("quantize", s, [x, c], tuple(shape), "int8")
@@ -230,6 +234,25 @@ def qglobal_avg_pool2d(shape: Sequence[int], mul: int, shift: int) -> CpuOp:
     s = te.create_schedule(out.op)
     return CpuOp("qglobal_avg_pool2d", s, [x, out], (n, ch, 1, 1), "int8",
                  build_opts={"unroll": False})
+
+
+def pad2d(shape: Sequence[int], pads: Sequence[int], value: int | float = 0,
+          dtype: str = "int8") -> CpuOp:
+    """Constant pad of H and W by ``[top, left, bottom, right]`` (non-negative) with ``value``
+    (the int8 ``QPad`` before a padded conv of an offset tensor)."""
+    n, c, h, w = shape
+    t, left, b, r = pads
+    oh, ow = h + t + b, w + left + r
+    x = te.placeholder(tuple(shape), dtype, "x")
+
+    def f(a, ch, i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        y, z = i - t, j - left
+        inside = te.all(y >= 0, y < h, z >= 0, z < w)
+        return te.if_then_else(inside, x[a, ch, y, z], te.const(value, dtype))
+    out = te.compute((n, c, oh, ow), f, name="pad2d")
+    s = te.create_schedule(out.op)
+    s[out].vectorize(s[out].op.axis[3])
+    return CpuOp("pad2d", s, [x, out], (n, c, oh, ow), dtype)
 
 
 # --------------------------------------------------------------------- pooling

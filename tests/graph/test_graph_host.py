@@ -24,7 +24,7 @@ FLOAT_TOL = {"Conv": 1e-5, "Softmax": 1e-6, "Tanh": 1e-6}
 #: every CPU op of the zoo's networks that has an LLVM kernel (their residual adds run on
 #: VTA's ALU; the QAdd kernel is checked on its own below)
 ZOO_HOST_OPS = {"Conv", "MaxPool", "Quantize", "Dequantize", "QGlobalAveragePool",
-                "QConv", "Softmax", "Tanh"}
+                "QConv", "Softmax", "Tanh", "QPad"}
 
 
 def _check_close(op: str, got: np.ndarray, ref: np.ndarray) -> None:

@@ -1,0 +1,184 @@
+"""int8 accuracy on MobileNet/EfficientNet-style blocks against onnxruntime float: the
+offset (unsigned / asymmetric) storage of tensors only convolutions read, and the calibration
+of graph outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vta.compiler.graph import ops
+from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.passes import optimize
+from vta.compiler.graph.quantize import (
+    OUTPUT_HEADROOM,
+    agreement,
+    calibrate,
+    offset_tensors,
+    quantize_graph,
+    run_quantized,
+    synthetic_samples,
+)
+from vta.isa import Config
+
+from .conftest import onnx_model, rand_input, run_ort
+
+pytestmark = pytest.mark.unit
+
+
+def _settled(rng: np.random.Generator, x: np.ndarray, o: int, k: int, group: int, stride: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights and bias of a conv whose output channels have mean 0 and variance 1 on ``x``
+    (a batch norm whose statistics were re-estimated, folded), and that output."""
+    c = x.shape[1]
+    w = rng.uniform(-1, 1, (o, c // group, k, k)).astype(np.float32)
+    y = ops.conv2d(x, w, None, strides=[stride] * 2, pads=[k // 2] * 4, dilations=[1, 1],
+                   group=group)
+    mean, std = y.mean(axis=(0, 2, 3)), y.std(axis=(0, 2, 3)) + 1e-6
+    w = (w / std[:, None, None, None]).astype(np.float32)
+    b = (-mean / std).astype(np.float32)
+    return w, b, (y - mean[None, :, None, None]) / std[None, :, None, None]
+
+
+def mobile_chain(blocks: int = 5, silu: bool = False, size: int = 32, seed: int = 0,
+                 classes: int = 64):
+    """A MobileNet v1 (ReLU6) or EfficientNet (SiLU) style chain of depthwise and pointwise
+    convolutions with settled batch norms, global pooling and a classifier."""
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((4, 3, size, size)).astype(np.float32)
+    nodes, inits = [], {}
+    t, ch = "x", 16
+    layers = [(ch, 3, 1, 2)] + [spec for _ in range(blocks)
+                                for spec in ((ch, 3, ch, 1), (ch, 1, 1, 1))]
+    for i, (o, k, group, stride) in enumerate(layers):
+        w, b, y = _settled(rng, x, o, k, group, stride)
+        inits[f"w{i}"], inits[f"b{i}"] = w, b
+        nodes.append(helper.make_node("Conv", [t, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}",
+                                      pads=[k // 2] * 4, strides=[stride] * 2, group=group))
+        if silu:
+            nodes += [helper.make_node("Sigmoid", [f"c{i}"], [f"s{i}"], name=f"sig{i}"),
+                      helper.make_node("Mul", [f"c{i}", f"s{i}"], [f"a{i}"], name=f"silu{i}")]
+            x = y / (1 + np.exp(-y))
+        else:
+            nodes.append(helper.make_node("Clip", [f"c{i}", "zero", "six"], [f"a{i}"],
+                                          name=f"relu6_{i}"))
+            x = np.clip(y, 0, 6)
+        t = f"a{i}"
+    inits.update(zero=np.array(0, np.float32), six=np.array(6, np.float32),
+                 wf=rng.uniform(-1, 1, (classes, ch)).astype(np.float32) / 4)
+    nodes += [helper.make_node("GlobalAveragePool", [t], ["g"], name="gap"),
+              helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+              helper.make_node("Gemm", ["f", "wf"], ["y"], name="fc", transB=1)]
+    return onnx_model(nodes, {"x": [1, 3, size, size]}, {"y": [1, classes], t: None}, inits)
+
+
+def _feature_cosine(model, seeds=range(100, 106)) -> float:
+    """Mean cosine over ``seeds`` of the int8 chain's last activation (the second output)
+    against onnxruntime's float one: the error the chain accumulates."""
+    g = optimize(from_onnx(model))
+    qr = quantize_graph(g, synthetic_samples(g, 4))
+    out = []
+    for s in seeds:
+        x = rand_input(g, s)
+        out.append(agreement(run_ort(model, x)[1], run_quantized(qr.graph, x)[g.outputs[1]])
+                   ["cosine"])
+    return float(np.mean(out))
+
+
+def test_mobilenet_chain_close_to_onnxruntime() -> None:
+    """Depthwise/pointwise ReLU6 chain: each conv output is read by the next conv only, so it
+    is stored unsigned (twice the steps of a signed int8 scale). Signed storage: 0.9912."""
+    assert _feature_cosine(mobile_chain()) >= 0.994
+
+
+def test_efficientnet_chain_close_to_onnxruntime() -> None:
+    """SiLU runs float on the CPU; its output (>= -0.28) is quantized over its calibrated
+    [min, max] for the next conv. Symmetric storage: 0.9785."""
+    assert _feature_cosine(mobile_chain(silu=True)) >= 0.982
+
+
+def test_offset_storage_in_the_graph() -> None:
+    """Which tensors get an offset, and how the readers fold it: the bias absorbs
+    ``offset * sum(w)``, a padded reader gets an explicit QPad of the value standing for 0."""
+    g = optimize(from_onnx(mobile_chain(blocks=1)))
+    chosen = offset_tensors(g, set(), set())
+    prod = g.producers()
+    assert chosen and all(prod[t].op == "Conv" for t in chosen)
+    assert not chosen & set(g.outputs)
+    # the last pointwise conv's output is read by global pooling: signed
+    last = [n for n in g.nodes if n.op == "Conv"][-1]
+    assert last.outputs[0] not in chosen
+    qr = quantize_graph(g, synthetic_samples(g, 2))
+    pads = [n for n in qr.graph.nodes if n.op == "QPad"]
+    assert pads and all(n.attrs["qvalue"] == -qr.offsets[n.inputs[0]] for n in pads)
+    for n in qr.graph.nodes:
+        if n.op == "QConv" and n.inputs[0] in qr.offsets:
+            assert n.attrs["pads"] == [0, 0, 0, 0] or not any(n.attrs["pads"])
+    # dequantized with their offsets, the int8 tensors follow float
+    from vta.compiler.graph.quantize import layer_errors
+
+    layer_errors(g, qr, rand_input(g, 3))
+    errs = [i.rel_error for i in qr.layers if i.rel_error is not None]
+    assert errs and max(errs) < 0.05, errs
+
+
+def test_outputs_and_small_tensors_keep_their_maximum() -> None:
+    """mse calibration would clip the largest logits (tying them: top-1 lost); outputs keep
+    max times the headroom, tensors of few values (pooled vectors) keep max."""
+    g = optimize(from_onnx(mobile_chain(blocks=1)))
+    s = synthetic_samples(g, 2)
+    from vta.compiler.graph.reference import run_float
+
+    env = [run_float(g, x, keep=True) for x in s]
+    th = calibrate(g, s, "mse")
+    out = g.outputs[0]
+    assert th[out] == pytest.approx(OUTPUT_HEADROOM * max(np.abs(e[out]).max() for e in env))
+    pooled = [n.outputs[0] for n in g.nodes if n.op == "GlobalAveragePool"][0]
+    assert th[pooled] == pytest.approx(max(np.abs(e[pooled]).max() for e in env))
+
+
+@pytest.mark.sim
+def test_offset_tensors_bit_exact_on_fsim() -> None:
+    """VTA runs the folded biases and the unsigned epilogues; the CPU runs the QPads."""
+    g = from_onnx(mobile_chain(blocks=2, size=16))
+    m = compile_graph(g, Config())
+    assert any(n.op == "QPad" for n in m.graph.nodes)
+    assert not [note for note in m.notes if "QPad" in note]  # a conversion, not a fallback
+    assert sum(m.partition[n.name] == "vta" for n in m.graph.nodes if n.op == "QConv") >= 4
+    x = rand_input(g, 5)
+    ref = run_quantized(m.graph, x)["y"]
+    with Executor(m, "fsim", host="numpy") as ex:
+        out = ex.run(x)["y"]
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_transposed_and_dense_padded_convs_read_signed_tensors() -> None:
+    """A transposed conv (a conv with input_strides) inserts zeros between pixels, which in an
+    offset tensor would stand for ``offset * scale``: its input keeps no offset. Nor does the
+    input of a padded dense conv (it would need a CPU QPad); an unpadded one folds it."""
+    from vta.compiler.graph.ir import Graph, Node, TensorInfo
+
+    rng = np.random.default_rng(0)
+    conv = {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1], "group": 1}
+    relu = dict(conv, activation="relu", act_min=0.0, act_max=None)
+    params = {f"w{i}": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) for i in range(3)}
+    params["w2"] = params["w2"][:, :, :1, :1].copy()
+    g = Graph([Node("Conv", "c0", ["x", "w0"], ["a"], relu),
+               Node("Conv", "up", ["a", "w1"], ["b"], dict(relu, input_strides=[2, 2])),
+               Node("Conv", "c2", ["b", "w2"], ["y"], dict(conv, pads=[0, 0, 0, 0]))],
+              {"x": TensorInfo((1, 8, 6, 6))}, ["y"], params)
+    assert offset_tensors(g, set(), set()) == {"b"}
+    g.nodes[2].attrs["pads"] = [1, 1, 1, 1]
+    g.params["w2"] = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    assert offset_tensors(g, set(), set()) == set()
+    g.nodes[2].attrs["pads"] = [0, 0, 0, 0]
+    g.params["w2"] = params["w2"]
+    qr = quantize_graph(g, synthetic_samples(g, 2), keep_first_float=False)
+    assert "a" not in qr.offsets and "b" in qr.offsets
+    x = rand_input(g, 1)
+    from vta.compiler.graph.reference import run_float
+
+    assert agreement(run_float(g, x)["y"], run_quantized(qr.graph, x)["y"])["cosine"] > 0.98
