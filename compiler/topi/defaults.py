@@ -34,7 +34,7 @@ from vta.isa.fileio import user_cache_dir, write_atomic
 from ..errors import ScheduleError
 
 #: Ranked settings per workload before the search stops (exhaustive below this).
-BUDGET = 48
+BUDGET = 24
 #: Best-ranked settings timed on their full programs.
 FINALISTS = 4
 #: Outer tile iterations per tiled dimension of a reduced program.
