@@ -23,6 +23,7 @@ import hashlib
 import itertools
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,16 +64,41 @@ def kit_version() -> str:
 
 
 def program_cycles(op: Any) -> tuple[float, Any]:
-    """Lower an unbuilt operator, record its program and time it on vta.sim.perf."""
+    """Lower an unbuilt operator, record its program (operands one after another, micro-ops
+    after them) and time it on vta.sim.perf: (cycles, the RecordedProgram). The last
+    :data:`RECENT` programs are kept, so a compile records the chosen knobs' program, which
+    the search has just timed, only once."""
     from vta.sim.perf import estimate
 
     from ..build import lower_vta, placed_offsets, record_func
 
+    key = _op_key(op)
+    hit = _RECENT.get(key)
+    if hit is not None:
+        _RECENT.move_to_end(key)
+        return hit
     func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False,
                      **op.build_opts)
     rec = record_func(func, op.cfg)
-    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1] + 4096
-    return float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
+    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1]
+    out = float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
+    _RECENT[key] = out
+    if len(_RECENT) > RECENT:
+        _RECENT.popitem(last=False)
+    return out
+
+
+#: Programs :func:`program_cycles` keeps (the most recently used).
+RECENT = 32
+_RECENT: OrderedDict[tuple, tuple[float, Any]] = OrderedDict()
+
+
+def _op_key(op: Any) -> tuple:
+    """What an operator's program is a function of: template, operand shapes, knobs, epilogue
+    and geometry, build options, configuration."""
+    return (op.name, tuple((tuple(a.shape), a.dtype) for a in op.args),
+            tuple(sorted(op.knobs.items())), repr(sorted(op.info.items())),
+            repr(sorted(op.build_opts.items())), op.cfg)
 
 
 def _param_bytes(func: Any) -> list[int]:
