@@ -202,9 +202,7 @@ class _KernelCode:
         gen(k.body, 1)
         head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
         src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
-        scope: dict[str, Any] = {}
-        exec(src, scope)  # noqa: S102 - generated from our own IR
-        self.fn: Callable[..., list[tuple[int, int, int]]] = scope["_uops"]
+        self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src)
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
         #: the runtime kernel signature of each memoised micro-op list (by its id)
         self.sigs: dict[int, _Key] = {}
@@ -224,6 +222,23 @@ class _KernelCode:
         if u is None:
             u = self.memo[args] = tuple(self.fn(*args))
         return u
+
+
+#: Micro-kernel functions by their generated source (the default-knob search lowers many
+#: candidates whose kernels are the same code); cleared when it reaches _MAX_COMPILED.
+_COMPILED: dict[str, Callable[..., list[tuple[int, int, int]]]] = {}
+_MAX_COMPILED = 4096
+
+
+def _compiled(src: str) -> Callable[..., list[tuple[int, int, int]]]:
+    fn = _COMPILED.get(src)
+    if fn is None:
+        if len(_COMPILED) >= _MAX_COMPILED:
+            _COMPILED.clear()
+        scope: dict[str, Any] = {}
+        exec(src, scope)  # noqa: S102 - generated from our own IR
+        fn = _COMPILED[src] = scope["_uops"]
+    return fn
 
 
 class _Key:
