@@ -91,6 +91,30 @@ def program_cycles(op: Any) -> tuple[float, Any]:
 #: Programs :func:`program_cycles` keeps (the most recently used).
 RECENT = 32
 _RECENT: OrderedDict[tuple, tuple[float, Any]] = OrderedDict()
+#: Reduced programs' cycles by what they are a function of (:func:`_timing_key`): layers of
+#: different sizes often share their reduced programs; cleared at _MAX_RANKED entries.
+_RANKED: dict[tuple, float] = {}
+_MAX_RANKED = 1 << 16
+
+
+def ranked_cycles(op: Any, epilogue: Any) -> float:
+    """The perf-model cycles of a reduced program (:func:`program_cycles`, remembered per
+    :func:`_timing_key`: the epilogue's immediates do not change the instruction timing)."""
+    key = _timing_key(op, epilogue)
+    c = _RANKED.get(key)
+    if c is None:
+        if len(_RANKED) >= _MAX_RANKED:
+            _RANKED.clear()
+        c = _RANKED[key] = program_cycles(op)[0]
+    return c
+
+
+def _timing_key(op: Any, epilogue: Any) -> tuple:
+    geometry = {k: v for k, v in op.info.items() if k != "epilogue"}
+    return (op.name, tuple((tuple(a.shape), a.dtype) for a in op.args),
+            tuple(sorted(op.knobs.items())), repr(sorted(geometry.items())),
+            repr(sorted(_epi_key(epilogue).items())), repr(sorted(op.build_opts.items())),
+            op.cfg)
 
 
 def _op_key(op: Any) -> tuple:
@@ -262,24 +286,23 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
         return (k["tile_w"] == ow, k["tile_b"] * k["tile_co"] * k["tile_h"] * k["tile_w"],
                 k["tile_ci"], k["tile_h"])
 
-    def cycles(d: Sequence[int], kr: Sequence[int], g: int, k: dict[str, int]) -> float:
-        op = T.conv2d_packed((*d, cfg.batch, cfg.block_in), (*kr, cfg.block_out, cfg.block_in),
-                             config=cfg, strides=strides, padding=padding,
-                             dilation=dilation, groups=g, knobs=k, target=None,
-                             bias=epilogue.bias, shift=epilogue.shift, relu=epilogue.relu,
-                             clip=epilogue.clip, shift_vector=epilogue.shift_vector,
-                             **_requant(epilogue))
-        return program_cycles(op)[0]
+    def operator(d: Sequence[int], kr: Sequence[int], g: int, k: dict[str, int]) -> Any:
+        return T.conv2d_packed((*d, cfg.batch, cfg.block_in),
+                               (*kr, cfg.block_out, cfg.block_in), config=cfg,
+                               strides=strides, padding=padding, dilation=dilation, groups=g,
+                               knobs=k, target=None, bias=epilogue.bias, shift=epilogue.shift,
+                               relu=epilogue.relu, clip=epilogue.clip,
+                               shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
     def cost(k: dict[str, int]) -> float:
-        return cycles(data_shape, kernel_shape, groups, k)
+        return program_cycles(operator(data_shape, kernel_shape, groups, k))[0]
 
     def rank(k: dict[str, int]) -> tuple[float, bool]:
         d, kr, g, scale = conv2d_reduced(k, data_shape, kernel_shape, strides, padding,
                                          dilation, groups)
         if scale == 1:
             return cost(k), True
-        return cycles(d, kr, g, k) * scale, False
+        return ranked_cycles(operator(d, kr, g, k), epilogue) * scale, False
 
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
           "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
@@ -293,22 +316,21 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
 
     space = T.dense_knob_space(n, k, m)
 
-    def cycles(nn: int, mm: int, kn: dict[str, int]) -> float:
-        op = T.dense_packed((nn, k, cfg.batch, cfg.block_in),
-                            (mm, k, cfg.block_out, cfg.block_in),
-                            config=cfg, knobs=kn, target=None, bias=epilogue.bias,
-                            shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
-                            shift_vector=epilogue.shift_vector, **_requant(epilogue))
-        return program_cycles(op)[0]
+    def operator(nn: int, mm: int, kn: dict[str, int]) -> Any:
+        return T.dense_packed((nn, k, cfg.batch, cfg.block_in),
+                              (mm, k, cfg.block_out, cfg.block_in),
+                              config=cfg, knobs=kn, target=None, bias=epilogue.bias,
+                              shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
+                              shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
     def cost(kn: dict[str, int]) -> float:
-        return cycles(n, m, kn)
+        return program_cycles(operator(n, m, kn))[0]
 
     def rank(kn: dict[str, int]) -> tuple[float, bool]:
         (nn, bi), (mm, mi) = (_cut(n, kn["tile_b"]), _cut(m, kn["tile_co"] * kn["oc_nthread"]))
         if bi * mi == 1:
             return cost(kn), True
-        return cycles(nn, mm, kn) * bi * mi, False
+        return ranked_cycles(operator(nn, mm, kn), epilogue) * bi * mi, False
 
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}
     return _cached(wl, cfg, lambda: search(
