@@ -63,11 +63,12 @@ def kit_version() -> str:
         return "dev"
 
 
-def program_cycles(op: Any) -> tuple[float, Any]:
+def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:
     """Lower an unbuilt operator, record its program (operands one after another, micro-ops
-    after them) and time it on vta.sim.perf: (cycles, the RecordedProgram). The last
-    :data:`RECENT` programs are kept, so a compile records the chosen knobs' program, which
-    the search has just timed, only once."""
+    after them) and time it on vta.sim.perf: (cycles, the RecordedProgram). With ``keep``
+    (the default-knob searches' conv2d/dense programs, whose template, shapes, knobs and
+    ``info`` say all a program depends on) the result is kept among the last :data:`RECENT`,
+    so a compile records the chosen knobs' program, which the search has just timed, once."""
     from vta.sim.perf import estimate
 
     from ..build import lower_vta, placed_offsets, record_func
@@ -82,9 +83,10 @@ def program_cycles(op: Any) -> tuple[float, Any]:
     rec = record_func(func, op.cfg)
     uop_base = placed_offsets(_param_bytes(func), op.cfg)[1]
     out = float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
-    _RECENT[key] = out
-    if len(_RECENT) > RECENT:
-        _RECENT.popitem(last=False)
+    if keep:
+        _RECENT[key] = out
+        if len(_RECENT) > RECENT:
+            _RECENT.popitem(last=False)
     return out
 
 
@@ -295,7 +297,7 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
                                shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
     def cost(k: dict[str, int]) -> float:
-        return program_cycles(operator(data_shape, kernel_shape, groups, k))[0]
+        return program_cycles(operator(data_shape, kernel_shape, groups, k), keep=True)[0]
 
     def rank(k: dict[str, int]) -> tuple[float, bool]:
         d, kr, g, scale = conv2d_reduced(k, data_shape, kernel_shape, strides, padding,
@@ -324,7 +326,7 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
                               shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
     def cost(kn: dict[str, int]) -> float:
-        return program_cycles(operator(n, m, kn))[0]
+        return program_cycles(operator(n, m, kn), keep=True)[0]
 
     def rank(kn: dict[str, int]) -> tuple[float, bool]:
         (nn, bi), (mm, mi) = (_cut(n, kn["tile_b"]), _cut(m, kn["tile_co"] * kn["oc_nthread"]))
