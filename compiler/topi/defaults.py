@@ -8,8 +8,9 @@ two outer tile iterations per tiled dimension (output-channel tiles, rows, colum
 tile), whose cycles are scaled by the exact ratio of outer tile iterations (full / reduced);
 when the reduced layer is the layer itself the rank is its exact cycles. Ranking costs then do
 not grow with the layer's size. Spaces of at most :data:`BUDGET` valid settings are ranked
-exhaustively; larger ones start from a few seeds (the largest tiles that fit, one per
-virtual-thread arrangement) and, from each seed in turn (the best first), move to the best
+exhaustively; larger ones start from a few seeds (per virtual-thread arrangement, the largest
+tile that fits and, for a 1x1 conv2d, the one with the most reduction tiles per load) and, from
+each seed in turn (the best first), move to the best
 neighbour (one knob one step up or down) until no neighbour is better, within the budget.
 The :data:`FINALISTS` best-ranked settings are then timed on their full programs and the
 fastest wins (ties by knob tuple), so the chosen cycles are always the full program's.
@@ -41,7 +42,7 @@ FINALISTS = 4
 #: Outer tile iterations per tiled dimension of a reduced program.
 REDUCED_ITERS = 2
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 6
+SCHEMA = 8
 
 
 @dataclass(frozen=True)
@@ -139,13 +140,14 @@ Rank = Callable[[dict[str, int]], tuple[float, bool]]
 
 
 def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
-           seed_key: Callable[[dict[str, int]], tuple], cost: Callable[[dict[str, int]], float],
-           budget: int = BUDGET, rank: Rank | None = None, finalists: int = FINALISTS
-           ) -> Choice:
+           seed_keys: Sequence[Callable[[dict[str, int]], tuple]],
+           cost: Callable[[dict[str, int]], float], budget: int = BUDGET,
+           rank: Rank | None = None, finalists: int = FINALISTS) -> Choice:
     """The fastest valid setting of ``space`` by ``cost`` (the full program's cycles).
 
     Settings are ranked by ``rank`` (default: ``cost`` itself): exhaustively when at most
-    ``budget`` are valid, else seeds + best-neighbour descent within the budget. The
+    ``budget`` are valid, else seeds (per virtual-thread arrangement, the largest setting by
+    each of ``seed_keys``) + best-neighbour descent within the budget. The
     ``finalists`` best-ranked settings (and every setting whose rank was exact) are compared
     by ``cost``; ties go to the smaller knob tuple."""
     names = list(space)
@@ -171,7 +173,7 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
                 full[key] = v
         return ranked[key]
 
-    _rank_all(cands, space, names, seed_key, ranked, ev, budget)
+    _rank_all(cands, space, names, seed_keys, ranked, ev, budget)
     for key in sorted(ranked, key=lambda k: (ranked[k], k))[:finalists]:
         if key not in full:
             full[key] = _timed(cost, dict(zip(names, key)))
@@ -189,7 +191,7 @@ def _timed(cost: Callable[[dict[str, int]], float], c: dict[str, int]) -> float:
 
 
 def _rank_all(cands: list[dict[str, int]], space: dict[str, list[int]], names: list[str],
-              seed_key: Callable[[dict[str, int]], tuple], seen: dict[tuple, float],
+              seed_keys: Sequence[Callable[[dict[str, int]], tuple]], seen: dict[tuple, float],
               ev: Callable[[dict[str, int]], float], budget: int) -> None:
     """Rank every candidate (at most ``budget``), else seeds + best-neighbour descent."""
     if len(cands) <= budget:
@@ -197,8 +199,13 @@ def _rank_all(cands: list[dict[str, int]], space: dict[str, list[int]], names: l
             ev(c)
         return
     threads = sorted({(c.get("oc_nthread", 1), c.get("h_nthread", 1)) for c in cands})
-    seeds = [max((c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1)) == t),
-                 key=seed_key) for t in threads]
+    seeds: list[dict[str, int]] = []
+    for t in threads:
+        group = [c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1)) == t]
+        for key in seed_keys:
+            best_c = max(group, key=key)
+            if best_c not in seeds:
+                seeds.append(best_c)
     for c in seeds:
         ev(c)
     valid_keys = {tuple(c[n] for n in names) for c in cands}
@@ -288,6 +295,16 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
         return (k["tile_w"] == ow, k["tile_b"] * k["tile_co"] * k["tile_h"] * k["tile_w"],
                 k["tile_ci"], k["tile_h"])
 
+    def seed_key_ci(k: dict[str, int]) -> tuple:
+        # the whole reduction per load (fewer, longer GEMMs): what 1x1 layers want, and out of
+        # reach of one-knob steps from the largest tile when the threads must change too
+        return (k["tile_w"] == ow, k["tile_ci"], k["tile_co"],
+                k["tile_b"] * k["tile_co"] * k["tile_h"] * k["tile_w"], k["tile_h"])
+
+    # only for 1x1 kernels: with a window, most reduction tiles per load means small output
+    # tiles, slow to time and never the fastest on the zoo networks
+    seed_keys = (seed_key, seed_key_ci) if kh * kw == 1 else (seed_key,)
+
     def operator(d: Sequence[int], kr: Sequence[int], g: int, k: dict[str, int]) -> Any:
         return T.conv2d_packed((*d, cfg.batch, cfg.block_in),
                                (*kr, cfg.block_out, cfg.block_in), config=cfg,
@@ -309,7 +326,7 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
           "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
           "groups": groups, "epilogue": _epi_key(epilogue), "threads": threads}
-    return _cached(wl, cfg, lambda: search(space, valid, seed_key, cost, BUDGET, rank))
+    return _cached(wl, cfg, lambda: search(space, valid, seed_keys, cost, BUDGET, rank))
 
 
 def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
@@ -337,7 +354,7 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}
     return _cached(wl, cfg, lambda: search(
         space, lambda v: T.dense_valid(v, n, k, m, cfg),
-        lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]), cost, BUDGET, rank))
+        (lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]),), cost, BUDGET, rank))
 
 
 # ----------------------------------------------------------------------------- reduced programs

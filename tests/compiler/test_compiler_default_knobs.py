@@ -200,3 +200,23 @@ def test_reduced_conv2d_is_the_layer_cut_to_a_few_tile_iterations(cfg, layer):
     assert T.conv2d_valid(k, ds, ks, strides, pads, cfg, (1, 1), g)
     if scale == 1:
         assert (d, kr, g) == (data, kernel, groups)
+
+
+def test_search_starts_from_every_seed_key_per_thread_arrangement():
+    # a cost whose optimum is the largest setting by the second key only, with neighbours of
+    # the first key's seed all worse than it: one-knob steps cannot get there from that seed
+    space = {"a": [1, 2, 4], "b": [1, 2, 4], "c": [1, 2, 4], "oc_nthread": [1, 2]}
+
+    def valid(k: dict[str, int]) -> bool:
+        return k["a"] * k["b"] <= 4
+
+    def cost(k: dict[str, int]) -> float:
+        if (k["b"], k["oc_nthread"]) == (4, 1):
+            return 1.0
+        return 100.0 - k["a"] - k["c"] + k["b"]
+
+    by_a = (lambda k: (k["a"], k["c"]),)
+    by_b = (lambda k: (k["a"], k["c"]), lambda k: (k["b"], k["c"]))
+    assert defaults.search(space, valid, by_a, cost, budget=8).cycles > 1.0
+    best = defaults.search(space, valid, by_b, cost, budget=8)
+    assert best.cycles == 1.0 and best.knobs["b"] == 4 and best.knobs["oc_nthread"] == 1
