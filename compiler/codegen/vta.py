@@ -202,10 +202,10 @@ class _KernelCode:
         gen(k.body, 1)
         head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
         src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
-        scope: dict[str, Any] = {}
-        exec(src, scope)  # noqa: S102 - generated from our own IR
-        self.fn: Callable[..., list[tuple[int, int, int]]] = scope["_uops"]
+        self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src)
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
+        #: the runtime kernel signature of each memoised micro-op list (by its id)
+        self.sigs: dict[int, _Key] = {}
         self.loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor)
                            for lp in k.loops)
         bufs = {id(b): b for leaf in leaves
@@ -224,6 +224,44 @@ class _KernelCode:
         return u
 
 
+#: Micro-kernel functions by their generated source (the default-knob search lowers many
+#: candidates whose kernels are the same code); cleared when it reaches _MAX_COMPILED.
+_COMPILED: dict[str, Callable[..., list[tuple[int, int, int]]]] = {}
+_MAX_COMPILED = 4096
+
+
+def _compiled(src: str) -> Callable[..., list[tuple[int, int, int]]]:
+    fn = _COMPILED.get(src)
+    if fn is None:
+        if len(_COMPILED) >= _MAX_COMPILED:
+            _COMPILED.clear()
+        scope: dict[str, Any] = {}
+        exec(src, scope)  # noqa: S102 - generated from our own IR
+        fn = _COMPILED[src] = scope["_uops"]
+    return fn
+
+
+class _Key:
+    """A micro-kernel's signature (a tuple of its micro-ops) with its hash computed once: the
+    runtime's kernel table is looked up for every GEMM/ALU command, and a fresh tuple would be
+    hashed whole each time. Equal to another key of an equal tuple; prints as the tuple."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple) -> None:
+        self.value, self._hash = value, hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _Key) and self._hash == other._hash
+                                 and self.value == other.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
     code = ev.kernels.get(id(k))
     if code is None:
@@ -237,7 +275,9 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
             f"a micro-kernel on {leaf.dst.name} has {len(uops)} micro-ops but the micro-op "
             f"buffer has {cfg.uop_depth} entries; use smaller tiles (e.g. tile_w, tile_ci)")
     loops = kc.loops
-    sig = (leaf_sig[0], loops, uops)
+    sig = kc.sigs.get(id(uops))
+    if sig is None:  # uops stays alive in kc.memo, so its id names it
+        sig = kc.sigs[id(uops)] = _Key((leaf_sig[0], loops, uops))
     mode = leaf_sig[0][0]
 
     def build(kb: Any) -> None:

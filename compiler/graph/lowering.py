@@ -287,16 +287,14 @@ class Recorded:
 
 
 def record_layer(op: Any) -> Recorded:
-    """Lower an operator through the tir pass pipeline and record its VTA program."""
-    from vta.compiler.build import lower_vta, placed_offsets, record_func
-    from vta.sim.perf import estimate
+    """Lower an operator through the tir pass pipeline and record its VTA program (the
+    default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults)."""
+    from vta.compiler.build import placed_offsets
+    from vta.compiler.topi.defaults import program_cycles
 
-    func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False, **op.build_opts)
-    sizes = [int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in func.params]
-    offsets, off = placed_offsets(sizes, op.cfg)
-    rec = record_func(func, op.cfg, offsets)
-    cycles = float(estimate(rec.relocate(0, off), op.cfg).cycles)
-    return Recorded(rec, offsets, sizes, cycles)
+    cycles, rec = program_cycles(op)
+    sizes = [int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in op.args]
+    return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes, cycles)
 
 
 def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:

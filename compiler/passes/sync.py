@@ -129,25 +129,39 @@ def _groups(cmds: list[Command], idx: list[int]) -> dict[Any, list[int]]:
 
 def _first_reader(cmds: list[Command], prod: list[int], cons: list[int]) -> int:
     """The first of ``cons`` that conflicts with any of ``prod`` (else the first)."""
+    if any(cmds[p].sram is None for p in prod):
+        return cons[0]  # an unknown footprint conflicts with everything
+    sram, dram = _footprints(cmds, prod)
     for i in cons:
-        if any(conflict(cmds[i], cmds[p]) for p in prod):
+        c = cmds[i]
+        if c.sram is None or _overlap(c.sram, sram) or _overlap(c.dram_writes, dram):
             return i
     return cons[0]
+
+
+def _footprints(cmds: list[Command], idx: list[int]) -> tuple[tuple, tuple]:
+    """The distinct on-chip intervals and DRAM writes of the commands ``idx`` with a known
+    footprint (a command conflicts with one of them iff it overlaps one of these)."""
+    sram: set = set()
+    dram: set = set()
+    for i in idx:
+        c = cmds[i]
+        if c.sram is not None:
+            sram.update(c.sram)
+            dram.update(c.dram_writes)
+    return tuple(sram), tuple(dram)
 
 
 def _cross_thread(cmds: list[Command], pg: dict[Any, list[int]], cg: dict[Any, list[int]]
                   ) -> bool:
     """Whether a consumer of one thread touches what a producer of another thread touched
     (known footprints only): then per-thread tokens would not order them."""
+    prods = {t: _footprints(cmds, ps) for t, ps in pg.items()}
     for t, cs in cg.items():
-        for t2, ps in pg.items():
-            if t2 == t:
-                continue
-            for c in cs:
-                if cmds[c].sram is None:
-                    continue
-                if any(cmds[p].sram is not None and conflict(cmds[c], cmds[p]) for p in ps):
-                    return True
+        c_sram, c_dram = _footprints(cmds, cs)
+        for t2, (p_sram, p_dram) in prods.items():
+            if t2 != t and (_overlap(c_sram, p_sram) or _overlap(c_dram, p_dram)):
+                return True
     return False
 
 

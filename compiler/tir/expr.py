@@ -423,23 +423,41 @@ class Lin:
 
     def __init__(self, terms: dict[tuple, int] | None = None, const_: int = 0,
                  atoms: dict[tuple, Expr] | None = None):
-        self.terms = {k: v for k, v in (terms or {}).items() if v}
+        self.terms = {k: v for k, v in terms.items() if v} if terms else {}
         self.const = const_
         self.atoms = atoms or {}
 
     @staticmethod
+    def _of(terms: dict[tuple, int], const_: int, atoms: dict[tuple, Expr]) -> Lin:
+        """A form from ``terms`` that hold no zero coefficient (the dicts are shared, never
+        changed in place)."""
+        lin = Lin.__new__(Lin)
+        lin.terms, lin.const, lin.atoms = terms, const_, atoms
+        return lin
+
+    @staticmethod
     def atom(e: Expr) -> Lin:
         k = structural_key(e)
-        return Lin({k: 1}, 0, {k: e})
+        return Lin._of({k: 1}, 0, {k: e})
 
     def __add__(self, o: Lin) -> Lin:
+        if not o.terms:
+            return Lin._of(self.terms, self.const + o.const, self.atoms)
+        if not self.terms:
+            return Lin._of(o.terms, self.const + o.const, o.atoms)
         t = dict(self.terms)
         for k, v in o.terms.items():
-            t[k] = t.get(k, 0) + v
-        return Lin(t, self.const + o.const, {**self.atoms, **o.atoms})
+            n = t.get(k, 0) + v
+            if n:
+                t[k] = n
+            else:
+                del t[k]
+        return Lin._of(t, self.const + o.const, {**self.atoms, **o.atoms})
 
     def scale(self, c: int) -> Lin:
-        return Lin({k: v * c for k, v in self.terms.items()}, self.const * c, self.atoms)
+        if not c:
+            return Lin._of({}, 0, self.atoms)
+        return Lin._of({k: v * c for k, v in self.terms.items()}, self.const * c, self.atoms)
 
     def is_const(self) -> bool:
         return not self.terms
@@ -472,7 +490,7 @@ def _atom_order(e: Expr) -> tuple:
 def linear(e: Expr) -> Lin:
     """The affine form of an integer expression (non-affine parts become atoms)."""
     if isinstance(e, Const):
-        return Lin({}, int(e.value))
+        return Lin._of({}, int(e.value), {})
     if isinstance(e, Var):
         return Lin.atom(e)
     if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype) and \
@@ -636,7 +654,17 @@ def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:
     """A Python function evaluating an integer expression from the values of ``params``."""
     names = {id(v): f"v{n}" for n, v in enumerate(params)}
     src = f"lambda {', '.join(names[id(v)] for v in params)}: {py_source(e, names)}"
-    return eval(src)  # noqa: S307 - generated from our own IR
+    fn = _COMPILED.get(src)
+    if fn is None:
+        if len(_COMPILED) >= _MAX_COMPILED:
+            _COMPILED.clear()
+        fn = _COMPILED[src] = eval(src)  # noqa: S307 - generated from our own IR
+    return fn
+
+
+#: compile_int's functions by source (the same index expressions recur across lowerings).
+_COMPILED: dict[str, Callable[..., int]] = {}
+_MAX_COMPILED = 4096
 
 
 _counter = itertools.count()

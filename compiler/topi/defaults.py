@@ -2,12 +2,18 @@
 vta.sim.perf, the kit's one cycle estimator.
 
 A candidate is built (te compute -> schedule -> the tir pass pipeline -> code generation in
-record mode) and its recorded program timed by the performance model. Spaces of at most
-:data:`BUDGET` valid settings are searched exhaustively; larger ones start from a few seeds
-(per virtual-thread arrangement, the largest tile that fits and, for a 1x1 conv2d, the one with
-the most reduction tiles per load) and, from each seed in turn
-(the fastest first), move to the best neighbour (one knob one step up or down) until no
-neighbour is faster; the search stops when the budget is spent.
+record mode) and its recorded program timed by the performance model. The search ranks
+candidates on a *reduced program*: the same template and knobs on the layer cut to at most
+two outer tile iterations per tiled dimension (output-channel tiles, rows, columns; one batch
+tile), whose cycles are scaled by the exact ratio of outer tile iterations (full / reduced);
+when the reduced layer is the layer itself the rank is its exact cycles. Ranking costs then do
+not grow with the layer's size. Spaces of at most :data:`BUDGET` valid settings are ranked
+exhaustively; larger ones start from a few seeds (per virtual-thread arrangement, the largest
+tile that fits and, for a 1x1 conv2d, the one with the most reduction tiles per load) and, from
+each seed in turn (the best first), move to the best
+neighbour (one knob one step up or down) until no neighbour is better, within the budget.
+The :data:`FINALISTS` best-ranked settings are then timed on their full programs and the
+fastest wins (ties by knob tuple), so the chosen cycles are always the full program's.
 The search is deterministic. Results are cached per (workload, configuration, kit version) in
 the user cache (``vta.isa.fileio.user_cache_dir("knobs")``), so recompiles are fast.
 """
@@ -17,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +35,14 @@ from vta.isa.fileio import user_cache_dir, write_atomic
 
 from ..errors import ScheduleError
 
-#: Evaluations per workload before the search stops (exhaustive below this).
+#: Ranked settings per workload before the search stops (exhaustive below this).
 BUDGET = 24
+#: Best-ranked settings timed on their full programs.
+FINALISTS = 4
+#: Outer tile iterations per tiled dimension of a reduced program.
+REDUCED_ITERS = 2
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 7
+SCHEMA = 8
 
 
 @dataclass(frozen=True)
@@ -52,17 +64,68 @@ def kit_version() -> str:
         return "dev"
 
 
-def program_cycles(op: Any) -> tuple[float, Any]:
-    """Lower an unbuilt operator, record its program and time it on vta.sim.perf."""
+def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:
+    """Lower an unbuilt operator, record its program (operands one after another, micro-ops
+    after them) and time it on vta.sim.perf: (cycles, the RecordedProgram). With ``keep``
+    (the default-knob searches' conv2d/dense programs, whose template, shapes, knobs and
+    ``info`` say all a program depends on) the result is kept among the last :data:`RECENT`,
+    so a compile records the chosen knobs' program, which the search has just timed, once."""
     from vta.sim.perf import estimate
 
     from ..build import lower_vta, placed_offsets, record_func
 
+    key = _op_key(op)
+    hit = _RECENT.get(key)
+    if hit is not None:
+        _RECENT.move_to_end(key)
+        return hit
     func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False,
                      **op.build_opts)
     rec = record_func(func, op.cfg)
-    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1] + 4096
-    return float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
+    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1]
+    out = float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
+    if keep:
+        _RECENT[key] = out
+        if len(_RECENT) > RECENT:
+            _RECENT.popitem(last=False)
+    return out
+
+
+#: Programs :func:`program_cycles` keeps (the most recently used).
+RECENT = 32
+_RECENT: OrderedDict[tuple, tuple[float, Any]] = OrderedDict()
+#: Reduced programs' cycles by what they are a function of (:func:`_timing_key`): layers of
+#: different sizes often share their reduced programs; cleared at _MAX_RANKED entries.
+_RANKED: dict[tuple, float] = {}
+_MAX_RANKED = 1 << 16
+
+
+def ranked_cycles(op: Any, epilogue: Any) -> float:
+    """The perf-model cycles of a reduced program (:func:`program_cycles`, remembered per
+    :func:`_timing_key`: the epilogue's immediates do not change the instruction timing)."""
+    key = _timing_key(op, epilogue)
+    c = _RANKED.get(key)
+    if c is None:
+        if len(_RANKED) >= _MAX_RANKED:
+            _RANKED.clear()
+        c = _RANKED[key] = program_cycles(op)[0]
+    return c
+
+
+def _timing_key(op: Any, epilogue: Any) -> tuple:
+    geometry = {k: v for k, v in op.info.items() if k != "epilogue"}
+    return (op.name, tuple((tuple(a.shape), a.dtype) for a in op.args),
+            tuple(sorted(op.knobs.items())), repr(sorted(geometry.items())),
+            repr(sorted(_epi_key(epilogue).items())), repr(sorted(op.build_opts.items())),
+            op.cfg)
+
+
+def _op_key(op: Any) -> tuple:
+    """What an operator's program is a function of: template, operand shapes, knobs, epilogue
+    and geometry, build options, configuration."""
+    return (op.name, tuple((tuple(a.shape), a.dtype) for a in op.args),
+            tuple(sorted(op.knobs.items())), repr(sorted(op.info.items())),
+            repr(sorted(op.build_opts.items())), op.cfg)
 
 
 def _param_bytes(func: Any) -> list[int]:
@@ -72,51 +135,84 @@ def _param_bytes(func: Any) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- search
+#: A ranking: (estimated full-program cycles, whether that is the full program's exact count).
+Rank = Callable[[dict[str, int]], tuple[float, bool]]
+
+
 def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
            seed_keys: Sequence[Callable[[dict[str, int]], tuple]],
-           cost: Callable[[dict[str, int]], float], budget: int = BUDGET) -> Choice:
-    """The fastest valid setting of ``space`` by ``cost`` (exhaustive when at most ``budget``
-    settings are valid, else seeds + best-neighbour descent within the budget). The seeds: per
-    virtual-thread arrangement, the largest setting by each of ``seed_keys``."""
+           cost: Callable[[dict[str, int]], float], budget: int = BUDGET,
+           rank: Rank | None = None, finalists: int = FINALISTS) -> Choice:
+    """The fastest valid setting of ``space`` by ``cost`` (the full program's cycles).
+
+    Settings are ranked by ``rank`` (default: ``cost`` itself): exhaustively when at most
+    ``budget`` are valid, else seeds (per virtual-thread arrangement, the largest setting by
+    each of ``seed_keys``) + best-neighbour descent within the budget. The
+    ``finalists`` best-ranked settings (and every setting whose rank was exact) are compared
+    by ``cost``; ties go to the smaller knob tuple."""
     names = list(space)
     cands = [dict(zip(names, vals)) for vals in itertools.product(*space.values())]
     cands = [c for c in cands if valid(c)]
     if not cands:
         raise ScheduleError("no knob setting fits this configuration's buffers")
-    seen: dict[tuple, float] = {}
+    full: dict[tuple, float] = {}
+    ranked: dict[tuple, float] = {}
 
     def ev(c: dict[str, int]) -> float:
         key = tuple(c[n] for n in names)
-        if key not in seen:
-            try:
-                seen[key] = cost(c)
-            except VTAError:
-                seen[key] = float("inf")
-        return seen[key]
+        if key not in ranked:
+            if rank is None:
+                v, exact = _timed(cost, c), True
+            else:
+                try:
+                    v, exact = rank(c)
+                except VTAError:  # the reduced layer does not lower: time the layer itself
+                    v, exact = _timed(cost, c), True
+            ranked[key] = v
+            if exact:
+                full[key] = v
+        return ranked[key]
 
+    _rank_all(cands, space, names, seed_keys, ranked, ev, budget)
+    for key in sorted(ranked, key=lambda k: (ranked[k], k))[:finalists]:
+        if key not in full:
+            full[key] = _timed(cost, dict(zip(names, key)))
+    best = min(full, key=lambda k: (full[k], k))
+    if full[best] == float("inf"):
+        raise ScheduleError("no knob setting of this layer lowers onto this configuration")
+    return Choice(dict(zip(names, best)), full[best], len(ranked.keys() | full.keys()))
+
+
+def _timed(cost: Callable[[dict[str, int]], float], c: dict[str, int]) -> float:
+    try:
+        return cost(c)
+    except VTAError:
+        return float("inf")
+
+
+def _rank_all(cands: list[dict[str, int]], space: dict[str, list[int]], names: list[str],
+              seed_keys: Sequence[Callable[[dict[str, int]], tuple]], seen: dict[tuple, float],
+              ev: Callable[[dict[str, int]], float], budget: int) -> None:
+    """Rank every candidate (at most ``budget``), else seeds + best-neighbour descent."""
     if len(cands) <= budget:
         for c in cands:
             ev(c)
-    else:
-        threads = sorted({(c.get("oc_nthread", 1), c.get("h_nthread", 1)) for c in cands})
-        seeds: list[dict[str, int]] = []
-        for t in threads:
-            group = [c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1)) == t]
-            for key in seed_keys:
-                best_c = max(group, key=key)
-                if best_c not in seeds:
-                    seeds.append(best_c)
-        for c in seeds:
-            ev(c)
-        valid_keys = {tuple(c[n] for n in names) for c in cands}
-        # descend from every seed, the fastest first, while the budget lasts
-        for start in sorted((tuple(c[n] for n in names) for c in seeds),
-                            key=lambda k: (seen[k], k)):
-            _descend(start, space, names, valid_keys, seen, ev, budget)
-    best = min(seen, key=lambda k: (seen[k], k))
-    if seen[best] == float("inf"):
-        raise ScheduleError("no knob setting of this layer lowers onto this configuration")
-    return Choice(dict(zip(names, best)), seen[best], len(seen))
+        return
+    threads = sorted({(c.get("oc_nthread", 1), c.get("h_nthread", 1)) for c in cands})
+    seeds: list[dict[str, int]] = []
+    for t in threads:
+        group = [c for c in cands if (c.get("oc_nthread", 1), c.get("h_nthread", 1)) == t]
+        for key in seed_keys:
+            best_c = max(group, key=key)
+            if best_c not in seeds:
+                seeds.append(best_c)
+    for c in seeds:
+        ev(c)
+    valid_keys = {tuple(c[n] for n in names) for c in cands}
+    # descend from every seed, the best first, while the budget lasts
+    for start in sorted((tuple(c[n] for n in names) for c in seeds),
+                        key=lambda k: (seen[k], k)):
+        _descend(start, space, names, valid_keys, seen, ev, budget)
 
 
 def _descend(cur: tuple, space: dict[str, list[int]], names: list[str], valid_keys: set,
@@ -209,18 +305,28 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
     # tiles, slow to time and never the fastest on the zoo networks
     seed_keys = (seed_key, seed_key_ci) if kh * kw == 1 else (seed_key,)
 
+    def operator(d: Sequence[int], kr: Sequence[int], g: int, k: dict[str, int]) -> Any:
+        return T.conv2d_packed((*d, cfg.batch, cfg.block_in),
+                               (*kr, cfg.block_out, cfg.block_in), config=cfg,
+                               strides=strides, padding=padding, dilation=dilation, groups=g,
+                               knobs=k, target=None, bias=epilogue.bias, shift=epilogue.shift,
+                               relu=epilogue.relu, clip=epilogue.clip,
+                               shift_vector=epilogue.shift_vector, **_requant(epilogue))
+
     def cost(k: dict[str, int]) -> float:
-        op = T.conv2d_packed(ds, ks, config=cfg, strides=strides, padding=padding,
-                             dilation=dilation, groups=groups, knobs=k, target=None,
-                             bias=epilogue.bias, shift=epilogue.shift, relu=epilogue.relu,
-                             clip=epilogue.clip, shift_vector=epilogue.shift_vector,
-                             **_requant(epilogue))
-        return program_cycles(op)[0]
+        return program_cycles(operator(data_shape, kernel_shape, groups, k), keep=True)[0]
+
+    def rank(k: dict[str, int]) -> tuple[float, bool]:
+        d, kr, g, scale = conv2d_reduced(k, data_shape, kernel_shape, strides, padding,
+                                         dilation, groups)
+        if scale == 1:
+            return cost(k), True
+        return ranked_cycles(operator(d, kr, g, k), epilogue) * scale, False
 
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
           "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
           "groups": groups, "epilogue": _epi_key(epilogue), "threads": threads}
-    return _cached(wl, cfg, lambda: search(space, valid, seed_keys, cost, BUDGET))
+    return _cached(wl, cfg, lambda: search(space, valid, seed_keys, cost, BUDGET, rank))
 
 
 def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
@@ -229,17 +335,68 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
 
     space = T.dense_knob_space(n, k, m)
 
+    def operator(nn: int, mm: int, kn: dict[str, int]) -> Any:
+        return T.dense_packed((nn, k, cfg.batch, cfg.block_in),
+                              (mm, k, cfg.block_out, cfg.block_in),
+                              config=cfg, knobs=kn, target=None, bias=epilogue.bias,
+                              shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
+                              shift_vector=epilogue.shift_vector, **_requant(epilogue))
+
     def cost(kn: dict[str, int]) -> float:
-        op = T.dense_packed((n, k, cfg.batch, cfg.block_in), (m, k, cfg.block_out, cfg.block_in),
-                            config=cfg, knobs=kn, target=None, bias=epilogue.bias,
-                            shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
-                            shift_vector=epilogue.shift_vector, **_requant(epilogue))
-        return program_cycles(op)[0]
+        return program_cycles(operator(n, m, kn), keep=True)[0]
+
+    def rank(kn: dict[str, int]) -> tuple[float, bool]:
+        (nn, bi), (mm, mi) = (_cut(n, kn["tile_b"]), _cut(m, kn["tile_co"] * kn["oc_nthread"]))
+        if bi * mi == 1:
+            return cost(kn), True
+        return ranked_cycles(operator(nn, mm, kn), epilogue) * bi * mi, False
 
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}
     return _cached(wl, cfg, lambda: search(
         space, lambda v: T.dense_valid(v, n, k, m, cfg),
-        (lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]),), cost, BUDGET))
+        (lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]),), cost, BUDGET, rank))
 
 
-__all__ = ["BUDGET", "Choice", "search", "conv2d_default", "dense_default", "program_cycles"]
+# ----------------------------------------------------------------------------- reduced programs
+def _cut(extent: int, unit: int, iters: int = 0) -> tuple[int, int]:
+    """An extent cut to ``iters`` (default :data:`REDUCED_ITERS`) iterations of ``unit``, and
+    the exact ratio full / reduced of the iterations (``unit`` divides ``extent``)."""
+    n = extent // unit
+    r = min(n, iters or REDUCED_ITERS)
+    return unit * r, n // r if n % r == 0 else n / r
+
+
+def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: Sequence[int],
+                   strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                   groups: int) -> tuple[tuple[int, ...], tuple[int, ...], int, float]:
+    """The layer cut to a few outer tile iterations of knobs ``k`` (one batch tile, at most
+    :data:`REDUCED_ITERS` output-channel tiles per thread, rows and columns, the same padding
+    and geometry): (data, kernel, groups, scale), ``scale`` the exact ratio of the full
+    layer's outer tile iterations to the reduced one's (1: the reduced layer is the layer).
+    Shapes in tiles."""
+    from . import vta as T
+
+    n, ci, h, w = data_shape
+    co, ci2, kh, kw = kernel_shape
+    oh, ow = T.conv2d_out_hw(h, w, kh, kw, strides, padding, dilation)
+    pt, pl, pb, pr = T.pads4(padding)
+    nb, sb = _cut(n, k["tile_b"], 1)
+    unit = k["tile_co"] * k["oc_nthread"]
+    opg = co // groups
+    if groups > 1:  # whole groups: their input tiles come with them
+        unit = math.lcm(unit, opg)
+    nco, sco = _cut(co, unit) if co % unit == 0 else (co, 1)
+    g = groups * nco // co if groups > 1 else 1
+    noh, sy = _cut(oh, k["tile_h"] * k["h_nthread"])
+    now, sx = _cut(ow, k["tile_w"])
+    # the smallest input with that output, the same padding on both sides
+    nh = (noh - 1) * strides[0] + dilation[0] * (kh - 1) + 1 - pt - pb
+    nw = (now - 1) * strides[1] + dilation[1] * (kw - 1) + 1 - pl - pr
+    if nh < 1 or nw < 1 or (noh, now) == (oh, ow):
+        nh, nw, sy, sx = h, w, 1, 1
+    d = (nb, ci2 * g if groups > 1 else ci, nh, nw)
+    return d, (nco, ci2, kh, kw), g if groups > 1 else groups, sb * sco * sy * sx
+
+
+__all__ = ["BUDGET", "FINALISTS", "Choice", "search", "conv2d_default", "dense_default",
+           "conv2d_reduced", "program_cycles"]

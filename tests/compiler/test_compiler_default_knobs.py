@@ -3,8 +3,12 @@ evaluation gives.
 
 - Every micro-kernel's micro-ops (code generation runs each kernel body compiled once, with a
   memo) equal a plain walk of the kernel's IR, written here independently.
-- The search's choice on small spaces is the argmin of ``program_cycles`` over every valid
-  setting (ties by knob tuple), and its cycles are those of that setting rebuilt from scratch.
+- The search's choice is the argmin of ``program_cycles`` over every valid setting (ties by
+  knob tuple), both where it ranks every setting and where the space is larger than its
+  budget (ranking on reduced programs, then best-neighbour descent), and its cycles are those
+  of that setting rebuilt from scratch.
+- A reduced program is the same template on a layer cut to a few outer tile iterations; its
+  scale is the exact ratio of the full layer's outer tile iterations to its own.
 """
 
 from __future__ import annotations
@@ -116,8 +120,9 @@ def _exhaustive(space, valid, cost):
 
 @pytest.mark.parametrize("shape", [((1, 1, 4, 4), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), 15),
                                    ((1, 4, 7, 7), (4, 4, 1, 1), (1, 1), (0, 0, 0, 0), 60),
-                                   ((1, 1, 8, 8), (2, 1, 3, 3), (2, 2), (1, 1, 1, 1), 45)])
-def test_conv2d_default_is_the_exhaustive_argmin_when_the_space_is_small(cfg, shape):
+                                   ((1, 1, 8, 8), (2, 1, 3, 3), (2, 2), (1, 1, 1, 1), 45),
+                                   ((1, 4, 7, 7), (4, 4, 2, 2), (1, 1), (0, 0, 1, 1), 60)])
+def test_conv2d_default_is_the_exhaustive_argmin(cfg, shape):
     data, kernel, strides, pads, n_expected = shape
     epi = topi.Epilogue(bias=True, shift=7, relu=True, clip=(0, 127))
     ds, ks = (*data, cfg.batch, cfg.block_in), (*kernel, cfg.block_out, cfg.block_in)
@@ -132,13 +137,14 @@ def test_conv2d_default_is_the_exhaustive_argmin_when_the_space_is_small(cfg, sh
         return defaults.program_cycles(op)[0]
 
     n_valid = sum(valid(dict(zip(space, v))) for v in itertools.product(*space.values()))
-    assert n_valid == n_expected  # the first is searched exhaustively, the others locally
+    assert n_valid == n_expected
     ch = defaults.conv2d_default(data, kernel, strides, pads, (1, 1), 1, cfg, epi)
-    if n_valid <= defaults.BUDGET:
-        knobs, cycles = _exhaustive(space, valid, cost)
-        assert ch.knobs == knobs and ch.cycles == cycles and ch.evaluated == n_valid
-    else:  # the local search's result is a local minimum timed exactly
-        assert ch.cycles == cost(ch.knobs)
+    knobs, cycles = _exhaustive(space, valid, cost)
+    assert ch.knobs == knobs and ch.cycles == cycles == cost(ch.knobs)
+    if n_valid <= defaults.BUDGET:  # every setting ranked
+        assert ch.evaluated == n_valid
+    else:  # seeds + descent: fewer settings ranked than the space holds
+        assert ch.evaluated <= defaults.BUDGET + defaults.FINALISTS < n_valid
     again = defaults.conv2d_default(data, kernel, strides, pads, (1, 1), 1, cfg, epi)
     assert again.cached and again.knobs == ch.knobs and again.cycles == ch.cycles
 
@@ -159,6 +165,41 @@ def test_dense_default_is_the_exhaustive_argmin(cfg):
     assert n_valid <= defaults.BUDGET
     ch = defaults.dense_default(n, k, m, cfg, epi)
     assert (ch.knobs, ch.cycles) == _exhaustive(space, valid, cost)
+
+
+@pytest.mark.parametrize("layer", [
+    ((1, 4, 14, 14), (8, 4, 3, 3), (1, 1), (1, 1, 1, 1), 1,
+     {"tile_b": 1, "tile_h": 2, "tile_w": 7, "tile_ci": 2, "tile_co": 2, "oc_nthread": 2,
+      "h_nthread": 1}),
+    ((1, 2, 15, 16), (2, 2, 3, 3), (2, 2), (1, 1, 1, 1), 1,
+     {"tile_b": 1, "tile_h": 1, "tile_w": 2, "tile_ci": 1, "tile_co": 1, "oc_nthread": 1,
+      "h_nthread": 2}),
+    ((1, 6, 12, 12), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), 6,
+     {"tile_b": 1, "tile_h": 3, "tile_w": 12, "tile_ci": 1, "tile_co": 1, "oc_nthread": 1,
+      "h_nthread": 1}),
+    ((1, 2, 7, 7), (2, 2, 1, 1), (1, 1), (0, 0, 0, 0), 1,
+     {"tile_b": 1, "tile_h": 7, "tile_w": 7, "tile_ci": 2, "tile_co": 1, "oc_nthread": 2,
+      "h_nthread": 1}),
+])
+def test_reduced_conv2d_is_the_layer_cut_to_a_few_tile_iterations(cfg, layer):
+    data, kernel, strides, pads, groups, k = layer
+    d, kr, g, scale = defaults.conv2d_reduced(k, data, kernel, strides, pads, (1, 1), groups)
+
+    def tiles(dd, kk):  # outer tile iterations, counted from the shapes
+        oh, ow = T.conv2d_out_hw(dd[2], dd[3], kk[2], kk[3], strides, pads)
+        return (dd[0] // k["tile_b"]) * (kk[0] // k["tile_co"]) * (oh // k["tile_h"]) \
+            * (ow // k["tile_w"])
+
+    oh, ow = T.conv2d_out_hw(d[2], d[3], kr[2], kr[3], strides, pads)
+    assert oh // k["tile_h"] <= defaults.REDUCED_ITERS * k["h_nthread"]
+    assert ow // k["tile_w"] <= defaults.REDUCED_ITERS
+    assert kr[0] // k["tile_co"] <= defaults.REDUCED_ITERS * k["oc_nthread"] or groups > 1
+    assert scale == tiles(data, kernel) / tiles(d, kr)
+    assert d[1] == kr[1] * g and kr[0] % g == 0  # whole groups, their input tiles with them
+    ds, ks = (*d, cfg.batch, cfg.block_in), (*kr, cfg.block_out, cfg.block_in)
+    assert T.conv2d_valid(k, ds, ks, strides, pads, cfg, (1, 1), g)
+    if scale == 1:
+        assert (d, kr, g) == (data, kernel, groups)
 
 
 def test_search_starts_from_every_seed_key_per_thread_arrangement():
