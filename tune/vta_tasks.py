@@ -520,7 +520,8 @@ def resnet18_task(layer: str, cfg: Config) -> Task:
 def model_layers(path: str | Path, cfg: Config) -> list[Any]:
     """The VTA layers `vta compile` plans for an ONNX model (default quantization with
     synthetic calibration samples): conv2d (plain, grouped, depthwise), conv2d_transpose, dense
-    and element-wise ALU layers; layers that do not fit the configuration are left out (they run on the CPU)."""
+    and element-wise ALU layers; layers that do not fit the configuration are left out (they
+    run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
     from vta.compiler.graph.module import LOWERED_OPS
     from vta.compiler.graph.onnx_frontend import load_onnx
