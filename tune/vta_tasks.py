@@ -1,6 +1,8 @@
 """Tuning templates for the compiler's VTA operators, their measurers and cost-model features.
 
-Templates: ``vta.conv2d``, ``vta.conv2d_transpose`` and ``vta.dense`` over the knobs of
+Templates: ``vta.conv2d``, ``vta.group_conv2d`` (grouped and depthwise convs: the conv2d
+template with groups of whole channel tiles), ``vta.conv2d_transpose`` and ``vta.dense`` over
+the knobs of
 :mod:`vta.compiler.topi` (tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to
 2 x 2 = four virtual threads), and ``vta.elementwise`` (the ALU's int8 element-wise ops: tile,
 nthread), with configurations that overflow a scratchpad filtered out before anything is built.
@@ -56,6 +58,29 @@ def conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: 
         return None
     return conv2d_packed(data_shape, kernel_shape, strides=(sh, sw), padding=(ph, pw),
                          knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
+
+
+@template("vta.group_conv2d")
+def group_conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int,
+                          sh: int, sw: int, ph: int, pw: int, groups: int,
+                          config: dict[str, int]):
+    """Packed group conv2d over ``groups`` groups of whole channel tiles (shapes in tiles); a
+    depthwise conv is the one with one input and one output tile per group (its kernel packed
+    block-diagonal, vta.compiler.topi.pack.depthwise_to_group_kernel)."""
+    from vta.compiler.topi import conv2d_knob_space, conv2d_packed, conv2d_valid
+
+    hw = _cfg(config)
+    data_shape = (n, ci, h, w, hw.batch, hw.block_in)
+    kernel_shape = (co, ci // groups, kh, kw, hw.block_out, hw.block_in)
+    for name, cands in conv2d_knob_space(data_shape, kernel_shape, (sh, sw), (ph, pw)).items():
+        cfg.define_knob(name, cands)
+    cfg.add_constraint(lambda e: conv2d_valid(dict(e.values), data_shape, kernel_shape,
+                                              (sh, sw), (ph, pw), hw, groups=groups))
+    if not hasattr(cfg, "index"):
+        return None
+    return conv2d_packed(data_shape, kernel_shape, strides=(sh, sw), padding=(ph, pw),
+                         groups=groups, knobs=dict(cfg.values), config=hw, target=None,
+                         **EPILOGUE)
 
 
 @template("vta.dense")
@@ -194,7 +219,7 @@ def _checked_case(op: Any) -> tuple[list[np.ndarray], np.ndarray]:
         return _transpose_case(op, ins, epi, bias)
     if op.name.startswith("conv2d"):
         ref = conv2d_reference(ins[0], ins[1], op.info["strides"], op.info["padding"], epi,
-                               bias=bias)
+                               bias=bias, groups=op.info["groups"])
     else:
         ref = dense_reference(ins[0], ins[1], epi, bias=bias)
     return ins, ref
@@ -387,6 +412,7 @@ def _op_features(task: Task, entity: Any) -> np.ndarray:
 
 
 features("vta.conv2d")(_op_features)
+features("vta.group_conv2d")(_op_features)
 features("vta.dense")(_op_features)
 features("vta.conv2d_transpose")(_op_features)
 features("vta.elementwise")(_op_features)
@@ -414,6 +440,29 @@ register_workload(Workload(
     "conv2d", "vta.conv2d",
     (("N", 1), ("H", 56), ("W", 56), ("CI", 64), ("CO", 64), ("K", 3), ("S", 1), ("P", 1)),
     "packed int8 conv2d with shift/relu/clip epilogue", _conv_args))
+def _group_conv_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
+    """A group conv: CI/G input and CO/G output channels per group in whole channel tiles, or a
+    depthwise conv (G = CI = CO), which runs as CI/BLOCK groups of one block-diagonal tile."""
+    g, ci, co = v["G"], v["CI"], v["CO"]
+    if v["N"] % cfg.batch:
+        raise WorkloadError(f"group_conv2d: N={v['N']} is not a multiple of {cfg.batch}")
+    if g < 1 or ci % g or co % g:
+        raise WorkloadError(f"group_conv2d: G={g} does not divide CI={ci} and CO={co}")
+    if g == 1:
+        raise WorkloadError("group_conv2d: G=1 is a plain convolution (use the conv2d workload)")
+    if (ci // g) % cfg.block_in == 0 and (co // g) % cfg.block_out == 0:
+        tiles = g
+    elif g == ci == co and ci % cfg.block == 0:
+        tiles = ci // cfg.block  # depthwise: one block-diagonal kernel tile per group
+    else:
+        raise WorkloadError(f"group_conv2d: {g} groups of {ci // g} input / {co // g} output "
+                            f"channels do not split into whole {cfg.block_in}/{cfg.block_out}"
+                            f"-channel tiles (nor is it depthwise with CI=CO=G a multiple of "
+                            f"{cfg.block})")
+    return (v["N"] // cfg.batch, ci // cfg.block_in, v["H"], v["W"], co // cfg.block_out,
+            v["K"], v["K"], v["S"], v["S"], v["P"], v["P"], tiles, cfg.params)
+
+
 def _transpose_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     for key, block in (("N", cfg.batch), ("CI", cfg.block_in), ("CO", cfg.block_out)):
         if v[key] % block:
@@ -434,6 +483,12 @@ def _clip_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     return ("clip", [["lo", v["LO"]], ["hi", v["HI"]]], tiles, cfg.params)
 
 
+register_workload(Workload(
+    "group_conv2d", "vta.group_conv2d",
+    (("N", 1), ("H", 14), ("W", 14), ("CI", 64), ("CO", 64), ("K", 3), ("S", 1), ("P", 1),
+     ("G", 64)),
+    "packed int8 group conv (G groups of whole channel tiles; G=CI=CO: depthwise)",
+    _group_conv_args))
 register_workload(Workload(
     "conv2d_transpose", "vta.conv2d_transpose",
     (("N", 1), ("H", 8), ("W", 8), ("CI", 64), ("CO", 32), ("K", 4), ("S", 2), ("P", 1)),
@@ -464,8 +519,9 @@ def resnet18_task(layer: str, cfg: Config) -> Task:
 
 def model_layers(path: str | Path, cfg: Config) -> list[Any]:
     """The VTA layers `vta compile` plans for an ONNX model (default quantization with
-    synthetic calibration samples): conv2d, conv2d_transpose, dense and element-wise ALU
-    layers; layers that do not fit the configuration are left out (they run on the CPU)."""
+    synthetic calibration samples): conv2d (plain, grouped, depthwise), conv2d_transpose, dense
+    and element-wise ALU layers; layers that do not fit the configuration are left out (they
+    run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
     from vta.compiler.graph.module import LOWERED_OPS
     from vta.compiler.graph.onnx_frontend import load_onnx
@@ -489,7 +545,8 @@ def model_layers(path: str | Path, cfg: Config) -> list[Any]:
 
 def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
     """One task per distinct VTA workload of an ONNX model, from the layers `vta compile`
-    plans (:func:`model_layers`): conv2d (group 1), conv2d_transpose, dense and the int8
+    plans (:func:`model_layers`): conv2d, group conv2d (grouped and depthwise),
+    conv2d_transpose, dense and the int8
     element-wise ops on the ALU; the first conv stays on the CPU as in the compiled module."""
     tasks: dict[str, Task] = {}
     for layer in model_layers(path, cfg):
@@ -497,14 +554,14 @@ def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
         if t is not None:
             tasks.setdefault(t.key, t)
     if not tasks:
-        raise WorkloadError(f"{path}: no VTA workload (conv2d, conv2d_transpose, dense or "
-                            "element-wise) to tune")
+        raise WorkloadError(f"{path}: no VTA workload (conv2d, group conv2d, "
+                            "conv2d_transpose, dense or element-wise) to tune")
     return list(tasks.values())
 
 
 def layer_task(layer: Any, cfg: Config) -> Task | None:
     """The tuning task of a compiled VTA layer (vta.compiler.graph.lowering.VtaLayer or
-    AluLayer), None when no template expresses it (groups, dilation, asymmetric padding)."""
+    AluLayer), None when no template expresses it (dilation, asymmetric padding)."""
     if layer.template == "elementwise":
         return Task.create("vta.elementwise", (layer.spec.kind, [list(a) for a in
                                                                   layer.spec.attrs],
@@ -520,8 +577,11 @@ def layer_task(layer: Any, cfg: Config) -> Task | None:
     if layer.template != "conv2d":
         return None
     pt, pl, pb, pr = layer.padding
-    if layer.groups != 1 or layer.dilation != (1, 1) or pt != pb or pl != pr:
+    if layer.dilation != (1, 1) or pt != pb or pl != pr:
         return None
+    if layer.groups != 1:  # grouped, or depthwise as groups of one block-diagonal tile
+        return Task.create("vta.group_conv2d", (n, ci, h, w, co, kh, kw, *layer.strides, pt,
+                                                pl, layer.groups, cfg.params))
     return Task.create("vta.conv2d", (n, ci, h, w, co, kh, kw, *layer.strides, pt, pl,
                                       cfg.params))
 
@@ -569,6 +629,11 @@ def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
         op = conv2d_packed((n, ci, h, w, hw.batch, hw.block_in),
                            (co, ci, kh, kw, hw.block_out, hw.block_in), strides=(sh, sw),
                            padding=(ph, pw), config=hw, target=None, **EPILOGUE)
+    elif task.name == "vta.group_conv2d":
+        n, ci, h, w, co, kh, kw, sh, sw, ph, pw, g, _ = a
+        op = conv2d_packed((n, ci, h, w, hw.batch, hw.block_in),
+                           (co, ci // g, kh, kw, hw.block_out, hw.block_in), strides=(sh, sw),
+                           padding=(ph, pw), groups=g, config=hw, target=None, **EPILOGUE)
     elif task.name == "vta.conv2d_transpose":
         op = _transpose_layer(*a[:9], a[9:13]).operator(hw, None)
     elif task.name == "vta.elementwise":

@@ -15,6 +15,7 @@ from vta.tune import Measurer, RandomTuner, TuningLog
 @pytest.mark.parametrize(("model_name", "templates"), [
     ("resnet18", ("vta.conv2d", "vta.elementwise")),  # a conv and a residual add on the ALU
     ("dcgan", ("vta.conv2d_transpose",)),
+    ("mobilenet", ("vta.group_conv2d",)),  # a depthwise conv (groups of one diagonal tile)
 ])
 def test_tuning_log_applies_best_knobs(tmp_path, monkeypatch, model_name: str,
                                        templates: tuple[str, ...]) -> None:
@@ -27,6 +28,9 @@ def test_tuning_log_applies_best_knobs(tmp_path, monkeypatch, model_name: str,
     model = tmp_path / f"{model_name}.onnx"
     if model_name == "resnet18":
         onnx.save(zoo.resnet18(image_size=32, num_classes=10), str(model))
+        x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    elif model_name == "mobilenet":
+        onnx.save(zoo.mobilenet_v1(image_size=32, num_classes=10, width=0.25), str(model))
         x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     else:
         onnx.save(zoo.dcgan_generator(nz=16, ngf=8), str(model))
@@ -73,8 +77,9 @@ def _check_tuned_layers(m, want: dict, best: dict, x: np.ndarray) -> None:  # no
     """Every layer of a tuned workload (and only those) carries that workload's best knobs and
     measured cycles in the manifest, and every tuned template is among them."""
     assert set(want) <= set(m.kernels)
+    # a grouped or depthwise conv is the compiler's conv2d template with groups
     assert {m.kernels[n].template for n in want} == \
-        {json.loads(k)[0].removeprefix("vta.") for k in best}
+        {json.loads(k)[0].removeprefix("vta.").removeprefix("group_") for k in best}
     assert m.tuned_knobs == {n: k for n, (k, _) in want.items()}
     _check_tuned_cycles(m, {n: c for n, (_, c) in want.items()}, x)
 

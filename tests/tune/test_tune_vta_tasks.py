@@ -103,7 +103,9 @@ def test_transposed_conv_tasks_from_dcgan(tmp_path, small: Config) -> None:
 
 @pytest.mark.sim
 @pytest.mark.parametrize("spec", ["conv2d_transpose:H=4,W=4,CI=8,CO=4,K=4,S=2,P=1",
-                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90"])
+                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90",
+                                  "group_conv2d:H=4,W=4,CI=16,CO=16,K=3,S=1,P=1,G=2",
+                                  "group_conv2d:H=6,W=6,CI=8,CO=8,K=3,S=2,P=1,G=8"])
 def test_new_templates_measure_right_results_on_fsim(spec: str, small: Config) -> None:
     """The fsim measurer runs each candidate and compares it with numpy (a wrong result would
     be recorded invalid); the perf costs of the same knobs are positive cycles."""
@@ -116,7 +118,9 @@ def test_new_templates_measure_right_results_on_fsim(spec: str, small: Config) -
 
 @pytest.mark.sim
 @pytest.mark.parametrize("spec", ["conv2d_transpose:H=2,W=2,CI=8,CO=4,K=4,S=2,P=1",
-                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90"])
+                                  "clip:N=1,C=8,H=4,W=4,LO=3,HI=90",
+                                  "group_conv2d:H=4,W=4,CI=16,CO=16,K=3,S=1,P=1,G=2",
+                                  "group_conv2d:H=4,W=4,CI=8,CO=8,K=3,S=1,P=1,G=8"])
 def test_task_space_holds_the_compilers_default(spec: str, small: Config) -> None:
     """The compiler's default schedule is one of the task's valid candidates, so tuning the
     whole space can only match or beat it."""
@@ -134,3 +138,47 @@ def test_transposed_conv_workload_errors(small: Config) -> None:
         parse_workload("conv2d_transpose:P=4", small)
     with pytest.raises(WorkloadError, match="CO=6 is not a multiple of 4"):
         parse_workload("conv2d_transpose:CO=6", small)
+
+
+@pytest.mark.unit
+def test_group_conv_workload_specs(small: Config) -> None:
+    """G groups of whole channel tiles, or depthwise (G = CI = CO) as CI/BLOCK groups of one
+    block-diagonal tile; anything else is a one-line WorkloadError naming the problem."""
+    grouped = parse_workload("group_conv2d:H=4,W=4,CI=16,CO=32,K=3,S=1,P=1,G=2", small)
+    assert grouped.name == "vta.group_conv2d"
+    assert grouped.args[:-1] == (1, 4, 4, 4, 8, 3, 3, 1, 1, 1, 1, 2)
+    dw = parse_workload("group_conv2d:H=4,W=4,CI=8,CO=8,K=3,S=1,P=1,G=8", small)
+    assert dw.args[:-1] == (1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 2)  # 8 channels: 2 tiles of 4
+    with pytest.raises(WorkloadError, match="G=3 does not divide CI=16 and CO=16"):
+        parse_workload("group_conv2d:CI=16,CO=16,G=3", small)
+    with pytest.raises(WorkloadError, match="G=0 does not divide"):
+        parse_workload("group_conv2d:G=0", small)
+    with pytest.raises(WorkloadError, match="G=1 is a plain convolution"):
+        parse_workload("group_conv2d:G=1", small)
+    with pytest.raises(WorkloadError, match="8 groups of 2 input / 2 output channels do not "
+                                            "split into whole 4/4-channel tiles"):
+        parse_workload("group_conv2d:CI=16,CO=16,G=8", small)
+    with pytest.raises(WorkloadError, match="do not split"):  # depthwise, 6 channels
+        parse_workload("group_conv2d:CI=6,CO=6,G=6", small)
+
+
+@pytest.mark.sim
+def test_group_conv_tasks_from_mobilenet(tmp_path, small: Config) -> None:
+    """MobileNet's depthwise convs are vta.group_conv2d tasks (one per distinct workload), its
+    pointwise convs vta.conv2d: no VTA conv layer of the plan is left without a task."""
+    import onnx
+    from vta.compiler.graph import zoo
+    from vta.tune.vta_tasks import layer_task, model_layers, tasks_from_model
+
+    path = tmp_path / "mb.onnx"
+    onnx.save(zoo.mobilenet_v1(image_size=32, num_classes=10, width=0.25), str(path))
+    layers = model_layers(path, small)
+    dws = [la for la in layers if la.template == "conv2d" and la.depthwise]
+    assert len(dws) == 13  # the 8-channel dw1 is 2 tiles of 4 at this config
+    assert all(layer_task(la, small) is not None for la in layers)
+    tasks = tasks_from_model(path, small)
+    group = [t for t in tasks if t.name == "vta.group_conv2d"]
+    assert len(group) == len({(la.data, la.strides, la.groups) for la in dws}) == 9
+    # depthwise: one input and one output tile per group, the groups are the channel tiles
+    assert all(t.args[1] == t.args[4] == t.args[11] for t in group)
+    assert all(len(t.space.valid_indices()) > 0 for t in group)
