@@ -114,7 +114,7 @@ class PerfModel:
         self.cfg = cfg
         self.p = params
         self.insn_queue_depth = insn_queue_depth
-        #: Chrome trace events of the last :meth:`run`.
+        #: Chrome trace events of the last :meth:`run` with ``trace``.
         self.trace_events: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------- memory costs
@@ -158,9 +158,10 @@ class PerfModel:
         return 0.0
 
     # --------------------------------------------------------------------- run
-    def run(self, insns: Sequence[Insn]) -> RunStats:
+    def run(self, insns: Sequence[Insn], *, trace: bool = False) -> RunStats:
         """Schedule ``insns``: each step starts the module instruction that can start first.
-        The Chrome trace events of the run are left in :attr:`trace_events`."""
+        With ``trace``, the Chrome trace events of the run are left in :attr:`trace_events`
+        (else it is empty: a knob search times hundreds of programs)."""
         p = self.p
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
@@ -187,9 +188,10 @@ class PerfModel:
                 state.tokens[(m.name, PREV[m.name])].append(end + p.token_latency)
             if insn.push_next_dep and NEXT[m.name]:
                 state.tokens[(m.name, NEXT[m.name])].append(end + p.token_latency)
-            state.trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
-                                "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
-                                "args": {"index": k}})
+            if trace:
+                state.trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
+                                    "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
+                                    "args": {"index": k}})
             if isinstance(insn, FinishInsn):
                 state.finish_t = end
         self.trace_events = state.trace
@@ -359,7 +361,7 @@ def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: 
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
     model = PerfModel(cfg, params)
-    stats = model.run(insns)
+    stats = model.run(insns, trace=trace)
     events = model.trace_events
     meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": i + 1, "args": {"name": m}}
             for i, m in enumerate(MODULES)]
