@@ -64,7 +64,7 @@ class _Eval:
             self.cache[id(e)] = ent
         vs, fn, _ = ent
         try:
-            return int(fn(*[env[v] for v in vs]))
+            return int(fn(*map(env.__getitem__, vs)))
         except KeyError as k:
             raise CodegenError(f"variable {k} is not bound when evaluating {e}") from None
 
@@ -262,6 +262,22 @@ class _Key:
         return repr(self.value)
 
 
+#: One key object per signature across code generations: the runtime's kernel table (shared by
+#: the knob search's recordings, vta.compiler.build) then finds a kernel by identity instead of
+#: comparing micro-op tuples; cleared when it reaches _MAX_KEYS.
+_KEYS: dict[_Key, _Key] = {}
+_MAX_KEYS = 8192
+
+
+def _interned(key: _Key) -> _Key:
+    k = _KEYS.get(key)
+    if k is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        k = _KEYS[key] = key
+    return k
+
+
 def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
     code = ev.kernels.get(id(k))
     if code is None:
@@ -277,7 +293,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
     loops = kc.loops
     sig = kc.sigs.get(id(uops))
     if sig is None:  # uops stays alive in kc.memo, so its id names it
-        sig = kc.sigs[id(uops)] = _Key((leaf_sig[0], loops, uops))
+        sig = kc.sigs[id(uops)] = _interned(_Key((leaf_sig[0], loops, uops)))
     mode = leaf_sig[0][0]
 
     def build(kb: Any) -> None:
