@@ -205,15 +205,15 @@ class PerfModel:
         per_burst = max(1, p.max_burst // fetch_beats)
         burst_cycles = per_burst * fetch_beats * p.beat
         period = max(burst_cycles, (p.mem_latency + burst_cycles) / max(1, p.outstanding))
-        arrival = np.empty(n_insns)
+        arrival = [0.0] * n_insns  # Python floats: read once per scheduling step
         bursts: list[tuple[float, float]] = []  # port intervals taken by fetch
         for j in range(math.ceil(n_insns / per_burst)):
             start = p.mem_latency + j * period
             n_in = min(per_burst, n_insns - j * per_burst)  # the last burst may be short
             bursts.append((start, start + n_in * fetch_beats * p.beat))
             for k in range(j * per_burst, min(n_insns, (j + 1) * per_burst)):
-                arrival[k] = start + (k - j * per_burst + 1) * fetch_beats * p.beat \
-                    + (k + 1) * p.fetch_per_insn
+                arrival[k] = float(start + (k - j * per_burst + 1) * fetch_beats * p.beat
+                                   + (k + 1) * p.fetch_per_insn)
         return _Fetch(arrival, bursts, [b1 for _, b1 in bursts])
 
     def _ready_time(self, state: _RunState, m: _Module) -> float | None:
@@ -291,7 +291,7 @@ class PerfModel:
 class _Fetch:
     """When each instruction reaches its queue, and the port intervals fetch bursts take."""
 
-    arrival: np.ndarray
+    arrival: list[float]
     bursts: list[tuple[float, float]]  # sorted, disjoint
     ends: list[float]  # their end times
 
@@ -313,7 +313,7 @@ class _RunState:
     finish_t: float | None = None
 
     @property
-    def arrival(self) -> np.ndarray:
+    def arrival(self) -> list[float]:
         return self.fetch.arrival
 
 

@@ -75,11 +75,17 @@ def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Co
     out: list[Command] = []
 
     def visit(s: Stmt, env: dict[Var, int]) -> None:
-        if isinstance(s, For):
+        # the leaves first: most visits are DMA and micro-kernel commands
+        if isinstance(s, Dma):
+            out.append(_dma(s, env, ev, buffers))
+        elif isinstance(s, UopKernel):
+            out.append(_kernel(s, env, ev, cfg))
+        elif isinstance(s, For):
+            v, body = s.var, s.body
             for i in range(s.extent):
-                env[s.var] = i
-                visit(s.body, env)
-            del env[s.var]
+                env[v] = i
+                visit(body, env)
+            del env[v]
         elif isinstance(s, Seq):
             for c in s.stmts:
                 visit(c, env)
@@ -90,10 +96,6 @@ def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Co
                 visit(s.then, env)
             elif s.else_ is not None:
                 visit(s.else_, env)
-        elif isinstance(s, Dma):
-            out.append(_dma(s, env, ev, buffers))
-        elif isinstance(s, UopKernel):
-            out.append(_kernel(s, env, ev, cfg))
         elif isinstance(s, Nop):
             pass
         else:
