@@ -536,6 +536,8 @@ def linear(e: Expr) -> Lin:
 
 def simplify(e: Expr) -> Expr:
     """Canonicalise integer index arithmetic (affine parts folded, constants combined)."""
+    if type(e) is Var:  # its own canonical form
+        return e
     if is_int(e.dtype) and not isinstance(e, TensorRead | BufferLoad | Reduce | Select | Call):
         if isinstance(e, Binary) and e.op not in ("add", "sub", "mul", "floordiv", "floormod"):
             return binary(e.op, simplify(e.a), simplify(e.b))
