@@ -186,9 +186,23 @@ def record_func(func: PrimFunc, cfg: Config, offsets: Sequence[int] | None = Non
     size = arena_size or max((o + n for o, n in zip(offsets, sizes)), default=256)
     arena = Arena(cfg, size)  # np.zeros: pages are only touched if written
     bufs = {p: arena.alloc_at(o, n) for p, o, n in zip(func.params, offsets, sizes)}
-    q = CommandQueue.recorder(cfg, arena, max_insns=1 << 30)
+    q = CommandQueue.recorder(cfg, arena, max_insns=1 << 30, kernels=_jit_table(cfg))
     emit(func, cfg, q, bufs)
     return q.record()
+
+
+#: Finalized micro-kernels by signature, per configuration, shared by every recording (the
+#: default-knob search records hundreds of candidates whose kernels repeat); a table is
+#: cleared when it reaches _MAX_JIT kernels.
+_JIT: dict[Config, dict[Any, Any]] = {}
+_MAX_JIT = 8192
+
+
+def _jit_table(cfg: Config) -> dict[Any, Any]:
+    t = _JIT.setdefault(cfg, {})
+    if len(t) >= _MAX_JIT:
+        t.clear()
+    return t
 
 
 def arena_align(cfg: Config) -> int:

@@ -98,6 +98,9 @@ class _Lowerer:
         self.init_inside = init_inside
         self.info: dict[Stage, _StageInfo] = {}
         self.in_progress: set[Stage] = set()
+        # memos, filled after inlining (the stage bodies no longer change)
+        self._readers: dict[int, list[Stage]] | None = None
+        self._root_index: dict[Stage, dict[Var, Expr]] = {}
 
     # ---------------------------------------------------------------- inlining
     def inline_all(self) -> None:
@@ -127,9 +130,13 @@ class _Lowerer:
         return [st for st in self.sch.stages if not st.is_placeholder and st.attach != "inline"]
 
     def consumers(self, st: Stage) -> list[Stage]:
-        t = st.op.output(0)
-        return [c for c in self.live_stages()
-                if any(isinstance(n, TensorRead) and n.tensor is t for n in walk(c.body))]
+        """The live stages that read ``st``'s output, in stage order."""
+        if self._readers is None:
+            self._readers = {}
+            for c in self.live_stages():
+                for tid in {id(n.tensor) for n in walk(c.body) if isinstance(n, TensorRead)}:
+                    self._readers.setdefault(tid, []).append(c)
+        return list(self._readers.get(id(st.op.output(0)), ()))
 
     def get(self, st: Stage) -> _StageInfo:
         if st in self.info and self.info[st].done:
@@ -180,9 +187,13 @@ class _Lowerer:
 
     def root_index(self, st: Stage) -> dict[Var, Expr]:
         """Root variables of ``st`` -> absolute index expressions in loop variables."""
-        inf = self.get(st)
-        roots = st.axis + st.reduce_axis
-        return {iv.var: simplify(m + inf.value[iv]) for iv, m in zip(roots, inf.root_min)}
+        sub = self._root_index.get(st)
+        if sub is None:
+            inf = self.get(st)
+            roots = st.axis + st.reduce_axis
+            sub = {iv.var: simplify(m + inf.value[iv]) for iv, m in zip(roots, inf.root_min)}
+            self._root_index[st] = sub
+        return dict(sub)
 
     def infer_region(self, st: Stage, prefix: list[tuple[Stage, IterVar]]
                      ) -> tuple[list[Expr], list[int]]:

@@ -125,6 +125,10 @@ def uop_iterations(insn: GemmInsn | AluInsn) -> int:
     return max(insn.uop_end - insn.uop_bgn, 0) * insn.iter_out * insn.iter_in
 
 
+#: Opcode names by value (``Opcode(v).name`` costs an enum lookup per instruction)
+_OPCODE_NAME = {int(o): o.name for o in Opcode}
+
+
 def program_stats(insns: Sequence[Insn], cfg: Config, *, backend: str,
                   **timing: Any) -> RunStats:
     """The statistics of running ``insns`` to FINISH, from the program alone (what a
@@ -135,7 +139,7 @@ def program_stats(insns: Sequence[Insn], cfg: Config, *, backend: str,
     loaded = dict.fromkeys(LOADED_TYPES, 0)
     stored = gemm = useful = alu = 0
     for insn in insns:
-        per_opcode[Opcode(insn.opcode).name] += 1
+        per_opcode[_OPCODE_NAME[insn.opcode]] += 1
         per_module[insn.module] += 1
         if isinstance(insn, MemInsn):
             nbytes = insn.y_size * insn.x_size * cfg.elem_bytes(insn.memory_type)

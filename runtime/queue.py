@@ -62,13 +62,16 @@ class CommandQueue:
 
     Create one with :meth:`Device.command_queue` (run mode) or :meth:`CommandQueue.recorder`
     (record mode: :meth:`record` returns a relocatable :class:`RecordedProgram`).
+    ``kernels``: the JIT table of finalized micro-kernels by signature (default: the device's,
+    or a new one); recordings of one configuration may share one.
     """
 
     def __init__(self, device: Device | None = None, *, cfg: Config | None = None,
                  arena: Arena | None = None, record: bool = False,
                  max_insns: int = DEFAULT_MAX_INSNS, force_serial: bool = False,
                  dump_insn: bool = False, dump_uop: bool = False, hazards: str = "note",
-                 out: IO[str] | None = None) -> None:
+                 out: IO[str] | None = None, kernels: dict[Any, UopKernel] | None = None
+                 ) -> None:
         if device is None and (cfg is None or arena is None):
             raise QueueError("a CommandQueue needs a device, or cfg= and arena= in record mode")
         if device is None and not record:
@@ -94,8 +97,9 @@ class CommandQueue:
         self.stats = QueueStats()
         uop_cache = UopCache(self.cfg.uop_depth) if record or device is None else \
             device.uop_cache
-        self.kernels = KernelCache(self.cfg, uop_cache,
-                                   device.kernels if device is not None else {}, self.stats)
+        if kernels is None:
+            kernels = device.kernels if device is not None else {}
+        self.kernels = KernelCache(self.cfg, uop_cache, kernels, self.stats)
         self._reported: set[bytes] = set()
         self._auto_flush = device is not None and device.keeps_sram
         self._carry = [0, 0, 0, 0]

@@ -114,7 +114,7 @@ class PerfModel:
         self.cfg = cfg
         self.p = params
         self.insn_queue_depth = insn_queue_depth
-        #: Chrome trace events of the last :meth:`run`.
+        #: Chrome trace events of the last :meth:`run` with ``trace``.
         self.trace_events: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------- memory costs
@@ -158,9 +158,10 @@ class PerfModel:
         return 0.0
 
     # --------------------------------------------------------------------- run
-    def run(self, insns: Sequence[Insn]) -> RunStats:
+    def run(self, insns: Sequence[Insn], *, trace: bool = False) -> RunStats:
         """Schedule ``insns``: each step starts the module instruction that can start first.
-        The Chrome trace events of the run are left in :attr:`trace_events`."""
+        With ``trace``, the Chrome trace events of the run are left in :attr:`trace_events`
+        (else it is empty: a knob search times hundreds of programs)."""
         p = self.p
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
@@ -187,9 +188,10 @@ class PerfModel:
                 state.tokens[(m.name, PREV[m.name])].append(end + p.token_latency)
             if insn.push_next_dep and NEXT[m.name]:
                 state.tokens[(m.name, NEXT[m.name])].append(end + p.token_latency)
-            state.trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
-                                "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
-                                "args": {"index": k}})
+            if trace:
+                state.trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
+                                    "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
+                                    "args": {"index": k}})
             if isinstance(insn, FinishInsn):
                 state.finish_t = end
         self.trace_events = state.trace
@@ -203,15 +205,15 @@ class PerfModel:
         per_burst = max(1, p.max_burst // fetch_beats)
         burst_cycles = per_burst * fetch_beats * p.beat
         period = max(burst_cycles, (p.mem_latency + burst_cycles) / max(1, p.outstanding))
-        arrival = np.empty(n_insns)
+        arrival = [0.0] * n_insns  # Python floats: read once per scheduling step
         bursts: list[tuple[float, float]] = []  # port intervals taken by fetch
         for j in range(math.ceil(n_insns / per_burst)):
             start = p.mem_latency + j * period
             n_in = min(per_burst, n_insns - j * per_burst)  # the last burst may be short
             bursts.append((start, start + n_in * fetch_beats * p.beat))
             for k in range(j * per_burst, min(n_insns, (j + 1) * per_burst)):
-                arrival[k] = start + (k - j * per_burst + 1) * fetch_beats * p.beat \
-                    + (k + 1) * p.fetch_per_insn
+                arrival[k] = float(start + (k - j * per_burst + 1) * fetch_beats * p.beat
+                                   + (k + 1) * p.fetch_per_insn)
         return _Fetch(arrival, bursts, [b1 for _, b1 in bursts])
 
     def _ready_time(self, state: _RunState, m: _Module) -> float | None:
@@ -289,7 +291,7 @@ class PerfModel:
 class _Fetch:
     """When each instruction reaches its queue, and the port intervals fetch bursts take."""
 
-    arrival: np.ndarray
+    arrival: list[float]
     bursts: list[tuple[float, float]]  # sorted, disjoint
     ends: list[float]  # their end times
 
@@ -311,7 +313,7 @@ class _RunState:
     finish_t: float | None = None
 
     @property
-    def arrival(self) -> np.ndarray:
+    def arrival(self) -> list[float]:
         return self.fetch.arrival
 
 
@@ -359,7 +361,7 @@ def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: 
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
     model = PerfModel(cfg, params)
-    stats = model.run(insns)
+    stats = model.run(insns, trace=trace)
     events = model.trace_events
     meta = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": i + 1, "args": {"name": m}}
             for i, m in enumerate(MODULES)]

@@ -64,7 +64,7 @@ class _Eval:
             self.cache[id(e)] = ent
         vs, fn, _ = ent
         try:
-            return int(fn(*[env[v] for v in vs]))
+            return int(fn(*map(env.__getitem__, vs)))
         except KeyError as k:
             raise CodegenError(f"variable {k} is not bound when evaluating {e}") from None
 
@@ -75,11 +75,17 @@ def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Co
     out: list[Command] = []
 
     def visit(s: Stmt, env: dict[Var, int]) -> None:
-        if isinstance(s, For):
+        # the leaves first: most visits are DMA and micro-kernel commands
+        if isinstance(s, Dma):
+            out.append(_dma(s, env, ev, buffers))
+        elif isinstance(s, UopKernel):
+            out.append(_kernel(s, env, ev, cfg))
+        elif isinstance(s, For):
+            v, body = s.var, s.body
             for i in range(s.extent):
-                env[s.var] = i
-                visit(s.body, env)
-            del env[s.var]
+                env[v] = i
+                visit(body, env)
+            del env[v]
         elif isinstance(s, Seq):
             for c in s.stmts:
                 visit(c, env)
@@ -90,10 +96,6 @@ def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Co
                 visit(s.then, env)
             elif s.else_ is not None:
                 visit(s.else_, env)
-        elif isinstance(s, Dma):
-            out.append(_dma(s, env, ev, buffers))
-        elif isinstance(s, UopKernel):
-            out.append(_kernel(s, env, ev, cfg))
         elif isinstance(s, Nop):
             pass
         else:
@@ -262,6 +264,22 @@ class _Key:
         return repr(self.value)
 
 
+#: One key object per signature across code generations: the runtime's kernel table (shared by
+#: the knob search's recordings, vta.compiler.build) then finds a kernel by identity instead of
+#: comparing micro-op tuples; cleared when it reaches _MAX_KEYS.
+_KEYS: dict[_Key, _Key] = {}
+_MAX_KEYS = 8192
+
+
+def _interned(key: _Key) -> _Key:
+    k = _KEYS.get(key)
+    if k is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        k = _KEYS[key] = key
+    return k
+
+
 def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
     code = ev.kernels.get(id(k))
     if code is None:
@@ -277,7 +295,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
     loops = kc.loops
     sig = kc.sigs.get(id(uops))
     if sig is None:  # uops stays alive in kc.memo, so its id names it
-        sig = kc.sigs[id(uops)] = _Key((leaf_sig[0], loops, uops))
+        sig = kc.sigs[id(uops)] = _interned(_Key((leaf_sig[0], loops, uops)))
     mode = leaf_sig[0][0]
 
     def build(kb: Any) -> None:

@@ -370,9 +370,12 @@ def _gemm(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     bias = c.params.get(ins[2]) if len(ins) > 2 and ins[2] else None
     has_c = len(ins) > 2 and bool(ins[2])
     if not ta and b is not None and b.ndim == 2 and (not has_c or bias is not None):
-        w = (b if tb else b.T) * alpha
+        w = b if tb else b.T
+        if alpha != 1.0:
+            w = w * alpha
         wname = f"{name}.weight"
-        c.params[wname] = np.ascontiguousarray(w.astype(np.float32))
+        # one copy at most (VGG's 25088x4096 weight is 411 MB)
+        c.params[wname] = np.ascontiguousarray(w, dtype=np.float32)
         dins = [ins[0], wname]
         if bias is not None:
             n_out = w.shape[0]

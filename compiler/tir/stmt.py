@@ -262,13 +262,22 @@ def rebuild(s: Stmt, f: Callable[[Stmt], Stmt | None]) -> Stmt:
         return r
     if isinstance(s, For | Allocate | Attr | UopKernel):
         b = rebuild(s.body, f)
-        return s if b is s.body else replace(s, body=b)
+        return s if b is s.body else _with_body(s, b)
     if isinstance(s, Seq):
         return seq(rebuild(c, f) for c in s.stmts)
     if isinstance(s, If):
         return If(s.cond, rebuild(s.then, f),
                   None if s.else_ is None else rebuild(s.else_, f))
     return s
+
+
+def _with_body(s: Stmt, body: Stmt) -> Stmt:
+    """``dataclasses.replace(s, body=body)`` without its per-call field introspection (these
+    frozen dataclasses have no ``__post_init__``; rebuilding a program replaces many bodies)."""
+    n = object.__new__(type(s))
+    n.__dict__.update(s.__dict__)
+    object.__setattr__(n, "body", body)
+    return n
 
 
 def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
