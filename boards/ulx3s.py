@@ -396,8 +396,19 @@ class UartSoC(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        core = self.core
-        m.submodules.core = core
+        s = SimpleNamespace(core=self.core)  # the parts and signals shared below
+        m.submodules.core = self.core
+        self._parts(m, s)
+        self._bridge_state(m, s)
+        with m.FSM():
+            self._receive_states(m, s)
+            self._access_states(m, s)
+            self._reply_states(m, s)
+        return m
+
+    def _parts(self, m: Module, s: SimpleNamespace) -> None:
+        """The device memory and the UART, the core's AXI master wired to the memory."""
+        core = s.core
         m.submodules.ram = ram = AxiRam(bus_width=self.bus_width, ram_kib=self.ram_kib,
                                         init=self.ram_init)
         m.submodules.urx = urx = UartRx(self.uart_divisor)
@@ -411,7 +422,11 @@ class UartSoC(wiring.Component):
         for p in ("arready", "rdata", "rresp", "rlast", "rvalid", "awready", "wready",
                   "bresp", "bvalid"):
             m.d.comb += getattr(core, f"m_axi_{p}").eq(getattr(ram, p))
+        s.ram, s.urx, s.utx = ram, urx, utx
 
+    def _bridge_state(self, m: Module, s: SimpleNamespace) -> None:
+        """The bridge's command registers and its AXI-Lite requests to the core's registers."""
+        core = s.core
         is_write = Signal()  # the command is CMD_WRITE (else CMD_READ)
         addr = Signal(32)
         data = Signal(32)
@@ -432,62 +447,74 @@ class UartSoC(wiring.Component):
             m.d.sync += aw_valid.eq(0)
         with m.If(w_valid & core.s_axil_wready):
             m.d.sync += w_valid.eq(0)
-        is_reg = addr[31]
-        with m.FSM():
-            with m.State("CMD"), m.If(urx.valid & ((urx.data == CMD_WRITE) |
-                                                     (urx.data == CMD_READ))):
-                m.d.sync += [is_write.eq(urx.data == CMD_WRITE), count.eq(0)]
-                m.next = "ADDR"
-            with m.State("ADDR"), m.If(urx.valid):
-                m.d.sync += [addr.eq(Cat(addr[8:], urx.data)),
-                             count.eq(count + 1)]
-                with m.If(count == 3):
-                    m.d.sync += count.eq(0)
-                    with m.If(is_write):
-                        m.next = "DATA"
-                    with m.Else():
-                        m.next = "ACCESS"
-            with m.State("DATA"), m.If(urx.valid):
-                m.d.sync += [data.eq(Cat(data[8:], urx.data)), count.eq(count + 1)]
-                with m.If(count == 3):
-                    m.d.sync += count.eq(0)
-                    m.next = "ACCESS"
-            with m.State("ACCESS"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(is_reg):
-                    m.d.sync += [ar_valid.eq(~is_write), aw_valid.eq(is_write),
-                                 w_valid.eq(is_write)]
-                    m.next = "REG"
-                with m.Else():
-                    m.next = "MEM"
-            with m.State("MEM"):
-                m.d.comb += [self.busy.eq(1), ram.side_addr.eq(addr), ram.side_wdata.eq(data),
-                             ram.side_we.eq(is_write), ram.side_re.eq(~is_write)]
-                with m.If(ram.side_done):
-                    with m.If(~is_write):
-                        m.d.sync += data.eq(ram.side_rdata)
-                    m.next = "REPLY"
-            with m.State("REG"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(is_write & core.s_axil_bvalid):
-                    m.next = "REPLY"
-                with m.If(~is_write & core.s_axil_rvalid):
-                    m.d.sync += data.eq(core.s_axil_rdata)
-                    m.next = "REPLY"
-            with m.State("REPLY"):
-                m.d.comb += self.busy.eq(1)
+        s.is_write, s.addr, s.data, s.count = is_write, addr, data, count
+        s.ar_valid, s.aw_valid, s.w_valid = ar_valid, aw_valid, w_valid
+
+    def _receive_states(self, m: Module, s: SimpleNamespace) -> None:
+        """CMD, ADDR, DATA: receive the command byte, the address and the write data."""
+        urx, count = s.urx, s.count
+        with m.State("CMD"), m.If(urx.valid & ((urx.data == CMD_WRITE) |
+                                                 (urx.data == CMD_READ))):
+            m.d.sync += [s.is_write.eq(urx.data == CMD_WRITE), count.eq(0)]
+            m.next = "ADDR"
+        with m.State("ADDR"), m.If(urx.valid):
+            m.d.sync += [s.addr.eq(Cat(s.addr[8:], urx.data)),
+                         count.eq(count + 1)]
+            with m.If(count == 3):
                 m.d.sync += count.eq(0)
-                m.next = "SEND"
-            with m.State("SEND"):
-                m.d.comb += self.busy.eq(1)
-                m.d.comb += [utx.valid.eq(1),
-                             utx.data.eq(Mux(is_write, CMD_WRITE,
-                                             data.word_select(count[:2], 8)))]
-                with m.If(utx.ready):
-                    m.d.sync += count.eq(count + 1)
-                    with m.If(is_write | (count == 3)):
-                        m.next = "CMD"
-        return m
+                with m.If(s.is_write):
+                    m.next = "DATA"
+                with m.Else():
+                    m.next = "ACCESS"
+        with m.State("DATA"), m.If(urx.valid):
+            m.d.sync += [s.data.eq(Cat(s.data[8:], urx.data)), count.eq(count + 1)]
+            with m.If(count == 3):
+                m.d.sync += count.eq(0)
+                m.next = "ACCESS"
+
+    def _access_states(self, m: Module, s: SimpleNamespace) -> None:
+        """ACCESS, MEM, REG: the memory word through the RAM's side port, or a core register."""
+        ram, core, is_write, data = s.ram, s.core, s.is_write, s.data
+        is_reg = s.addr[31]
+        with m.State("ACCESS"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(is_reg):
+                m.d.sync += [s.ar_valid.eq(~is_write), s.aw_valid.eq(is_write),
+                             s.w_valid.eq(is_write)]
+                m.next = "REG"
+            with m.Else():
+                m.next = "MEM"
+        with m.State("MEM"):
+            m.d.comb += [self.busy.eq(1), ram.side_addr.eq(s.addr), ram.side_wdata.eq(data),
+                         ram.side_we.eq(is_write), ram.side_re.eq(~is_write)]
+            with m.If(ram.side_done):
+                with m.If(~is_write):
+                    m.d.sync += data.eq(ram.side_rdata)
+                m.next = "REPLY"
+        with m.State("REG"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(is_write & core.s_axil_bvalid):
+                m.next = "REPLY"
+            with m.If(~is_write & core.s_axil_rvalid):
+                m.d.sync += data.eq(core.s_axil_rdata)
+                m.next = "REPLY"
+
+    def _reply_states(self, m: Module, s: SimpleNamespace) -> None:
+        """REPLY, SEND: echo the write command, or send the four bytes read."""
+        utx, count = s.utx, s.count
+        with m.State("REPLY"):
+            m.d.comb += self.busy.eq(1)
+            m.d.sync += count.eq(0)
+            m.next = "SEND"
+        with m.State("SEND"):
+            m.d.comb += self.busy.eq(1)
+            m.d.comb += [utx.valid.eq(1),
+                         utx.data.eq(Mux(s.is_write, CMD_WRITE,
+                                         s.data.word_select(count[:2], 8)))]
+            with m.If(utx.ready):
+                m.d.sync += count.eq(count + 1)
+                with m.If(s.is_write | (count == 3)):
+                    m.next = "CMD"
 
 
 class CoreInstance(wiring.Component):
