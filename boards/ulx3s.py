@@ -19,6 +19,8 @@ power-on counter held while the PLL is unlocked. LEDs: 0 interrupt (finished), 1
 """
 
 
+from types import SimpleNamespace
+
 from amaranth.hdl import (
     Cat,
     ClockDomain,
@@ -212,6 +214,19 @@ class AxiRam(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        s = SimpleNamespace()  # the signals the parts below share
+        self._slices(m, s)
+        m.submodules.rfifo = s.rfifo = SyncFIFOBuffered(width=self.bus_width + 1,
+                                                        depth=self.READ_FIFO_DEPTH)
+        self._side_state(m, s)
+        self._reads(m, s)
+        self._writes(m, s)
+        self._side_port(m, s)
+        self._accept_bursts(m, s)
+        return m
+
+    def _slices(self, m: Module, s: SimpleNamespace) -> None:
+        """The block-RAM slices, their address registers and write-port registers."""
         rp_data = Signal(self.bus_width)
         # slices as wide as one ECP5 block RAM is at this depth (16 Kib: 8192 x 2, 2048 x 9,
         # ...), so each slice is one block RAM and the read data needs no multiplexer
@@ -238,10 +253,11 @@ class AxiRam(wiring.Component):
             m.d.comb += [lw.addr.eq(wq_addrs[g]), lw.data.eq(wq_data[sw * k:sw * (k + 1)]),
                          lw.en.eq(lanes), lr.addr.eq(r_addrs[g]), lr.en.eq(1),
                          rp_data[sw * k:sw * (k + 1)].eq(lr.data)]
-        depth = self.READ_FIFO_DEPTH
-        m.submodules.rfifo = rfifo = SyncFIFOBuffered(width=self.bus_width + 1, depth=depth)
+        s.rp_data, s.r_addrs, s.wq_addrs, s.wq_data, s.wq_en = (rp_data, r_addrs, wq_addrs,
+                                                                wq_data, wq_en)
 
-        # ---- side port state (serial bridge): latched request, then two cycles on the RAM
+    def _side_state(self, m: Module, s: SimpleNamespace) -> None:
+        """Side port state (serial bridge): latched request, then two cycles on the RAM."""
         side_q = Signal()  # cycle 1: the side address is on the RAM
         side_q2 = Signal()  # cycle 2: read data at the RAM output
         side_q3 = Signal()  # cycle 3: read data in the first output register
@@ -252,8 +268,13 @@ class AxiRam(wiring.Component):
         side_we = Signal()
         side_busy = Signal()
         m.d.comb += side_busy.eq(side_q | side_q2 | side_q3 | side_q4 | self.side_done)
+        s.side_q, s.side_q2, s.side_q3, s.side_q4 = side_q, side_q2, side_q3, side_q4
+        s.side_word, s.side_lane, s.side_wdata = side_word, side_lane, side_wdata
+        s.side_we, s.side_busy = side_we, side_busy
 
-        # ---- reads: issue into the RAM, data into the FIFO, FIFO to the R channel
+    def _reads(self, m: Module, s: SimpleNamespace) -> None:
+        """Reads: issue into the RAM, data into the FIFO, FIFO to the R channel."""
+        depth, rfifo, r_addrs = self.READ_FIFO_DEPTH, s.rfifo, s.r_addrs
         r_left = Signal(9)      # beats still to read from the RAM
         r_busy = Signal()       # a burst is accepted and its last beat not yet handed out
         pipe = Signal()         # the RAM output holds a read issued last cycle
@@ -277,71 +298,77 @@ class AxiRam(wiring.Component):
             m.d.sync += [a.eq(a + 1) for a in r_addrs]
         m.d.sync += [pipe.eq(issue), pipe_last.eq(r_left == 1), pipe2.eq(pipe),
                      pipe2_last.eq(pipe_last), pipe3.eq(pipe2), pipe3_last.eq(pipe2_last),
-                     rd_q.eq(rp_data), rd_q2.eq(rd_q)]
+                     rd_q.eq(s.rp_data), rd_q2.eq(rd_q)]
         m.d.comb += [rfifo.w_data.eq(Cat(rd_q2, pipe3_last)), rfifo.w_en.eq(pipe3),
                      self.rdata.eq(rfifo.r_data[:self.bus_width]),
                      self.rlast.eq(rfifo.r_data[-1]), self.rvalid.eq(rfifo.r_rdy),
                      rfifo.r_en.eq(self.rready), self.rresp.eq(0)]
         with m.If(self.rvalid & self.rready & self.rlast):
             m.d.sync += r_busy.eq(0)
+        s.r_left, s.r_busy, s.r_more, s.rd_q2 = r_left, r_busy, r_more, rd_q2
 
-        # ---- writes: the write port is driven from registers
+    def _writes(self, m: Module, s: SimpleNamespace) -> None:
+        """Writes: the write port is driven from registers."""
         w_addr = Signal(self.abits)
         w_busy = Signal()
         w_done = Signal()       # the last beat was accepted
         wq_last = Signal()
         m.d.comb += self.bresp.eq(0)
-        m.d.sync += [wq_en.eq(0), wq_last.eq(0)]
+        m.d.sync += [s.wq_en.eq(0), wq_last.eq(0)]
         m.d.comb += self.wready.eq(w_busy & ~w_done)
         with m.If(self.wvalid & self.wready):
-            m.d.sync += [w_addr.eq(w_addr + 1), wq_data.eq(self.wdata),
-                         wq_en.eq(self.wstrb), wq_last.eq(self.wlast)]
-            m.d.sync += [a.eq(w_addr) for a in wq_addrs]
+            m.d.sync += [w_addr.eq(w_addr + 1), s.wq_data.eq(self.wdata),
+                         s.wq_en.eq(self.wstrb), wq_last.eq(self.wlast)]
+            m.d.sync += [a.eq(w_addr) for a in s.wq_addrs]
             with m.If(self.wlast):
                 m.d.sync += w_done.eq(1)
         with m.If(wq_last):  # the last beat is in the RAM at the end of this cycle
             m.d.sync += self.bvalid.eq(1)
         with m.If(self.bvalid & self.bready):
             m.d.sync += [self.bvalid.eq(0), w_busy.eq(0), w_done.eq(0)]
+        s.w_addr, s.w_busy = w_addr, w_busy
 
-        # ---- side port, only while no burst is in flight. The bridge holds its request until
-        # side_done; a registered copy of it (side_want) closes the burst channels, so their
-        # ready signals come from registers only (a burst accepted in the request's first cycle
-        # delays the side access until it is over)
+    def _side_port(self, m: Module, s: SimpleNamespace) -> None:
+        """The side port, only while no burst is in flight. The bridge holds its request until
+        side_done; a registered copy of it (side_want) closes the burst channels, so their
+        ready signals come from registers only (a burst accepted in the request's first cycle
+        delays the side access until it is over)."""
         side_want = Signal()
         m.d.sync += side_want.eq(self.side_we | self.side_re)
         side_req = Signal()
-        m.d.comb += side_req.eq(side_want & (self.side_we | self.side_re) & ~r_busy & ~w_busy
-                                & ~side_busy)
+        m.d.comb += side_req.eq(side_want & (self.side_we | self.side_re) & ~s.r_busy
+                                & ~s.w_busy & ~s.side_busy)
         with m.If(side_req):
-            m.d.sync += [side_q.eq(1), side_word.eq(self.side_addr[self.off:]),
-                         side_wdata.eq(self.side_wdata), side_we.eq(self.side_we)]
+            m.d.sync += [s.side_q.eq(1), s.side_word.eq(self.side_addr[self.off:]),
+                         s.side_wdata.eq(self.side_wdata), s.side_we.eq(self.side_we)]
             # the side port reads through the (idle) burst read address registers
-            m.d.sync += [a.eq(self.side_addr[self.off:]) for a in r_addrs]
+            m.d.sync += [a.eq(self.side_addr[self.off:]) for a in s.r_addrs]
             if self.off > 2:
-                m.d.sync += side_lane.eq(self.side_addr[2:self.off])
-        with m.If(side_q):
-            m.d.sync += [side_q.eq(0), wq_data.eq(side_wdata.replicate(self.bus_width // 32))]
-            m.d.sync += [a.eq(side_word) for a in wq_addrs]
-            with m.If(side_we):
+                m.d.sync += s.side_lane.eq(self.side_addr[2:self.off])
+        with m.If(s.side_q):
+            m.d.sync += [s.side_q.eq(0),
+                         s.wq_data.eq(s.side_wdata.replicate(self.bus_width // 32))]
+            m.d.sync += [a.eq(s.side_word) for a in s.wq_addrs]
+            with m.If(s.side_we):
                 for i in range(self.bus_bytes // 4):
-                    with m.If(side_lane == i):
-                        m.d.sync += wq_en[4 * i:4 * i + 4].eq(0xF)
-        m.d.sync += [side_q2.eq(side_q), side_q3.eq(side_q2), side_q4.eq(side_q3),
-                     self.side_done.eq(side_q4)]
-        with m.If(side_q4):
-            m.d.sync += self.side_rdata.eq(rd_q2.word_select(side_lane, 32)
-                                           if self.off > 2 else rd_q2[:32])
+                    with m.If(s.side_lane == i):
+                        m.d.sync += s.wq_en[4 * i:4 * i + 4].eq(0xF)
+        m.d.sync += [s.side_q2.eq(s.side_q), s.side_q3.eq(s.side_q2), s.side_q4.eq(s.side_q3),
+                     self.side_done.eq(s.side_q4)]
+        with m.If(s.side_q4):
+            m.d.sync += self.side_rdata.eq(s.rd_q2.word_select(s.side_lane, 32)
+                                           if self.off > 2 else s.rd_q2[:32])
+        s.side_want = side_want
 
-        # ---- accepting bursts (never while the side port has the RAM)
-        m.d.comb += [self.arready.eq(~r_busy & ~side_busy & ~side_want),
-                     self.awready.eq(~w_busy & ~side_busy & ~side_want)]
+    def _accept_bursts(self, m: Module, s: SimpleNamespace) -> None:
+        """Accepting bursts (never while the side port has the RAM)."""
+        m.d.comb += [self.arready.eq(~s.r_busy & ~s.side_busy & ~s.side_want),
+                     self.awready.eq(~s.w_busy & ~s.side_busy & ~s.side_want)]
         with m.If(self.arvalid & self.arready):
-            m.d.sync += [r_left.eq(self.arlen + 1), r_more.eq(1), r_busy.eq(1)]
-            m.d.sync += [a.eq(self.araddr[self.off:]) for a in r_addrs]
+            m.d.sync += [s.r_left.eq(self.arlen + 1), s.r_more.eq(1), s.r_busy.eq(1)]
+            m.d.sync += [a.eq(self.araddr[self.off:]) for a in s.r_addrs]
         with m.If(self.awvalid & self.awready):
-            m.d.sync += [w_addr.eq(self.awaddr[self.off:]), w_busy.eq(1)]
-        return m
+            m.d.sync += [s.w_addr.eq(self.awaddr[self.off:]), s.w_busy.eq(1)]
 
 
 # --------------------------------------------------------------------------- bridge + SoC
@@ -369,8 +396,19 @@ class UartSoC(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        core = self.core
-        m.submodules.core = core
+        s = SimpleNamespace(core=self.core)  # the parts and signals shared below
+        m.submodules.core = self.core
+        self._parts(m, s)
+        self._bridge_state(m, s)
+        with m.FSM():
+            self._receive_states(m, s)
+            self._access_states(m, s)
+            self._reply_states(m, s)
+        return m
+
+    def _parts(self, m: Module, s: SimpleNamespace) -> None:
+        """The device memory and the UART, the core's AXI master wired to the memory."""
+        core = s.core
         m.submodules.ram = ram = AxiRam(bus_width=self.bus_width, ram_kib=self.ram_kib,
                                         init=self.ram_init)
         m.submodules.urx = urx = UartRx(self.uart_divisor)
@@ -384,7 +422,11 @@ class UartSoC(wiring.Component):
         for p in ("arready", "rdata", "rresp", "rlast", "rvalid", "awready", "wready",
                   "bresp", "bvalid"):
             m.d.comb += getattr(core, f"m_axi_{p}").eq(getattr(ram, p))
+        s.ram, s.urx, s.utx = ram, urx, utx
 
+    def _bridge_state(self, m: Module, s: SimpleNamespace) -> None:
+        """The bridge's command registers and its AXI-Lite requests to the core's registers."""
+        core = s.core
         is_write = Signal()  # the command is CMD_WRITE (else CMD_READ)
         addr = Signal(32)
         data = Signal(32)
@@ -405,62 +447,74 @@ class UartSoC(wiring.Component):
             m.d.sync += aw_valid.eq(0)
         with m.If(w_valid & core.s_axil_wready):
             m.d.sync += w_valid.eq(0)
-        is_reg = addr[31]
-        with m.FSM():
-            with m.State("CMD"), m.If(urx.valid & ((urx.data == CMD_WRITE) |
-                                                     (urx.data == CMD_READ))):
-                m.d.sync += [is_write.eq(urx.data == CMD_WRITE), count.eq(0)]
-                m.next = "ADDR"
-            with m.State("ADDR"), m.If(urx.valid):
-                m.d.sync += [addr.eq(Cat(addr[8:], urx.data)),
-                             count.eq(count + 1)]
-                with m.If(count == 3):
-                    m.d.sync += count.eq(0)
-                    with m.If(is_write):
-                        m.next = "DATA"
-                    with m.Else():
-                        m.next = "ACCESS"
-            with m.State("DATA"), m.If(urx.valid):
-                m.d.sync += [data.eq(Cat(data[8:], urx.data)), count.eq(count + 1)]
-                with m.If(count == 3):
-                    m.d.sync += count.eq(0)
-                    m.next = "ACCESS"
-            with m.State("ACCESS"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(is_reg):
-                    m.d.sync += [ar_valid.eq(~is_write), aw_valid.eq(is_write),
-                                 w_valid.eq(is_write)]
-                    m.next = "REG"
-                with m.Else():
-                    m.next = "MEM"
-            with m.State("MEM"):
-                m.d.comb += [self.busy.eq(1), ram.side_addr.eq(addr), ram.side_wdata.eq(data),
-                             ram.side_we.eq(is_write), ram.side_re.eq(~is_write)]
-                with m.If(ram.side_done):
-                    with m.If(~is_write):
-                        m.d.sync += data.eq(ram.side_rdata)
-                    m.next = "REPLY"
-            with m.State("REG"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(is_write & core.s_axil_bvalid):
-                    m.next = "REPLY"
-                with m.If(~is_write & core.s_axil_rvalid):
-                    m.d.sync += data.eq(core.s_axil_rdata)
-                    m.next = "REPLY"
-            with m.State("REPLY"):
-                m.d.comb += self.busy.eq(1)
+        s.is_write, s.addr, s.data, s.count = is_write, addr, data, count
+        s.ar_valid, s.aw_valid, s.w_valid = ar_valid, aw_valid, w_valid
+
+    def _receive_states(self, m: Module, s: SimpleNamespace) -> None:
+        """CMD, ADDR, DATA: receive the command byte, the address and the write data."""
+        urx, count = s.urx, s.count
+        with m.State("CMD"), m.If(urx.valid & ((urx.data == CMD_WRITE) |
+                                                 (urx.data == CMD_READ))):
+            m.d.sync += [s.is_write.eq(urx.data == CMD_WRITE), count.eq(0)]
+            m.next = "ADDR"
+        with m.State("ADDR"), m.If(urx.valid):
+            m.d.sync += [s.addr.eq(Cat(s.addr[8:], urx.data)),
+                         count.eq(count + 1)]
+            with m.If(count == 3):
                 m.d.sync += count.eq(0)
-                m.next = "SEND"
-            with m.State("SEND"):
-                m.d.comb += self.busy.eq(1)
-                m.d.comb += [utx.valid.eq(1),
-                             utx.data.eq(Mux(is_write, CMD_WRITE,
-                                             data.word_select(count[:2], 8)))]
-                with m.If(utx.ready):
-                    m.d.sync += count.eq(count + 1)
-                    with m.If(is_write | (count == 3)):
-                        m.next = "CMD"
-        return m
+                with m.If(s.is_write):
+                    m.next = "DATA"
+                with m.Else():
+                    m.next = "ACCESS"
+        with m.State("DATA"), m.If(urx.valid):
+            m.d.sync += [s.data.eq(Cat(s.data[8:], urx.data)), count.eq(count + 1)]
+            with m.If(count == 3):
+                m.d.sync += count.eq(0)
+                m.next = "ACCESS"
+
+    def _access_states(self, m: Module, s: SimpleNamespace) -> None:
+        """ACCESS, MEM, REG: the memory word through the RAM's side port, or a core register."""
+        ram, core, is_write, data = s.ram, s.core, s.is_write, s.data
+        is_reg = s.addr[31]
+        with m.State("ACCESS"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(is_reg):
+                m.d.sync += [s.ar_valid.eq(~is_write), s.aw_valid.eq(is_write),
+                             s.w_valid.eq(is_write)]
+                m.next = "REG"
+            with m.Else():
+                m.next = "MEM"
+        with m.State("MEM"):
+            m.d.comb += [self.busy.eq(1), ram.side_addr.eq(s.addr), ram.side_wdata.eq(data),
+                         ram.side_we.eq(is_write), ram.side_re.eq(~is_write)]
+            with m.If(ram.side_done):
+                with m.If(~is_write):
+                    m.d.sync += data.eq(ram.side_rdata)
+                m.next = "REPLY"
+        with m.State("REG"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(is_write & core.s_axil_bvalid):
+                m.next = "REPLY"
+            with m.If(~is_write & core.s_axil_rvalid):
+                m.d.sync += data.eq(core.s_axil_rdata)
+                m.next = "REPLY"
+
+    def _reply_states(self, m: Module, s: SimpleNamespace) -> None:
+        """REPLY, SEND: echo the write command, or send the four bytes read."""
+        utx, count = s.utx, s.count
+        with m.State("REPLY"):
+            m.d.comb += self.busy.eq(1)
+            m.d.sync += count.eq(0)
+            m.next = "SEND"
+        with m.State("SEND"):
+            m.d.comb += self.busy.eq(1)
+            m.d.comb += [utx.valid.eq(1),
+                         utx.data.eq(Mux(s.is_write, CMD_WRITE,
+                                         s.data.word_select(count[:2], 8)))]
+            with m.If(utx.ready):
+                m.d.sync += count.eq(count + 1)
+                with m.If(s.is_write | (count == 3)):
+                    m.next = "CMD"
 
 
 class CoreInstance(wiring.Component):

@@ -45,23 +45,12 @@ def _target(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-    import time
     from pathlib import Path
 
-    import numpy as np
-    from vta.compiler.graph.executor import (
-        Executor,
-        LayerRecord,
-        RunReport,
-        load_npy,
-        progress_printer,
-    )
+    from vta.compiler.graph.executor import load_npy
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
-    from vta.isa.fileio import write_atomic
-
     src = Path(args.module)
     check_outputs({"output file": args.output, "report file": args.report_json},
                   inputs=(args.module, args.input, args.config))
@@ -70,6 +59,27 @@ def run(args: argparse.Namespace) -> int:
 
         board_clock_mhz(args.board)  # an unknown board fails now, not after the run
     x = load_npy(args.input)
+    graph, module = _load_model(src, args)
+    if len(graph.inputs) != 1:
+        from vta.compiler.graph.errors import InputError
+
+        raise InputError(f"the model has {len(graph.inputs)} inputs; vta run feeds one")
+    name = next(iter(graph.inputs))
+    feeds = {name: x}
+    if module is None and args.target == "cpu":
+        outs, report = _run_cpu(graph, feeds)
+        cfg = config_from_args(args)
+    else:
+        if module is None:
+            module = _compile(graph, src, args)
+        outs, report = _run_module(module, feeds, args)
+        cfg = module.cfg
+    _emit(args, graph, outs[graph.outputs[0]], report, cfg, module)
+    return 0
+
+
+def _load_model(src, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    """(graph, module): a compiled module directory, or (graph, None) for an .onnx model."""
     if src.is_dir():
         from vta.compiler.graph.module import load_module
 
@@ -80,44 +90,56 @@ def run(args: argparse.Namespace) -> int:
                               f"--config/--preset only apply to an .onnx model (recompile the "
                               f"module with vta compile --config instead)")
         module = load_module(src)
-        graph = module.graph
-    else:
-        from vta.compiler.graph.onnx_frontend import load_onnx
+        return module.graph, module
+    from vta.compiler.graph.onnx_frontend import load_onnx
 
-        graph = load_onnx(src)
-        module = None
-    if len(graph.inputs) != 1:
-        from vta.compiler.graph.errors import InputError
+    return load_onnx(src), None
 
-        raise InputError(f"the model has {len(graph.inputs)} inputs; vta run feeds one")
-    name = next(iter(graph.inputs))
-    feeds = {name: x}
+
+def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
+    """(outputs, report) of the float reference on the host CPU, timed per layer."""
+    import time
+
+    from vta.compiler.graph.executor import LayerRecord, RunReport
+    from vta.compiler.graph.module import node_macs
+    from vta.compiler.graph.reference import infer_shapes, run_float
+
     t0 = time.perf_counter()
-    if module is None and args.target == "cpu":
-        from vta.compiler.graph.module import node_macs
-        from vta.compiler.graph.reference import infer_shapes, run_float
+    times: dict[str, float] = {}
+    outs = run_float(graph, feeds, times=times)
+    seconds = time.perf_counter() - t0
+    shapes = infer_shapes(graph)
+    report = RunReport("cpu", tuple(
+        LayerRecord(n.name, n.op, "cpu", node_macs(n, shapes, graph.params), times[n.name])
+        for n in graph.nodes), seconds)
+    return outs, report
 
-        times: dict[str, float] = {}
-        outs = run_float(graph, feeds, times=times)
-        seconds = time.perf_counter() - t0
-        shapes = infer_shapes(graph)
-        report = RunReport("cpu", tuple(
-            LayerRecord(n.name, n.op, "cpu", node_macs(n, shapes, graph.params), times[n.name])
-            for n in graph.nodes), seconds)
-        cfg = config_from_args(args)
-    else:
-        if module is None:
-            from vta.compiler.graph.module import compile_graph
 
-            print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
-                  file=sys.stderr)
-            module = compile_graph(graph, config_from_args(args), host=args.host)
-        cfg = module.cfg
-        with Executor(module, args.target, progress=progress_printer(),
-                      host=args.host) as ex:
-            outs = ex.run(feeds)
-            report = ex.last_report
-    y = outs[graph.outputs[0]]
+def _compile(graph, src, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    import sys
+
+    from vta.compiler.graph.module import compile_graph
+
+    print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
+          file=sys.stderr)
+    return compile_graph(graph, config_from_args(args), host=args.host)
+
+
+def _run_module(module, feeds: dict, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    """(outputs, report) of the compiled module on ``args.target``."""
+    from vta.compiler.graph.executor import Executor, progress_printer
+
+    with Executor(module, args.target, progress=progress_printer(),
+                  host=args.host) as ex:
+        outs = ex.run(feeds)
+        return outs, ex.last_report
+
+
+def _emit(args: argparse.Namespace, graph, y, report, cfg, module) -> None:  # noqa: ANN001
+    """Write the output and report files, print the report or the first output values."""
+    import numpy as np
+    from vta.isa.fileio import write_atomic
+
     if args.output:
         import io
 
@@ -137,7 +159,6 @@ def run(args: argparse.Namespace) -> int:
         flat = y.reshape(-1)
         print(f"output {graph.outputs[0]}: shape {list(y.shape)}, dtype {y.dtype}; first values "
               f"{np.array2string(flat[:8], precision=4)}")
-    return 0
 
 
 def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
