@@ -192,9 +192,13 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
     if (c // grp) % bi == 0 and (o // grp) % bo == 0:
         return VtaLayer(n.name, "conv2d", (nb, c // bi, h, w), (o // bo, cg // bi, kh, kw),
                         **geom, groups=grp, **epi)
-    if grp == c == o and c % blk == 0:
-        return VtaLayer(n.name, "conv2d", (nb, c // blk, h, w), (c // blk, 1, kh, kw), **geom,
-                        groups=c // blk, depthwise=True, **epi)
+    if grp == c == o and cg == 1:
+        # depthwise: ceil(C/BLOCK) groups of one block-diagonal tile; a partial last block's
+        # padded lanes have zero weights, bias, shift and multiplier, so they compute
+        # requant(0), which no reader uses (a conv's weights there are zero, unpacking drops it)
+        t = ceil_div(c, blk)
+        return VtaLayer(n.name, "conv2d", (nb, t, h, w), (t, 1, kh, kw), **geom,
+                        groups=t, depthwise=True, **epi)
     raise LayerError(f"{grp} groups of {c // grp} input channels do not split into whole "
                         f"{blk}-channel blocks")
 

@@ -109,11 +109,11 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool, p
     np.testing.assert_array_equal(out, ref)
     on_vta = {r.node for r in rep.layers if r.where == "fsim"}
     if name == "mobilenet_v1":
-        # pointwise convs, the classifier, and the depthwise convs with whole 16-channel blocks
-        # (block-diagonal group convs); the first depthwise conv has only 8 channels
+        # pointwise convs, the classifier, and every depthwise conv (block-diagonal group
+        # convs), the first one's 8 channels a partial 16-channel block
         dw = {n.name for n in m.graph.nodes if n.op == "QConv" and n.attrs["group"] > 1}
-        assert "dw1" in dw and "dw1" not in on_vta and dw - {"dw1"} <= on_vta
-        assert len(on_vta) == 13 + 1 + len(dw) - 1
+        assert "dw1" in dw and dw <= on_vta
+        assert len(on_vta) == 13 + 1 + len(dw)
     else:
         assert len(on_vta) == {"resnet18": 20 + 8, "dcgan": 4}[name]
     # every residual add (QAdd, both inputs rescaled) runs on VTA's ALU
@@ -320,6 +320,15 @@ def test_plan_layer_groups_and_partial_blocks() -> None:
     # block-diagonal: output channel j of block k only sees input channel j
     assert (wp[1, 0, :, :, 5, 5] == w[21, 0].astype(np.int8)).all()
     assert np.count_nonzero(wp[1]) == np.count_nonzero(w[16:32].astype(np.int8))
+    # depthwise with a partial last block: 24 channels are 2 blocks, the padded lanes zero
+    dw = plan_layer(node(24), (1, 24, 8, 8), (24, 1, 3, 3), Config())
+    assert dw.depthwise and dw.groups == 2 and dw.data[1] == 2 and dw.kernel == (2, 1, 3, 3)
+    wp = np.frombuffer(dw.constants(Config(), node(24), {"w": w[:24], "b": np.ones(24)})[0],
+                       np.int8).reshape(2, 1, 3, 3, 16, 16)
+    assert np.count_nonzero(wp[1]) == np.count_nonzero(w[16:24].astype(np.int8))
+    assert (wp[1, 0, :, :, 7, 7] == w[23, 0].astype(np.int8)).all()
+    with pytest.raises(LayerError, match="8 groups of 3 input channels"):
+        plan_layer(node(8), (1, 24, 8, 8), (24, 3, 3, 3), Config())
     gc = plan_layer(node(2), (1, 64, 8, 8), (64, 32, 3, 3), Config())
     assert gc.groups == 2 and not gc.depthwise and gc.kernel == (4, 2, 3, 3)
     with pytest.raises(LayerError, match="pad"):
@@ -485,3 +494,42 @@ def test_conv_transpose_outside_the_template_runs_on_the_cpu() -> None:
     x = rand_input(g, 2)
     with Executor(m, "fsim") as ex:
         np.testing.assert_array_equal(ex.run(x)["y"], run_quantized(m.graph, x)["y"])
+
+
+@pytest.mark.parametrize("c, stride, per_channel", [(24, 1, False), (40, 2, False),
+                                                    (24, 2, True), (40, 1, True)])
+def test_depthwise_partial_channel_block_on_vta(c: int, stride: int, per_channel: bool
+                                                ) -> None:
+    """A depthwise conv whose channels are not whole 16-channel blocks (ShuffleNet's 116,
+    MobileNet v3's 24/40/...) runs on VTA: its padded lanes (zero weights, bias and vectors)
+    compute values no reader uses, and the pointwise conv after it is bit-exact too."""
+    from onnx import helper
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+    from .conftest import onnx_model
+
+    rng = np.random.default_rng(c + stride)
+    nodes = [helper.make_node("Conv", ["x", "wd", "bd"], ["d"], name="dw", group=c,
+                              pads=[1] * 4, strides=[stride] * 2, kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["d"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "wp", "bp"], ["y"], name="pw",
+                              kernel_shape=[1, 1])]
+    scale = np.geomspace(0.1, 2, c, dtype=np.float32)[:, None, None, None]
+    inits = {"wd": (rng.standard_normal((c, 1, 3, 3)) * scale).astype(np.float32),
+             "bd": (rng.standard_normal(c) * 0.1).astype(np.float32),
+             "wp": (rng.standard_normal((20, c, 1, 1)) * np.sqrt(2 / c)).astype(np.float32),
+             "bp": (rng.standard_normal(20) * 0.1).astype(np.float32)}
+    g = from_onnx(onnx_model(nodes, {"x": [1, c, 9, 9]}, {"y": None}, inits))
+    m = compile_graph(g, Config(), keep_first_float=False, per_channel=per_channel)
+    assert isinstance(m.graph.node("dw").attrs["shift"], list) == per_channel
+    assert m.partition["dw"] == m.partition["pw"] == "vta"
+    assert not [n for n in m.notes if n.startswith("fallback:")]
+    x = rand_input(g, 4)
+    ref = run_quantized(m.graph, x, keep=True)
+    with Executor(m, "fsim", host="numpy") as ex:
+        out = ex.run(x)
+        rep = ex.last_report
+    assert {r.node for r in rep.layers if r.op == "QConv"} == {"dw", "pw"}
+    assert all(r.where == "fsim" for r in rep.layers if r.op == "QConv")
+    np.testing.assert_array_equal(out["y"], ref["y"])
+    _check_module_layer(m, "dw", x)  # race-free, bit-exact and not mostly zero
