@@ -14,7 +14,7 @@ channels / rows). :func:`conv2d_knobs` gives a default that fits the buffers and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..te.tensor import IterVar, Tensor
 from . import nn
+from .alu import MAX_ROUND_SHIFT, place_alu_stages, rshift
 
 KNOB_NAMES = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 
@@ -44,8 +45,9 @@ class Epilogue:
     #: loaded into the accumulator; a negative amount shifts left), after ``shift``
     shift_vector: bool = False
     #: fixed-point requantization after the shifts: ``x * mul`` (an immediate, or with
-    #: ``mul_vector`` a per-output-channel operand like the shift vector), then
-    #: ``(x + 2**(shift2-1)) >> shift2`` (vta.compiler.graph.quantize.requantize)
+    #: ``mul_vector`` a per-output-channel operand like the shift vector), then the rounding
+    #: shift ``(x + 2**(shift2-1)) >> shift2`` (vta.compiler.graph.quantize.requantize;
+    #: on the ALU :func:`vta.compiler.topi.alu.rshift`)
     mul: int = 1
     mul_vector: bool = False
     shift2: int = 0
@@ -57,57 +59,41 @@ class Epilogue:
     def apply(self, env: Env, acc: Tensor, bias: Tensor | None, name: str,
               shift_vec: Tensor | None = None, mul_vec: Tensor | None = None
               ) -> tuple[Tensor, list[Tensor]]:
-        stages: list[Tensor] = []
-        cur = acc
+        """The ALU stages after the accumulator ``acc`` (one stage a step, each named
+        ``{name}_{step}``): the last stage and all of them."""
 
-        def per_channel(i: tuple) -> list:
+        def per_channel(v: Tensor | None) -> Callable[[tuple], Any]:
             # (1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT): broadcast over all but the
             # output-channel tile and the tile itself
-            return [0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]]
+            assert v is not None
+            return lambda i: v(*[0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]])
 
+        steps: list[tuple[str, Callable[[Any, tuple], Any]]] = []
         if self.bias:
-            assert bias is not None
-            b = cur
-            cur = te.compute(acc.shape, lambda *i: b(*i) + bias(*per_channel(i)),
-                             name=f"{name}_bias")
-            stages.append(cur)
+            b = per_channel(bias)
+            steps.append(("bias", lambda x, i: x + b(i)))
         if self.shift_vector:
-            assert shift_vec is not None
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: prev(*i) >> shift_vec(*per_channel(i)),
-                             name=f"{name}_vshr")
-            stages.append(cur)
+            sv = per_channel(shift_vec)
+            steps.append(("vshr", lambda x, i: x >> sv(i)))
         if self.shift:
-            prev, sh = cur, self.shift
-            cur = te.compute(acc.shape, lambda *i: prev(*i) >> sh, name=f"{name}_shr")
-            stages.append(cur)
+            steps.append(("shr", lambda x, i: x >> self.shift))
         if self.mul_vector:
-            assert mul_vec is not None
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: prev(*i) * mul_vec(*per_channel(i)),
-                             name=f"{name}_vmul")
-            stages.append(cur)
+            mv = per_channel(mul_vec)
+            steps.append(("vmul", lambda x, i: x * mv(i)))
         elif self.mul != 1:
-            prev, m = cur, self.mul
-            cur = te.compute(acc.shape, lambda *i: prev(*i) * m, name=f"{name}_mul")
-            stages.append(cur)
+            steps.append(("mul", lambda x, i: x * self.mul))
         if self.multiplies and self.shift2:
-            prev, s2 = cur, self.shift2
-            cur = te.compute(acc.shape, lambda *i: prev(*i) + (1 << (s2 - 1)),
-                             name=f"{name}_round")
-            stages.append(cur)
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: prev(*i) >> s2, name=f"{name}_shr2")
-            stages.append(cur)
+            steps.append(("rshr2", lambda x, i: rshift(x, self.shift2)))
         if self.relu:
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: te.max(prev(*i), 0), name=f"{name}_relu")
-            stages.append(cur)
+            steps.append(("relu", lambda x, i: te.max(x, 0)))
         if self.clip is not None:
             lo, hi = self.clip
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: te.clip(prev(*i), lo, hi),
-                             name=f"{name}_clip")
+            steps.append(("clip", lambda x, i: te.clip(x, lo, hi)))
+        stages: list[Tensor] = []
+        cur = acc
+        for step, fn in steps:
+            cur = te.compute(acc.shape, lambda *i, prev=cur, fn=fn: fn(prev(*i), i),
+                             name=f"{name}_{step}")
             stages.append(cur)
         return cur, stages
 
@@ -126,7 +112,10 @@ class Epilogue:
         if self.multiplies:
             x = _wrap32(x * (np.asarray(mul_vec, np.int64) if self.mul_vector else self.mul))
             if self.shift2:
-                x = _wrap32(x + (1 << (self.shift2 - 1))) >> self.shift2
+                # one ADD of the rounding term wraps; beyond the 16-bit immediate the rounding
+                # runs in two SHRs (vta.compiler.topi.alu.rshift), exact without a wrap
+                r = x + (1 << (self.shift2 - 1))
+                x = (_wrap32(r) if self.shift2 <= MAX_ROUND_SHIFT else r) >> self.shift2
         if self.relu:
             x = np.maximum(x, 0)
         if self.clip is not None:
@@ -349,10 +338,7 @@ def place_accumulator(s: Schedule, env: Env, res: Tensor, at: IterVar, acc: Tens
     each."""
     s[acc].compute_at(s[res], at)
     s[acc].set_scope(env.acc_scope)
-    for st in stages:
-        s[st].compute_at(s[res], at)
-        s[st].set_scope(env.acc_scope)
-        s[st].pragma(s[st].op.axis[0], env.alu)
+    place_alu_stages(s, env, res, at, stages)
     for vec in vectors:
         if vec is not None:
             s[vec].compute_at(s[res], at)
@@ -646,9 +632,7 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
             s[buf].compute_at(s[res], outer)
             s[buf].set_scope(env.acc_scope)
             s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
-    s[r].compute_at(s[res], outer)
-    s[r].set_scope(env.acc_scope)
-    s[r].pragma(s[r].op.axis[0], env.alu)
+    place_alu_stages(s, env, res, outer, [r])
     s[res].pragma(inner, env.dma_copy)
     args = [a] + ([b] if b is not None else []) + [res]
     op_ = Operator(f"alu_{op}", s, args, {"tile": tile}, cfg, shape)
