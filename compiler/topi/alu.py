@@ -1,11 +1,11 @@
-"""ALU stages shared by the VTA templates: the conv2d/dense/conv2d_transpose epilogue
-(:class:`vta.compiler.topi.vta.Epilogue`) and the int8 element-wise operators
+"""ALU rules shared by the VTA templates' ALU stages: the conv2d/dense/conv2d_transpose
+epilogue (:class:`vta.compiler.topi.vta.Epilogue`) and the int8 element-wise operators
 (:mod:`vta.compiler.topi.elementwise`).
 
-A stage is a ``te.compute`` over accumulator tiles whose value is a chain of ALU operations
-(add/min/max/shifts/multiply by a 16-bit immediate or by another accumulator buffer); the ALU
-pass (:mod:`vta.compiler.passes.alu`) lowers it in place, one ALU loop nest per operation.
-:func:`place_alu_stages` schedules stages under an output tile loop.
+An ALU stage is a ``te.compute`` over accumulator tiles whose value is a chain of ALU
+operations (add/min/max/shifts/multiply by a 16-bit immediate or by another accumulator
+buffer); the ALU pass (:mod:`vta.compiler.passes.alu`) lowers it in place, one ALU loop nest
+per operation (:func:`vta.compiler.topi.vta.place_alu_stages` schedules stages).
 
 The int8 rounding shift ``rshift(v, k) = (v + 2**(k-1)) >> k`` (the rounding of
 :func:`vta.compiler.graph.quantize.rescale` and of the fixed-point requantization) needs the
@@ -16,14 +16,9 @@ immediate ``2**(k-1)``, and ALU immediates are 16-bit signed: for ``k > 15`` it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from vta.isa.layout import IMM_BITS
-
-from ..env import Env
-from ..schedule import Schedule
-from ..te.tensor import IterVar, Tensor
 
 #: The ALU's immediate range (16-bit signed).
 IMM_MIN = -(1 << (IMM_BITS - 1))
@@ -52,13 +47,4 @@ def rshift(e: Any, k: int, add: int = 0) -> Any:
     return (e + (1 << (k - j - 1))) >> (k - j)
 
 
-def place_alu_stages(s: Schedule, env: Env, res: Tensor, at: IterVar,
-                     stages: Sequence[Tensor]) -> None:
-    """The ALU ``stages`` under the loop ``at`` of ``res``, in the accumulator scratchpad."""
-    for st in stages:
-        s[st].compute_at(s[res], at)
-        s[st].set_scope(env.acc_scope)
-        s[st].pragma(s[st].op.axis[0], env.alu)
-
-
-__all__ = ["IMM_MIN", "IMM_MAX", "MAX_ROUND_SHIFT", "fits_imm", "rshift", "place_alu_stages"]
+__all__ = ["IMM_MIN", "IMM_MAX", "MAX_ROUND_SHIFT", "fits_imm", "rshift"]

@@ -40,6 +40,7 @@ from .vta import (
     _check_knobs,
     _divisors,
     bind_cthreads,
+    dma_load,
     place_accumulator,
 )
 
@@ -191,10 +192,8 @@ def _schedule(env: Env, t: dict[str, Any], k: dict[str, int]) -> Schedule:
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=k["tile_ci"])
     s[res_conv].reorder(ic_out, co_, cqy, cry, ic_inn, dy, dx, cb, cqx, crx, cbt, cot, ic_tns)
-    for buf, scope in ((t["data_buf"], env.inp_scope), (t["kernel_buf"], env.wgt_scope)):
-        s[buf].compute_at(s[res_conv], ic_out)
-        s[buf].set_scope(scope)
-        s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
+    dma_load(s, env, res_conv, ic_out, env.inp_scope, [t["data_buf"]])
+    dma_load(s, env, res_conv, ic_out, env.wgt_scope, [t["kernel_buf"]])
     s[res_conv].tensorize(cbt, env.gemm)
     s[res].pragma(b_inn, env.dma_copy)
     return s

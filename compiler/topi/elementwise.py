@@ -42,8 +42,8 @@ from .. import te
 from ..env import Env
 from ..errors import ScheduleError
 from ..te.tensor import Tensor
-from .alu import fits_imm, place_alu_stages, rshift
-from .vta import Operator
+from .alu import fits_imm, rshift
+from .vta import Operator, dma_load, place_alu_stages
 
 #: Operators and the attributes each one takes (all ints; see the module doc).
 OPS: dict[str, tuple[str, ...]] = {
@@ -189,13 +189,8 @@ def elementwise_int8(spec: Spec, tiles: int, *, config: Config,
     if kn["nthread"] > 1:
         tx, t_out = s[res].split(t_out, nparts=kn["nthread"])
         s[res].bind(tx, te.thread_axis("cthread"))
-    for b in bufs:
-        s[b].compute_at(s[res], t_out)
-        s[b].set_scope(env.inp_scope)
-        s[b].pragma(s[b].op.axis[0], env.dma_copy)
-    s[eye_buf].compute_at(s[res], t_out)
-    s[eye_buf].set_scope(env.wgt_scope)
-    s[eye_buf].pragma(s[eye_buf].op.axis[0], env.dma_copy)
+    dma_load(s, env, res, t_out, env.inp_scope, bufs)
+    dma_load(s, env, res, t_out, env.wgt_scope, [eye_buf])
     for g in acc:
         s[g].compute_at(s[res], t_out)
         s[g].set_scope(env.acc_scope)

@@ -28,7 +28,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..te.tensor import IterVar, Tensor
 from . import nn
-from .alu import MAX_ROUND_SHIFT, place_alu_stages, rshift
+from .alu import MAX_ROUND_SHIFT, rshift
 
 KNOB_NAMES = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 
@@ -339,11 +339,27 @@ def place_accumulator(s: Schedule, env: Env, res: Tensor, at: IterVar, acc: Tens
     s[acc].compute_at(s[res], at)
     s[acc].set_scope(env.acc_scope)
     place_alu_stages(s, env, res, at, stages)
-    for vec in vectors:
-        if vec is not None:
-            s[vec].compute_at(s[res], at)
-            s[vec].set_scope(env.acc_scope)
-            s[vec].pragma(s[vec].op.axis[0], env.dma_copy)
+    dma_load(s, env, res, at, env.acc_scope, vectors)
+
+
+def place_alu_stages(s: Schedule, env: Env, res: Tensor, at: IterVar,
+                     stages: Sequence[Tensor]) -> None:
+    """The ALU ``stages`` under the loop ``at`` of ``res``, in the accumulator scratchpad."""
+    for st in stages:
+        s[st].compute_at(s[res], at)
+        s[st].set_scope(env.acc_scope)
+        s[st].pragma(s[st].op.axis[0], env.alu)
+
+
+def dma_load(s: Schedule, env: Env, stage: Tensor, at: IterVar, scope: str,
+             bufs: Sequence[Tensor | None]) -> None:
+    """Each of ``bufs`` (``None`` where absent) loaded by DMA into the ``scope`` scratchpad
+    under the loop ``at`` of ``stage``."""
+    for buf in bufs:
+        if buf is not None:
+            s[buf].compute_at(s[stage], at)
+            s[buf].set_scope(scope)
+            s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
 
 
 def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -> Schedule:
@@ -364,12 +380,8 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=knobs["tile_ci"])
     s[res_conv].reorder(ic_out, co_, cy, ic_inn, dy, dx, cb, cx, cbt, cot, ic_tns)
-    s[t["data_buf"]].compute_at(s[res_conv], ic_out)
-    s[t["kernel_buf"]].compute_at(s[res_conv], ic_out)
-    s[t["data_buf"]].set_scope(env.inp_scope)
-    s[t["kernel_buf"]].set_scope(env.wgt_scope)
-    s[t["data_buf"]].pragma(s[t["data_buf"]].op.axis[0], env.dma_copy)
-    s[t["kernel_buf"]].pragma(s[t["kernel_buf"]].op.axis[0], env.dma_copy)
+    dma_load(s, env, res_conv, ic_out, env.inp_scope, [t["data_buf"]])
+    dma_load(s, env, res_conv, ic_out, env.wgt_scope, [t["kernel_buf"]])
     s[res_conv].tensorize(cbt, env.gemm)
     s[res].pragma(b_inn, env.dma_copy)
     return s
@@ -532,12 +544,8 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
-    s[data_buf].compute_at(s[res_gem], k_out)
-    s[weight_buf].compute_at(s[res_gem], k_out)
-    s[data_buf].set_scope(env.inp_scope)
-    s[weight_buf].set_scope(env.wgt_scope)
-    s[data_buf].pragma(s[data_buf].op.axis[0], env.dma_copy)
-    s[weight_buf].pragma(s[weight_buf].op.axis[0], env.dma_copy)
+    dma_load(s, env, res_gem, k_out, env.inp_scope, [data_buf])
+    dma_load(s, env, res_gem, k_out, env.wgt_scope, [weight_buf])
     s[res_gem].tensorize(gbt, env.gemm)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
     args = [data, weight] + ([bias_t] if bias else []) + ([shift_t] if shift_vector else []) \
@@ -627,11 +635,7 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
         tile = max(d for d in _divisors(shape[-3]) if d * n_bufs <= cfg.acc_depth // 2)
     ax = s[res].op.axis
     outer, inner = s[res].split(ax[-3], factor=tile)
-    for buf in (a_buf, b_buf):
-        if buf is not None:
-            s[buf].compute_at(s[res], outer)
-            s[buf].set_scope(env.acc_scope)
-            s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
+    dma_load(s, env, res, outer, env.acc_scope, (a_buf, b_buf))
     place_alu_stages(s, env, res, outer, [r])
     s[res].pragma(inner, env.dma_copy)
     args = [a] + ([b] if b is not None else []) + [res]
