@@ -56,29 +56,35 @@ class Epilogue:
     def multiplies(self) -> bool:
         return self.mul_vector or self.mul != 1
 
-    def apply(self, env: Env, acc: Tensor, bias: Tensor | None, name: str,
-              shift_vec: Tensor | None = None, mul_vec: Tensor | None = None
-              ) -> tuple[Tensor, list[Tensor]]:
-        """The ALU stages after the accumulator ``acc`` (one stage a step, each named
-        ``{name}_{step}``): the last stage and all of them."""
+    def compute(self, env: Env, acc: Tensor, vec: tuple[int, ...]) -> EpilogueTensors:
+        """The epilogue after the accumulator ``acc``: its per-output-channel int32 operands
+        (shaped ``vec``: ``(1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT)``), their copies in the
+        accumulator, one ALU stage a step (``res_{step}``) and the int8 result ``res``."""
+        want = (("bias", self.bias), ("shift", self.shift_vector), ("mul", self.mul_vector))
+        ops = {k: te.placeholder(vec, name=k, dtype=env.acc_dtype) for k, on in want if on}
+        bufs = {k: te.compute(vec, lambda *i, t=t: t(*i), name=f"{k}_buf")
+                for k, t in ops.items()}
+        stages = self._stages(acc, bufs)
+        last = stages[-1] if stages else acc
+        res = te.compute(acc.shape, lambda *i: last(*i).astype(env.out_dtype), name="res")
+        return EpilogueTensors(list(ops.values()), list(bufs.values()), stages, res)
 
-        def per_channel(v: Tensor | None) -> Callable[[tuple], Any]:
-            # (1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT): broadcast over all but the
-            # output-channel tile and the tile itself
-            assert v is not None
+    def _stages(self, acc: Tensor, bufs: dict[str, Tensor]) -> list[Tensor]:
+        def per_channel(v: Tensor) -> Callable[[tuple], Any]:
+            # broadcast over all but the output-channel tile and the tile itself
             return lambda i: v(*[0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]])
 
         steps: list[tuple[str, Callable[[Any, tuple], Any]]] = []
         if self.bias:
-            b = per_channel(bias)
+            b = per_channel(bufs["bias"])
             steps.append(("bias", lambda x, i: x + b(i)))
         if self.shift_vector:
-            sv = per_channel(shift_vec)
+            sv = per_channel(bufs["shift"])
             steps.append(("vshr", lambda x, i: x >> sv(i)))
         if self.shift:
             steps.append(("shr", lambda x, i: x >> self.shift))
         if self.mul_vector:
-            mv = per_channel(mul_vec)
+            mv = per_channel(bufs["mul"])
             steps.append(("vmul", lambda x, i: x * mv(i)))
         elif self.mul != 1:
             steps.append(("mul", lambda x, i: x * self.mul))
@@ -93,9 +99,9 @@ class Epilogue:
         cur = acc
         for step, fn in steps:
             cur = te.compute(acc.shape, lambda *i, prev=cur, fn=fn: fn(prev(*i), i),
-                             name=f"{name}_{step}")
+                             name=f"res_{step}")
             stages.append(cur)
-        return cur, stages
+        return stages
 
     def reference(self, acc: np.ndarray, bias: np.ndarray | None,
                   shift_vec: np.ndarray | None = None, mul_vec: np.ndarray | None = None
@@ -121,6 +127,18 @@ class Epilogue:
         if self.clip is not None:
             x = np.clip(x, *self.clip)
         return x.astype(np.int32).astype(np.int8)
+
+
+@dataclass
+class EpilogueTensors:
+    """An :class:`Epilogue` as tensors: its int32 ``operands`` (placeholders, in the operator's
+    argument order), their copies in the accumulator (``bufs``, each loaded by DMA), its ALU
+    ``stages`` and the int8 result ``res``."""
+
+    operands: list[Tensor]
+    bufs: list[Tensor]
+    stages: list[Tensor]
+    res: Tensor
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:
@@ -278,11 +296,6 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
         raise ScheduleError(f"{name}: the padded input is smaller than the kernel")
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     kernel = te.placeholder(tuple(kernel_shape), name="kernel", dtype=env.wgt_dtype)
-    vec = (1, co, 1, 1, env.BATCH, env.BLOCK_OUT)
-    bias = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if epilogue.bias else None
-    shift = te.placeholder(vec, name="shift", dtype=env.acc_dtype) \
-        if epilogue.shift_vector else None
-    mul = te.placeholder(vec, name="mul", dtype=env.acc_dtype) if epilogue.mul_vector else None
     data_buf = nn.pad(data, (0, 0, pt, pl, 0, 0), (0, 0, pb, pr, 0, 0), name="data_buf")
     kernel_buf = te.compute(kernel.shape, lambda *i: kernel(*i), name="kernel_buf")
     ric = te.reduce_axis((0, ci2), name="ic")
@@ -298,19 +311,9 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
             * kernel_buf[o, ric, rdy, rdx, ot, rit].astype(env.acc_dtype),
             axis=[ric, rdy, rdx, rit]),
         name="res_conv")
-    bias_buf = shift_buf = mul_buf = None
-    if bias is not None:
-        bias_buf = te.compute(bias.shape, lambda *i: bias(*i), name="bias_buf")
-    if shift is not None:
-        shift_buf = te.compute(shift.shape, lambda *i: shift(*i), name="shift_buf")
-    if mul is not None:
-        mul_buf = te.compute(mul.shape, lambda *i: mul(*i), name="mul_buf")
-    last, epi = epilogue.apply(env, res_conv, bias_buf, "res", shift_buf, mul_buf)
-    res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
-    return {"data": data, "kernel": kernel, "bias": bias, "shift": shift, "data_buf": data_buf,
-            "kernel_buf": kernel_buf, "bias_buf": bias_buf, "shift_buf": shift_buf,
-            "mul": mul, "mul_buf": mul_buf,
-            "res_conv": res_conv, "epi": epi, "res": res, "reduce": (ric, rdy, rdx, rit),
+    epi = epilogue.compute(env, res_conv, (1, co, 1, 1, env.BATCH, env.BLOCK_OUT))
+    return {"data": data, "kernel": kernel, "data_buf": data_buf, "kernel_buf": kernel_buf,
+            "res_conv": res_conv, "epi": epi, "res": epi.res, "reduce": (ric, rdy, rdx, rit),
             "oshape": oshape}
 
 
@@ -331,15 +334,14 @@ def bind_cthreads(s: Schedule, res: Tensor, first: IterVar,
 
 
 def place_accumulator(s: Schedule, env: Env, res: Tensor, at: IterVar, acc: Tensor,
-                      stages: Sequence[Tensor], vectors: Sequence[Tensor | None]) -> None:
+                      epi: EpilogueTensors) -> None:
     """Under the output tile loop ``at`` of ``res``: the GEMM accumulator ``acc`` and the
-    epilogue's ALU ``stages`` in the accumulator scratchpad, and the epilogue's per-channel
-    ``vectors`` (``None`` where absent) loaded there by DMA, one LOAD ACC of tile_co entries
-    each."""
+    epilogue's ALU stages in the accumulator scratchpad, and the epilogue's per-channel
+    operands loaded there by DMA, one LOAD ACC of tile_co entries each."""
     s[acc].compute_at(s[res], at)
     s[acc].set_scope(env.acc_scope)
-    place_alu_stages(s, env, res, at, stages)
-    dma_load(s, env, res, at, env.acc_scope, vectors)
+    place_alu_stages(s, env, res, at, epi.stages)
+    dma_load(s, env, res, at, env.acc_scope, epi.bufs)
 
 
 def place_alu_stages(s: Schedule, env: Env, res: Tensor, at: IterVar,
@@ -374,8 +376,7 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
     s[res].reorder(b_out, oc_out, y_out, x_out, b_inn, oc_inn, y_inn, x_inn, b_tns, oc_tns)
     bind_cthreads(s, res, b_out, [(y_out, knobs.get("h_nthread", 1)),
                                    (oc_out, knobs.get("oc_nthread", 1))])
-    place_accumulator(s, env, res, x_out, res_conv, t["epi"],
-                      (t["bias_buf"], t.get("shift_buf"), t.get("mul_buf")))
+    place_accumulator(s, env, res, x_out, res_conv, t["epi"])
     cb, co_, cy, cx, cbt, cot = s[res_conv].op.axis
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=knobs["tile_ci"])
@@ -421,9 +422,7 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
         raise ScheduleError(f"group conv2d: tile_co={k['tile_co']} must divide the {opg} output "
                             "tiles per group")
     s = conv2d_packed_schedule(env, t, k)
-    args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) \
-        + ([t["shift"]] if shift_vector else []) + ([t["mul"]] if mul_vector else []) \
-        + [t["res"]]
+    args = [t["data"], t["kernel"], *t["epi"].operands, t["res"]]
     # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
     # next tile then starts with its loads, not with a reset that waits for its last store
     op = Operator("conv2d_packed", s, args, k, config, t["oshape"],
@@ -524,23 +523,15 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     res_gem = te.compute(oshape, lambda b, o, bt, ot: te.sum(
         data_buf[b, rk, bt, rt].astype(env.acc_dtype)
         * weight_buf[o, rk, ot, rt].astype(env.acc_dtype), axis=[rk, rt]), name="res_gem")
-    vec = (1, m, env.BATCH, env.BLOCK_OUT)
-    bias_t = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if bias else None
-    shift_t = te.placeholder(vec, name="shift", dtype=env.acc_dtype) if shift_vector else None
-    bias_buf = te.compute(vec, lambda *i: bias_t(*i), name="bias_buf") if bias else None
-    shift_buf = te.compute(vec, lambda *i: shift_t(*i), name="shift_buf") if shift_vector \
-        else None
-    mul_t = te.placeholder(vec, name="mul", dtype=env.acc_dtype) if mul_vector else None
-    mul_buf = te.compute(vec, lambda *i: mul_t(*i), name="mul_buf") if mul_vector else None
-    last, epi_stages = epi.apply(env, res_gem, bias_buf, "res", shift_buf, mul_buf)
-    res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
+    et = epi.compute(env, res_gem, (1, m, env.BATCH, env.BLOCK_OUT))
+    res = et.res
     s = te.create_schedule(res.op)
     b, o, bt, ot = s[res].op.axis
     b_out, b_inn = s[res].split(b, factor=kn["tile_b"])
     o_out, o_inn = s[res].split(o, factor=kn["tile_co"])
     s[res].reorder(b_out, o_out, b_inn, o_inn, bt, ot)
     (o_out,) = bind_cthreads(s, res, b_out, [(o_out, kn["oc_nthread"])])
-    place_accumulator(s, env, res, o_out, res_gem, epi_stages, (bias_buf, shift_buf, mul_buf))
+    place_accumulator(s, env, res, o_out, res_gem, et)
     gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
@@ -548,8 +539,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     dma_load(s, env, res_gem, k_out, env.wgt_scope, [weight_buf])
     s[res_gem].tensorize(gbt, env.gemm)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
-    args = [data, weight] + ([bias_t] if bias else []) + ([shift_t] if shift_vector else []) \
-        + ([mul_t] if mul_vector else []) + [res]
+    args = [data, weight, *et.operands, res]
     op = Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
                   build_opts={"init_in_first_iteration": True})
     if target is not None:
