@@ -40,8 +40,8 @@ from .vta import (
     _check_knobs,
     _divisors,
     bind_cthreads,
-    dma_load,
     place_accumulator,
+    place_gemm,
 )
 
 
@@ -184,9 +184,7 @@ def _schedule(env: Env, t: dict[str, Any], k: dict[str, int]) -> Schedule:
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=k["tile_ci"])
     s[res_conv].reorder(ic_out, co_, cqy, cry, ic_inn, dy, dx, cb, cqx, crx, cbt, cot, ic_tns)
-    dma_load(s, env, res_conv, ic_out, env.inp_scope, [t["data_buf"]])
-    dma_load(s, env, res_conv, ic_out, env.wgt_scope, [t["kernel_buf"]])
-    s[res_conv].tensorize(cbt, env.gemm)
+    place_gemm(s, env, res_conv, ic_out, t["data_buf"], t["kernel_buf"], cbt)
     s[res].pragma(b_inn, env.dma_copy)
     return s
 
@@ -292,11 +290,8 @@ def conv2d_transpose_packed(data_shape: Sequence[int], kernel_shape: Sequence[in
     (sh, sw), (oph, opw) = strides, output_padding
     py = Phases.of(h, kh, sh, pt, transpose_out(h, kh, sh, pt, pb, oph))
     px = Phases.of(w, kw, sw, pl, transpose_out(w, kw, sw, pl, pr, opw))
-    op = conv2d_transpose_phased(data_shape, co, py, px, config,
-                                 Epilogue(bias, shift, relu, clip), knobs)
-    if target is not None:
-        op.build(target)
-    return op
+    return conv2d_transpose_phased(data_shape, co, py, px, config,
+                                   Epilogue(bias, shift, relu, clip), knobs).built(target)
 
 
 def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int],

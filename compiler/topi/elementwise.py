@@ -200,16 +200,9 @@ def elementwise_int8(spec: Spec, tiles: int, *, config: Config,
         s[g].tensorize(gbt, env.gemm)
     place_alu_stages(s, env, res, t_out, stages)
     s[res].pragma(t_inn, env.dma_copy)
-    return _finish(spec, s, ins + [eye, res], kn, cfg, oshape, target)
-
-
-def _finish(spec: Spec, s: Any, args: list[Tensor], kn: dict[str, int], cfg: Config,
-            oshape: tuple[int, ...], target: str | None) -> Operator:
-    op = Operator(f"ew_{spec.kind}", s, args, kn, cfg, oshape, info={"spec": spec},
-                  build_opts={"init_in_first_iteration": True})
-    if target is not None:
-        op.build(target)
-    return op
+    return Operator(f"ew_{spec.kind}", s, ins + [eye, res], kn, cfg, oshape,
+                    info={"spec": spec},
+                    build_opts={"init_in_first_iteration": True}).built(target)
 
 
 def identity_weight(cfg: Config) -> np.ndarray:

@@ -166,6 +166,12 @@ class Operator:
         self._module = build(self.sch, self.args, target, self.cfg, self.name, **opts)
         return self._module
 
+    def built(self, target: str | None) -> Operator:
+        """This operator, built for ``target`` (left unbuilt for ``None``: for tuners)."""
+        if target is not None:
+            self.build(target)
+        return self
+
     @property
     def module(self) -> Any:
         if self._module is None:
@@ -364,6 +370,15 @@ def dma_load(s: Schedule, env: Env, stage: Tensor, at: IterVar, scope: str,
             s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
 
 
+def place_gemm(s: Schedule, env: Env, gemm: Tensor, at: IterVar, inp: Tensor, wgt: Tensor,
+               tensor_axis: IterVar) -> None:
+    """The GEMM stage ``gemm`` tensorized from ``tensor_axis`` on, its input and weight tiles
+    (``inp``, ``wgt``) loaded by DMA under its reduction loop ``at``."""
+    dma_load(s, env, gemm, at, env.inp_scope, [inp])
+    dma_load(s, env, gemm, at, env.wgt_scope, [wgt])
+    s[gemm].tensorize(tensor_axis, env.gemm)
+
+
 def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -> Schedule:
     """TVM's VTA conv2d schedule: output tiles, virtual threads, DMA, tensorized GEMM, ALU."""
     res, res_conv = t["res"], t["res_conv"]
@@ -381,9 +396,7 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=knobs["tile_ci"])
     s[res_conv].reorder(ic_out, co_, cy, ic_inn, dy, dx, cb, cx, cbt, cot, ic_tns)
-    dma_load(s, env, res_conv, ic_out, env.inp_scope, [t["data_buf"]])
-    dma_load(s, env, res_conv, ic_out, env.wgt_scope, [t["kernel_buf"]])
-    s[res_conv].tensorize(cbt, env.gemm)
+    place_gemm(s, env, res_conv, ic_out, t["data_buf"], t["kernel_buf"], cbt)
     s[res].pragma(b_inn, env.dma_copy)
     return s
 
@@ -425,13 +438,10 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
     args = [t["data"], t["kernel"], *t["epi"].operands, t["res"]]
     # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
     # next tile then starts with its loads, not with a reset that waits for its last store
-    op = Operator("conv2d_packed", s, args, k, config, t["oshape"],
-                  info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding),
-                        "dilation": tuple(dilation), "groups": groups},
-                  build_opts={"init_in_first_iteration": True})
-    if target is not None:
-        op.build(target)
-    return op
+    return Operator("conv2d_packed", s, args, k, config, t["oshape"],
+                    info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding),
+                          "dilation": tuple(dilation), "groups": groups},
+                    build_opts={"init_in_first_iteration": True}).built(target)
 
 
 def group_conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], groups: int,
@@ -535,16 +545,11 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
-    dma_load(s, env, res_gem, k_out, env.inp_scope, [data_buf])
-    dma_load(s, env, res_gem, k_out, env.wgt_scope, [weight_buf])
-    s[res_gem].tensorize(gbt, env.gemm)
+    place_gemm(s, env, res_gem, k_out, data_buf, weight_buf, gbt)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
     args = [data, weight, *et.operands, res]
-    op = Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
-                  build_opts={"init_in_first_iteration": True})
-    if target is not None:
-        op.build(target)
-    return op
+    return Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
+                    build_opts={"init_in_first_iteration": True}).built(target)
 
 
 def dense_knob_space(n: int, k: int, m: int) -> dict[str, list[int]]:
@@ -629,10 +634,7 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
     place_alu_stages(s, env, res, outer, [r])
     s[res].pragma(inner, env.dma_copy)
     args = [a] + ([b] if b is not None else []) + [res]
-    op_ = Operator(f"alu_{op}", s, args, {"tile": tile}, cfg, shape)
-    if target is not None:
-        op_.build(target)
-    return op_
+    return Operator(f"alu_{op}", s, args, {"tile": tile}, cfg, shape).built(target)
 
 
 __all__ = [
