@@ -41,6 +41,7 @@ from .vta import (
     _divisors,
     bind_cthreads,
     place_accumulator,
+    place_gemm,
 )
 
 
@@ -143,12 +144,6 @@ def _compute(env: Env, data_shape: Sequence[int], co: int, py: Phases, px: Phase
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     kshape = (co, ci, sh * py.taps, sw * px.taps, env.BLOCK_OUT, env.BLOCK_IN)
     kernel = te.placeholder(kshape, name="kernel", dtype=env.wgt_dtype)
-    vec = (1, co, 1, 1, 1, 1, env.BATCH, env.BLOCK_OUT)
-    ops = {k: te.placeholder(vec, name=k, dtype=env.acc_dtype) if on else None
-           for k, on in (("bias", epilogue.bias), ("shift", epilogue.shift_vector),
-                         ("mul", epilogue.mul_vector))}
-    bufs = {k: te.compute(vec, lambda *i, t=t: t(*i), name=f"{k}_buf") if t is not None
-            else None for k, t in ops.items()}
     data_buf = nn.pad(data, (0, 0, py.pad_lo, px.pad_lo, 0, 0),
                       (0, 0, py.pad_hi, px.pad_hi, 0, 0), name="data_buf")
     kernel_buf = te.compute(kshape, lambda *i: kernel(*i), name="kernel_buf")
@@ -166,11 +161,9 @@ def _compute(env: Env, data_shape: Sequence[int], co: int, py: Phases, px: Phase
                          rit].astype(env.acc_dtype),
             axis=[ric, rdy, rdx, rit]),
         name="res_conv")
-    last, epi = epilogue.apply(env, res_conv, bufs["bias"], "res", bufs["shift"], bufs["mul"])
-    res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
-    return {"data": data, "kernel": kernel, "ops": ops, "bufs": bufs, "data_buf": data_buf,
-            "kernel_buf": kernel_buf, "res_conv": res_conv, "epi": epi, "res": res,
-            "reduce": (ric, rdy, rdx, rit)}
+    epi = epilogue.compute(env, res_conv, (1, co, 1, 1, 1, 1, env.BATCH, env.BLOCK_OUT))
+    return {"data": data, "kernel": kernel, "data_buf": data_buf, "kernel_buf": kernel_buf,
+            "res_conv": res_conv, "epi": epi, "res": epi.res, "reduce": (ric, rdy, rdx, rit)}
 
 
 def _schedule(env: Env, t: dict[str, Any], k: dict[str, int]) -> Schedule:
@@ -186,16 +179,12 @@ def _schedule(env: Env, t: dict[str, Any], k: dict[str, int]) -> Schedule:
     s[res].reorder(b_out, oc_out, y_out, x_out, b_inn, oc_inn, y_inn, ry, x_inn, rx, b_tns,
                    oc_tns)
     bind_cthreads(s, res, b_out, [(y_out, k["h_nthread"]), (oc_out, k["oc_nthread"])])
-    place_accumulator(s, env, res, x_out, res_conv, t["epi"], list(t["bufs"].values()))
+    place_accumulator(s, env, res, x_out, res_conv, t["epi"])
     cb, co_, cqy, cry, cqx, crx, cbt, cot = s[res_conv].op.axis
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=k["tile_ci"])
     s[res_conv].reorder(ic_out, co_, cqy, cry, ic_inn, dy, dx, cb, cqx, crx, cbt, cot, ic_tns)
-    for buf, scope in ((t["data_buf"], env.inp_scope), (t["kernel_buf"], env.wgt_scope)):
-        s[buf].compute_at(s[res_conv], ic_out)
-        s[buf].set_scope(scope)
-        s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
-    s[res_conv].tensorize(cbt, env.gemm)
+    place_gemm(s, env, res_conv, ic_out, t["data_buf"], t["kernel_buf"], cbt)
     s[res].pragma(b_inn, env.dma_copy)
     return s
 
@@ -270,8 +259,7 @@ def conv2d_transpose_phased(data_shape: Sequence[int], co: int, py: Phases, px: 
     _check_knobs(k)
     t = _compute(env, data_shape, co, py, px, epilogue)
     s = _schedule(env, t, k)
-    args = [t["data"], t["kernel"]] + [v for v in t["ops"].values() if v is not None] \
-        + [t["res"]]
+    args = [t["data"], t["kernel"], *t["epi"].operands, t["res"]]
     n = data_shape[0]
     return PhasedOperator("conv2d_transpose_packed", s, args, k, cfg, t["res"].shape,
                           info={"epilogue": epilogue, "phases": (py, px),
@@ -302,11 +290,8 @@ def conv2d_transpose_packed(data_shape: Sequence[int], kernel_shape: Sequence[in
     (sh, sw), (oph, opw) = strides, output_padding
     py = Phases.of(h, kh, sh, pt, transpose_out(h, kh, sh, pt, pb, oph))
     px = Phases.of(w, kw, sw, pl, transpose_out(w, kw, sw, pl, pr, opw))
-    op = conv2d_transpose_phased(data_shape, co, py, px, config,
-                                 Epilogue(bias, shift, relu, clip), knobs)
-    if target is not None:
-        op.build(target)
-    return op
+    return conv2d_transpose_phased(data_shape, co, py, px, config,
+                                   Epilogue(bias, shift, relu, clip), knobs).built(target)
 
 
 def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int],

@@ -20,9 +20,9 @@ kernels there are the specification this file is tested against bit for bit):
 - ``hard_swish`` (``QHardSwish``): the hard sigmoid ``h`` as above, then the two-operand MUL
   ``x * h`` and ``clip(rshift(x * h * m2, k2), -128, 127)``.
 
-``rshift(v, k) = (v + 2**(k-1)) >> k`` needs the immediate ``2**(k-1)``, and ALU immediates
-are 16-bit signed: for ``k > 15`` it runs as ``((v >> j) + 2**(k-1-j)) >> (k - j)`` with
-``j = k - 15``, which is the same integer for every ``v`` (floor division composes).
+``rshift(v, k) = (v + 2**(k-1)) >> k`` is the rounding shift of :mod:`vta.compiler.topi.alu`
+(shared with the conv2d/dense epilogue; a shift beyond the 16-bit immediate's reach runs in two
+SHRs).
 
 Knobs: ``tile`` (tiles per step) and ``nthread`` (virtual threads, so loads, ALU work and
 stores of consecutive steps overlap); :func:`elementwise_default` ranks the settings that fit
@@ -42,7 +42,8 @@ from .. import te
 from ..env import Env
 from ..errors import ScheduleError
 from ..te.tensor import Tensor
-from .vta import Operator
+from .alu import fits_imm, rshift
+from .vta import Operator, dma_load, place_alu_stages
 
 #: Operators and the attributes each one takes (all ints; see the module doc).
 OPS: dict[str, tuple[str, ...]] = {
@@ -52,9 +53,6 @@ OPS: dict[str, tuple[str, ...]] = {
     "hard_sigmoid": ("mul", "bias", "shift", "one"),
     "hard_swish": ("mul", "bias", "shift", "one", "mul2", "shift2"),
 }
-#: Largest rounding shift whose term ``2**(k-1)`` is one ALU immediate (16-bit signed).
-_MAX_ROUND_SHIFT = 15
-_IMM = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ class Spec:
         if "bias" in a:
             imms["bias"] = a["bias"]
         for k, v in imms.items():
-            if not -_IMM <= v < _IMM:
+            if not fits_imm(v):
                 raise ScheduleError(f"element-wise {self.kind}: {k} = {v} does not fit the "
                                     "ALU's 16-bit immediate")
         for k in ("shift", "shift2"):
@@ -107,20 +105,6 @@ class Spec:
         if self.kind == "leaky_relu" and not 0 <= a["mul"] <= (1 << a["shift"]):
             raise ScheduleError("element-wise leaky_relu: alpha outside [0, 1] is not "
                                 "max(x, alpha x)")
-
-
-def _rshift(e: Any, k: int, add: int = 0) -> Any:
-    """``(e + add + 2**(k-1)) >> k`` with every immediate within 16 bits (see the module doc):
-    one ADD when ``add`` and the rounding term fit one immediate."""
-    r = 1 << k >> 1
-    if -_IMM <= add + r < _IMM:
-        e = e + (add + r) if add + r else e
-        return e >> k if k > 0 else e
-    e = e + add if add else e
-    j = max(0, k - _MAX_ROUND_SHIFT)
-    if j:
-        e = e >> j
-    return (e + (1 << (k - j - 1))) >> (k - j)
 
 
 def _alu_stages(spec: Spec, acc: list[Tensor]) -> list[Tensor]:
@@ -136,20 +120,20 @@ def _alu_stages(spec: Spec, acc: list[Tensor]) -> list[Tensor]:
     if spec.kind == "add":
         x, y = acc
         yb = stage(lambda *i: y(*i) * a["mul_b"], "ew_mul_b")
-        out = stage(lambda *i: te.clip(_rshift(x(*i) * a["mul_a"] + yb(*i), a["shift"]),
+        out = stage(lambda *i: te.clip(rshift(x(*i) * a["mul_a"] + yb(*i), a["shift"]),
                                        a["lo"], a["hi"]), "ew_add")
         return [yb, out]
     x = acc[0]
     if spec.kind == "clip":
         return [stage(lambda *i: te.clip(x(*i), a["lo"], a["hi"]), "ew_clip")]
     if spec.kind == "leaky_relu":
-        xs = stage(lambda *i: _rshift(acc[1](*i) * a["mul"], a["shift"]), "ew_scaled")
+        xs = stage(lambda *i: rshift(acc[1](*i) * a["mul"], a["shift"]), "ew_scaled")
         return [xs, stage(lambda *i: te.max(x(*i), xs(*i)), "ew_leaky")]
-    h = stage(lambda *i: te.clip(_rshift(x(*i) * a["mul"], a["shift"], a["bias"]), 0,
+    h = stage(lambda *i: te.clip(rshift(x(*i) * a["mul"], a["shift"], a["bias"]), 0,
                                  a["one"]), "ew_hsig")
     if spec.kind == "hard_sigmoid":
         return [h]
-    out = stage(lambda *i: te.clip(_rshift(acc[1](*i) * h(*i) * a["mul2"], a["shift2"]),
+    out = stage(lambda *i: te.clip(rshift(acc[1](*i) * h(*i) * a["mul2"], a["shift2"]),
                                    -128, 127), "ew_hswish")
     return [h, out]
 
@@ -205,13 +189,8 @@ def elementwise_int8(spec: Spec, tiles: int, *, config: Config,
     if kn["nthread"] > 1:
         tx, t_out = s[res].split(t_out, nparts=kn["nthread"])
         s[res].bind(tx, te.thread_axis("cthread"))
-    for b in bufs:
-        s[b].compute_at(s[res], t_out)
-        s[b].set_scope(env.inp_scope)
-        s[b].pragma(s[b].op.axis[0], env.dma_copy)
-    s[eye_buf].compute_at(s[res], t_out)
-    s[eye_buf].set_scope(env.wgt_scope)
-    s[eye_buf].pragma(s[eye_buf].op.axis[0], env.dma_copy)
+    dma_load(s, env, res, t_out, env.inp_scope, bufs)
+    dma_load(s, env, res, t_out, env.wgt_scope, [eye_buf])
     for g in acc:
         s[g].compute_at(s[res], t_out)
         s[g].set_scope(env.acc_scope)
@@ -219,21 +198,11 @@ def elementwise_int8(spec: Spec, tiles: int, *, config: Config,
         rk, rt = s[g].op.reduce_axis
         s[g].reorder(rk, gt, go, gbt, got, rt)
         s[g].tensorize(gbt, env.gemm)
-    for st in stages:
-        s[st].compute_at(s[res], t_out)
-        s[st].set_scope(env.acc_scope)
-        s[st].pragma(s[st].op.axis[0], env.alu)
+    place_alu_stages(s, env, res, t_out, stages)
     s[res].pragma(t_inn, env.dma_copy)
-    return _finish(spec, s, ins + [eye, res], kn, cfg, oshape, target)
-
-
-def _finish(spec: Spec, s: Any, args: list[Tensor], kn: dict[str, int], cfg: Config,
-            oshape: tuple[int, ...], target: str | None) -> Operator:
-    op = Operator(f"ew_{spec.kind}", s, args, kn, cfg, oshape, info={"spec": spec},
-                  build_opts={"init_in_first_iteration": True})
-    if target is not None:
-        op.build(target)
-    return op
+    return Operator(f"ew_{spec.kind}", s, ins + [eye, res], kn, cfg, oshape,
+                    info={"spec": spec},
+                    build_opts={"init_in_first_iteration": True}).built(target)
 
 
 def identity_weight(cfg: Config) -> np.ndarray:

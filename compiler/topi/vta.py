@@ -14,7 +14,7 @@ channels / rows). :func:`conv2d_knobs` gives a default that fits the buffers and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..te.tensor import IterVar, Tensor
 from . import nn
+from .alu import MAX_ROUND_SHIFT, rshift
 
 KNOB_NAMES = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 
@@ -44,8 +45,9 @@ class Epilogue:
     #: loaded into the accumulator; a negative amount shifts left), after ``shift``
     shift_vector: bool = False
     #: fixed-point requantization after the shifts: ``x * mul`` (an immediate, or with
-    #: ``mul_vector`` a per-output-channel operand like the shift vector), then
-    #: ``(x + 2**(shift2-1)) >> shift2`` (vta.compiler.graph.quantize.requantize)
+    #: ``mul_vector`` a per-output-channel operand like the shift vector), then the rounding
+    #: shift ``(x + 2**(shift2-1)) >> shift2`` (vta.compiler.graph.quantize.requantize;
+    #: on the ALU :func:`vta.compiler.topi.alu.rshift`)
     mul: int = 1
     mul_vector: bool = False
     shift2: int = 0
@@ -54,62 +56,52 @@ class Epilogue:
     def multiplies(self) -> bool:
         return self.mul_vector or self.mul != 1
 
-    def apply(self, env: Env, acc: Tensor, bias: Tensor | None, name: str,
-              shift_vec: Tensor | None = None, mul_vec: Tensor | None = None
-              ) -> tuple[Tensor, list[Tensor]]:
-        stages: list[Tensor] = []
-        cur = acc
+    def compute(self, env: Env, acc: Tensor, vec: tuple[int, ...]) -> EpilogueTensors:
+        """The epilogue after the accumulator ``acc``: its per-output-channel int32 operands
+        (shaped ``vec``: ``(1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT)``), their copies in the
+        accumulator, one ALU stage a step (``res_{step}``) and the int8 result ``res``."""
+        want = (("bias", self.bias), ("shift", self.shift_vector), ("mul", self.mul_vector))
+        ops = {k: te.placeholder(vec, name=k, dtype=env.acc_dtype) for k, on in want if on}
+        bufs = {k: te.compute(vec, lambda *i, t=t: t(*i), name=f"{k}_buf")
+                for k, t in ops.items()}
+        stages = self._stages(acc, bufs)
+        last = stages[-1] if stages else acc
+        res = te.compute(acc.shape, lambda *i: last(*i).astype(env.out_dtype), name="res")
+        return EpilogueTensors(list(ops.values()), list(bufs.values()), stages, res)
 
-        def per_channel(i: tuple) -> list:
-            # (1, C/BLOCK_OUT, 1, ..., BATCH, BLOCK_OUT): broadcast over all but the
-            # output-channel tile and the tile itself
-            return [0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]]
+    def _stages(self, acc: Tensor, bufs: dict[str, Tensor]) -> list[Tensor]:
+        def per_channel(v: Tensor) -> Callable[[tuple], Any]:
+            # broadcast over all but the output-channel tile and the tile itself
+            return lambda i: v(*[0, i[1]] + [0] * (len(i) - 4) + [i[-2], i[-1]])
 
+        steps: list[tuple[str, Callable[[Any, tuple], Any]]] = []
         if self.bias:
-            assert bias is not None
-            b = cur
-            cur = te.compute(acc.shape, lambda *i: b(*i) + bias(*per_channel(i)),
-                             name=f"{name}_bias")
-            stages.append(cur)
+            b = per_channel(bufs["bias"])
+            steps.append(("bias", lambda x, i: x + b(i)))
         if self.shift_vector:
-            assert shift_vec is not None
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: prev(*i) >> shift_vec(*per_channel(i)),
-                             name=f"{name}_vshr")
-            stages.append(cur)
+            sv = per_channel(bufs["shift"])
+            steps.append(("vshr", lambda x, i: x >> sv(i)))
         if self.shift:
-            prev, sh = cur, self.shift
-            cur = te.compute(acc.shape, lambda *i: prev(*i) >> sh, name=f"{name}_shr")
-            stages.append(cur)
+            steps.append(("shr", lambda x, i: x >> self.shift))
         if self.mul_vector:
-            assert mul_vec is not None
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: prev(*i) * mul_vec(*per_channel(i)),
-                             name=f"{name}_vmul")
-            stages.append(cur)
+            mv = per_channel(bufs["mul"])
+            steps.append(("vmul", lambda x, i: x * mv(i)))
         elif self.mul != 1:
-            prev, m = cur, self.mul
-            cur = te.compute(acc.shape, lambda *i: prev(*i) * m, name=f"{name}_mul")
-            stages.append(cur)
+            steps.append(("mul", lambda x, i: x * self.mul))
         if self.multiplies and self.shift2:
-            prev, s2 = cur, self.shift2
-            cur = te.compute(acc.shape, lambda *i: prev(*i) + (1 << (s2 - 1)),
-                             name=f"{name}_round")
-            stages.append(cur)
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: prev(*i) >> s2, name=f"{name}_shr2")
-            stages.append(cur)
+            steps.append(("rshr2", lambda x, i: rshift(x, self.shift2)))
         if self.relu:
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: te.max(prev(*i), 0), name=f"{name}_relu")
-            stages.append(cur)
+            steps.append(("relu", lambda x, i: te.max(x, 0)))
         if self.clip is not None:
             lo, hi = self.clip
-            prev = cur
-            cur = te.compute(acc.shape, lambda *i: te.clip(prev(*i), lo, hi),
-                             name=f"{name}_clip")
+            steps.append(("clip", lambda x, i: te.clip(x, lo, hi)))
+        stages: list[Tensor] = []
+        cur = acc
+        for step, fn in steps:
+            cur = te.compute(acc.shape, lambda *i, prev=cur, fn=fn: fn(prev(*i), i),
+                             name=f"res_{step}")
             stages.append(cur)
-        return cur, stages
+        return stages
 
     def reference(self, acc: np.ndarray, bias: np.ndarray | None,
                   shift_vec: np.ndarray | None = None, mul_vec: np.ndarray | None = None
@@ -126,12 +118,27 @@ class Epilogue:
         if self.multiplies:
             x = _wrap32(x * (np.asarray(mul_vec, np.int64) if self.mul_vector else self.mul))
             if self.shift2:
-                x = _wrap32(x + (1 << (self.shift2 - 1))) >> self.shift2
+                # one ADD of the rounding term wraps; beyond the 16-bit immediate the rounding
+                # runs in two SHRs (vta.compiler.topi.alu.rshift), exact without a wrap
+                r = x + (1 << (self.shift2 - 1))
+                x = (_wrap32(r) if self.shift2 <= MAX_ROUND_SHIFT else r) >> self.shift2
         if self.relu:
             x = np.maximum(x, 0)
         if self.clip is not None:
             x = np.clip(x, *self.clip)
         return x.astype(np.int32).astype(np.int8)
+
+
+@dataclass
+class EpilogueTensors:
+    """An :class:`Epilogue` as tensors: its int32 ``operands`` (placeholders, in the operator's
+    argument order), their copies in the accumulator (``bufs``, each loaded by DMA), its ALU
+    ``stages`` and the int8 result ``res``."""
+
+    operands: list[Tensor]
+    bufs: list[Tensor]
+    stages: list[Tensor]
+    res: Tensor
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:
@@ -158,6 +165,12 @@ class Operator:
         opts = {**self.build_opts, **kw}
         self._module = build(self.sch, self.args, target, self.cfg, self.name, **opts)
         return self._module
+
+    def built(self, target: str | None) -> Operator:
+        """This operator, built for ``target`` (left unbuilt for ``None``: for tuners)."""
+        if target is not None:
+            self.build(target)
+        return self
 
     @property
     def module(self) -> Any:
@@ -289,11 +302,6 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
         raise ScheduleError(f"{name}: the padded input is smaller than the kernel")
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     kernel = te.placeholder(tuple(kernel_shape), name="kernel", dtype=env.wgt_dtype)
-    vec = (1, co, 1, 1, env.BATCH, env.BLOCK_OUT)
-    bias = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if epilogue.bias else None
-    shift = te.placeholder(vec, name="shift", dtype=env.acc_dtype) \
-        if epilogue.shift_vector else None
-    mul = te.placeholder(vec, name="mul", dtype=env.acc_dtype) if epilogue.mul_vector else None
     data_buf = nn.pad(data, (0, 0, pt, pl, 0, 0), (0, 0, pb, pr, 0, 0), name="data_buf")
     kernel_buf = te.compute(kernel.shape, lambda *i: kernel(*i), name="kernel_buf")
     ric = te.reduce_axis((0, ci2), name="ic")
@@ -309,19 +317,9 @@ def conv2d_packed_compute(env: Env, data_shape: Sequence[int], kernel_shape: Seq
             * kernel_buf[o, ric, rdy, rdx, ot, rit].astype(env.acc_dtype),
             axis=[ric, rdy, rdx, rit]),
         name="res_conv")
-    bias_buf = shift_buf = mul_buf = None
-    if bias is not None:
-        bias_buf = te.compute(bias.shape, lambda *i: bias(*i), name="bias_buf")
-    if shift is not None:
-        shift_buf = te.compute(shift.shape, lambda *i: shift(*i), name="shift_buf")
-    if mul is not None:
-        mul_buf = te.compute(mul.shape, lambda *i: mul(*i), name="mul_buf")
-    last, epi = epilogue.apply(env, res_conv, bias_buf, "res", shift_buf, mul_buf)
-    res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
-    return {"data": data, "kernel": kernel, "bias": bias, "shift": shift, "data_buf": data_buf,
-            "kernel_buf": kernel_buf, "bias_buf": bias_buf, "shift_buf": shift_buf,
-            "mul": mul, "mul_buf": mul_buf,
-            "res_conv": res_conv, "epi": epi, "res": res, "reduce": (ric, rdy, rdx, rit),
+    epi = epilogue.compute(env, res_conv, (1, co, 1, 1, env.BATCH, env.BLOCK_OUT))
+    return {"data": data, "kernel": kernel, "data_buf": data_buf, "kernel_buf": kernel_buf,
+            "res_conv": res_conv, "epi": epi, "res": epi.res, "reduce": (ric, rdy, rdx, rit),
             "oshape": oshape}
 
 
@@ -342,22 +340,43 @@ def bind_cthreads(s: Schedule, res: Tensor, first: IterVar,
 
 
 def place_accumulator(s: Schedule, env: Env, res: Tensor, at: IterVar, acc: Tensor,
-                      stages: Sequence[Tensor], vectors: Sequence[Tensor | None]) -> None:
+                      epi: EpilogueTensors) -> None:
     """Under the output tile loop ``at`` of ``res``: the GEMM accumulator ``acc`` and the
-    epilogue's ALU ``stages`` in the accumulator scratchpad, and the epilogue's per-channel
-    ``vectors`` (``None`` where absent) loaded there by DMA, one LOAD ACC of tile_co entries
-    each."""
+    epilogue's ALU stages in the accumulator scratchpad, and the epilogue's per-channel
+    operands loaded there by DMA, one LOAD ACC of tile_co entries each."""
     s[acc].compute_at(s[res], at)
     s[acc].set_scope(env.acc_scope)
+    place_alu_stages(s, env, res, at, epi.stages)
+    dma_load(s, env, res, at, env.acc_scope, epi.bufs)
+
+
+def place_alu_stages(s: Schedule, env: Env, res: Tensor, at: IterVar,
+                     stages: Sequence[Tensor]) -> None:
+    """The ALU ``stages`` under the loop ``at`` of ``res``, in the accumulator scratchpad."""
     for st in stages:
         s[st].compute_at(s[res], at)
         s[st].set_scope(env.acc_scope)
         s[st].pragma(s[st].op.axis[0], env.alu)
-    for vec in vectors:
-        if vec is not None:
-            s[vec].compute_at(s[res], at)
-            s[vec].set_scope(env.acc_scope)
-            s[vec].pragma(s[vec].op.axis[0], env.dma_copy)
+
+
+def dma_load(s: Schedule, env: Env, stage: Tensor, at: IterVar, scope: str,
+             bufs: Sequence[Tensor | None]) -> None:
+    """Each of ``bufs`` (``None`` where absent) loaded by DMA into the ``scope`` scratchpad
+    under the loop ``at`` of ``stage``."""
+    for buf in bufs:
+        if buf is not None:
+            s[buf].compute_at(s[stage], at)
+            s[buf].set_scope(scope)
+            s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
+
+
+def place_gemm(s: Schedule, env: Env, gemm: Tensor, at: IterVar, inp: Tensor, wgt: Tensor,
+               tensor_axis: IterVar) -> None:
+    """The GEMM stage ``gemm`` tensorized from ``tensor_axis`` on, its input and weight tiles
+    (``inp``, ``wgt``) loaded by DMA under its reduction loop ``at``."""
+    dma_load(s, env, gemm, at, env.inp_scope, [inp])
+    dma_load(s, env, gemm, at, env.wgt_scope, [wgt])
+    s[gemm].tensorize(tensor_axis, env.gemm)
 
 
 def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -> Schedule:
@@ -372,19 +391,12 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
     s[res].reorder(b_out, oc_out, y_out, x_out, b_inn, oc_inn, y_inn, x_inn, b_tns, oc_tns)
     bind_cthreads(s, res, b_out, [(y_out, knobs.get("h_nthread", 1)),
                                    (oc_out, knobs.get("oc_nthread", 1))])
-    place_accumulator(s, env, res, x_out, res_conv, t["epi"],
-                      (t["bias_buf"], t.get("shift_buf"), t.get("mul_buf")))
+    place_accumulator(s, env, res, x_out, res_conv, t["epi"])
     cb, co_, cy, cx, cbt, cot = s[res_conv].op.axis
     ic, dy, dx, ic_tns = t["reduce"]
     ic_out, ic_inn = s[res_conv].split(ic, factor=knobs["tile_ci"])
     s[res_conv].reorder(ic_out, co_, cy, ic_inn, dy, dx, cb, cx, cbt, cot, ic_tns)
-    s[t["data_buf"]].compute_at(s[res_conv], ic_out)
-    s[t["kernel_buf"]].compute_at(s[res_conv], ic_out)
-    s[t["data_buf"]].set_scope(env.inp_scope)
-    s[t["kernel_buf"]].set_scope(env.wgt_scope)
-    s[t["data_buf"]].pragma(s[t["data_buf"]].op.axis[0], env.dma_copy)
-    s[t["kernel_buf"]].pragma(s[t["kernel_buf"]].op.axis[0], env.dma_copy)
-    s[res_conv].tensorize(cbt, env.gemm)
+    place_gemm(s, env, res_conv, ic_out, t["data_buf"], t["kernel_buf"], cbt)
     s[res].pragma(b_inn, env.dma_copy)
     return s
 
@@ -423,18 +435,13 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
         raise ScheduleError(f"group conv2d: tile_co={k['tile_co']} must divide the {opg} output "
                             "tiles per group")
     s = conv2d_packed_schedule(env, t, k)
-    args = [t["data"], t["kernel"]] + ([t["bias"]] if bias else []) \
-        + ([t["shift"]] if shift_vector else []) + ([t["mul"]] if mul_vector else []) \
-        + [t["res"]]
+    args = [t["data"], t["kernel"], *t["epi"].operands, t["res"]]
     # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
     # next tile then starts with its loads, not with a reset that waits for its last store
-    op = Operator("conv2d_packed", s, args, k, config, t["oshape"],
-                  info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding),
-                        "dilation": tuple(dilation), "groups": groups},
-                  build_opts={"init_in_first_iteration": True})
-    if target is not None:
-        op.build(target)
-    return op
+    return Operator("conv2d_packed", s, args, k, config, t["oshape"],
+                    info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding),
+                          "dilation": tuple(dilation), "groups": groups},
+                    build_opts={"init_in_first_iteration": True}).built(target)
 
 
 def group_conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], groups: int,
@@ -526,41 +533,23 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     res_gem = te.compute(oshape, lambda b, o, bt, ot: te.sum(
         data_buf[b, rk, bt, rt].astype(env.acc_dtype)
         * weight_buf[o, rk, ot, rt].astype(env.acc_dtype), axis=[rk, rt]), name="res_gem")
-    vec = (1, m, env.BATCH, env.BLOCK_OUT)
-    bias_t = te.placeholder(vec, name="bias", dtype=env.acc_dtype) if bias else None
-    shift_t = te.placeholder(vec, name="shift", dtype=env.acc_dtype) if shift_vector else None
-    bias_buf = te.compute(vec, lambda *i: bias_t(*i), name="bias_buf") if bias else None
-    shift_buf = te.compute(vec, lambda *i: shift_t(*i), name="shift_buf") if shift_vector \
-        else None
-    mul_t = te.placeholder(vec, name="mul", dtype=env.acc_dtype) if mul_vector else None
-    mul_buf = te.compute(vec, lambda *i: mul_t(*i), name="mul_buf") if mul_vector else None
-    last, epi_stages = epi.apply(env, res_gem, bias_buf, "res", shift_buf, mul_buf)
-    res = te.compute(oshape, lambda *i: last(*i).astype(env.out_dtype), name="res")
+    et = epi.compute(env, res_gem, (1, m, env.BATCH, env.BLOCK_OUT))
+    res = et.res
     s = te.create_schedule(res.op)
     b, o, bt, ot = s[res].op.axis
     b_out, b_inn = s[res].split(b, factor=kn["tile_b"])
     o_out, o_inn = s[res].split(o, factor=kn["tile_co"])
     s[res].reorder(b_out, o_out, b_inn, o_inn, bt, ot)
     (o_out,) = bind_cthreads(s, res, b_out, [(o_out, kn["oc_nthread"])])
-    place_accumulator(s, env, res, o_out, res_gem, epi_stages, (bias_buf, shift_buf, mul_buf))
+    place_accumulator(s, env, res, o_out, res_gem, et)
     gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
-    s[data_buf].compute_at(s[res_gem], k_out)
-    s[weight_buf].compute_at(s[res_gem], k_out)
-    s[data_buf].set_scope(env.inp_scope)
-    s[weight_buf].set_scope(env.wgt_scope)
-    s[data_buf].pragma(s[data_buf].op.axis[0], env.dma_copy)
-    s[weight_buf].pragma(s[weight_buf].op.axis[0], env.dma_copy)
-    s[res_gem].tensorize(gbt, env.gemm)
+    place_gemm(s, env, res_gem, k_out, data_buf, weight_buf, gbt)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
-    args = [data, weight] + ([bias_t] if bias else []) + ([shift_t] if shift_vector else []) \
-        + ([mul_t] if mul_vector else []) + [res]
-    op = Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
-                  build_opts={"init_in_first_iteration": True})
-    if target is not None:
-        op.build(target)
-    return op
+    args = [data, weight, *et.operands, res]
+    return Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
+                    build_opts={"init_in_first_iteration": True}).built(target)
 
 
 def dense_knob_space(n: int, k: int, m: int) -> dict[str, list[int]]:
@@ -641,20 +630,11 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
         tile = max(d for d in _divisors(shape[-3]) if d * n_bufs <= cfg.acc_depth // 2)
     ax = s[res].op.axis
     outer, inner = s[res].split(ax[-3], factor=tile)
-    for buf in (a_buf, b_buf):
-        if buf is not None:
-            s[buf].compute_at(s[res], outer)
-            s[buf].set_scope(env.acc_scope)
-            s[buf].pragma(s[buf].op.axis[0], env.dma_copy)
-    s[r].compute_at(s[res], outer)
-    s[r].set_scope(env.acc_scope)
-    s[r].pragma(s[r].op.axis[0], env.alu)
+    dma_load(s, env, res, outer, env.acc_scope, (a_buf, b_buf))
+    place_alu_stages(s, env, res, outer, [r])
     s[res].pragma(inner, env.dma_copy)
     args = [a] + ([b] if b is not None else []) + [res]
-    op_ = Operator(f"alu_{op}", s, args, {"tile": tile}, cfg, shape)
-    if target is not None:
-        op_.build(target)
-    return op_
+    return Operator(f"alu_{op}", s, args, {"tile": tile}, cfg, shape).built(target)
 
 
 __all__ = [

@@ -200,6 +200,54 @@ def test_dense_with_bias(small):
     np.testing.assert_array_equal(op.check_races(d, w, b), ref)
 
 
+@pytest.mark.parametrize("shift, mul, shift2", [(8, 3000, 12), (8, 30000, 15), (2, 20000, 20)])
+def test_dense_fixed_point_requantization(small, shift, mul, shift2):
+    """The epilogue's MUL and rounding shift equal the graph's requantize (shift2 20: the
+    rounding term is beyond the 16-bit immediate, so the shift runs in two SHRs)."""
+    from vta.compiler.graph.quantize import requantize
+
+    d = _i8((4, 3, small.batch, small.block_in))
+    w = _i8((8, 3, small.block_out, small.block_in))
+    b = RNG.integers(-3000, 3000, (1, 8, small.batch, small.block_out)).astype(np.int32)
+    op = topi.dense_packed(d.shape, w.shape, bias=True, shift=shift, mul=mul, shift2=shift2,
+                           clip=(-128, 127), config=small)
+    acc = np.einsum("nkbi,mkoi->nmbo", d.astype(np.int64), w.astype(np.int64)) + b
+    ref = requantize(acc, shift, -128, 127, mul, shift2)
+    got = op.check_races(d, w, b)
+    np.testing.assert_array_equal(got, ref)
+    assert len(np.unique(got)) > 40  # the data spans the output range, not just its clips
+
+
+def _alu_trace(k: int, add: int) -> list[tuple[str, int]]:
+    """The ALU operations (op, immediate) of ``rshift`` on a tracer."""
+    from vta.compiler.topi.alu import rshift
+
+    class Tracer:
+        def __init__(self, ops):
+            self.ops = ops
+
+        def __add__(self, c):
+            return Tracer(self.ops + [("add", c)])
+
+        def __rshift__(self, c):
+            return Tracer(self.ops + [("shr", c)])
+
+    return rshift(Tracer([]), k, add).ops
+
+
+@pytest.mark.parametrize("k", range(32))
+def test_rounding_shift_immediates_fit_and_round_exactly(k):
+    from vta.compiler.topi.alu import rshift
+
+    v = np.concatenate([RNG.integers(-(1 << 30), 1 << 30, 2000), np.arange(-70000, 70000)])
+    for add in (0, 5, -7, 32000, -32768, 32767):
+        ops = _alu_trace(k, add)
+        assert all(-(1 << 15) <= c < (1 << 15) for _, c in ops), ops
+        assert len(ops) <= (2 if -(1 << 15) <= add + (1 << k >> 1) < (1 << 15) else 4)
+        exact = (v + add + (1 << k >> 1)) >> k  # int64: floor((v + add + 2**(k-1)) / 2**k)
+        np.testing.assert_array_equal(rshift(v, k, add), exact, err_msg=f"k={k} add={add}")
+
+
 @pytest.mark.parametrize("name", ["add", "min", "max", "relu", "clip", "shr", "shl",
                                   "add_imm", "mul_imm"])
 def test_elementwise_alu(small, name):
