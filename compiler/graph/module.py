@@ -37,7 +37,7 @@ from vta.isa.errors import VTAError
 
 from ..build import arena_align
 from .errors import InputError, ModuleError
-from .ir import Graph, Node, TensorInfo
+from .ir import Graph, TensorInfo
 from .lowering import (
     ALU_KINDS,
     AluLayer,
