@@ -56,9 +56,9 @@ OFFSET, UMAX = 128, 255
 #: network's MACs (:func:`float_first_conv`); a heavier one (ShuffleNet v2's 7x7 stem: 24%) is
 #: quantized and runs on VTA. Its input, an image of 3 channels, pads to a whole channel block
 #: on VTA (16 on the default config): there the light first convs of ResNet, MobileNet, VGG...
-#: would run at 7-16% of the GEMM peak (ResNet-18: 6.5% of the MACs, +35% VTA cycles) and
-#: lose some accuracy (an int8 input). ``vta compile --quantize-first`` quantizes it always;
-#: ``--float-layer NAME`` keeps any layer float.
+#: would run at 7-16% of the GEMM peak (ResNet-18's: 6.5% of the MACs, +35% VTA cycles by
+#: vta.sim.perf at 224x224) and lose some accuracy (an int8 input). ``vta compile
+#: --quantize-first`` quantizes it always; ``--float-layer NAME`` keeps any layer float.
 FIRST_CONV_FLOAT_SHARE = 0.15
 
 #: Calibration methods of :func:`calibrate` (``vta compile --calibration``); the first is the
