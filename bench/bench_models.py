@@ -94,7 +94,7 @@ def measure(name: str, size: int, workdir: Path) -> dict:
     rec["fallbacks"] = sum(n.startswith("fallback: ") for n in m.notes)
     t0 = time.perf_counter()
     # numpy host kernels, the int8 reference's own: bit_exact then checks the VTA layers (an
-    # LLVM float conv, e.g. the first layer kept float, rounds differently in the last bit)
+    # LLVM float conv, e.g. a light first conv kept float, rounds differently in the last bit)
     with Executor(m, "fsim", host="numpy") as ex:
         outs = ex.run({next(iter(g.inputs)): x})
     rec["fsim_s"] = round(time.perf_counter() - t0, 2)

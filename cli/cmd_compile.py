@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="calibration inputs (one input or a stack); default: 4 synthetic "
                         "standard-normal inputs")
     p.add_argument("--float-layer", action="append", default=[], metavar="NAME",
-                   help="keep this layer in float on the CPU (repeatable)")
+                   help="keep this layer in float on the CPU (repeatable; `--report` lists "
+                        "the full names)")
     p.add_argument("--cpu-layer", action="append", default=[], metavar="NAME",
                    help="run this int8 layer on the CPU instead of VTA (repeatable)")
     p.add_argument("--no-vta", action="store_true",
@@ -52,7 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="round every scale to a power of two: requantization is a shift alone "
                         "(no fixed-point multiplier)")
     p.add_argument("--quantize-first", action="store_true",
-                   help="quantize the first convolution too (default: it stays float)")
+                   help="quantize the first convolution (onto VTA) whatever its share of the "
+                        "MACs; default: it stays float on the CPU while it holds under 15%% "
+                        "of them (an image's 3 channels pad to a whole VTA block), and is "
+                        "quantized above (--float-layer NAME keeps it float)")
     p.add_argument("--buffering", choices=("auto", "single"), default="auto",
                    help="default schedules: auto picks the fewest cycles (vta.sim.perf) among "
                         "all knobs, virtual threads included; single keeps to one thread "

@@ -547,7 +547,8 @@ def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
     """One task per distinct VTA workload of an ONNX model, from the layers `vta compile`
     plans (:func:`model_layers`): conv2d, group conv2d (grouped and depthwise),
     conv2d_transpose, dense and the int8
-    element-wise ops on the ALU; the first conv stays on the CPU as in the compiled module."""
+    element-wise ops on the ALU; a light first conv stays on the CPU as in the compiled module
+    (vta.compiler.graph.quantize.float_first_conv)."""
     tasks: dict[str, Task] = {}
     for layer in model_layers(path, cfg):
         t = layer_task(layer, cfg)

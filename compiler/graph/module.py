@@ -37,7 +37,7 @@ from vta.isa.errors import VTAError
 
 from ..build import arena_align
 from .errors import InputError, ModuleError
-from .ir import Graph, Node, TensorInfo
+from .ir import Graph, TensorInfo
 from .lowering import (
     ALU_KINDS,
     AluLayer,
@@ -66,6 +66,7 @@ from .quantize import (
     CALIBRATIONS,
     QuantInfo,
     layer_errors,
+    node_macs,
     quantize_graph,
     run_quantized,
     synthetic_samples,
@@ -269,26 +270,6 @@ def load_module(path: str | Path) -> CompiledModule:
 
 
 # ---------------------------------------------------------------------- compile
-def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
-              params: Mapping[str, np.ndarray]) -> int:
-    if n.op in ("Conv", "QConv"):
-        w = params[n.inputs[1]].shape
-        st = n.attrs.get("input_strides", [1, 1])
-        if list(st) == [1, 1]:
-            return int(np.prod(shapes[n.outputs[0]])) * int(np.prod(w[1:]))
-        # a transposed conv: only the taps that meet an input pixel (not an inserted zero)
-        x, out, pads = shapes[n.inputs[0]], shapes[n.outputs[0]], n.attrs["pads"]
-        taps = 1
-        for d in range(2):
-            z = np.arange(out[2 + d])[:, None] + np.arange(w[2 + d])[None, :] - pads[d]
-            taps *= int(((z >= 0) & (z % st[d] == 0) & (z // st[d] < x[2 + d])).sum())
-        return out[0] * out[1] * int(w[1]) * taps
-    if n.op in ("Dense", "QDense"):
-        w = params[n.inputs[1]].shape
-        return int(np.prod(shapes[n.outputs[0]])) * int(w[1])
-    return 0
-
-
 def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.ndarray]] = (),
                   float_layers: Iterable[str] = (), cpu_layers: Iterable[str] = (),
                   vta_ops: Iterable[str] = LOWERED_OPS, keep_first_float: bool = True,

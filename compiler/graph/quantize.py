@@ -46,12 +46,21 @@ import numpy as np
 from . import ops
 from .errors import InputError, QuantizationError
 from .ir import Graph, Node
-from .reference import FLOAT_KERNELS, run_float
+from .reference import FLOAT_KERNELS, infer_shapes, run_float
 
 QMIN, QMAX = -128, 127
 #: A tensor that is never negative (a conv's Relu/Clip output) and that only convs read is
 #: stored as ``q - OFFSET`` with ``q`` in ``[0, UMAX]``: twice the steps of a signed scale.
 OFFSET, UMAX = 128, 255
+#: The first convolution stays float on the CPU while it holds less than this share of the
+#: network's MACs (:func:`float_first_conv`); a heavier one (ShuffleNet v2's 7x7 stem: 24%) is
+#: quantized and runs on VTA. Its input, an image of 3 channels, pads to a whole channel block
+#: on VTA (16 on the default config): there the light first convs of ResNet, MobileNet, VGG...
+#: would run at 7-16% of the GEMM peak (ResNet-18's: 6.5% of the MACs, +35% VTA cycles by
+#: vta.sim.perf at 224x224) and lose some accuracy (an int8 input). ``vta compile
+#: --quantize-first`` quantizes it always; ``--float-layer NAME`` keeps any layer float.
+FIRST_CONV_FLOAT_SHARE = 0.15
+
 #: Calibration methods of :func:`calibrate` (``vta compile --calibration``); the first is the
 #: default.
 CALIBRATIONS = ("mse", "max", "percentile")
@@ -412,11 +421,38 @@ def _multi_input(g: Graph) -> tuple[str, Any]:
                      f"{len(g.inputs)} ({', '.join(g.inputs)})")
 
 
-def first_conv(g: Graph) -> str | None:
-    for n in g.nodes:
-        if n.op == "Conv":
-            return n.name
-    return None
+def float_first_conv(g: Graph) -> str | None:
+    """The first convolution when it stays float by default: while it holds less than
+    :data:`FIRST_CONV_FLOAT_SHARE` of the MACs of the graph's conv and dense layers."""
+    convs = [n for n in g.nodes if n.op == "Conv"]
+    if not convs:
+        return None
+    shapes = infer_shapes(g)
+    total = sum(node_macs(n, shapes, g.params) for n in g.nodes)
+    first = convs[0]
+    return first.name if node_macs(first, shapes, g.params) < FIRST_CONV_FLOAT_SHARE * total \
+        else None
+
+
+def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
+              params: Mapping[str, np.ndarray]) -> int:
+    """Multiply-accumulates of a (float or int8) conv or dense node; 0 for other ops."""
+    if n.op in ("Conv", "QConv"):
+        w = params[n.inputs[1]].shape
+        st = n.attrs.get("input_strides", [1, 1])
+        if list(st) == [1, 1]:
+            return int(np.prod(shapes[n.outputs[0]])) * int(np.prod(w[1:]))
+        # a transposed conv: only the taps that meet an input pixel (not an inserted zero)
+        x, out, pads = shapes[n.inputs[0]], shapes[n.outputs[0]], n.attrs["pads"]
+        taps = 1
+        for d in range(2):
+            z = np.arange(out[2 + d])[:, None] + np.arange(w[2 + d])[None, :] - pads[d]
+            taps *= int(((z >= 0) & (z % st[d] == 0) & (z // st[d] < x[2 + d])).sum())
+        return out[0] * out[1] * int(w[1]) * taps
+    if n.op in ("Dense", "QDense"):
+        w = params[n.inputs[1]].shape
+        return int(np.prod(shapes[n.outputs[0]])) * int(w[1])
+    return 0
 
 
 def qdq_ranges(g: Graph) -> dict[str, tuple[float, float]]:
@@ -683,14 +719,17 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                    float_layers: Iterable[str] = (), keep_first_float: bool = True,
                    calibration: str = CALIBRATIONS[0], per_channel: bool = False,
                    pow2: bool = False) -> QuantResult:
-    """Turn an optimized float graph into a mixed int8/float graph (see the module doc)."""
+    """Turn an optimized float graph into a mixed int8/float graph (see the module doc).
+    Conv/Dense layers become int8 except those named in ``float_layers`` and, with
+    ``keep_first_float``, the first convolution while it is light (:func:`float_first_conv`;
+    ``False`` quantizes it whatever its share)."""
     float_layers = set(float_layers)
     names = {n.name for n in g.nodes}
     unknown = float_layers - names
     if unknown:
         raise InputError(f"--float-layer {', '.join(sorted(unknown))}: no such layer; layers "
                          f"are named like {', '.join(list(names)[:4])}, ...")
-    first = first_conv(g) if keep_first_float else None
+    first = float_first_conv(g) if keep_first_float else None
     ranges = qdq_ranges(g)
     unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
     lows: dict[str, float] = {}
@@ -703,9 +742,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         info = QuantInfo(n.name, n.op)
         reason = None
         if n.name in float_layers:
-            reason = "named float by the user"
+            reason = "named by --float-layer"
         elif n.name == first:
-            reason = "first convolution"
+            reason = f"first convolution, under {FIRST_CONV_FLOAT_SHARE:.0%} of the MACs"
         if n.op in ("Conv", "Dense") and reason is None and len(acts) == 1:
             try:
                 q.conv(n, info)

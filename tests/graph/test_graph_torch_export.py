@@ -109,8 +109,9 @@ def op_types(model: onnx.ModelProto) -> set[str]:
 @pytest.mark.parametrize("family", ["vgg", "efficientnet", "densenet", "regnet"])
 def test_identity_shared_weights_reach_vta(family: str) -> None:
     """The TorchScript exporter shares equal weights (zero biases, unit BN scales) through
-    Identity nodes; every conv / dense layer still sees constants: all but the first conv
-    (kept float by default) are int8 and, grouped convs aside, run on VTA."""
+    Identity nodes; every conv / dense layer still sees constants: all are int8 but a light
+    first conv (kept float by default: VGG's, EfficientNet's and RegNet's hold 7-15% of these
+    small models' MACs; DenseNet's 18% is quantized) and, grouped convs aside, run on VTA."""
     model = exported(family, "ts17")
     assert "Identity" in op_types(model)
     g = from_onnx(model)
@@ -118,11 +119,11 @@ def test_identity_shared_weights_reach_vta(family: str) -> None:
     m = compile_graph(g, Config(), samples=[image(model, 1)])
     layers = [n for n in m.graph.nodes if n.op in ("Conv", "Dense", "QConv", "QDense")]
     floats = [n.name for n in layers if not n.op.startswith("Q")]
-    assert floats == [layers[0].name]
+    assert floats == ([] if family == "densenet" else [layers[0].name])
     grouped = [n.name for n in layers if n.attrs.get("group", 1) > 1
                and n.attrs["group"] < m.shapes[n.inputs[0]][1]]
     assert {k for k, v in m.partition.items() if v == "vta"} >= \
-        {n.name for n in layers[1:] if n.name not in grouped}
+        {n.name for n in layers if n.name not in grouped + floats}
 
 
 @pytest.mark.parametrize("export", ["ts11", "dynamo"])
@@ -239,11 +240,11 @@ def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
 def test_vta_compile_and_run_exported_densenet(tmp_path, export: str) -> None:
     """bench_models' path for DenseNet (whose 224x224 export once failed to import: batch-norm
     scales shared through Identity, pre-activation batch norms on concatenations, transitions):
-    `vta compile` of either exporter's output puts every conv but the first (kept float) on
-    VTA; `vta run` on fsim is close to onnxruntime's float output."""
+    `vta compile` of either exporter's output puts every conv on VTA (the stem too: 18% of
+    this small model's MACs); `vta run` on fsim is close to onnxruntime's float output."""
     model = exported("densenet", export)
     man, y, ref = cli_compile_run(model, tmp_path)
     convs = [n.name for n in from_onnx(model).nodes if n.op == "Conv"]
     assert len(convs) == 10  # stem, 2 x 2 dense layers of two convs, transition
-    assert {k for k, v in man["partition"].items() if v == "vta"} >= set(convs[1:])
+    assert {k for k, v in man["partition"].items() if v == "vta"} >= set(convs)
     assert y.shape == ref.shape and cosine(ref, y) >= COSINE

@@ -115,7 +115,9 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool, p
         assert "dw1" in dw and dw <= on_vta
         assert len(on_vta) == 13 + 1 + len(dw)
     else:
-        assert len(on_vta) == {"resnet18": 20 + 8, "dcgan": 4}[name]
+        # ResNet-18's first conv (6.5% of the MACs) stays float; DCGAN's (a transposed conv
+        # from the noise vector, 23% at this size) is int8 on VTA with the other four
+        assert len(on_vta) == {"resnet18": 20 + 8, "dcgan": 5}[name]
     # every residual add (QAdd, both inputs rescaled) runs on VTA's ALU
     assert {n.name for n in m.graph.nodes if n.op == "QAdd"} <= on_vta
     # the whole-CPU run of the same module gives the same bits

@@ -33,7 +33,7 @@ from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.isa.stats import RunStats
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
-LAYERS_FORMAT = 4
+LAYERS_FORMAT = 5
 
 
 class NetworkError(VTAError):
@@ -140,7 +140,7 @@ class Network:
 
     name: str
     layers: tuple[VTALayer, ...]
-    #: layers that run on the CPU whatever the configuration (first conv kept float, grouped)
+    #: layers that run on the CPU whatever the configuration (a light first conv kept float)
     cpu_layers: tuple[str, ...] = ()
     source: str = ""
 
