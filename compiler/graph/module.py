@@ -433,26 +433,25 @@ def _default_knobs(works: Sequence[Any], cfg: Config, threads: bool, workers: Wo
     if progress is not None and search:
         progress(0, len(search))
     found = workers.map(_search, [(w, cfg, threads) for w in search.values()], progress)
-    for work, r in zip(search.values(), found):
-        if isinstance(r, str):
-            choices[work] = r
-            continue
-        choices[work] = r[0]
-        recorded[(work, _knob_key(r[0].knobs))] = r[1]
+    for work, (ch, rec) in zip(search.values(), found):
+        choices[work] = ch
+        if not isinstance(ch, str):
+            recorded[(work, _knob_key(ch.knobs))] = rec
     for work, key in share.items():
         choices[work] = choices[search[key]]
     return choices, recorded
 
 
-def _search(task: tuple[Any, Config, bool]) -> tuple[Choice, Recorded] | str:
+def _search(task: tuple[Any, Config, bool]) -> tuple[Choice | str, Recorded | str]:
     """A worker's job: search a workload's default knobs (the cache entry is written) and
-    record their program, which the search has just timed (no second lowering)."""
+    record their program, which the search has just timed (no second lowering); either may
+    be the one-line reason it failed."""
     work, cfg, threads = task
     try:
         ch = work.default(cfg, threads)
-        return ch, record_layer(work.operator(cfg, ch.knobs))
     except VTAError as e:
-        return str(e).splitlines()[0]
+        return str(e).splitlines()[0], ""
+    return ch, _record((work, ch.knobs, cfg))
 
 
 def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
