@@ -6,7 +6,8 @@ every module the parent has imported and import nothing new), and is reused by l
 Results come back in the items' order whatever the order they finish in, so what a compile
 makes of them does not depend on N. The workers ignore SIGINT: on Ctrl-C (or a terminating
 signal, which the CLI raises like it) the parent gets the KeyboardInterrupt and terminates
-them, so none is left behind. Where ``fork`` does not exist, every map runs in-process.
+them, so none is left behind. Where ``fork`` does not exist, or in a daemonic process (a
+worker of a multiprocessing pool, which may not have children), every map runs in-process.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class Workers:
 
     def __init__(self, jobs: int) -> None:
         self.jobs = check_jobs(jobs)
-        if "fork" not in mp.get_all_start_methods():
-            self.jobs = 1
+        if "fork" not in mp.get_all_start_methods() or mp.current_process().daemon:
+            self.jobs = 1  # no fork, or inside a pool's worker (which may have no children)
         self._pool: Any = None
 
     def map(self, fn: Callable[[T], R], items: Iterable[T],

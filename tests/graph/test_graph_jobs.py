@@ -175,3 +175,23 @@ def test_interrupt_stops_the_compile_and_its_workers(sig, status, tmp_path) -> N
     for w in workers:  # reaped by the compile: gone
         assert not Path(f"/proc/{w}").exists() or \
             Path(f"/proc/{w}/stat").read_text().split()[2] == "Z", w
+
+
+def _compile_in_a_pool_worker(onnx_bytes: bytes) -> int:
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+    m = gm.compile_graph(from_onnx(onnx.load_from_string(onnx_bytes)), Config(), jobs=2)
+    return len(m.kernels)
+
+
+def test_a_compile_inside_a_pool_worker_runs_in_process(small_models, tmp_path,
+                                                        monkeypatch) -> None:
+    """A daemonic process (a multiprocessing pool's worker) may not fork workers: compile_graph
+    there searches in-process, with the same result."""
+    import multiprocessing as mp
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    model, g = small_models["mobilenet_v1"]
+    with mp.get_context("fork").Pool(1) as pool:
+        n = pool.apply(_compile_in_a_pool_worker, (model.SerializeToString(),))
+    assert n == len(gm.compile_graph(g, Config(), jobs=1).kernels) > 0
