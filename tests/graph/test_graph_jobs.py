@@ -195,3 +195,28 @@ def test_a_compile_inside_a_pool_worker_runs_in_process(small_models, tmp_path,
     with mp.get_context("fork").Pool(1) as pool:
         n = pool.apply(_compile_in_a_pool_worker, (model.SerializeToString(),))
     assert n == len(gm.compile_graph(g, Config(), jobs=1).kernels) > 0
+
+
+def _compile_programs(onnx_bytes: bytes) -> dict[str, bytes]:
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+    m = gm.compile_graph(from_onnx(onnx.load_from_string(onnx_bytes)), Config(), jobs=1)
+    return {k: v.program for k, v in m.kernels.items()}
+
+
+def test_two_compiles_share_one_cache(small_models, tmp_path, monkeypatch) -> None:
+    """Two compiles at once on one cold knob cache (each writes its entries atomically): the
+    same programs, every entry whole and readable, and a third compile searches nothing."""
+    import multiprocessing as mp
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    model = small_models["resnet18"][0].SerializeToString()
+    with mp.get_context("fork").Pool(2) as pool:
+        a, b = pool.map(_compile_programs, [model, model])
+    assert a == b and a
+    entries = list((tmp_path / "knobs").glob("*.json"))
+    assert entries and all(json.loads(p.read_text())["knobs"] for p in entries)
+    assert not list((tmp_path / "knobs").glob(".*"))  # no temporary file left
+    searched = []
+    monkeypatch.setattr(gm, "_search", lambda task: searched.append(task) or ("", ""))
+    assert _compile_programs(model) == a and searched == []
