@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+from collections.abc import Callable
 
-from .common import add_config_args, config_from_args
+from .common import add_config_args, config_from_args, positive_int
 
 #: vta.compiler.graph.quantize.CALIBRATIONS (not imported here: `vta --help` stays fast)
 CALIBRATIONS = ("mse", "max", "percentile")
@@ -65,6 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPU layers: llvm (default) stores the LLVM IR of their kernels built by "
                         "the operator compiler (host/*.ll; `vta run` JIT-compiles it); numpy "
                         "stores none (they run numpy kernels, the reference)")
+    p.add_argument("--jobs", "-j", type=positive_int, default=None, metavar="N",
+                   help="worker processes for the default-knob searches of the workloads "
+                        "whose knobs are not in the knob cache, and for lowering the layers "
+                        "(default: the CPUs this process may use; 1: no worker process). The "
+                        "module is the same for every N. A search taking a while shows its "
+                        "progress on stderr when that is a terminal")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer quantization report (full layer names) and the "
                         "VTA part's latency in ms and frames/s at the clock of --board")
@@ -111,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
                            keep_first_float=not args.quantize_first, board=board,
                            threads=args.buffering == "auto", tuned=tuned,
                            host=args.host, per_channel=args.per_channel,
-                           calibration=args.calibration, pow2=args.pow2_scales)
+                           calibration=args.calibration, pow2=args.pow2_scales,
+                           jobs=args.jobs, progress=search_progress())
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
                             f"{len(module.tuned_knobs)} VTA layer(s)")
@@ -121,6 +131,27 @@ def run(args: argparse.Namespace) -> int:
         print(quant_report(module))
         print(latency_line(module, board))
     return 0
+
+
+def search_progress(stream=None, after: float = 1.0) -> Callable[[int, int], None]:  # noqa: ANN001
+    """``default knobs: K/N workloads`` on one stderr line, redrawn as searches finish
+    (``K`` 0: they start): only when stderr is a terminal and they have taken ``after`` s."""
+    stream = stream or sys.stderr
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    t0 = time.monotonic()
+    shown = False
+
+    def show(k: int, total: int) -> None:
+        nonlocal t0, shown
+        if k == 0:
+            t0 = time.monotonic()
+            return
+        if not tty or (not shown and (k >= total or time.monotonic() - t0 < after)):
+            return
+        shown = True
+        stream.write(f"\rdefault knobs: {k}/{total} workloads" + ("\n" if k >= total else ""))
+        stream.flush()
+    return show
 
 
 def _board_config(name: str):  # -> Config

@@ -36,6 +36,8 @@ from vta.isa import Config
 from vta.isa.errors import VTAError
 
 from ..build import arena_align
+from ..topi import defaults
+from ..topi.defaults import Choice
 from .errors import InputError, ModuleError
 from .ir import Graph, TensorInfo
 from .lowering import (
@@ -72,6 +74,7 @@ from .quantize import (
     synthetic_samples,
 )
 from .summary import cpu_reasons, fallback_notes
+from .workers import Workers, check_jobs
 
 VTA_OPS = ("QConv", "QDense")
 #: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
@@ -276,16 +279,18 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                   board: str | None = None, threads: bool = True,
                   tuned: Lookup | None = None, host: str = "llvm",
                   per_channel: bool = False, calibration: str = CALIBRATIONS[0],
-                  pow2: bool = False) -> CompiledModule:
+                  pow2: bool = False, jobs: int | None = None,
+                  progress: Progress | None = None) -> CompiledModule:
     """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
     through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
     its template's default knobs; ``threads=False`` keeps default schedules to one virtual
     thread (fewer, larger instructions: faster on fsim). ``host``: "llvm" stores the LLVM IR
-    of the CPU nodes' kernels, "numpy" none."""
+    of the CPU nodes' kernels, "numpy" none. ``jobs``: worker processes for the default-knob
+    searches and the recordings (None: the CPUs this process may use; 1: in-process); the
+    module is the same for every value. ``progress(k, total)`` follows the searches."""
     if host not in ("llvm", "numpy"):
-        from .errors import InputError
-
         raise InputError(f"unknown host kernels {host!r}; use llvm or numpy")
+    jobs = check_jobs(jobs)
     t0 = time.perf_counter()
     og = optimize(g)
     _check_layer_names(og, cpu_layers, "--cpu-layer")
@@ -298,7 +303,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     agree = layer_errors(og, qr, samples[0], env)
     shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
     partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
-                                            threads, tuned)
+                                            threads, tuned, jobs, progress)
     notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, cpu_layers, vta_ops),
                            qg)
     plan = _plan(qg, shapes, qr.scales, cfg, built)
@@ -344,18 +349,16 @@ class _Built:
 
 def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                   cpu_layers: set[str], vta_ops: set[str], threads: bool,
-                  tuned: Lookup | None
+                  tuned: Lookup | None, jobs: int, progress: Progress | None
                   ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
     scratch offsets, one recording per distinct operator); the others stay on the CPU, with
-    the reason (layer -> why it does not lower; the module's notes)."""
-    partition: dict[str, str] = {}
+    the reason (layer -> why it does not lower; the module's notes). The default-knob
+    searches and the recordings run in ``jobs`` worker processes (:class:`Workers`)."""
+    partition = {n.name: "cpu" for n in qg.nodes}
     notes: dict[str, str] = {}
-    built: dict[str, _Built] = {}
-    memo: dict[Any, Recorded] = {}
-    chosen: dict[Any, Any] = {}
+    planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
     for n in qg.nodes:
-        partition[n.name] = "cpu"
         if n.op not in vta_ops or n.op not in LOWERED_OPS or n.name in cpu_layers:
             continue
         try:
@@ -364,27 +367,111 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
             notes[n.name] = str(e).splitlines()[0]
             continue
         hit = tuned(layer) if tuned is not None else None  # a bad log is an error, no fallback
-        try:
-            if hit is not None:
-                knobs, cycles, source = dict(hit[0]), float(hit[1]), "tuning-log"
-            else:
-                work = replace(layer, node="")  # the workload: equal layers share a choice
-                if work not in chosen:
-                    chosen[work] = layer.default(cfg, threads)
-                ch = chosen[work]
-                knobs, cycles, source = ch.knobs, ch.cycles, "default"
-            key = (replace(layer, node=""), tuple(sorted(knobs.items())))
-            if key not in memo:
-                memo[key] = record_layer(layer.operator(cfg, knobs))
-        except VTAError as e:
-            notes[n.name] = str(e).splitlines()[0]
+        planned[n.name] = (layer, hit)
+    _preload()
+    with Workers(jobs) as workers:
+        works = [replace(layer, node="") for layer, hit in planned.values() if hit is None]
+        choices, recorded = _default_knobs(works, cfg, threads, workers, progress)
+        wanted: dict[str, tuple[Any, dict[str, int], float, str] | str] = {}
+        for name, (layer, hit) in planned.items():
+            work = replace(layer, node="")  # the workload: equal layers share a choice
+            ch = (Choice(dict(hit[0]), float(hit[1]), 0) if hit is not None
+                  else choices[work])
+            wanted[name] = ch if isinstance(ch, str) else (
+                (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
+                "default" if hit is None else "tuning-log")
+        todo = list(dict.fromkeys(w[0] for w in wanted.values()
+                                  if not isinstance(w, str) and w[0] not in recorded))
+        recorded.update(zip(todo, workers.map(_record, [(w, dict(k), cfg) for w, k in todo])))
+    built: dict[str, _Built] = {}
+    for name, w in wanted.items():
+        r = w if isinstance(w, str) else recorded[w[0]]
+        if isinstance(r, str):
+            notes[name] = r
             continue
+        layer, n = planned[name][0], qg.node(name)
+        _, knobs, cycles, source = w
         consts = layer.constants(cfg, n, qg.params)
-        blobs = {f"{n.name}.{v}": b for v, b in zip(("wgt", *layer.vectors), consts)}
-        blobs[f"{n.name}.uop"] = memo[key].rec.uops
-        built[n.name] = _Built(layer, memo[key], blobs, knobs, source, cycles)
-        partition[n.name] = "vta"
+        blobs = {f"{name}.{v}": b for v, b in zip(("wgt", *layer.vectors), consts)}
+        blobs[f"{name}.uop"] = r.rec.uops
+        built[name] = _Built(layer, r, blobs, knobs, source, cycles)
+        partition[name] = "vta"
     return partition, notes, built
+
+
+#: Progress of the default-knob searches: (workloads searched, workloads to search).
+Progress = Callable[[int, int], None]
+
+
+def _knob_key(knobs: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(knobs.items()))
+
+
+def _default_knobs(works: Sequence[Any], cfg: Config, threads: bool, workers: Workers,
+                   progress: Progress | None
+                   ) -> tuple[dict[Any, Choice | str], dict[tuple, Recorded | str]]:
+    """The default knobs of each distinct workload (or the one-line reason it has none) and
+    the programs the searches recorded, by (workload, knob key). Knobs in the user's cache are
+    read; the missing ones are searched in the workers, each cache entry once (workloads that
+    differ only in their epilogue's immediates share one), in a fixed order."""
+    choices: dict[Any, Choice | str] = {}
+    search: dict[str, Any] = {}  # cache key -> the first workload that reads it
+    share: dict[Any, str] = {}  # workload -> the cache key another workload searches
+    for work in dict.fromkeys(works):
+        try:
+            key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
+        except VTAError as e:
+            choices[work] = str(e).splitlines()[0]
+            continue
+        if ch is not None:
+            choices[work] = ch
+        elif key is not None and key in search:
+            share[work] = key
+        else:
+            search[key or str(len(search))] = work
+    recorded: dict[tuple, Recorded | str] = {}
+    if progress is not None and search:
+        progress(0, len(search))
+    found = workers.map(_search, [(w, cfg, threads) for w in search.values()], progress)
+    for work, (ch, rec) in zip(search.values(), found):
+        choices[work] = ch
+        if not isinstance(ch, str):
+            recorded[(work, _knob_key(ch.knobs))] = rec
+    for work, key in share.items():
+        choices[work] = choices[search[key]]
+    return choices, recorded
+
+
+def _search(task: tuple[Any, Config, bool]) -> tuple[Choice | str, Recorded | str]:
+    """A worker's job: search a workload's default knobs (the cache entry is written) and
+    record their program, which the search has just timed (no second lowering); either may
+    be the one-line reason it failed."""
+    work, cfg, threads = task
+    try:
+        ch = work.default(cfg, threads)
+    except VTAError as e:
+        return str(e).splitlines()[0], ""
+    return ch, _record((work, ch.knobs, cfg))
+
+
+def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
+    """A worker's job: record a workload's program with the given knobs."""
+    work, knobs, cfg = task
+    try:
+        return record_layer(work.operator(cfg, knobs))
+    except VTAError as e:
+        return str(e).splitlines()[0]
+
+
+def _preload() -> None:
+    """Import what lowering and timing a program need, so that forked workers import
+    nothing (each would import it again)."""
+    import vta.compiler.build  # noqa: F401
+    import vta.compiler.codegen.vta  # noqa: F401
+    import vta.compiler.topi.conv_transpose  # noqa: F401
+    import vta.compiler.topi.elementwise  # noqa: F401
+    import vta.runtime  # noqa: F401
+    import vta.sim.perf  # noqa: F401
 
 
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],

@@ -15,7 +15,11 @@ neighbour (one knob one step up or down) until no neighbour is better, within th
 The :data:`FINALISTS` best-ranked settings are then timed on their full programs and the
 fastest wins (ties by knob tuple), so the chosen cycles are always the full program's.
 The search is deterministic. Results are cached per (workload, configuration, kit version) in
-the user cache (``vta.isa.fileio.user_cache_dir("knobs")``), so recompiles are fast.
+the user cache (``vta.isa.fileio.user_cache_dir("knobs")``, one file per entry, written
+atomically: concurrent compiles and search workers may write entries at once), so recompiles
+are fast. :func:`probe` tells, without searching, which cache entry a default-knob function
+reads and whether it is there (a compile searches the missing ones in parallel:
+:mod:`vta.compiler.graph.module`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,16 +245,44 @@ def _descend(cur: tuple, space: dict[str, list[int]], names: list[str], valid_ke
 
 
 # ----------------------------------------------------------------------------- cache
+class _Miss(Exception):
+    """Raised by :func:`_cached` inside :func:`probe` where a search would run."""
+
+
+#: The cache keys :func:`_cached` met, while :func:`probe` runs (None otherwise).
+_PROBE: ContextVar[list[str] | None] = ContextVar("_PROBE", default=None)
+
+
+def probe(choose: Callable[[], Choice]) -> tuple[str | None, Choice | None]:
+    """Run a default-knob function (e.g. ``lambda: conv2d_default(...)``) without searching:
+    (the knob cache key it reads, the cached Choice or None when it would search). The key is
+    None when ``choose`` reads no cache entry. Its VTAErrors (a layer that does not fit) pass."""
+    keys: list[str] = []
+    token = _PROBE.set(keys)
+    try:
+        choice: Choice | None = choose()
+    except _Miss:
+        choice = None
+    finally:
+        _PROBE.reset(token)
+    return (keys[-1] if keys else None), choice
+
+
 def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]) -> Choice:
     key = json.dumps({"workload": workload, "config": cfg.to_dict(), "kit": kit_version(),
                       "schema": SCHEMA}, sort_keys=True)
     path = user_cache_dir("knobs") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+    probing = _PROBE.get()
+    if probing is not None:
+        probing.append(key)
     try:
         d = json.loads(path.read_text())
         if d.get("key") == key:
             return Choice(dict(d["knobs"]), float(d["cycles"]), int(d["evaluated"]), True)
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    if probing is not None:
+        raise _Miss(key)
     ch = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -399,4 +432,4 @@ def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: S
 
 
 __all__ = ["BUDGET", "FINALISTS", "Choice", "search", "conv2d_default", "dense_default",
-           "conv2d_reduced", "program_cycles"]
+           "conv2d_reduced", "probe", "program_cycles"]

@@ -1,0 +1,92 @@
+"""Worker processes of a compile (``vta compile --jobs N``): an ordered map over a pool of
+forked processes.
+
+The pool is made on the first map of more than one item, by ``fork`` (the workers inherit
+every module the parent has imported and import nothing new), and is reused by later maps.
+Results come back in the items' order whatever the order they finish in, so what a compile
+makes of them does not depend on N. The workers ignore SIGINT: on Ctrl-C (or a terminating
+signal, which the CLI raises like it) the parent gets the KeyboardInterrupt and terminates
+them, so none is left behind. Where ``fork`` does not exist, or in a daemonic process (a
+worker of a multiprocessing pool, which may not have children), every map runs in-process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .errors import InputError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (``os.sched_getaffinity``; else ``os.cpu_count``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def check_jobs(jobs: int | None) -> int:
+    """``jobs`` as a worker count: None -> :func:`available_cpus`; anything but a positive
+    integer is an InputError."""
+    if jobs is None:
+        return available_cpus()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"jobs must be a positive integer (worker processes), not {jobs!r}")
+    return jobs
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Workers:
+    """``with Workers(jobs) as w: w.map(fn, items)``: ``fn`` (a module-level function, its
+    items and results picklable) over ``items``; ``jobs`` 1 runs in-process."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = check_jobs(jobs)
+        if "fork" not in mp.get_all_start_methods() or mp.current_process().daemon:
+            self.jobs = 1  # no fork, or inside a pool's worker (which may have no children)
+        self._pool: Any = None
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T],
+            done: Callable[[int, int], None] | None = None) -> list[R]:
+        """``[fn(x) for x in items]``; ``done(k, total)`` after each of them finishes."""
+        items = list(items)
+        out: list[R] = []
+        if self.jobs == 1 or len(items) <= 1:
+            results: Iterable[R] = map(fn, items)
+        else:
+            if self._pool is None:
+                self._pool = mp.get_context("fork").Pool(self.jobs, initializer=_ignore_sigint)
+            results = self._pool.imap(fn, items)  # one at a time: an idle worker takes the next
+        for r in results:
+            out.append(r)
+            if done is not None:
+                done(len(out), len(items))
+        return out
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._pool is None:
+            return
+        if exc_type is None:
+            self._pool.close()
+        else:  # an error or Ctrl-C: stop the workers at once
+            self._pool.terminate()
+        self._pool.join()
+        self._pool = None
+
+
+__all__ = ["Workers", "available_cpus", "check_jobs"]

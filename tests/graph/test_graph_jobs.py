@@ -1,0 +1,222 @@
+"""``vta compile --jobs N`` / ``compile_graph(jobs=N)``: the default-knob searches and the
+recordings in N forked workers give the same module, byte for byte, as in-process (N=1); each
+knob cache entry is searched once; bad N is a one-line error; Ctrl-C (or SIGTERM) stops the
+compile and its workers at once."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+from vta.cli.cmd_compile import search_progress
+from vta.cli.main import main
+from vta.compiler.graph import module as gm
+from vta.compiler.graph import zoo
+from vta.compiler.graph.errors import InputError
+from vta.compiler.topi import defaults
+from vta.isa import Config
+
+from .conftest import SMALL
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    """Every file of a module directory; the manifest without its compile time."""
+    out = {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+           if p.is_file()}
+    man = json.loads(out.pop("manifest.json"))
+    assert man.pop("compile_seconds") > 0
+    out["manifest.json"] = json.dumps(man, sort_keys=True).encode()
+    return out
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v1", "dcgan"])
+def test_module_is_the_same_for_every_jobs(name, tmp_path, monkeypatch, capsys) -> None:
+    """Cold knob caches with --jobs 1 and --jobs 2, then a warm one with --jobs 2: the same
+    files (programs, constants, plan, manifest: knobs and cycles of every layer)."""
+    model = tmp_path / f"{name}.onnx"
+    onnx.save(zoo.build(name, **SMALL[name]), str(model))
+    mods = {}
+    for tag, jobs, cache in (("j1", 1, "c1"), ("j2", 2, "c2"), ("j2warm", 2, "c1")):
+        monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / cache))
+        assert main(["compile", str(model), "-o", str(tmp_path / tag), "--jobs",
+                     str(jobs)]) == 0, capsys.readouterr().err
+        mods[tag] = _files(tmp_path / tag)
+    assert mods["j1"].keys() == mods["j2"].keys()
+    for f in mods["j1"]:
+        assert mods["j2"][f] == mods["j1"][f], f
+        assert mods["j2warm"][f] == mods["j1"][f], f
+    man = json.loads(mods["j1"]["manifest.json"])
+    assert sum(k["knob_source"] == "default" for k in man["kernels"].values()) >= 4
+    # both cold caches hold the same entries (the workers wrote theirs)
+    entries = [sorted(p.read_text() for p in (tmp_path / c / "knobs").glob("*.json"))
+               for c in ("c1", "c2")]
+    assert entries[0] == entries[1] and entries[0]
+
+
+def test_each_cache_entry_is_searched_once(small_models, tmp_path, monkeypatch) -> None:
+    """Layers whose workloads differ only in their epilogue's immediates (ResNet's repeated
+    blocks) read one cache entry: it is searched once, and a warm compile searches nothing."""
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    searched = []
+    real = gm._search
+
+    def counting(task):  # noqa: ANN001, ANN202
+        searched.append(task[0])
+        return real(task)
+
+    monkeypatch.setattr(gm, "_search", counting)
+    g = small_models["resnet18"][1]
+    m = gm.compile_graph(g, Config(), jobs=1)
+    entries = len(list((tmp_path / "knobs").glob("*.json")))
+    assert len(searched) == entries
+    works = {gm.replace(k, node="") for k in _layers(m, g)}
+    assert len(works) > entries  # some workloads shared an entry
+    searched.clear()
+    gm.compile_graph(g, Config(), jobs=1)
+    assert searched == []
+
+
+def _layers(m, g):  # noqa: ANN001, ANN202
+    from vta.compiler.graph.lowering import plan_node
+
+    return [plan_node(m.graph.node(n), m.shapes, m.graph.params, Config())
+            for n, k in m.kernels.items() if k.knob_source == "default"]
+
+
+def test_probe_reads_the_cache_without_searching(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    from vta.compiler.topi import Epilogue
+
+    cfg = Config()
+    epi = Epilogue(bias=True, shift=8, clip=(-128, 127))
+
+    def choose():  # noqa: ANN202
+        return defaults.dense_default(1, 4, 4, cfg, epi)
+
+    key, ch = defaults.probe(choose)
+    assert ch is None and key and not list(tmp_path.rglob("*.json"))
+    full = choose()
+    key2, ch2 = defaults.probe(choose)
+    assert key2 == key and ch2 is not None and ch2.cached
+    assert (ch2.knobs, ch2.cycles) == (full.knobs, full.cycles)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "1.5", "two"])
+def test_bad_jobs_is_a_one_line_error(bad, tmp_path, capsys) -> None:
+    rc = main(["compile", "missing.onnx", "-o", str(tmp_path / "m"), "--jobs", bad])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "--jobs" in err and bad in err, err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_compile_graph_rejects_bad_jobs(small_models, bad) -> None:
+    with pytest.raises(InputError, match="jobs must be a positive integer"):
+        gm.compile_graph(small_models["resnet18"][1], Config(), jobs=bad)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal_and_after_a_while() -> None:
+    quick, slow, pipe = _Tty(), _Tty(), io.StringIO()
+    for stream, after in ((quick, 60.0), (slow, 0.0), (pipe, 0.0)):
+        show = search_progress(stream, after)
+        for k in range(4):
+            show(k, 3)
+    assert quick.getvalue() == "" and pipe.getvalue() == ""
+    assert slow.getvalue() == ("\rdefault knobs: 1/3 workloads\rdefault knobs: 2/3 workloads"
+                               "\rdefault knobs: 3/3 workloads\n")
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_stops_the_compile_and_its_workers(sig, status, tmp_path) -> None:
+    """A signal to the whole process group (as Ctrl-C in a terminal) while the workers search:
+    the compile ends at once, one line, no module, no worker left."""
+    model = tmp_path / "r.onnx"
+    onnx.save(zoo.build("resnet18"), str(model))
+    env = dict(os.environ, VTA_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "vta.cli.main", "compile", str(model),
+                             "-o", str(tmp_path / "m"), "--jobs", "2"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    end = time.monotonic() + 120
+    workers: list[int] = []
+    while len(workers) < 2:
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        time.sleep(0.05)
+        workers = _children(proc.pid)
+    time.sleep(0.5)  # inside the searches
+    os.killpg(proc.pid, sig)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("vta compile did not stop within 30 s of the signal")
+    assert proc.returncode == status, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "m").exists()
+    for w in workers:  # reaped by the compile: gone
+        assert not Path(f"/proc/{w}").exists() or \
+            Path(f"/proc/{w}/stat").read_text().split()[2] == "Z", w
+
+
+def _compile_in_a_pool_worker(onnx_bytes: bytes) -> int:
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+    m = gm.compile_graph(from_onnx(onnx.load_from_string(onnx_bytes)), Config(), jobs=2)
+    return len(m.kernels)
+
+
+def test_a_compile_inside_a_pool_worker_runs_in_process(small_models, tmp_path,
+                                                        monkeypatch) -> None:
+    """A daemonic process (a multiprocessing pool's worker) may not fork workers: compile_graph
+    there searches in-process, with the same result."""
+    import multiprocessing as mp
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    model, g = small_models["mobilenet_v1"]
+    with mp.get_context("fork").Pool(1) as pool:
+        n = pool.apply(_compile_in_a_pool_worker, (model.SerializeToString(),))
+    assert n == len(gm.compile_graph(g, Config(), jobs=1).kernels) > 0
+
+
+def _compile_programs(onnx_bytes: bytes) -> dict[str, bytes]:
+    from vta.compiler.graph.onnx_frontend import from_onnx
+
+    m = gm.compile_graph(from_onnx(onnx.load_from_string(onnx_bytes)), Config(), jobs=1)
+    return {k: v.program for k, v in m.kernels.items()}
+
+
+def test_two_compiles_share_one_cache(small_models, tmp_path, monkeypatch) -> None:
+    """Two compiles at once on one cold knob cache (each writes its entries atomically): the
+    same programs, every entry whole and readable, and a third compile searches nothing."""
+    import multiprocessing as mp
+
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
+    model = small_models["resnet18"][0].SerializeToString()
+    with mp.get_context("fork").Pool(2) as pool:
+        a, b = pool.map(_compile_programs, [model, model])
+    assert a == b and a
+    entries = list((tmp_path / "knobs").glob("*.json"))
+    assert entries and all(json.loads(p.read_text())["knobs"] for p in entries)
+    assert not list((tmp_path / "knobs").glob(".*"))  # no temporary file left
+    searched = []
+    monkeypatch.setattr(gm, "_search", lambda task: searched.append(task) or ("", ""))
+    assert _compile_programs(model) == a and searched == []
