@@ -1,23 +1,28 @@
 """Worker processes of a compile (``vta compile --jobs N``): an ordered map over a pool of
 forked processes.
 
-The pool is made on the first map of more than one item, by ``fork`` (the workers inherit
-every module the parent has imported and import nothing new), and is reused by later maps.
-Results come back in the items' order whatever the order they finish in, so what a compile
-makes of them does not depend on N. The workers ignore SIGINT: on Ctrl-C (or a terminating
-signal, which the CLI raises like it) the parent gets the KeyboardInterrupt and terminates
-them, so none is left behind. Where ``fork`` does not exist, or in a daemonic process (a
+The pool (a ``concurrent.futures.ProcessPoolExecutor``) is made on the first map of more
+than one item, by ``fork`` (the workers inherit every module the parent has imported and
+import nothing new), and is reused by later maps. Results come back in the items' order
+whatever the order they finish in, so what a compile makes of them does not depend on N. The
+workers ignore SIGINT: on Ctrl-C (or a terminating signal, which the CLI raises like it) the
+parent gets the KeyboardInterrupt and kills them, so none is left behind. A worker killed from
+outside (e.g. by the out-of-memory killer) ends the map with a one-line :class:`WorkerError`
+instead of a wait for its result. Where ``fork`` does not exist, or in a daemonic process (a
 worker of a multiprocessing pool, which may not have children), every map runs in-process.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import signal
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
+
+from vta.isa.errors import VTAError
 
 from .errors import InputError
 
@@ -43,6 +48,10 @@ def check_jobs(jobs: int | None) -> int:
     return jobs
 
 
+class WorkerError(VTAError):
+    """A worker process of a compile died before it returned its result."""
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -66,12 +75,18 @@ class Workers:
             results: Iterable[R] = map(fn, items)
         else:
             if self._pool is None:
-                self._pool = mp.get_context("fork").Pool(self.jobs, initializer=_ignore_sigint)
-            results = self._pool.imap(fn, items)  # one at a time: an idle worker takes the next
-        for r in results:
-            out.append(r)
-            if done is not None:
-                done(len(out), len(items))
+                self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("fork"),
+                                                    initializer=_ignore_sigint)
+            results = self._pool.map(fn, items)  # an idle worker takes the next item
+        try:
+            for r in results:
+                out.append(r)
+                if done is not None:
+                    done(len(out), len(items))
+        except cf.BrokenExecutor:
+            raise WorkerError("a compile worker process died before it returned its result "
+                              "(killed from outside, e.g. out of memory?); run again, or with "
+                              "--jobs 1") from None
         return out
 
     def __enter__(self) -> Workers:
@@ -81,12 +96,18 @@ class Workers:
                  tb: TracebackType | None) -> None:
         if self._pool is None:
             return
+        pool, self._pool = self._pool, None
         if exc_type is None:
-            self._pool.close()
-        else:  # an error or Ctrl-C: stop the workers at once
-            self._pool.terminate()
-        self._pool.join()
-        self._pool = None
+            pool.shutdown(wait=True)
+            return
+        # an error or Ctrl-C: stop the workers at once (the executor has no public kill
+        # before Python 3.14's terminate_workers)
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.join()
 
 
-__all__ = ["Workers", "available_cpus", "check_jobs"]
+__all__ = ["WorkerError", "Workers", "available_cpus", "check_jobs"]

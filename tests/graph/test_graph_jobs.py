@@ -220,3 +220,25 @@ def test_two_compiles_share_one_cache(small_models, tmp_path, monkeypatch) -> No
     searched = []
     monkeypatch.setattr(gm, "_search", lambda task: searched.append(task) or ("", ""))
     assert _compile_programs(model) == a and searched == []
+
+
+def _die_on_three(x: int) -> int:
+    if x == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
+    return x * x
+
+
+def test_a_killed_worker_is_a_one_line_error_not_a_hang() -> None:
+    """A worker killed from outside ends the map with a WorkerError (one line, naming what
+    happened and what to do) within seconds; the items before it were computed by the pool."""
+    from vta.compiler.graph.workers import WorkerError, Workers
+    from vta.isa.errors import VTAError
+
+    assert issubclass(WorkerError, VTAError)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError, match="worker process died.*--jobs 1") as e, Workers(2) as w:
+        w.map(_die_on_three, range(8))
+    assert "\n" not in str(e.value)
+    assert time.monotonic() - t0 < 30
+    with Workers(2) as w:  # a new pool works again
+        assert w.map(_die_on_three, [0, 1, 2, 4]) == [0, 1, 4, 16]
