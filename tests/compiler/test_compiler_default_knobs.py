@@ -98,11 +98,12 @@ def test_compiled_micro_kernels_equal_a_plain_walk(cfg, which):
     func = lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
     inst = _kernel_instances(func)
     assert inst and any(isinstance(x, Gemm) for k, _ in inst for x in walk(k.body))
-    ev = cg._Eval()
+    codes = {}
     for k, env in inst:
-        cmd = cg._kernel(k, env, ev, cfg)
-        assert cmd.kernel[1] == len(_plain_uops(k, env))
-        assert list(ev.kernels[id(k)][0].uops(env)) == _plain_uops(k, env)
+        kc = codes.setdefault(id(k), cg._KernelCode(k, cfg))
+        args = tuple(env[v] for v in kc.params)
+        assert kc(args).kernel[1] == len(_plain_uops(k, env))
+        assert list(kc.uops(args)) == _plain_uops(k, env)
 
 
 def _exhaustive(space, valid, cost):
