@@ -183,15 +183,16 @@ class PerfModel:
         # that ran and those it pushed tokens to change theirs
         ready: dict[str, float | None] = {m.name: self._ready_time(state, m, steps)
                                           for m in order}
+        arrival, token_latency = state.arrival, self.p.token_latency
         for _ in range(len(insns)):
             m, best_t = _next_ready(order, ready, insns, steps)
             k = m.queue.popleft()
             st = steps[k]
-            t_wait_tok = best_t - max(m.free_at, state.arrival[k])
+            t_wait_tok = best_t - max(m.free_at, arrival[k])
             for dq in st.pops:
                 dq.popleft()
             start = best_t
-            dur = self._execute(state, m, st, start)
+            dur = st.dur if st.mem is None else self._execute(state, m, st, start)
             end = start + dur
             m.busy += dur
             m.token_wait += max(0.0, t_wait_tok)
@@ -200,7 +201,7 @@ class PerfModel:
             state.left_at[m.name].append(start)
             ready[m.name] = self._ready_time(state, m, steps)
             for dq, dst in st.pushes:
-                dq.append(end + self.p.token_latency)
+                dq.append(end + token_latency)
                 ready[dst.name] = self._ready_time(state, dst, steps)
             if trace:
                 state.trace.append({"name": _short_name(insns[k]), "ph": "X", "pid": 1,
@@ -269,10 +270,8 @@ class PerfModel:
         return t0
 
     def _execute(self, state: _RunState, m: _Module, st: _Step, start: float) -> float:
-        """The duration of the instruction of ``st`` started at ``start``, booking the memory
-        port and stats."""
-        if st.mem is None:
-            return st.dur
+        """The duration of the LOAD/STORE of ``st`` (one that moves data) started at
+        ``start``, booking the memory port and stats."""
         p = self.p
         lead, data, tail, local = st.mem
         ready = start + p.insn_overhead + lead

@@ -221,6 +221,12 @@ class Reduce(Expr):
         return const(v, self.dtype)
 
 
+#: isinstance tuples of hot traversals (a ``A | B`` union is built anew at every call)
+_INDEXED = (TensorRead, BufferLoad)
+#: integer nodes :func:`simplify` leaves as they are
+_OPAQUE = (TensorRead, BufferLoad, Reduce, Select, Call)
+
+
 def int_range(dtype: str) -> tuple[int, int]:
     b = bits(dtype)
     if dtype.startswith("uint"):
@@ -337,7 +343,7 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return (e.cond, e.t, e.f)
     if isinstance(e, Call):
         return e.args
-    if isinstance(e, TensorRead | BufferLoad):
+    if isinstance(e, _INDEXED):
         return e.indices
     if isinstance(e, Reduce):
         return (e.source,) + ((e.where,) if e.where is not None else ())
@@ -538,7 +544,7 @@ def simplify(e: Expr) -> Expr:
     """Canonicalise integer index arithmetic (affine parts folded, constants combined)."""
     if type(e) is Var:  # its own canonical form
         return e
-    if is_int(e.dtype) and not isinstance(e, TensorRead | BufferLoad | Reduce | Select | Call):
+    if is_int(e.dtype) and not isinstance(e, _OPAQUE):
         if isinstance(e, Binary) and e.op not in ("add", "sub", "mul", "floordiv", "floormod"):
             return binary(e.op, simplify(e.a), simplify(e.b))
         if isinstance(e, Cast):
