@@ -17,7 +17,7 @@ from vta.isa import Config
 
 from ..errors import CodegenError
 from ..passes.sync import COMPUTE, LOAD, STORE, Command, group_threads, insert_sync, issue
-from ..tir.expr import Expr, Var, free_vars, py_source
+from ..tir.expr import Expr, Var, py_source
 from ..tir.stmt import (
     ACC_SCOPE,
     INP_SCOPE,
@@ -81,10 +81,10 @@ class _HostSource:
         return "\n".join([*head, *self.lines, "    return None"])
 
     def expr(self, e: Expr) -> str:
-        for v in free_vars(e):
-            if id(v) not in self.names:
-                raise CodegenError(f"variable {v.name} is not bound when evaluating {e}")
-        return py_source(e, self.names)
+        def unbound(v: Var) -> str:
+            raise CodegenError(f"variable {v.name} is not bound when evaluating {e}")
+
+        return py_source(e, self.names, unbound)
 
     def leaf(self, maker: Callable[..., Command], args: list[str], pad: str) -> None:
         self.lines.append(f"{pad}ap(L{len(self.leaves)}({', '.join(args)}))")
@@ -217,9 +217,7 @@ class _KernelCode:
             return names[id(v)]
 
         def expr(e: Expr) -> str:
-            for v in sorted(free_vars(e), key=lambda v: v.name):
-                name_of(v)
-            return py_source(e, names)
+            return py_source(e, names, name_of)
 
         def gen(s: Stmt, depth: int) -> None:
             pad = "    " * depth

@@ -645,21 +645,27 @@ _PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
            "div": "int({a} / {b})"}
 
 
-def py_source(e: Expr, names: dict[int, str]) -> str:
-    """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name."""
+def py_source(e: Expr, names: dict[int, str],
+              unbound: Callable[[Var], str] | None = None) -> str:
+    """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name,
+    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error)."""
 
     def gen(n: Expr) -> str:
-        if isinstance(n, Const):
-            return repr(n.value)
-        if isinstance(n, Var):
-            if id(n) not in names:
-                raise LoweringError(f"variable {n.name} is not bound here")
-            return names[id(n)]
-        if isinstance(n, Binary):
+        t = type(n)
+        if t is Binary:
             return _PY_BIN[n.op].format(a=gen(n.a), b=gen(n.b))
-        if isinstance(n, Cast):
+        if t is Var:
+            name = names.get(id(n))
+            if name is not None:
+                return name
+            if unbound is None:
+                raise LoweringError(f"variable {n.name} is not bound here")
+            return unbound(n)
+        if t is Const:
+            return repr(n.value)
+        if t is Cast:
             return gen(n.value)
-        if isinstance(n, Select):
+        if t is Select:
             return f"({gen(n.t)} if {gen(n.cond)} else {gen(n.f)})"
         raise LoweringError(f"cannot evaluate {n} on the host")
 
