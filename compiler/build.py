@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config, MemType
+from vta.isa.gcpause import paused_gc
 from vta.isa.stats import RunStats
 
 from .errors import CodegenError
@@ -44,8 +45,9 @@ def vta_pipeline(cfg: Config, *, verify_each: bool = True, dump: Any = None) -> 
 def lower_vta(sch: Schedule, args: Sequence[Tensor], cfg: Config, name: str = "main", *,
               init_in_first_iteration: bool = False, **kw: Any) -> PrimFunc:
     """Lower and run the VTA passes (the IR the VTA code generator executes)."""
-    func = lower(sch, args, name, init_in_first_iteration=init_in_first_iteration)
-    return vta_pipeline(cfg, **kw)(func)
+    with paused_gc():
+        func = lower(sch, args, name, init_in_first_iteration=init_in_first_iteration)
+        return vta_pipeline(cfg, **kw)(func)
 
 
 class VtaModule:
@@ -187,8 +189,9 @@ def record_func(func: PrimFunc, cfg: Config, offsets: Sequence[int] | None = Non
     arena = Arena(cfg, size)  # np.zeros: pages are only touched if written
     bufs = {p: arena.alloc_at(o, n) for p, o, n in zip(func.params, offsets, sizes)}
     q = CommandQueue.recorder(cfg, arena, max_insns=1 << 30, kernels=_jit_table(cfg))
-    emit(func, cfg, q, bufs)
-    return q.record()
+    with paused_gc():
+        emit(func, cfg, q, bufs)
+        return q.record()
 
 
 #: Finalized micro-kernels by signature, per configuration, shared by every recording (the

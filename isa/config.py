@@ -275,13 +275,22 @@ class Config:
 
     def elem_bytes(self, memory_type: int) -> int:
         """Bytes of one element of the given memory type (a ``MemType`` or its value)."""
-        return (self.uop_elem_bytes, self.wgt_elem_bytes, self.inp_elem_bytes,
-                self.acc_elem_bytes, self.out_elem_bytes)[int(memory_type)]
+        return self._elem_bytes[memory_type]
 
     def depth(self, memory_type: int) -> int:
         """Entries of the SRAM buffer for the given memory type."""
-        return (self.uop_depth, self.wgt_depth, self.inp_depth,
-                self.acc_depth, self.out_depth)[int(memory_type)]
+        return self._depths[memory_type]
+
+    @cached_property
+    def _elem_bytes(self) -> tuple[int, ...]:
+        # by MemType value (a hot lookup of the code generator and the performance model)
+        return (self.uop_elem_bytes, self.wgt_elem_bytes, self.inp_elem_bytes,
+                self.acc_elem_bytes, self.out_elem_bytes)
+
+    @cached_property
+    def _depths(self) -> tuple[int, ...]:
+        return (self.uop_depth, self.wgt_depth, self.inp_depth, self.acc_depth,
+                self.out_depth)
 
     @cached_property
     def layouts(self):  # -> Layouts (typed lazily to avoid an import cycle)

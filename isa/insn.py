@@ -239,8 +239,17 @@ def decode_words(words: np.ndarray, cfg: Config, *, numbered: bool = True) -> li
         names = list(cols)
         lists = [cols[n].tolist() for n in names]
         for k, vals in zip(rows.tolist(), zip(*lists)):
-            out[k] = cls(**dict(zip(names, vals)))
+            out[k] = _made(cls, zip(names, vals))
     return out  # type: ignore[return-value]
+
+
+def _made(cls: type[Insn], items: Iterable[tuple[str, int]]) -> Insn:
+    """``cls(**dict(items))`` for a layout's complete set of decoded fields, without the
+    frozen dataclass's per-field ``__init__`` (decoding a program makes one per instruction;
+    these classes have no ``__post_init__``)."""
+    insn = object.__new__(cls)
+    insn.__dict__.update(items)
+    return insn
 
 
 def program_words(data: bytes) -> np.ndarray:

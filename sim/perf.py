@@ -39,6 +39,7 @@ from vta.isa import (
     Opcode,
 )
 from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
+from vta.isa.gcpause import paused_gc
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.stats import ModuleCycles, RunStats, program_stats
 
@@ -98,7 +99,7 @@ DEFAULT_PARAMS = PerfParams()
 @dataclass
 class _Module:
     name: str
-    queue: deque  # (insn index, insn)
+    queue: deque  # instruction indices
     free_at: float = 0.0
     busy: float = 0.0
     token_wait: float = 0.0
@@ -116,6 +117,7 @@ class PerfModel:
         self.insn_queue_depth = insn_queue_depth
         #: Chrome trace events of the last :meth:`run` with ``trace``.
         self.trace_events: list[dict[str, Any]] = []
+        self._mem_memo: dict[tuple, tuple[float, float, float, float]] = {}
 
     # ------------------------------------------------------------- memory costs
     def _rows(self, rows: int, row_bytes: int, start_byte: int) -> tuple[int, int]:
@@ -128,19 +130,27 @@ class PerfModel:
         """(lead, data, tail, local) of a LOAD/STORE: ``lead`` is the request latency
         (it overlaps other modules' traffic), ``data`` the cycles its beats occupy the port,
         ``tail`` what follows the data (the write response), ``local`` cycles without the
-        port (padding)."""
+        port (padding). Memoised by what they depend on."""
         if insn.x_size == 0:
             return 0.0, 0.0, 0.0, 0.0
-        p = self.p
         esz = self.cfg.elem_bytes(insn.memory_type)
-        bursts, beats = self._rows(insn.y_size, insn.x_size * esz, insn.dram_base * esz)
+        key = (insn.opcode == Opcode.STORE, esz, insn.y_size, insn.x_size,
+               insn.dram_base * esz % self.p.bus_bytes, insn.y_pad_0 + insn.y_pad_1)
+        c = self._mem_memo.get(key)
+        if c is None:
+            c = self._mem_memo[key] = self._mem_cost(*key)
+        return c
+
+    def _mem_cost(self, store: bool, esz: int, y_size: int, x_size: int, start_byte: int,
+                  pad_rows: int) -> tuple[float, float, float, float]:
+        p = self.p
+        bursts, beats = self._rows(y_size, x_size * esz, start_byte)
         # elements narrower than the bus are written/read one per cycle inside the module
-        narrow = insn.y_size * insn.x_size if esz < p.bus_bytes else 0
-        if insn.opcode == Opcode.STORE:
+        narrow = y_size * x_size if esz < p.bus_bytes else 0
+        if store:
             return 0.0, max(beats * p.beat, narrow), p.write_latency + p.mem_overhead, 0.0
         data = max(p.burst_train(bursts, beats, p.mem_latency) - p.mem_latency, narrow)
-        local = (insn.y_pad_0 + insn.y_pad_1) * p.pad_per_row
-        return p.mem_latency, data, p.mem_overhead, local
+        return p.mem_latency, data, p.mem_overhead, pad_rows * p.pad_per_row
 
     def _compute_cycles(self, insn: Insn) -> float:
         if isinstance(insn, GemmInsn | AluInsn):
@@ -162,40 +172,67 @@ class PerfModel:
         """Schedule ``insns``: each step starts the module instruction that can start first.
         With ``trace``, the Chrome trace events of the run are left in :attr:`trace_events`
         (else it is empty: a knob search times hundreds of programs)."""
-        p = self.p
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
-        for k, insn in enumerate(insns):
-            mods[insn.module if not isinstance(insn, FinishInsn) else COMPUTE_MODULE].queue.append(
-                (k, insn))
+        links = _links(mods, state.tokens)
+        steps = [self._step(insn, mods, links) for insn in insns]
+        for k, st in enumerate(steps):
+            st.module.queue.append(k)
+        order = [mods[m] for m in MODULES]
+        # each module's head start time (None: it waits on an absent token); only the module
+        # that ran and those it pushed tokens to change theirs
+        ready: dict[str, float | None] = {m.name: self._ready_time(state, m, steps)
+                                          for m in order}
+        arrival, token_latency = state.arrival, self.p.token_latency
         for _ in range(len(insns)):
-            m, best_t = self._next_ready(state, mods)
-            k, insn = m.queue.popleft()
-            t_wait_tok = best_t - max(m.free_at, state.arrival[k])
-            if insn.pop_prev_dep:
-                state.tokens[(PREV[m.name], m.name)].popleft()
-            if insn.pop_next_dep:
-                state.tokens[(NEXT[m.name], m.name)].popleft()
+            m, best_t = _next_ready(order, ready, insns, steps)
+            k = m.queue.popleft()
+            st = steps[k]
+            t_wait_tok = best_t - max(m.free_at, arrival[k])
+            for dq in st.pops:
+                dq.popleft()
             start = best_t
-            dur = self._execute(state, m, insn, start)
+            dur = st.dur if st.mem is None else self._execute(state, m, st, start)
             end = start + dur
             m.busy += dur
             m.token_wait += max(0.0, t_wait_tok)
             m.free_at = end
             m.done += 1
             state.left_at[m.name].append(start)
-            if insn.push_prev_dep and PREV[m.name]:
-                state.tokens[(m.name, PREV[m.name])].append(end + p.token_latency)
-            if insn.push_next_dep and NEXT[m.name]:
-                state.tokens[(m.name, NEXT[m.name])].append(end + p.token_latency)
+            ready[m.name] = self._ready_time(state, m, steps)
+            for dq, dst in st.pushes:
+                dq.append(end + token_latency)
+                ready[dst.name] = self._ready_time(state, dst, steps)
             if trace:
-                state.trace.append({"name": _short_name(insn), "ph": "X", "pid": 1,
+                state.trace.append({"name": _short_name(insns[k]), "ph": "X", "pid": 1,
                                     "tid": MODULES.index(m.name) + 1, "ts": start, "dur": dur,
                                     "args": {"index": k}})
-            if isinstance(insn, FinishInsn):
+            if st.finish:
                 state.finish_t = end
         self.trace_events = state.trace
         return self._report(state, mods, insns)
+
+    def _step(self, insn: Insn, mods: dict[str, _Module],
+              links: dict[str, tuple]) -> _Step:
+        """What scheduling ``insn`` needs, computed once: its module, the token queues it
+        pops and pushes (``links``: per module, see :func:`_links`), and its costs."""
+        name = COMPUTE_MODULE if type(insn) is FinishInsn else insn.module
+        pop_prev, pop_next, push_prev, push_next = links[name]
+        pops: tuple = ()
+        if insn.pop_prev_dep or insn.pop_next_dep:
+            pops = ((pop_prev,) if insn.pop_prev_dep else ()) + \
+                ((pop_next,) if insn.pop_next_dep else ())
+        pushes: tuple = ()
+        if insn.push_prev_dep or insn.push_next_dep:
+            pushes = tuple(q for q, flag in ((push_prev, insn.push_prev_dep),
+                                             (push_next, insn.push_next_dep)) if flag and q)
+        if isinstance(insn, MemInsn):
+            mem = self._mem_cycles(insn)
+            if mem[1]:
+                return _Step(mods[name], pops, pushes, mem, 0.0, False)
+            return _Step(mods[name], pops, pushes, None, self.p.insn_overhead + mem[3], False)
+        return _Step(mods[name], pops, pushes, None,
+                     self.p.insn_overhead + self._compute_cycles(insn), type(insn) is FinishInsn)
 
     def _fetch_bursts(self, n_insns: int) -> _Fetch:
         """Fetch: pipelined bursts of instructions in program order; the port carries their
@@ -216,64 +253,34 @@ class PerfModel:
                                    + (k + 1) * p.fetch_per_insn)
         return _Fetch(arrival, bursts, [b1 for _, b1 in bursts])
 
-    def _ready_time(self, state: _RunState, m: _Module) -> float | None:
-        """When the head of ``m``'s queue can start, or None while a token it pops is absent."""
-        k, insn = m.queue[0]
+    def _ready_time(self, state: _RunState, m: _Module, steps: list[_Step]) -> float | None:
+        """When the head of ``m``'s queue can start, or None while a token it pops is absent
+        (or ``m``'s queue is empty)."""
+        if not m.queue:
+            return None
+        k = m.queue[0]
         t0 = max(m.free_at, state.arrival[k])
         q = state.left_at[m.name]
         if len(q) >= self.insn_queue_depth:
             t0 = max(t0, q[-self.insn_queue_depth])
-        if insn.pop_prev_dep:
-            dq = state.tokens[(PREV[m.name], m.name)] if PREV[m.name] else None
-            if not dq:
-                return None
-            t0 = max(t0, dq[0])
-        if insn.pop_next_dep:
-            dq = state.tokens[(NEXT[m.name], m.name)] if NEXT[m.name] else None
+        for dq in steps[k].pops:
             if not dq:
                 return None
             t0 = max(t0, dq[0])
         return t0
 
-    def _next_ready(self, state: _RunState, mods: dict[str, _Module]) -> tuple[_Module, float]:
-        """The module whose head instruction starts first, and when; DeadlockError if none."""
-        best, best_t = None, math.inf
-        for m in mods.values():
-            if m.queue:
-                rt = self._ready_time(state, m)
-                if rt is not None and rt < best_t:
-                    best, best_t = m, rt
-        if best is not None:
-            return best, best_t
-        stuck = []
-        for m in mods.values():
-            if m.queue:
-                k, insn = m.queue[0]
-                want = [f"{PREV[m.name]}->{m.name}" for f in [insn.pop_prev_dep] if f] + \
-                       [f"{NEXT[m.name]}->{m.name}" for f in [insn.pop_next_dep] if f]
-                stuck.append(f"{m.name} at instruction {k} waits on token queue "
-                             f"{' and '.join(want)}")
-        raise DeadlockError("deadlock: " + "; ".join(stuck))
-
-    def _execute(self, state: _RunState, m: _Module, insn: Insn, start: float) -> float:
-        """The duration of ``insn`` started at ``start``, booking the memory port and stats."""
+    def _execute(self, state: _RunState, m: _Module, st: _Step, start: float) -> float:
+        """The duration of the LOAD/STORE of ``st`` (one that moves data) started at
+        ``start``, booking the memory port and stats."""
         p = self.p
-        dur = p.insn_overhead
-        if isinstance(insn, MemInsn):
-            lead, data, tail, local = self._mem_cycles(insn)
-            if data:
-                ready = start + p.insn_overhead + lead
-                begin = _after_fetch(max(ready, state.port_free), data, state.fetch.bursts,
-                                     state.fetch.ends)
-                m.mem_wait += begin - ready
-                state.port_free = begin + data
-                state.port_busy += data
-                dur = (state.port_free + tail - start) + local
-            else:
-                dur += local
-        else:
-            dur += self._compute_cycles(insn)
-        return dur
+        lead, data, tail, local = st.mem
+        ready = start + p.insn_overhead + lead
+        begin = _after_fetch(max(ready, state.port_free), data, state.fetch.bursts,
+                             state.fetch.ends)
+        m.mem_wait += begin - ready
+        state.port_free = begin + data
+        state.port_busy += data
+        return (state.port_free + tail - start) + local
 
     def _report(self, state: _RunState, mods: dict[str, _Module],
                 insns: Sequence[Insn]) -> RunStats:
@@ -285,6 +292,56 @@ class PerfModel:
         return program_stats(insns, self.cfg, backend="perf", cycles=int(math.ceil(total)),
                              bus_width=8 * self.p.bus_bytes, modules=modules,
                              memory_port_busy=int(round(state.port_busy)))
+
+
+class _Step:
+    """One instruction as the scheduler sees it: its ``module``, the token queues it ``pops``
+    (None: a queue its module does not have), the (queue, consumer module) pairs it
+    ``pushes``, a LOAD/STORE's ``mem`` costs (lead, data, tail, local) when it moves data,
+    else its fixed duration ``dur``, and whether it is FINISH."""
+
+    __slots__ = ("module", "pops", "pushes", "mem", "dur", "finish")
+
+    def __init__(self, module: _Module, pops: tuple, pushes: tuple,
+                 mem: tuple[float, float, float, float] | None, dur: float,
+                 finish: bool) -> None:
+        self.module, self.pops, self.pushes = module, pops, pushes
+        self.mem, self.dur, self.finish = mem, dur, finish
+
+
+def _links(mods: dict[str, _Module], tokens: dict[tuple[str, str], deque]) -> dict[str, tuple]:
+    """Per module: the token queues it pops from its previous and next module (None where it
+    has no such neighbour) and the (queue, consumer module) it pushes to each (None alike)."""
+    out = {}
+    for m in MODULES:
+        prev, nxt = PREV[m], NEXT[m]
+        out[m] = (tokens.get((prev, m)), tokens.get((nxt, m)),
+                  (tokens[(m, prev)], mods[prev]) if prev else None,
+                  (tokens[(m, nxt)], mods[nxt]) if nxt else None)
+    return out
+
+
+def _next_ready(order: list[_Module], ready: dict[str, float | None], insns: Sequence[Insn],
+                steps: list[_Step]) -> tuple[_Module, float]:
+    """The module whose head instruction starts first (the first in module order on a tie),
+    and when; DeadlockError if none can."""
+    best, best_t = None, math.inf
+    for m in order:
+        rt = ready[m.name]
+        if rt is not None and rt < best_t:
+            best, best_t = m, rt
+    if best is not None:
+        return best, best_t
+    stuck = []
+    for m in order:
+        if m.queue:
+            k = m.queue[0]
+            insn = insns[k]
+            want = [f"{PREV[m.name]}->{m.name}" for f in [insn.pop_prev_dep] if f] + \
+                   [f"{NEXT[m.name]}->{m.name}" for f in [insn.pop_next_dep] if f]
+            stuck.append(f"{m.name} at instruction {k} waits on token queue "
+                         f"{' and '.join(want)}")
+    raise DeadlockError("deadlock: " + "; ".join(stuck))
 
 
 @dataclass
@@ -339,11 +396,11 @@ def _short_name(insn: Insn) -> str:
 def estimate(program: bytes | Sequence[Insn], cfg: Config, *,
              params: PerfParams = DEFAULT_PARAMS, bus_width: int | None = None) -> RunStats:
     """Statistics (with ``cycles``) of a program, without running its data."""
-    prog = as_program_bytes(program, cfg)
-    insns = check_program(prog, cfg)
     if bus_width is not None:
         params = params.with_bus_width(bus_width)
-    return PerfModel(cfg, params).run(insns)
+    with paused_gc():
+        insns = check_program(as_program_bytes(program, cfg), cfg)
+        return PerfModel(cfg, params).run(insns)
 
 
 def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: Config, *,

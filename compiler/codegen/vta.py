@@ -17,7 +17,7 @@ from vta.isa import Config
 
 from ..errors import CodegenError
 from ..passes.sync import COMPUTE, LOAD, STORE, Command, group_threads, insert_sync, issue
-from ..tir.expr import Expr, Var, compile_int, free_vars, py_source
+from ..tir.expr import Expr, Var, py_source
 from ..tir.stmt import (
     ACC_SCOPE,
     INP_SCOPE,
@@ -31,6 +31,7 @@ from ..tir.stmt import (
     Gemm,
     If,
     Nop,
+    PadSpec,
     PrimFunc,
     Seq,
     Stmt,
@@ -48,115 +49,157 @@ def _extent(b: Buffer) -> tuple[str, int, int]:
     return (b.scope, b.base, b.base + b.n_elems)
 
 
-class _Eval:
-    """Evaluates integer expressions with a cache of compiled Python lambdas."""
-
-    def __init__(self) -> None:
-        self.cache: dict[int, tuple[list[Var], Callable[..., int], Expr]] = {}
-        #: compiled micro-kernels by id (the kernel is kept alive beside its code)
-        self.kernels: dict[int, tuple[_KernelCode, UopKernel]] = {}
-
-    def __call__(self, e: Expr, env: dict[Var, int]) -> int:
-        ent = self.cache.get(id(e))
-        if ent is None:
-            vs = sorted(free_vars(e), key=lambda v: id(v))
-            ent = (vs, compile_int(e, vs), e)
-            self.cache[id(e)] = ent
-        vs, fn, _ = ent
-        try:
-            return int(fn(*map(env.__getitem__, vs)))
-        except KeyError as k:
-            raise CodegenError(f"variable {k} is not bound when evaluating {e}") from None
-
-
 def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Command]:
     """The command stream of ``func`` with concrete addresses (tokens not yet placed)."""
-    ev = _Eval()
+    leaves: list[Callable[..., Command]] = []
+    src = _HostSource(leaves, cfg, buffers).function(func.body)
     out: list[Command] = []
-
-    def visit(s: Stmt, env: dict[Var, int]) -> None:
-        # the leaves first: most visits are DMA and micro-kernel commands
-        if isinstance(s, Dma):
-            out.append(_dma(s, env, ev, buffers))
-        elif isinstance(s, UopKernel):
-            out.append(_kernel(s, env, ev, cfg))
-        elif isinstance(s, For):
-            v, body = s.var, s.body
-            for i in range(s.extent):
-                env[v] = i
-                visit(body, env)
-            del env[v]
-        elif isinstance(s, Seq):
-            for c in s.stmts:
-                visit(c, env)
-        elif isinstance(s, Allocate | Attr):
-            visit(s.body, env)
-        elif isinstance(s, If):
-            if ev(s.cond, env):
-                visit(s.then, env)
-            elif s.else_ is not None:
-                visit(s.else_, env)
-        elif isinstance(s, Nop):
-            pass
-        else:
-            raise CodegenError(f"{type(s).__name__} cannot run on VTA (run the VTA passes first)")
-
-    visit(func.body, {})
+    _compiled(src, "_host")(out.append, leaves)
     return out
 
 
-def _dma(s: Dma, env: dict[Var, int], ev: _Eval, buffers: dict[Buffer, Any]) -> Command:
-    sram_idx = s.sram.base + ev(s.sram_index, env)
-    dram_idx = ev(s.dram_index, env)
-    if s.dram not in buffers:
-        raise CodegenError(f"no device buffer for {s.dram.name}")
-    dev_buf = buffers[s.dram]
-    if s.direction == "store":
-        y, x, stride = s.y_size, s.x_size, s.x_stride
+class _HostSource:
+    """The host loops of a lowered function as the source of one Python function
+    ``_host(ap, L)``: its loops are Python loops, and every :class:`Dma` or
+    :class:`UopKernel` a call ``ap(L[k](...))`` of the command maker ``L[k]`` (a
+    :class:`_DmaCode` or :class:`_KernelCode`, appended to ``leaves``) on the values of its
+    index expressions. Code generation runs it once instead of walking the IR for every
+    iteration of every loop."""
 
-        def store(q: Any) -> None:
-            q.store_buffer_2d(sram_idx, "out", dev_buf, dram_idx, x, y, stride)
+    def __init__(self, leaves: list[Callable[..., Command]], cfg: Config,
+                 buffers: dict[Buffer, Any]) -> None:
+        self.leaves, self.cfg, self.buffers = leaves, cfg, buffers
+        self.names: dict[int, str] = {}  # id(loop variable) -> its Python name, while in scope
+        self.lines: list[str] = []
+        self.loops = 0
 
-        writes = ((id(dev_buf), dram_idx, dram_idx + (y - 1) * stride + x),)
-        return Command(STORE, s.thread, store, f"store {s.dram.name}", sram=(_extent(s.sram),),
-                       dram_writes=writes)
-    pads = [0, 0, 0, 0]  # y0, y1, x0, x1
-    sizes = [s.y_size, s.x_size]
-    for k, p in enumerate((s.pad_y, s.pad_x)):
-        if p is None:
-            continue
-        start = ev(p.start, env)
-        ext = sizes[k]
-        p0 = min(max(p.lo - start, 0), ext)
-        p1 = min(max(ext - (p.hi - start), 0), ext)
-        pads[2 * k], pads[2 * k + 1] = p0, p1
-    y_size = s.y_size - pads[0] - pads[1]
-    x_size = s.x_size - pads[2] - pads[3]
-    dram_idx += pads[0] * s.x_stride + pads[2]
-    mem = _MEM[s.sram.scope]
-    if y_size <= 0 or x_size <= 0:
-        raise CodegenError(f"load of {s.sram.name}: the block lies entirely in the padding; "
-                           "use a tile that overlaps the tensor")
-    if max(pads) > 15:
-        raise CodegenError(f"load of {s.sram.name}: padding of {max(pads)} exceeds the 4-bit "
-                           "pad fields (15)")
-    module = COMPUTE if mem == "acc" else LOAD
+    def function(self, body: Stmt) -> str:
+        self.stmt(body, 1)
+        head = ["def _host(ap, L):"]
+        if self.leaves:
+            head.append(f"    {''.join(f'L{k}, ' for k in range(len(self.leaves)))}= L")
+        return "\n".join([*head, *self.lines, "    return None"])
 
-    def load(q: Any) -> None:
-        q.load_buffer_2d(dev_buf, dram_idx, x_size, y_size, s.x_stride, x_pad_before=pads[2],
-                         y_pad_before=pads[0], x_pad_after=pads[3], y_pad_after=pads[1],
-                         dst_sram_index=sram_idx, dst_memory_type=mem)
+    def expr(self, e: Expr) -> str:
+        def unbound(v: Var) -> str:
+            raise CodegenError(f"variable {v.name} is not bound when evaluating {e}")
 
-    return Command(module, s.thread, load, f"load {s.sram.name}", sram=(_extent(s.sram),))
+        return py_source(e, self.names, unbound)
+
+    def leaf(self, maker: Callable[..., Command], args: list[str], pad: str) -> None:
+        self.lines.append(f"{pad}ap(L{len(self.leaves)}({', '.join(args)}))")
+        self.leaves.append(maker)
+
+    def stmt(self, s: Stmt, depth: int) -> None:
+        pad = "    " * depth
+        if isinstance(s, Dma):
+            pads = [self.expr(p.start) if p is not None else "0" for p in (s.pad_y, s.pad_x)]
+            self.leaf(_DmaCode(s, self.buffers), [self.expr(s.sram_index),
+                                                  self.expr(s.dram_index), *pads], pad)
+        elif isinstance(s, UopKernel):
+            code = _KernelCode(s, self.cfg)
+            for v in code.params:
+                if id(v) not in self.names:
+                    raise CodegenError(f"variable {v.name} is not bound in a micro-kernel")
+            self.leaf(code, [f"({''.join(self.names[id(v)] + ', ' for v in code.params)})"],
+                      pad)
+        elif isinstance(s, For):
+            self.loop(s, depth)
+        elif isinstance(s, Seq):
+            for c in s.stmts:
+                self.stmt(c, depth)
+        elif isinstance(s, Allocate | Attr):
+            self.stmt(s.body, depth)
+        elif isinstance(s, If):
+            self.lines.append(f"{pad}if {self.expr(s.cond)}:")
+            self.block(s.then, depth + 1)
+            if s.else_ is not None:
+                self.lines.append(f"{pad}else:")
+                self.block(s.else_, depth + 1)
+        elif not isinstance(s, Nop):
+            raise CodegenError(f"{type(s).__name__} cannot run on VTA (run the VTA passes first)")
+
+    def loop(self, s: For, depth: int) -> None:
+        name = self.names[id(s.var)] = f"i{self.loops}"
+        self.loops += 1
+        if s.extent == 1:  # no Python loop: nested loops are limited (20 blocks)
+            self.lines.append(f"{'    ' * depth}{name} = 0")
+            self.stmt(s.body, depth)
+        else:
+            self.lines.append(f"{'    ' * depth}for {name} in range({s.extent}):")
+            self.block(s.body, depth + 1)
+        del self.names[id(s.var)]
+
+    def block(self, s: Stmt, depth: int) -> None:
+        n = len(self.lines)
+        self.stmt(s, depth)
+        if len(self.lines) == n:
+            self.lines.append(f"{'    ' * depth}pass")
+
+
+class _DmaCode:
+    """Makes the LOAD/STORE command of one :class:`Dma` from the values of its index
+    expressions (SRAM index, DRAM index, the starts of its row and column padding)."""
+
+    def __init__(self, s: Dma, buffers: dict[Buffer, Any]) -> None:
+        if s.dram not in buffers:
+            raise CodegenError(f"no device buffer for {s.dram.name}")
+        self.s, self.dev_buf = s, buffers[s.dram]
+        self.sram = (_extent(s.sram),)
+        self.base = s.sram.base
+        self.store = s.direction == "store"
+        self.mem = _MEM.get(s.sram.scope)
+        self.module = STORE if self.store else COMPUTE if self.mem == "acc" else LOAD
+        self.what = f"store {s.dram.name}" if self.store else f"load {s.sram.name}"
+
+    def __call__(self, sram_i: int, dram_i: int, y_start: int, x_start: int) -> Command:
+        s, dev_buf, sram_idx = self.s, self.dev_buf, self.base + sram_i
+        if self.store:
+            y, x, stride = s.y_size, s.x_size, s.x_stride
+
+            def store(q: Any) -> None:
+                q.store_buffer_2d(sram_idx, "out", dev_buf, dram_i, x, y, stride)
+
+            writes = ((id(dev_buf), dram_i, dram_i + (y - 1) * stride + x),)
+            return Command(STORE, s.thread, store, self.what, sram=self.sram,
+                           dram_writes=writes)
+        y0, y1 = _pads(s.pad_y, y_start, s.y_size)
+        x0, x1 = _pads(s.pad_x, x_start, s.x_size)
+        y_size = s.y_size - y0 - y1
+        x_size = s.x_size - x0 - x1
+        dram_idx = dram_i + y0 * s.x_stride + x0
+        if y_size <= 0 or x_size <= 0:
+            raise CodegenError(f"load of {s.sram.name}: the block lies entirely in the padding; "
+                               "use a tile that overlaps the tensor")
+        if max(y0, y1, x0, x1) > 15:
+            raise CodegenError(f"load of {s.sram.name}: padding of {max(y0, y1, x0, x1)} "
+                               "exceeds the 4-bit pad fields (15)")
+        mem, stride = self.mem, s.x_stride
+
+        def load(q: Any) -> None:
+            q.load_buffer_2d(dev_buf, dram_idx, x_size, y_size, stride, x_pad_before=x0,
+                             y_pad_before=y0, x_pad_after=x1, y_pad_after=y1,
+                             dst_sram_index=sram_idx, dst_memory_type=mem)
+
+        return Command(self.module, s.thread, load, self.what, sram=self.sram)
+
+
+def _pads(p: PadSpec | None, start: int, ext: int) -> tuple[int, int]:
+    """The zero padding (before, after) of a DMA axis of ``ext`` entries from ``start``."""
+    if p is None:
+        return 0, 0
+    return min(max(p.lo - start, 0), ext), min(max(ext - (p.hi - start), 0), ext)
 
 
 class _KernelCode:
-    """A micro-kernel's body compiled once into a Python function of the enclosing loop
-    variables that returns its micro-op list (``(dst, src, wgt)`` in visiting order, the
-    folded loop variables at zero): codegen runs it for every instance of the kernel instead
-    of walking the IR again."""
+    """Makes the GEMM/ALU command of one :class:`UopKernel` from the values of the enclosing
+    loop variables it reads (:attr:`params`). Its body is compiled once into a Python function
+    of them that returns its micro-op list (``(dst, src, wgt)`` in visiting order, the folded
+    loop variables at zero): codegen runs it for every instance of the kernel instead of
+    walking the IR again, once per distinct micro-op list (memoised)."""
 
-    def __init__(self, k: UopKernel) -> None:
+    def __init__(self, k: UopKernel, cfg: Config) -> None:
+        self.k, self.cfg = k, cfg
         leaves = k.leaves
         if not leaves:
             raise CodegenError("a micro-kernel without GEMM or ALU micro-ops")
@@ -174,9 +217,7 @@ class _KernelCode:
             return names[id(v)]
 
         def expr(e: Expr) -> str:
-            for v in sorted(free_vars(e), key=lambda v: v.name):
-                name_of(v)
-            return py_source(e, names)
+            return py_source(e, names, name_of)
 
         def gen(s: Stmt, depth: int) -> None:
             pad = "    " * depth
@@ -204,42 +245,52 @@ class _KernelCode:
         gen(k.body, 1)
         head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
         src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
-        self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src)
+        self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src, "_uops")
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
-        #: the runtime kernel signature of each memoised micro-op list (by its id)
-        self.sigs: dict[int, _Key] = {}
+        #: what the commands of each memoised micro-op list share (by the list's id)
+        self.made: dict[int, tuple[Callable[[Any], None], str, tuple[Any, int]]] = {}
         self.loops = tuple((lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor)
                            for lp in k.loops)
         bufs = {id(b): b for leaf in leaves
                 for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None)) if b is not None}
         self.sram = tuple(_extent(b) for b in bufs.values())
 
-    def uops(self, env: dict[Var, int]) -> tuple[tuple[int, int, int], ...]:
-        """The micro-ops for the enclosing loop variables' values in ``env`` (memoised)."""
-        try:
-            args = tuple(env[v] for v in self.params)
-        except KeyError as k:
-            raise CodegenError(f"variable {k} is not bound in a micro-kernel") from None
+    def uops(self, args: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+        """The micro-ops for the values ``args`` of :attr:`params` (memoised)."""
         u = self.memo.get(args)
         if u is None:
             u = self.memo[args] = tuple(self.fn(*args))
+            if len(u) > self.cfg.uop_depth:
+                raise CodegenError(
+                    f"a micro-kernel on {self.k.leaves[0].dst.name} has {len(u)} micro-ops but "
+                    f"the micro-op buffer has {self.cfg.uop_depth} entries; use smaller tiles "
+                    "(e.g. tile_w, tile_ci)")
         return u
 
+    def __call__(self, args: tuple[int, ...]) -> Command:
+        uops = self.uops(args)
+        made = self.made.get(id(uops))
+        if made is None:  # uops stays alive in self.memo, so its id names it
+            made = self.made[id(uops)] = _kernel_issue(self.sig, self.loops, uops)
+        push, what, kernel = made
+        return Command(COMPUTE, self.k.thread, push, what, sram=self.sram, kernel=kernel)
 
-#: Micro-kernel functions by their generated source (the default-knob search lowers many
-#: candidates whose kernels are the same code); cleared when it reaches _MAX_COMPILED.
-_COMPILED: dict[str, Callable[..., list[tuple[int, int, int]]]] = {}
+
+#: Host and micro-kernel functions by their generated source (the default-knob search lowers
+#: many candidates whose kernels are the same code); cleared when it reaches _MAX_COMPILED.
+_COMPILED: dict[str, Callable[..., Any]] = {}
 _MAX_COMPILED = 4096
 
 
-def _compiled(src: str) -> Callable[..., list[tuple[int, int, int]]]:
+def _compiled(src: str, name: str) -> Callable[..., Any]:
+    """The function ``name`` defined by the generated source ``src`` (memoised by source)."""
     fn = _COMPILED.get(src)
     if fn is None:
         if len(_COMPILED) >= _MAX_COMPILED:
             _COMPILED.clear()
         scope: dict[str, Any] = {}
         exec(src, scope)  # noqa: S102 - generated from our own IR
-        fn = _COMPILED[src] = scope["_uops"]
+        fn = _COMPILED[src] = scope[name]
     return fn
 
 
@@ -280,32 +331,21 @@ def _interned(key: _Key) -> _Key:
     return k
 
 
-def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Command:
-    code = ev.kernels.get(id(k))
-    if code is None:
-        code = ev.kernels[id(k)] = (_KernelCode(k), k)
-    kc = code[0]
-    uops = kc.uops(env)
-    leaf_sig = [kc.sig]
-    if len(uops) > cfg.uop_depth:
-        leaf = k.leaves[0]
-        raise CodegenError(
-            f"a micro-kernel on {leaf.dst.name} has {len(uops)} micro-ops but the micro-op "
-            f"buffer has {cfg.uop_depth} entries; use smaller tiles (e.g. tile_w, tile_ci)")
-    loops = kc.loops
-    sig = kc.sigs.get(id(uops))
-    if sig is None:  # uops stays alive in kc.memo, so its id names it
-        sig = kc.sigs[id(uops)] = _interned(_Key((leaf_sig[0], loops, uops)))
-    mode = leaf_sig[0][0]
+def _kernel_issue(leaf_sig: tuple, loops: tuple, uops: tuple
+                  ) -> tuple[Callable[[Any], None], str, tuple[Any, int]]:
+    """What every command running one micro-op list shares: its issue function, its
+    description and its (kernel getter, micro-op count)."""
+    sig = _interned(_Key((leaf_sig, loops, uops)))
+    mode = leaf_sig[0]
 
     def build(kb: Any) -> None:
         for ext, df, sf, wf in loops:
             kb.loop_begin(ext, dst_factor=df, src_factor=sf, wgt_factor=wf)
         for d, s_, w in uops:
             if mode == "gemm":
-                kb.push("gemm", reset=leaf_sig[0][1], dst=d, src=s_, wgt=w)
+                kb.push("gemm", reset=leaf_sig[1], dst=d, src=s_, wgt=w)
             else:
-                _, op, use_imm, imm = leaf_sig[0]
+                _, op, use_imm, imm = leaf_sig
                 kb.push("alu", reset=False, dst=d, src=s_, wgt=0, alu_opcode=op,
                         use_imm=use_imm, imm=imm)
         for _ in loops:
@@ -318,8 +358,7 @@ def _kernel(k: UopKernel, env: dict[Var, int], ev: _Eval, cfg: Config) -> Comman
         else:
             q.push_alu(kern)
 
-    return Command(COMPUTE, k.thread, push, f"{mode} x{len(uops)}", sram=kc.sram,
-                   kernel=(lambda q: q.kernel(sig, build), len(uops)))
+    return push, f"{mode} x{len(uops)}", (lambda q: q.kernel(sig, build), len(uops))
 
 
 def emit(func: PrimFunc, cfg: Config, queue: Any, buffers: dict[Buffer, Any]) -> list[Command]:

@@ -89,13 +89,32 @@ def _group_run(run: list[Command]) -> list[Command]:
         order.setdefault(c.thread, len(order))
     if len(order) < 2:
         return run
-    new = sorted(run, key=lambda c: order[c.thread])  # stable: each thread keeps its order
-    pos = {id(c): k for k, c in enumerate(new)}
-    for x, a in enumerate(run):
-        for b in run[x + 1:]:
-            if pos[id(a)] > pos[id(b)] and conflict(a, b):
-                return run
-    return new
+    if _moves_past_conflict(run, order):
+        return run
+    return sorted(run, key=lambda c: order[c.thread])  # stable: each thread keeps its order
+
+
+def _moves_past_conflict(run: list[Command], order: dict[Any, int]) -> bool:
+    """Whether grouping would move a command ``b`` before an earlier command ``a`` of a later
+    thread (in ``order``) that :func:`conflict` with it. Per thread, the footprints of its
+    commands seen so far are kept as one union (``a`` conflicts with ``b`` iff one of them
+    has an unknown footprint or their intervals overlap), so this is linear in ``run``."""
+    # per thread index: [commands seen, any unknown footprint, on-chip intervals, DRAM writes]
+    seen: list[list[Any]] = [[0, False, set(), set()] for _ in order]
+    for b in run:
+        t = order[b.thread]
+        for n, unknown, sram, dram in seen[t + 1:]:
+            if n and (unknown or b.sram is None or _overlap(b.sram, sram)
+                      or _overlap(b.dram_writes, dram)):
+                return True
+        mine = seen[t]
+        mine[0] += 1
+        if b.sram is None:
+            mine[1] = True
+        else:
+            mine[2].update(b.sram)
+            mine[3].update(b.dram_writes)
+    return False
 
 
 def insert_sync(cmds: list[Command]) -> list[Command]:

@@ -221,6 +221,12 @@ class Reduce(Expr):
         return const(v, self.dtype)
 
 
+#: isinstance tuples of hot traversals (a ``A | B`` union is built anew at every call)
+_INDEXED = (TensorRead, BufferLoad)
+#: integer nodes :func:`simplify` leaves as they are
+_OPAQUE = (TensorRead, BufferLoad, Reduce, Select, Call)
+
+
 def int_range(dtype: str) -> tuple[int, int]:
     b = bits(dtype)
     if dtype.startswith("uint"):
@@ -337,7 +343,7 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return (e.cond, e.t, e.f)
     if isinstance(e, Call):
         return e.args
-    if isinstance(e, TensorRead | BufferLoad):
+    if isinstance(e, _INDEXED):
         return e.indices
     if isinstance(e, Reduce):
         return (e.source,) + ((e.where,) if e.where is not None else ())
@@ -538,7 +544,7 @@ def simplify(e: Expr) -> Expr:
     """Canonicalise integer index arithmetic (affine parts folded, constants combined)."""
     if type(e) is Var:  # its own canonical form
         return e
-    if is_int(e.dtype) and not isinstance(e, TensorRead | BufferLoad | Reduce | Select | Call):
+    if is_int(e.dtype) and not isinstance(e, _OPAQUE):
         if isinstance(e, Binary) and e.op not in ("add", "sub", "mul", "floordiv", "floormod"):
             return binary(e.op, simplify(e.a), simplify(e.b))
         if isinstance(e, Cast):
@@ -639,21 +645,27 @@ _PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
            "div": "int({a} / {b})"}
 
 
-def py_source(e: Expr, names: dict[int, str]) -> str:
-    """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name."""
+def py_source(e: Expr, names: dict[int, str],
+              unbound: Callable[[Var], str] | None = None) -> str:
+    """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name,
+    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error)."""
 
     def gen(n: Expr) -> str:
-        if isinstance(n, Const):
-            return repr(n.value)
-        if isinstance(n, Var):
-            if id(n) not in names:
-                raise LoweringError(f"variable {n.name} is not bound here")
-            return names[id(n)]
-        if isinstance(n, Binary):
+        t = type(n)
+        if t is Binary:
             return _PY_BIN[n.op].format(a=gen(n.a), b=gen(n.b))
-        if isinstance(n, Cast):
+        if t is Var:
+            name = names.get(id(n))
+            if name is not None:
+                return name
+            if unbound is None:
+                raise LoweringError(f"variable {n.name} is not bound here")
+            return unbound(n)
+        if t is Const:
+            return repr(n.value)
+        if t is Cast:
             return gen(n.value)
-        if isinstance(n, Select):
+        if t is Select:
             return f"({gen(n.t)} if {gen(n.cond)} else {gen(n.f)})"
         raise LoweringError(f"cannot evaluate {n} on the host")
 

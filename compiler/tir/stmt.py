@@ -235,8 +235,14 @@ def seq(stmts: Iterable[Stmt]) -> Stmt:
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
+#: statements with one ``body`` (isinstance tuples: a ``A | B`` union is built at every call)
+_BODY = (For, Allocate, Attr)
+_BODY_OR_KERNEL = (For, Allocate, Attr, UopKernel)
+_WITH_EXPRS = (Store, Dma, Gemm, Alu)
+
+
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
-    if isinstance(s, For | Allocate | Attr):
+    if isinstance(s, _BODY):
         return (s.body,)
     if isinstance(s, Seq):
         return s.stmts
@@ -260,7 +266,7 @@ def rebuild(s: Stmt, f: Callable[[Stmt], Stmt | None]) -> Stmt:
     r = f(s)
     if r is not None:
         return r
-    if isinstance(s, For | Allocate | Attr | UopKernel):
+    if isinstance(s, _BODY_OR_KERNEL):
         b = rebuild(s.body, f)
         return s if b is s.body else _with_body(s, b)
     if isinstance(s, Seq):
@@ -309,7 +315,7 @@ def stmt_substitute(s: Stmt, mapping: dict) -> Stmt:
         return simplify(r) if is_int(r.dtype) else r
 
     def fn(n: Stmt) -> Stmt | None:
-        if isinstance(n, Store | Dma | Gemm | Alu):
+        if isinstance(n, _WITH_EXPRS):
             return map_exprs(n, sub)
         if isinstance(n, If):
             return If(substitute(n.cond, mapping), stmt_substitute(n.then, mapping),

@@ -19,7 +19,7 @@ import pytest
 from vta.compiler import lower_vta, topi
 from vta.compiler.codegen import vta as cg
 from vta.compiler.tir.expr import compile_int, free_vars
-from vta.compiler.tir.stmt import Alu, For, Gemm, UopKernel, stmt_children, walk
+from vta.compiler.tir.stmt import Alu, Dma, For, Gemm, If, UopKernel, stmt_children, walk
 from vta.compiler.topi import defaults
 from vta.compiler.topi import vta as T
 from vta.isa import Config
@@ -98,11 +98,104 @@ def test_compiled_micro_kernels_equal_a_plain_walk(cfg, which):
     func = lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
     inst = _kernel_instances(func)
     assert inst and any(isinstance(x, Gemm) for k, _ in inst for x in walk(k.body))
-    ev = cg._Eval()
+    codes = {}
     for k, env in inst:
-        cmd = cg._kernel(k, env, ev, cfg)
-        assert cmd.kernel[1] == len(_plain_uops(k, env))
-        assert list(ev.kernels[id(k)][0].uops(env)) == _plain_uops(k, env)
+        kc = codes.setdefault(id(k), cg._KernelCode(k, cfg))
+        args = tuple(env[v] for v in kc.params)
+        assert kc(args).kernel[1] == len(_plain_uops(k, env))
+        assert list(kc.uops(args)) == _plain_uops(k, env)
+
+
+class _LogQueue:
+    """Records the DMA calls commands make (micro-kernel pushes are checked above)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def load_buffer_2d(self, buf, off, x, y, stride, **kw):
+        self.calls.append(("load", id(buf), off, x, y, stride, tuple(sorted(kw.items()))))
+
+    def store_buffer_2d(self, sram, mem, buf, off, x, y, stride):
+        self.calls.append(("store", sram, mem, id(buf), off, x, y, stride))
+
+    def kernel(self, sig, build):
+        return sig
+
+    def push_gemm(self, kern):
+        pass
+
+    push_alu = push_gemm
+
+
+def _plain_dma_calls(func, bufs) -> tuple[list, int]:
+    """The LOAD/STORE calls of ``func`` by walking its loops (the padding clipped to the
+    tensor along each axis), and how many micro-kernel instances it runs."""
+    out = []
+    kernels = [0]
+
+    def ev(e, env) -> int:
+        vs = sorted(free_vars(e), key=id)
+        return int(compile_int(e, vs)(*[env[v] for v in vs]))
+
+    def visit(s, env) -> None:
+        if isinstance(s, For):
+            for i in range(s.extent):
+                visit(s.body, {**env, s.var: i})
+        elif isinstance(s, If):
+            if ev(s.cond, env):
+                visit(s.then, env)
+            elif s.else_ is not None:
+                visit(s.else_, env)
+        elif isinstance(s, Dma):
+            sram, dram = s.sram.base + ev(s.sram_index, env), ev(s.dram_index, env)
+            dev = bufs[s.dram]
+            if s.direction == "store":
+                out.append(("store", sram, "out", id(dev), dram, s.x_size, s.y_size,
+                            s.x_stride))
+                return
+            pads = []
+            for p, n in ((s.pad_y, s.y_size), (s.pad_x, s.x_size)):
+                inside = range(n) if p is None else \
+                    [i for i in range(n) if p.lo <= ev(p.start, env) + i < p.hi]
+                pads += [inside[0], n - 1 - inside[-1]]
+            y0, y1, x0, x1 = pads
+            mem = {"local.inp_buffer": "inp", "local.wgt_buffer": "wgt",
+                   "local.acc_buffer": "acc"}[s.sram.scope]
+            kw = dict(x_pad_before=x0, y_pad_before=y0, x_pad_after=x1, y_pad_after=y1,
+                      dst_sram_index=sram, dst_memory_type=mem)
+            out.append(("load", id(dev), dram + y0 * s.x_stride + x0, s.x_size - x0 - x1,
+                        s.y_size - y0 - y1, s.x_stride, tuple(sorted(kw.items()))))
+        elif isinstance(s, UopKernel):
+            kernels[0] += 1
+        else:
+            for c in stmt_children(s):
+                visit(c, env)
+
+    visit(func.body, {})
+    return out, kernels[0]
+
+
+@pytest.mark.parametrize("which", ["conv3x3", "conv1x1s2", "dense"])
+def test_generated_host_loops_equal_a_plain_walk(cfg, which):
+    if which == "dense":
+        op = topi.dense_packed((1, 4, 1, 16), (6, 4, 16, 16), config=cfg, bias=True, shift=7,
+                               target=None, knobs={"tile_b": 1, "tile_ci": 2, "tile_co": 3,
+                                                    "oc_nthread": 2})
+    else:
+        k, s, p = (3, 1, 1) if which == "conv3x3" else (1, 2, 0)
+        op = topi.conv2d_packed((1, 2, 8, 8, 1, 16), (4, 2, k, k, 16, 16), strides=(s, s),
+                                padding=(p, p), bias=True, shift=7, relu=True, config=cfg,
+                                target=None, knobs={"tile_h": 4, "h_nthread": 2})
+    func = lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
+    bufs = {p: object() for p in func.params}
+    q = _LogQueue()
+    cmds = cg.commands(func, cfg, bufs)
+    for c in cmds:
+        c.issue(q)
+    calls, kernels = _plain_dma_calls(func, bufs)
+    assert q.calls and q.calls == calls
+    assert kernels and sum(c.kernel is not None for c in cmds) == kernels == \
+        len(cmds) - len(calls)
 
 
 def _exhaustive(space, valid, cost):

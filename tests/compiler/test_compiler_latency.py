@@ -54,6 +54,38 @@ def test_group_threads_makes_each_threads_run_contiguous():
     assert by["G1"].pops == [LOAD] and by["L1"].pushes == [COMPUTE]
 
 
+def _grouped_by_pairs(run):
+    """The grouping rule checked pair by pair: every thread contiguous (threads in order of
+    first appearance) unless that moves a command past an earlier one it conflicts with."""
+    if len(run) < 3 or any(c.thread is None for c in run):
+        return run
+    order = {}
+    for c in run:
+        order.setdefault(c.thread, len(order))
+    new = sorted(run, key=lambda c: order[c.thread])
+    for x, a in enumerate(run):
+        for b in run[x + 1:]:
+            if order[a.thread] > order[b.thread] and conflict(a, b):
+                return run
+    return new
+
+
+@pytest.mark.unit
+def test_group_threads_equals_the_pairwise_rule_on_random_runs():
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 9))
+        run = []
+        for k in range(n):
+            t = int(rng.integers(0, 3))
+            lo = int(rng.integers(0, 6)) * 10
+            sram = None if rng.random() < 0.05 else (("acc", lo, lo + 10),)
+            writes = ((1, lo, lo + 5),) if rng.random() < 0.3 else ()
+            run.append(_c(COMPUTE, (t,), f"c{k}", sram, writes))
+        assert [c.what for c in group_threads(run)] == \
+            [c.what for c in _grouped_by_pairs(run)]
+
+
 @pytest.mark.unit
 def test_group_threads_keeps_the_order_of_conflicting_or_unknown_commands():
     shared = ("acc", 0, 8)
