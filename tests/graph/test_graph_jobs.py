@@ -144,7 +144,6 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_stops_the_compile_and_its_workers(sig, status, tmp_path) -> None:
     """A signal to the whole process group (as Ctrl-C in a terminal) while the workers search:
