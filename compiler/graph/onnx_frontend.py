@@ -87,20 +87,36 @@ def load_onnx(path: str | Path) -> Graph:
     except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(f"{p} is not a valid ONNX file ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else 'cannot parse'})") from None
-    return from_onnx(model, source=str(p))
+    # the checker reads the file itself: given the proto, it would serialize it first (half
+    # a second for VGG's 530 MB)
+    _check(model, str(p), str(p))
+    return _convert(model, str(p))
 
 
 def from_onnx(model: Any, *, source: str = "model") -> Graph:
     """Convert an ``onnx.ModelProto`` (checked first) into a :class:`Graph`."""
+    _check(model, model, source)
+    return _convert(model, source)
+
+
+def _check(model: Any, checked: Any, source: str) -> None:
+    """A one-line ModelError unless ``model`` has a graph and ``checked`` (the model or its
+    file) passes ONNX's checker."""
     import onnx
-    from onnx import numpy_helper
 
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{source} contains no graph (is it an ONNX model file?)")
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(checked)
     except Exception as e:  # noqa: BLE001 - ValidationError and friends
         raise ModelError(f"{source} is not a valid ONNX model: {_first_line(e)}") from None
+
+
+def _convert(model: Any, source: str) -> Graph:
+    """A checked ``onnx.ModelProto`` -> :class:`Graph`."""
+    import onnx
+    from onnx import numpy_helper
+
     if model.functions:  # model-local functions (the dynamo exporter may write them)
         try:
             model = onnx.inliner.inline_local_functions(model)
