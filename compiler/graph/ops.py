@@ -68,6 +68,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
         for i in range(kh):
             for j in range(kw):
                 out += xr[:, :, :, :, i, j] * wf[:, 0, i, j][None, :, None, None]
+        if b is not None:
+            out += b.astype(work, copy=False)[None, :, None, None]
     else:
         # channels-last im2col: each window row copies contiguous runs of C values
         og = o // group
@@ -78,17 +80,23 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
         cols6 = as_strided(xh, (n, oh, ow, kh, kw, c),
                            (st[0], st[1] * sh, st[2] * sw, st[1] * dh, st[2] * dw, st[3]),
                            writeable=False)
-        out = np.empty((n, oh, ow, o), dtype=work)
+        out = None if group == 1 else np.empty((n, oh, ow, o), dtype=work)
         for g in range(group):
             cols = cols6[..., g * cg:(g + 1) * cg].reshape(n * oh * ow, kh * kw * cg)
             wg = wf[g * og:(g + 1) * og].transpose(0, 2, 3, 1).reshape(og, kh * kw * cg)
-            out[..., g * og:(g + 1) * og] = (cols @ wg.T).reshape(n, oh, ow, og)
+            if out is None:  # one group: the product is the output
+                out = (cols @ wg.T).reshape(n, oh, ow, o)
+            else:
+                out[..., g * og:(g + 1) * og] = (cols @ wg.T).reshape(n, oh, ow, og)
+        if b is not None:  # in place, channels last (the same float32 sums)
+            out += b.astype(work, copy=False)
         out = out.transpose(0, 3, 1, 2)
-    if b is not None:
-        out = out + b.astype(work, copy=False)[None, :, None, None]
+    # one copy into a fresh NCHW array (integers: rounded in place first)
+    res = np.empty((n, o, oh, ow), np.int64 if integer else np.float32)
     if integer:
-        return np.ascontiguousarray(np.rint(out).astype(np.int64))
-    return np.ascontiguousarray(out, dtype=np.float32)
+        np.rint(out, out=out)
+    np.copyto(res, out, casting="unsafe")
+    return res
 
 
 def dilate_pad(x: np.ndarray, strides: list[int], pads: list[int]) -> np.ndarray:
