@@ -112,7 +112,7 @@ class VtaLayer:
                   ) -> list[bytes]:
         """The packed weight, bias (and shift, multiplier vectors) in the operator's argument
         order."""
-        w = params[node.inputs[1]].astype(np.int8)
+        w = params[node.inputs[1]].astype(np.int8, copy=False)  # no copy: int8 already
         if self.template == "conv2d_transpose":
             from vta.compiler.topi.conv_transpose import phase_kernel
 
