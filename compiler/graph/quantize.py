@@ -198,21 +198,8 @@ def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
                       n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
 
 
-def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w.T`` of int8 matrices, exact in int64: float32 BLAS over slices of 1024 columns
-    (each partial sum is at most 1024 * 128 * 128 = 2**24, exact in float32), summed in int64.
-    Casts a slice at a time (VGG's 25088x4096 weights would be 800 MB as float64)."""
-    out = np.zeros((x.shape[0], w.shape[0]), np.int64)
-    step = 1024
-    for k0 in range(0, x.shape[1], step):
-        xs = x[:, k0:k0 + step].astype(np.float32)
-        ws = w[:, k0:k0 + step].astype(np.float32)
-        out += np.rint(xs @ ws.T).astype(np.int64)
-    return out
-
-
 def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [_requant(n, int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
+    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
 
 
 def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
