@@ -108,12 +108,17 @@ def dequantize_array(q: np.ndarray, scale: float, offset: int = 0) -> np.ndarray
 
 
 def wrap_int32(v: np.ndarray) -> np.ndarray:
-    return ((np.asarray(v).astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int64)
+    """``v`` wrapped to int32 (two's complement, as int64): numpy's int64 -> int32 cast keeps
+    the low 32 bits (``((v + 2**31) mod 2**32) - 2**31`` without an integer division)."""
+    a = np.asarray(v)
+    return (a if a.dtype == np.int64 else a.astype(np.int64)).astype(np.int32).astype(np.int64)
 
 
 def shr(v: np.ndarray, k: int | np.ndarray) -> np.ndarray:
     """The ALU's SHR on int32: arithmetic right shift, a negative amount shifts left (wraps)."""
     k = np.asarray(k, np.int64)
+    if k.ndim == 0:  # one amount: one shift
+        return wrap_int32(v >> min(int(k), 31) if k >= 0 else v << min(-int(k), 32))
     return wrap_int32(np.where(k >= 0, v >> np.clip(k, 0, 31), v << np.clip(-k, 0, 32)))
 
 
