@@ -385,8 +385,10 @@ def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
     cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
     step = cands / steps
     clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
-    err = (clip ** 2 * h[None, :]).sum(axis=1) \
-        + (h[None, :] * (centres[None, :] <= cands[:, None])).sum(axis=1) * step ** 2 / 12
+    # values within a candidate: the (integer) count of the bins whose centre is at most it,
+    # a prefix of the sorted centres
+    within = np.concatenate([[0], np.cumsum(h)])[np.searchsorted(centres, cands, "right")]
+    err = (clip ** 2 * h[None, :]).sum(axis=1) + within * step ** 2 / 12
     return float(cands[int(np.argmin(err))])
 
 
