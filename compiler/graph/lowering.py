@@ -112,7 +112,7 @@ class VtaLayer:
                   ) -> list[bytes]:
         """The packed weight, bias (and shift, multiplier vectors) in the operator's argument
         order."""
-        w = params[node.inputs[1]].astype(np.int8)
+        w = params[node.inputs[1]].astype(np.int8, copy=False)  # no copy: int8 already
         if self.template == "conv2d_transpose":
             from vta.compiler.topi.conv_transpose import phase_kernel
 
@@ -320,12 +320,15 @@ def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:
 
 
 def gemm_macs(program: bytes, cfg: Config) -> int:
-    """MACs the GEMM core executes (channel padding included)."""
-    from vta.isa import decode_program
+    """MACs the GEMM core executes (channel padding included): the GEMM instructions' fields
+    decoded as columns (no instruction objects)."""
+    from vta.isa.insn import GemmInsn, program_words
 
-    return sum(i.iter_out * i.iter_in * (i.uop_end - i.uop_bgn) for i in
-               decode_program(program, cfg)
-               if type(i).__name__ == "GemmInsn" and not i.reset_reg) * cfg.macs_per_cycle
+    words = program_words(program)
+    gemm = words[cfg.layouts.finish.unpack_columns(words)["opcode"] == GemmInsn.opcode]
+    c = cfg.layouts.gemm.unpack_columns(gemm)
+    macs = c["iter_out"] * c["iter_in"] * (c["uop_end"] - c["uop_bgn"])
+    return int(macs[c["reset_reg"] == 0].sum()) * cfg.macs_per_cycle
 
 
 def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:

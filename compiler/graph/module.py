@@ -300,7 +300,8 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                         calibration=calibration, pow2=pow2)
     qg = qr.graph
     env = run_quantized(qg, samples[0], keep=True)
-    agree = layer_errors(og, qr, samples[0], env)
+    agree = layer_errors(og, qr, samples[0], env, qr.float_env)  # calibration ran samples[0]
+    qr.float_env = None
     shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
     partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
                                             threads, tuned, jobs, progress)

@@ -74,7 +74,6 @@ _ATTRS: dict[str, set[str]] = {
 
 def load_onnx(path: str | Path) -> Graph:
     """Read an ONNX file into a :class:`Graph` (a one-line ModelError on any problem)."""
-    import onnx
 
     p = Path(path)
     if not p.exists():
@@ -83,24 +82,67 @@ def load_onnx(path: str | Path) -> Graph:
         raise ModelError(f"model file {p} is a directory (vta run accepts a compiled module "
                          f"directory; vta compile needs an .onnx file)")
     try:
-        model = onnx.load(str(p))
+        model, checked = _read_model(p)
     except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(f"{p} is not a valid ONNX file ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else 'cannot parse'})") from None
-    return from_onnx(model, source=str(p))
+    _check(model, checked, str(p))
+    return _convert(model, str(p))
+
+
+def _read_model(p: Path) -> tuple[Any, bytes | str]:
+    """The model of file ``p`` (as ``onnx.load`` reads it) and what the checker is to read:
+    the file's bytes, read once (given the proto, the checker would serialize it again: half a
+    second for VGG's 530 MB), or the file's path when tensors are stored in external files
+    (which the checker finds beside it)."""
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    data = p.read_bytes()
+    model = onnx.load_model_from_string(data)
+    if not any(uses_external_data(t) for t in _all_tensors(model.graph)):
+        return model, data
+    load_external_data_for_model(model, str(p.parent))
+    return model, str(p)
+
+
+def _all_tensors(g: Any) -> Any:
+    """The tensors of a GraphProto: initializers, and tensor attributes of its nodes and of
+    their subgraphs."""
+    yield from g.initializer
+    for n in g.node:
+        for a in n.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _all_tensors(sub)
 
 
 def from_onnx(model: Any, *, source: str = "model") -> Graph:
     """Convert an ``onnx.ModelProto`` (checked first) into a :class:`Graph`."""
+    _check(model, model, source)
+    return _convert(model, source)
+
+
+def _check(model: Any, checked: Any, source: str) -> None:
+    """A one-line ModelError unless ``model`` has a graph and ``checked`` (the model or its
+    file) passes ONNX's checker."""
     import onnx
-    from onnx import numpy_helper
 
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{source} contains no graph (is it an ONNX model file?)")
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(checked)
     except Exception as e:  # noqa: BLE001 - ValidationError and friends
         raise ModelError(f"{source} is not a valid ONNX model: {_first_line(e)}") from None
+
+
+def _convert(model: Any, source: str) -> Graph:
+    """A checked ``onnx.ModelProto`` -> :class:`Graph`."""
+    import onnx
+    from onnx import numpy_helper
+
     if model.functions:  # model-local functions (the dynamo exporter may write them)
         try:
             model = onnx.inliner.inline_local_functions(model)

@@ -1,7 +1,8 @@
 """Vectorised numpy kernels shared by the float reference and the int8 reference.
 
-Convolution is im2col + one matrix multiply per group (float32 BLAS for floats; float64, which is
-exact for int8 products summed below 2^53, for integers); depthwise convolution is a sum of
+Convolution is im2col + one matrix multiply per group (float32 BLAS for floats; for int8, float32
+BLAS over slices of 1024 columns, whose sums are exact: :func:`int8_matmul`); depthwise
+convolution (float64 for integers: exact) is a sum of
 shifted, scaled copies. Attributes are the canonical ones produced by the ONNX frontend
 (``pads`` is ``[top, left, bottom, right]``).
 """
@@ -47,14 +48,20 @@ def windows(x: np.ndarray, kh: int, kw: int, strides: list[int],
 def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[int],
            pads: list[int], dilations: list[int], group: int,
            acc_dtype: Any = np.float32, input_strides: list[int] | None = None) -> np.ndarray:
-    """NCHW x OIHW convolution. Integer inputs are accumulated exactly (result int64).
+    """NCHW x OIHW convolution. Integer (int8) inputs are accumulated exactly (result int64).
     ``input_strides``: ``s - 1`` zeros between the input's pixels first (a transposed conv's
     equivalent convolution), then ``pads`` (negative: crop)."""
     if input_strides is not None and list(input_strides) != [1, 1]:
         x, pads = dilate_pad(x, input_strides, pads), [0, 0, 0, 0]
     integer = np.issubdtype(x.dtype, np.integer)
+    if integer and (x.dtype != np.int8 or w.dtype != np.int8):  # int8_matmul's exactness
+        raise TypeError(f"an integer convolution takes int8 data and weights, not {x.dtype} "
+                        f"and {w.dtype}")
     work = np.float64 if integer else acc_dtype
-    xp = np.ascontiguousarray(pad_nchw(x, pads).astype(work, copy=False))
+    # integers stay int8 up to the matrix products (int8_matmul), or the depthwise sums
+    # (float64 weights)
+    xp = np.ascontiguousarray(pad_nchw(x, pads) if integer else
+                              pad_nchw(x, pads).astype(work, copy=False))
     o, cg, kh, kw = w.shape
     n, c = xp.shape[:2]
     win = windows(xp, kh, kw, strides, dilations)  # N, C, OH, OW, KH, KW
@@ -68,6 +75,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
         for i in range(kh):
             for j in range(kw):
                 out += xr[:, :, :, :, i, j] * wf[:, 0, i, j][None, :, None, None]
+        if b is not None:
+            out += b.astype(work, copy=False)[None, :, None, None]
     else:
         # channels-last im2col: each window row copies contiguous runs of C values
         og = o // group
@@ -78,17 +87,38 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
         cols6 = as_strided(xh, (n, oh, ow, kh, kw, c),
                            (st[0], st[1] * sh, st[2] * sw, st[1] * dh, st[2] * dw, st[3]),
                            writeable=False)
-        out = np.empty((n, oh, ow, o), dtype=work)
+        wk = w if integer else wf
+        out = None if group == 1 else np.empty((n, oh, ow, o), np.int64 if integer else work)
         for g in range(group):
             cols = cols6[..., g * cg:(g + 1) * cg].reshape(n * oh * ow, kh * kw * cg)
-            wg = wf[g * og:(g + 1) * og].transpose(0, 2, 3, 1).reshape(og, kh * kw * cg)
-            out[..., g * og:(g + 1) * og] = (cols @ wg.T).reshape(n, oh, ow, og)
+            wg = wk[g * og:(g + 1) * og].transpose(0, 2, 3, 1).reshape(og, kh * kw * cg)
+            prod = int8_matmul(cols, wg) if integer else cols @ wg.T
+            if out is None:  # one group: the product is the output
+                out = prod.reshape(n, oh, ow, o)
+            else:
+                out[..., g * og:(g + 1) * og] = prod.reshape(n, oh, ow, og)
+        if b is not None:  # in place, channels last (the same float32 sums)
+            out += b.astype(work, copy=False)
         out = out.transpose(0, 3, 1, 2)
-    if b is not None:
-        out = out + b.astype(work, copy=False)[None, :, None, None]
-    if integer:
-        return np.ascontiguousarray(np.rint(out).astype(np.int64))
-    return np.ascontiguousarray(out, dtype=np.float32)
+    # one copy into a fresh NCHW array (integers: rounded in place first)
+    res = np.empty((n, o, oh, ow), np.int64 if integer else np.float32)
+    if out.dtype.kind == "f" and integer:  # the depthwise sums
+        np.rint(out, out=out)
+    np.copyto(res, out, casting="unsafe")
+    return res
+
+
+def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w.T`` of int8 matrices, exact in int64: float32 BLAS over slices of 1024 columns
+    (each partial sum is at most 1024 * 128 * 128 = 2**24, exact in float32), summed in int64.
+    Casts a slice at a time (VGG's 25088x4096 weights would be 800 MB as float64)."""
+    out = np.zeros((x.shape[0], w.shape[0]), np.int64)
+    step = 1024
+    for k0 in range(0, x.shape[1], step):
+        xs = x[:, k0:k0 + step].astype(np.float32)
+        ws = w[:, k0:k0 + step].astype(np.float32)
+        out += np.rint(xs @ ws.T).astype(np.int64)
+    return out
 
 
 def dilate_pad(x: np.ndarray, strides: list[int], pads: list[int]) -> np.ndarray:

@@ -52,16 +52,19 @@ def fold_constants(g: Graph) -> Graph:
     return g.remove_unused()
 
 
-def _single_consumer(g: Graph, tensor: str) -> Node | None:
-    cons = g.consumers().get(tensor, [])
-    if len(cons) != 1 or tensor in g.outputs:
+def _single_consumer(g: Graph, cons: dict[str, list[Node]], tensor: str) -> Node | None:
+    """The one node reading ``tensor`` (``cons``: ``g.consumers()``, computed once a pass; the
+    passes below change no activation's readers while they ask), None when it is not one or
+    ``tensor`` is a graph output."""
+    readers = cons.get(tensor, [])
+    if len(readers) != 1 or tensor in g.outputs:
         return None
-    return cons[0]
+    return readers[0]
 
 
 def fold_batchnorm(g: Graph) -> Graph:
     """Conv/ConvTranspose followed by BatchNormalization: scale the weights, shift the bias."""
-    prod = g.producers()
+    prod, cons = g.producers(), g.consumers()
     drop: set[str] = set()
     rename: dict[str, str] = {}
     for bn in g.nodes:
@@ -70,7 +73,7 @@ def fold_batchnorm(g: Graph) -> Graph:
         src = prod.get(bn.inputs[0])
         if src is None or src.op not in ("Conv", "ConvTranspose") or src.attrs.get("activation"):
             continue
-        if _single_consumer(g, src.outputs[0]) is not bn:
+        if _single_consumer(g, cons, src.outputs[0]) is not bn:
             continue
         gamma, beta, mean, var = (g.params[i].astype(np.float64) for i in bn.inputs[1:5])
         s = gamma / np.sqrt(var + bn.attrs["epsilon"])
@@ -124,7 +127,7 @@ def lower_conv_transpose(g: Graph) -> Graph:
 
 def fuse_activations(g: Graph) -> Graph:
     """Relu/Clip whose input comes only from a Conv, Dense or Add: fold into its epilogue."""
-    prod = g.producers()
+    prod, cons = g.producers(), g.consumers()
     drop: set[str] = set()
     rename: dict[str, str] = {}
     for n in g.nodes:
@@ -133,7 +136,7 @@ def fuse_activations(g: Graph) -> Graph:
         src = prod.get(n.inputs[0])
         if src is None or src.op not in ("Conv", "Dense", "Add", "ConvTranspose"):
             continue
-        if src.attrs.get("activation") or _single_consumer(g, src.outputs[0]) is not n:
+        if src.attrs.get("activation") or _single_consumer(g, cons, src.outputs[0]) is not n:
             continue
         if n.op == "Relu":
             lo, hi = 0.0, None
@@ -567,7 +570,7 @@ def fusion_groups(g: Graph) -> list[FusionGroup]:
     """TVM's rules: injective ops fuse together and into the output of a complex-out-fusable op
     (conv, dense, pool) or the input of a reduction; opaque ops stand alone. Fusion follows an
     edge only when the producer has that single consumer (so nothing is recomputed)."""
-    prod = g.producers()
+    prod, cons = g.producers(), g.consumers()
     group_of: dict[str, FusionGroup] = {}
     groups: list[FusionGroup] = []
     for n in g.nodes:
@@ -577,7 +580,7 @@ def fusion_groups(g: Graph) -> list[FusionGroup]:
         if pat in (INJECTIVE, REDUCTION) and srcs:
             for s in srcs:
                 grp = group_of[s.name]
-                if _single_consumer(g, s.outputs[0]) is not n:
+                if _single_consumer(g, cons, s.outputs[0]) is not n:
                     continue
                 if pat == INJECTIVE and grp.kind in (INJECTIVE, OUT_FUSABLE):
                     target = grp

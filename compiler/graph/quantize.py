@@ -108,12 +108,17 @@ def dequantize_array(q: np.ndarray, scale: float, offset: int = 0) -> np.ndarray
 
 
 def wrap_int32(v: np.ndarray) -> np.ndarray:
-    return ((np.asarray(v).astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int64)
+    """``v`` wrapped to int32 (two's complement, as int64): numpy's int64 -> int32 cast keeps
+    the low 32 bits (``((v + 2**31) mod 2**32) - 2**31`` without an integer division)."""
+    a = np.asarray(v)
+    return (a if a.dtype == np.int64 else a.astype(np.int64)).astype(np.int32).astype(np.int64)
 
 
 def shr(v: np.ndarray, k: int | np.ndarray) -> np.ndarray:
     """The ALU's SHR on int32: arithmetic right shift, a negative amount shifts left (wraps)."""
     k = np.asarray(k, np.int64)
+    if k.ndim == 0:  # one amount: one shift
+        return wrap_int32(v >> min(int(k), 31) if k >= 0 else v << min(-int(k), 32))
     return wrap_int32(np.where(k >= 0, v >> np.clip(k, 0, 31), v << np.clip(-k, 0, 32)))
 
 
@@ -198,21 +203,8 @@ def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
                       n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
 
 
-def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w.T`` of int8 matrices, exact in int64: float32 BLAS over slices of 1024 columns
-    (each partial sum is at most 1024 * 128 * 128 = 2**24, exact in float32), summed in int64.
-    Casts a slice at a time (VGG's 25088x4096 weights would be 800 MB as float64)."""
-    out = np.zeros((x.shape[0], w.shape[0]), np.int64)
-    step = 1024
-    for k0 in range(0, x.shape[1], step):
-        xs = x[:, k0:k0 + step].astype(np.float32)
-        ws = w[:, k0:k0 + step].astype(np.float32)
-        out += np.rint(xs @ ws.T).astype(np.int64)
-    return out
-
-
 def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [_requant(n, int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
+    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
 
 
 def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
@@ -319,6 +311,9 @@ class QuantResult:
     layers: list[QuantInfo] = field(default_factory=list)
     #: int8 tensors stored with an offset (``x = scale * (q + offset)``)
     offsets: dict[str, int] = field(default_factory=dict)
+    #: every tensor of the float graph's run on the first calibration sample (calibration
+    #: ran it; :func:`layer_errors` compares with it)
+    float_env: dict[str, np.ndarray] | None = None
 
 
 def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.ndarray]]:
@@ -328,8 +323,8 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
 
 
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
-              unsigned: Iterable[str] = (), lows: dict[str, float] | None = None
-              ) -> dict[str, float]:
+              unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
+              first: dict[str, np.ndarray] | None = None) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
@@ -344,20 +339,25 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an input
     beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
     :data:`UMAX` steps (see :func:`offset_tensors`), whose mse threshold weighs the finer
-    rounding; ``lows`` (when given) receives the smallest value of each of them."""
+    rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
+    (when given) every tensor of the first sample's float run."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
     amax: dict[str, float] = {}
     kept: dict[str, list[np.ndarray]] = {}
-    for feeds in samples:
-        for k, v in _float_tensors(g, run_float(g, feeds, keep=True)):
-            a = np.abs(v.ravel())
-            amax[k] = max(amax.get(k, 0.0), float(a.max()) if a.size else 0.0)
+    for j, feeds in enumerate(samples):
+        env = run_float(g, feeds, keep=True)
+        if j == 0 and first is not None:
+            first.update(env)
+        for k, v in _float_tensors(g, env):
+            lo = float(v.min()) if v.size else 0.0
+            # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
+            amax[k] = max(amax.get(k, 0.0), max(float(v.max()), -lo) if v.size else 0.0)
             if lows is not None and k in unsigned and v.size:
-                lows[k] = min(lows.get(k, 0.0), float(v.min()))
-            if method != "max" and a.size >= _HIST_MIN and k not in g.outputs:
-                kept.setdefault(k, []).append(a[::max(1, a.size // _SUBSAMPLE)])
+                lows[k] = min(lows.get(k, 0.0), lo)
+            if method != "max" and v.size >= _HIST_MIN and k not in g.outputs:
+                kept.setdefault(k, []).append(np.abs(v.ravel()[::max(1, v.size // _SUBSAMPLE)]))
     out = dict(amax)
     for k in g.outputs:
         if k in out:
@@ -385,8 +385,10 @@ def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
     cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
     step = cands / steps
     clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
-    err = (clip ** 2 * h[None, :]).sum(axis=1) \
-        + (h[None, :] * (centres[None, :] <= cands[:, None])).sum(axis=1) * step ** 2 / 12
+    # values within a candidate: the (integer) count of the bins whose centre is at most it,
+    # a prefix of the sorted centres
+    within = np.concatenate([[0], np.cumsum(h)])[np.searchsorted(centres, cands, "right")]
+    err = (clip ** 2 * h[None, :]).sum(axis=1) + within * step ** 2 / 12
     return float(cands[int(np.argmin(err))])
 
 
@@ -472,6 +474,43 @@ def qdq_ranges(g: Graph) -> dict[str, tuple[float, float]]:
         if n.inputs[0] not in out and (src is None or src.op != "FakeQuant"):
             out[n.inputs[0]] = rng
     return out
+
+
+#: Weights quantized at a time by :func:`quantize_weights` (4 MB of float32: the passes over
+#: a chunk stay in cache; VGG's 25088x4096 matrix would take a 400 MB temporary per pass)
+_WEIGHT_CHUNK = 1 << 20
+
+
+def quantize_weights(w: np.ndarray, per_channel: bool, pow2: bool
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """int8 weights ``clip(rint(w / s))`` (``s``: max |w| / 127 over the tensor, or over each
+    output channel with ``per_channel``), the scales (one per output channel), and per output
+    channel the sums of the int8 weights and of their absolute values. A few output channels
+    at a time, float32 (the division rounds as it does on the whole tensor)."""
+    o = w.shape[0]
+    w2 = np.asarray(w, np.float32).reshape(o, -1)
+    step = max(1, _WEIGHT_CHUNK // max(1, w2.shape[1]))
+    chunks = [slice(r, min(o, r + step)) for r in range(0, o, step)]
+    wmax = np.empty(o, np.float64)
+    for c in chunks:
+        wmax[c] = np.maximum(w2[c].max(axis=1), -w2[c].min(axis=1))
+    if not per_channel:
+        wmax[:] = wmax.max()
+    s_w = np.array([scale_for(float(v), pow2) for v in wmax])
+    s32 = s_w.astype(np.float32)[:, None]
+    wq = np.empty(w2.shape, np.int8)
+    wsum, wabs = np.empty(o, np.int64), np.empty(o, np.int64)
+    buf = np.empty((min(step, o), w2.shape[1]), np.float32)
+    for c in chunks:
+        f = buf[:c.stop - c.start]
+        np.divide(w2[c], s32[c], out=f)
+        np.rint(f, out=f)
+        np.clip(f, QMIN, QMAX, out=f)
+        q = wq[c]
+        q[...] = f
+        wsum[c] = q.sum(axis=1, dtype=np.int64)
+        wabs[c] = np.abs(q, dtype=np.int16).sum(axis=1, dtype=np.int64)
+    return wq.reshape(w.shape), s_w, wsum, wabs
 
 
 class _Quantizer:
@@ -560,25 +599,16 @@ class _Quantizer:
         s_o = self.tensor_scale(n.outputs[0])
         if unsigned:  # an exact half with power-of-two scales
             s_o = s_o * 0.5 if self.pow2 else s_o * QMAX / UMAX
-        # float32 and in place: VGG's 25088x4096 weights take a fraction of a second
-        w2 = np.asarray(w, np.float32).reshape(w.shape[0], -1)
-        wmax = np.maximum(w2.max(axis=1), -w2.min(axis=1)).astype(np.float64)
-        if not self.per_channel:
-            wmax[:] = wmax.max()
-        s_w = np.array([scale_for(float(v), self.pow2) for v in wmax])
-        wq = w2 / s_w.astype(np.float32)[:, None]
-        np.rint(wq, out=wq)
-        np.clip(wq, QMIN, QMAX, out=wq)
-        wq = wq.astype(np.int8).reshape(w.shape)
+        wq, s_w, wsum, wabs = quantize_weights(w, self.per_channel, self.pow2)
         b = self.params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0])
         bq = np.rint(b.astype(np.float64) / (s_in * s_w)).astype(np.int64)
         attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
         if x in self.offsets:  # sum(w * (q + off)): the offset's part is a constant per channel
-            bq += self.offsets[x] * wq.reshape(w.shape[0], -1).sum(axis=1, dtype=np.int64)
+            bq += self.offsets[x] * wsum
             x = self.pad_offset(n, x, attrs)
         r = s_in * s_w / s_o
-        bound = np.abs(wq.reshape(w.shape[0], -1), dtype=np.int16).sum(axis=1, dtype=np.int64) \
-            * 128 + np.abs(bq) + (np.ceil((OFFSET + 1) / r).astype(np.int64) if unsigned else 0)
+        bound = wabs * 128 + np.abs(bq) \
+            + (np.ceil((OFFSET + 1) / r).astype(np.int64) if unsigned else 0)
         shift, mul, shift2 = requant_params(r, bound, self.pow2)
         bq += np.array([1 << (k - 1) if k > 0 else 0 for k in shift], np.int64)
         lo, hi = self.bounds(n, s_o, UMAX if unsigned else QMAX)
@@ -733,8 +763,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     ranges = qdq_ranges(g)
     unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
     lows: dict[str, float] = {}
-    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows), pow2, per_channel,
-                   ranges)
+    fenv: dict[str, np.ndarray] = {}
+    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows, fenv), pow2,
+                   per_channel, ranges)
     q.unsigned, q.lows = unsigned, lows
     layers: list[QuantInfo] = []
     for n in g.nodes:
@@ -777,7 +808,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     qg = Graph(nodes, dict(g.inputs), list(g.outputs), q.params, g.name)
     qg.verify()
     qg.remove_unused()
-    return QuantResult(qg, scales, layers, dict(q.offsets))
+    return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
 
 
 def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
@@ -843,12 +874,15 @@ def agreement(f: np.ndarray, q: np.ndarray) -> dict[str, float | bool]:
 
 
 def layer_errors(fg: Graph, qr: QuantResult, feeds: Mapping[str, np.ndarray],
-                 qenv: Mapping[str, np.ndarray] | None = None
+                 qenv: Mapping[str, np.ndarray] | None = None,
+                 fenv: Mapping[str, np.ndarray] | None = None
                  ) -> dict[str, dict[str, float | bool]]:
     """Fill ``rel_error`` (||deq(q) - f|| / ||f||) of every layer with an int8 output; return
     the graph outputs' :func:`agreement` with float. ``qenv``: every tensor of the quantized
-    graph on ``feeds`` when the caller has run it already."""
-    fenv = run_float(fg, feeds, keep=True)
+    graph on ``feeds`` when the caller has run it already; ``fenv``: the same of the float
+    graph (``qr.float_env`` when ``feeds`` is the first calibration sample)."""
+    if fenv is None:
+        fenv = run_float(fg, feeds, keep=True)
     if qenv is None:
         qenv = run_quantized(qr.graph, feeds, keep=True)
     for info in qr.layers:

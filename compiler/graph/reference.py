@@ -34,7 +34,9 @@ def _activation(n: Node, y: np.ndarray) -> np.ndarray:
     if act is None:
         return y
     lo, hi = n.attrs["act_min"], n.attrs["act_max"]
-    return np.clip(y, lo if lo is not None else -np.inf, hi if hi is not None else np.inf)
+    # in place: every caller passes the array its kernel has just made
+    return np.clip(y, lo if lo is not None else -np.inf, hi if hi is not None else np.inf,
+                   out=y)
 
 
 def _conv_transpose(n: Node, a: list[Any]) -> list[np.ndarray]:

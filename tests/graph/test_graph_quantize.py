@@ -61,6 +61,44 @@ def test_requantize_is_arithmetic_shift_then_clip() -> None:
                                   [12, -12, 0])
 
 
+def test_wrap_int32_and_shr_wrap_like_int32_registers() -> None:
+    """wrap_int32 keeps the low 32 bits (hand-computed values and the modular definition);
+    shr by one amount equals shr by that amount per channel."""
+    edge = np.array([2**31, 2**31 - 1, -2**31, -2**31 - 1, 2**32 + 5, -2**32 - 5, 2**63 - 1,
+                     -2**63, 0, -1], np.int64)
+    np.testing.assert_array_equal(wrap_int32(edge), [-2**31, 2**31 - 1, -2**31, 2**31 - 1, 5,
+                                                     -5, -1, 0, 0, -1])
+    v = np.random.default_rng(0).integers(-2**62, 2**62, 4096)
+    np.testing.assert_array_equal(wrap_int32(v), (v + 2**31) % 2**32 - 2**31)
+    acc = np.random.default_rng(1).integers(-2**31, 2**31, (2, 3, 4, 4))
+    for k in (-33, -4, 0, 3, 31, 40):
+        per_channel = shr(acc, np.full((1, 3, 1, 1), k))
+        np.testing.assert_array_equal(shr(acc, k), per_channel)
+        want = (acc >> min(k, 31)) if k >= 0 else (acc << min(-k, 32))
+        np.testing.assert_array_equal(per_channel, (want + 2**31) % 2**32 - 2**31)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_weights_quantized_a_chunk_at_a_time_equal_the_whole_tensor_formula(
+        monkeypatch: pytest.MonkeyPatch, per_channel: bool) -> None:
+    """quantize_weights over chunks of output channels (a chunk of 2.5 rows here) gives
+    clip(rint(w / s)) of the whole tensor, s = max |w| / 127 (per tensor or per channel), and
+    the per-channel sums of q and |q|."""
+    from vta.compiler.graph import quantize as qm
+
+    monkeypatch.setattr(qm, "_WEIGHT_CHUNK", 45)
+    w = np.random.default_rng(2).standard_normal((7, 2, 3, 3)).astype(np.float32)
+    w[3] *= 9.0
+    q, s, qsum, qabs = qm.quantize_weights(w, per_channel, False)
+    m = np.abs(w.reshape(7, -1)).max(axis=1).astype(np.float64)
+    s_ref = m / 127 if per_channel else np.full(7, m.max() / 127)
+    np.testing.assert_array_equal(s, s_ref)
+    q_ref = np.clip(np.rint(w / s_ref.astype(np.float32)[:, None, None, None]), -128, 127)
+    np.testing.assert_array_equal(q, q_ref.astype(np.int8))
+    np.testing.assert_array_equal(qsum, q_ref.reshape(7, -1).sum(axis=1))
+    np.testing.assert_array_equal(qabs, np.abs(q_ref).reshape(7, -1).sum(axis=1))
+
+
 def test_requantize_fixed_point_steps_by_hand() -> None:
     acc = np.array([1000, -1000, 77, -77, 2**30])
     # >> 2, * 300, + 2^9, >> 10: 250*300 = 75000 -> (75000 + 512) >> 10 = 73
