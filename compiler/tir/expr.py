@@ -376,8 +376,30 @@ def transform(e: Expr, f: Callable[[Expr], Expr | None]) -> Expr:
 
 
 def substitute(e: Expr, mapping: dict[Var, Any]) -> Expr:
+    """``e`` with the variables in ``mapping`` replaced (what :func:`transform` with a
+    variable lookup builds, without a callback per node: lowering substitutes a lot)."""
     if not mapping:
         return e
+    return _subst(e, mapping)
+
+
+def _subst(e: Expr, mapping: dict[Var, Any]) -> Expr:
+    t = type(e)
+    if t is Var:
+        r = mapping.get(e, e)
+        return e if r is e else as_expr(r)
+    if t is Const:
+        return e
+    if t is Binary:
+        a, b = _subst(e.a, mapping), _subst(e.b, mapping)
+        return e if a is e.a and b is e.b else binary(e.op, a, b)
+    if t is BufferLoad:
+        return BufferLoad(e.buffer, [_subst(i, mapping) for i in e.indices])
+    if t is TensorRead:
+        return TensorRead(e.tensor, [_subst(i, mapping) for i in e.indices])
+    if t is Cast:
+        v = _subst(e.value, mapping)
+        return e if v is e.value else cast(e.dtype, v)
     return transform(e, lambda n: as_expr(mapping[n]) if isinstance(n, Var) and n in mapping
                      else None)
 
@@ -460,6 +482,21 @@ class Lin:
                 del t[k]
         return Lin._of(t, self.const + o.const, {**self.atoms, **o.atoms})
 
+    def __sub__(self, o: Lin) -> Lin:
+        """``self + o.scale(-1)`` without building the negated form."""
+        if not o.terms:
+            return Lin._of(self.terms, self.const - o.const, self.atoms)
+        if not self.terms:
+            return Lin._of({k: -v for k, v in o.terms.items()}, self.const - o.const, o.atoms)
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            n = t.get(k, 0) - v
+            if n:
+                t[k] = n
+            else:
+                del t[k]
+        return Lin._of(t, self.const - o.const, {**self.atoms, **o.atoms})
+
     def scale(self, c: int) -> Lin:
         if not c:
             return Lin._of({}, 0, self.atoms)
@@ -514,7 +551,7 @@ def linear(e: Expr) -> Lin:
         if op == "add":
             return linear(e.a) + linear(e.b)
         if op == "sub":
-            return linear(e.a) + linear(e.b).scale(-1)
+            return linear(e.a) - linear(e.b)
         if op == "mul":
             la, lb = linear(e.a), linear(e.b)
             if not la.terms:
@@ -555,10 +592,14 @@ def simplify(e: Expr) -> Expr:
 
 
 def const_value(e: Expr) -> int | None:
-    lin = linear(simplify(e)) if is_int(e.dtype) else None
-    if lin is not None and lin.is_const():
+    """The value of an integer expression that simplifies to a constant, else None."""
+    if not is_int(e.dtype):
+        return None
+    lin = linear(e)
+    if lin.is_const():  # then simplify(e) is that constant: no need to build it
         return lin.const
-    return None
+    lin = linear(simplify(e))  # (min/max of operands that simplify to constants)
+    return lin.const if lin.is_const() else None
 
 
 # ------------------------------------------------------------------------ bounds
