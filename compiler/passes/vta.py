@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from vta.isa import Config
 
@@ -45,6 +45,7 @@ from ..tir.stmt import (
     seq,
     stmt_substitute,
     walk,
+    with_fields,
 )
 from .base import Pass, replace_buffers
 from .dma import tile_shape
@@ -249,7 +250,7 @@ def _tag(s: Stmt, t: int) -> Stmt:
         if isinstance(n, Dma | UopKernel):
             old = n.thread
             tag = (t,) if old is None else (t,) + (old if isinstance(old, tuple) else (old,))
-            return replace(n, thread=tag)
+            return with_fields(n, thread=tag)
         return None
 
     return rebuild(s, fn)
