@@ -529,6 +529,9 @@ class Lin:
         return out
 
 
+_lin = Lin._of
+
+
 def _atom_order(e: Expr) -> tuple:
     return (0, e.name) if isinstance(e, Var) else (1, str(e))
 
@@ -539,15 +542,24 @@ def linear(e: Expr) -> Lin:
     # knob search
     t = type(e)
     if t is Const:
-        return Lin._of({}, int(e.value), {})
+        return _lin({}, int(e.value), {})
     if t is Var:
         k = ("var", id(e))  # structural_key of a variable
-        return Lin._of({k: 1}, 0, {k: e})
+        return _lin({k: 1}, 0, {k: e})
     if t is Cast and is_int(e.dtype) and is_int(e.value.dtype) and \
             bits(e.dtype) >= bits(e.value.dtype):
         return linear(e.value)
     if t is Binary:
         op = e.op
+        if type(e.b) is Const and (op == "add" or op == "sub" or op == "mul"):
+            # the usual constant right operand, without a form of its own (the same results
+            # as the general cases below)
+            la, c = linear(e.a), int(e.b.value)
+            if op == "add":
+                return _lin(la.terms, la.const + c, la.atoms)
+            if op == "sub":
+                return _lin(la.terms, la.const - c, la.atoms)
+            return la.scale(c) if la.terms else _lin({}, c * la.const, {})
         if op == "add":
             return linear(e.a) + linear(e.b)
         if op == "sub":
