@@ -622,16 +622,18 @@ def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
     constant is handled by monotonicity; other nodes fall back to interval evaluation.
     """
     lin = linear(e)
-    lo = Lin({}, lin.const, {})
-    hi = Lin({}, lin.const, {})
+    lo = Lin({}, 0, {})
+    hi = Lin({}, 0, {})
+    lo_c = hi_c = lin.const  # the constant parts, summed apart from the forms
     ranged_keys = {("var", id(v)): r for v, r in ranges.items()}
+    ranged = set(ranges)
     for k, c in lin.terms.items():
         atom = lin.atoms[k]
         if k in ranged_keys:
             a, b = ranged_keys[k]
-            lo = lo + Lin({}, c * (a if c > 0 else b))
-            hi = hi + Lin({}, c * (b if c > 0 else a))
-        elif free_vars(atom) & set(ranges):
+            lo_c += c * (a if c > 0 else b)
+            hi_c += c * (b if c > 0 else a)
+        elif free_vars(atom) & ranged:
             amin, amax = _bound_atom(atom, ranges)
             if c > 0:
                 lo, hi = lo + linear(amin).scale(c), hi + linear(amax).scale(c)
@@ -640,7 +642,8 @@ def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
         else:
             t = Lin({k: c}, 0, {k: atom})
             lo, hi = lo + t, hi + t
-    return lo.to_expr(), hi.to_expr()
+    return _lin(lo.terms, lo.const + lo_c, lo.atoms).to_expr(), \
+        _lin(hi.terms, hi.const + hi_c, hi.atoms).to_expr()
 
 
 def _bound_atom(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
