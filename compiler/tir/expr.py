@@ -263,14 +263,14 @@ def binary(op: str, a: Any, b: Any) -> Expr:
     if not isinstance(a, Expr):
         b = as_expr(b)
         a = as_expr(a, b.dtype)
-    else:
+    elif not isinstance(b, Expr):
         b = as_expr(b, a.dtype)
-    if op in Binary.COMPARE or op in ("and", "or"):
+    if op in _BOOL_OPS:
         dtype = "bool"
-    elif op in ("shl", "shr"):
+    elif op == "shl" or op == "shr":
         dtype = a.dtype
     else:
-        dtype = _promote(a.dtype, b.dtype)
+        dtype = a.dtype if a.dtype == b.dtype else _promote(a.dtype, b.dtype)
     # constant folding
     if isinstance(a, Const) and isinstance(b, Const):
         v = _fold(op, a.value, b.value)
@@ -279,21 +279,31 @@ def binary(op: str, a: Any, b: Any) -> Expr:
     return Binary(op, a, b, dtype)
 
 
+_BOOL_OPS = frozenset(Binary.COMPARE + ("and", "or"))
+
+#: constant folding of each operator (None: not folded)
+_FOLD: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "floordiv": lambda x, y: x // y if y else None,
+    "floormod": lambda x, y: x % y if y else None,
+    "div": lambda x, y: (x / y if isinstance(x, float) or isinstance(y, float) else
+                         (int(x / y) if y else None)),
+    "min": lambda x, y: min(x, y), "max": lambda x, y: max(x, y),
+    "shl": lambda x, y: x << y if isinstance(x, int) and y >= 0 else None,
+    "shr": lambda x, y: x >> y if isinstance(x, int) and y >= 0 else None,
+    "and": lambda x, y: int(bool(x) and bool(y)), "or": lambda x, y: int(bool(x) or bool(y)),
+    "lt": lambda x, y: int(x < y), "le": lambda x, y: int(x <= y),
+    "eq": lambda x, y: int(x == y), "ne": lambda x, y: int(x != y),
+}
+
+
 def _fold(op: str, x: Any, y: Any) -> Any:
+    fn = _FOLD.get(op)
+    if fn is None:
+        return None
     try:
-        return {
-            "add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
-            "floordiv": lambda: x // y if y else None, "floormod": lambda: x % y if y else None,
-            "div": lambda: (x / y if isinstance(x, float) or isinstance(y, float) else
-                            (int(x / y) if y else None)),
-            "min": lambda: min(x, y), "max": lambda: max(x, y),
-            "shl": lambda: x << y if isinstance(x, int) and y >= 0 else None,
-            "shr": lambda: x >> y if isinstance(x, int) and y >= 0 else None,
-            "and": lambda: int(bool(x) and bool(y)), "or": lambda: int(bool(x) or bool(y)),
-            "lt": lambda: int(x < y), "le": lambda: int(x <= y), "eq": lambda: int(x == y),
-            "ne": lambda: int(x != y),
-        }[op]()
-    except (KeyError, OverflowError):
+        return fn(x, y)
+    except OverflowError:
         return None
 
 
