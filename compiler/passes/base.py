@@ -18,6 +18,7 @@ from ..tir.stmt import (
     Store,
     map_exprs,
     rebuild,
+    with_fields,
 )
 from ..tir.verify import verify
 
@@ -80,16 +81,12 @@ def replace_buffers(s: Stmt, mapping: dict[Buffer, Buffer], drop_alloc: bool = F
             n2 = map_exprs(n, expr)
             return Store(mapping.get(n2.buffer, n2.buffer), n2.indices, n2.value)
         if isinstance(n, Dma):
-            from dataclasses import replace
-
-            return replace(map_exprs(n, expr), sram=mapping.get(n.sram, n.sram),
-                           dram=mapping.get(n.dram, n.dram))
+            return with_fields(map_exprs(n, expr), sram=mapping.get(n.sram, n.sram),
+                               dram=mapping.get(n.dram, n.dram))
         if isinstance(n, Gemm | Alu):
-            from dataclasses import replace
-
             kw = {k: mapping.get(getattr(n, k), getattr(n, k))
                   for k in ("dst", "src", "wgt") if hasattr(n, k) and getattr(n, k) is not None}
-            return replace(n, **kw)
+            return with_fields(n, **kw)
         return None
 
     return rebuild(s, fn)

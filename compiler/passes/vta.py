@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from vta.isa import Config
 
@@ -44,6 +45,7 @@ from ..tir.stmt import (
     seq,
     stmt_substitute,
     walk,
+    with_fields,
 )
 from .base import Pass, replace_buffers
 from .dma import tile_shape
@@ -140,13 +142,29 @@ def _range_simplify(s: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
 
 
 def _drop_unit_loops(s: Stmt) -> Stmt:
-    """Remove loops of extent 1 (their variable is 0) so they do not take a folding slot."""
+    """Remove loops of extent 1 (their variable is 0) so they do not take a folding slot.
+
+    Below an outermost unit loop, the unit loops nested in it go first, then one substitution
+    sets all their variables to 0 (not one substitution of the whole body per loop)."""
     def fn(n: Stmt) -> Stmt | None:
         if isinstance(n, For) and n.extent == 1:
-            return _drop_unit_loops(stmt_substitute(n.body, {n.var: Const(0, "int32")}))
+            zero = {n.var: Const(0, "int32")}
+            return stmt_substitute(rebuild(n.body, _unit_loops_into(zero)), zero)
         return None
 
     return rebuild(s, fn)
+
+
+def _unit_loops_into(zero: dict[Var, Const]) -> Callable[[Stmt], Stmt | None]:
+    """A :func:`rebuild` callback dropping unit loops and collecting their variables in
+    ``zero``."""
+    def fn(n: Stmt) -> Stmt | None:
+        if isinstance(n, For) and n.extent == 1:
+            zero[n.var] = Const(0, "int32")
+            return rebuild(n.body, fn)
+        return None
+
+    return fn
 
 
 @dataclass(frozen=True)
@@ -232,7 +250,7 @@ def _tag(s: Stmt, t: int) -> Stmt:
         if isinstance(n, Dma | UopKernel):
             old = n.thread
             tag = (t,) if old is None else (t,) + (old if isinstance(old, tuple) else (old,))
-            return replace(n, thread=tag)
+            return with_fields(n, thread=tag)
         return None
 
     return rebuild(s, fn)

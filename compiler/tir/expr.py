@@ -263,14 +263,14 @@ def binary(op: str, a: Any, b: Any) -> Expr:
     if not isinstance(a, Expr):
         b = as_expr(b)
         a = as_expr(a, b.dtype)
-    else:
+    elif not isinstance(b, Expr):
         b = as_expr(b, a.dtype)
-    if op in Binary.COMPARE or op in ("and", "or"):
+    if op in _BOOL_OPS:
         dtype = "bool"
-    elif op in ("shl", "shr"):
+    elif op == "shl" or op == "shr":
         dtype = a.dtype
     else:
-        dtype = _promote(a.dtype, b.dtype)
+        dtype = a.dtype if a.dtype == b.dtype else _promote(a.dtype, b.dtype)
     # constant folding
     if isinstance(a, Const) and isinstance(b, Const):
         v = _fold(op, a.value, b.value)
@@ -279,21 +279,31 @@ def binary(op: str, a: Any, b: Any) -> Expr:
     return Binary(op, a, b, dtype)
 
 
+_BOOL_OPS = frozenset(Binary.COMPARE + ("and", "or"))
+
+#: constant folding of each operator (None: not folded)
+_FOLD: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "floordiv": lambda x, y: x // y if y else None,
+    "floormod": lambda x, y: x % y if y else None,
+    "div": lambda x, y: (x / y if isinstance(x, float) or isinstance(y, float) else
+                         (int(x / y) if y else None)),
+    "min": lambda x, y: min(x, y), "max": lambda x, y: max(x, y),
+    "shl": lambda x, y: x << y if isinstance(x, int) and y >= 0 else None,
+    "shr": lambda x, y: x >> y if isinstance(x, int) and y >= 0 else None,
+    "and": lambda x, y: int(bool(x) and bool(y)), "or": lambda x, y: int(bool(x) or bool(y)),
+    "lt": lambda x, y: int(x < y), "le": lambda x, y: int(x <= y),
+    "eq": lambda x, y: int(x == y), "ne": lambda x, y: int(x != y),
+}
+
+
 def _fold(op: str, x: Any, y: Any) -> Any:
+    fn = _FOLD.get(op)
+    if fn is None:
+        return None
     try:
-        return {
-            "add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
-            "floordiv": lambda: x // y if y else None, "floormod": lambda: x % y if y else None,
-            "div": lambda: (x / y if isinstance(x, float) or isinstance(y, float) else
-                            (int(x / y) if y else None)),
-            "min": lambda: min(x, y), "max": lambda: max(x, y),
-            "shl": lambda: x << y if isinstance(x, int) and y >= 0 else None,
-            "shr": lambda: x >> y if isinstance(x, int) and y >= 0 else None,
-            "and": lambda: int(bool(x) and bool(y)), "or": lambda: int(bool(x) or bool(y)),
-            "lt": lambda: int(x < y), "le": lambda: int(x <= y), "eq": lambda: int(x == y),
-            "ne": lambda: int(x != y),
-        }[op]()
-    except (KeyError, OverflowError):
+        return fn(x, y)
+    except OverflowError:
         return None
 
 
@@ -376,8 +386,30 @@ def transform(e: Expr, f: Callable[[Expr], Expr | None]) -> Expr:
 
 
 def substitute(e: Expr, mapping: dict[Var, Any]) -> Expr:
+    """``e`` with the variables in ``mapping`` replaced (what :func:`transform` with a
+    variable lookup builds, without a callback per node: lowering substitutes a lot)."""
     if not mapping:
         return e
+    return _subst(e, mapping)
+
+
+def _subst(e: Expr, mapping: dict[Var, Any]) -> Expr:
+    t = type(e)
+    if t is Var:
+        r = mapping.get(e, e)
+        return e if r is e else as_expr(r)
+    if t is Const:
+        return e
+    if t is Binary:
+        a, b = _subst(e.a, mapping), _subst(e.b, mapping)
+        return e if a is e.a and b is e.b else binary(e.op, a, b)
+    if t is BufferLoad:
+        return BufferLoad(e.buffer, [_subst(i, mapping) for i in e.indices])
+    if t is TensorRead:
+        return TensorRead(e.tensor, [_subst(i, mapping) for i in e.indices])
+    if t is Cast:
+        v = _subst(e.value, mapping)
+        return e if v is e.value else cast(e.dtype, v)
     return transform(e, lambda n: as_expr(mapping[n]) if isinstance(n, Var) and n in mapping
                      else None)
 
@@ -460,6 +492,21 @@ class Lin:
                 del t[k]
         return Lin._of(t, self.const + o.const, {**self.atoms, **o.atoms})
 
+    def __sub__(self, o: Lin) -> Lin:
+        """``self + o.scale(-1)`` without building the negated form."""
+        if not o.terms:
+            return Lin._of(self.terms, self.const - o.const, self.atoms)
+        if not self.terms:
+            return Lin._of({k: -v for k, v in o.terms.items()}, self.const - o.const, o.atoms)
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            n = t.get(k, 0) - v
+            if n:
+                t[k] = n
+            else:
+                del t[k]
+        return Lin._of(t, self.const - o.const, {**self.atoms, **o.atoms})
+
     def scale(self, c: int) -> Lin:
         if not c:
             return Lin._of({}, 0, self.atoms)
@@ -492,6 +539,9 @@ class Lin:
         return out
 
 
+_lin = Lin._of
+
+
 def _atom_order(e: Expr) -> tuple:
     return (0, e.name) if isinstance(e, Var) else (1, str(e))
 
@@ -502,19 +552,28 @@ def linear(e: Expr) -> Lin:
     # knob search
     t = type(e)
     if t is Const:
-        return Lin._of({}, int(e.value), {})
+        return _lin({}, int(e.value), {})
     if t is Var:
         k = ("var", id(e))  # structural_key of a variable
-        return Lin._of({k: 1}, 0, {k: e})
+        return _lin({k: 1}, 0, {k: e})
     if t is Cast and is_int(e.dtype) and is_int(e.value.dtype) and \
             bits(e.dtype) >= bits(e.value.dtype):
         return linear(e.value)
     if t is Binary:
         op = e.op
+        if type(e.b) is Const and (op == "add" or op == "sub" or op == "mul"):
+            # the usual constant right operand, without a form of its own (the same results
+            # as the general cases below)
+            la, c = linear(e.a), int(e.b.value)
+            if op == "add":
+                return _lin(la.terms, la.const + c, la.atoms)
+            if op == "sub":
+                return _lin(la.terms, la.const - c, la.atoms)
+            return la.scale(c) if la.terms else _lin({}, c * la.const, {})
         if op == "add":
             return linear(e.a) + linear(e.b)
         if op == "sub":
-            return linear(e.a) + linear(e.b).scale(-1)
+            return linear(e.a) - linear(e.b)
         if op == "mul":
             la, lb = linear(e.a), linear(e.b)
             if not la.terms:
@@ -555,10 +614,14 @@ def simplify(e: Expr) -> Expr:
 
 
 def const_value(e: Expr) -> int | None:
-    lin = linear(simplify(e)) if is_int(e.dtype) else None
-    if lin is not None and lin.is_const():
+    """The value of an integer expression that simplifies to a constant, else None."""
+    if not is_int(e.dtype):
+        return None
+    lin = linear(e)
+    if lin.is_const():  # then simplify(e) is that constant: no need to build it
         return lin.const
-    return None
+    lin = linear(simplify(e))  # (min/max of operands that simplify to constants)
+    return lin.const if lin.is_const() else None
 
 
 # ------------------------------------------------------------------------ bounds
@@ -569,16 +632,18 @@ def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
     constant is handled by monotonicity; other nodes fall back to interval evaluation.
     """
     lin = linear(e)
-    lo = Lin({}, lin.const, {})
-    hi = Lin({}, lin.const, {})
+    lo = Lin({}, 0, {})
+    hi = Lin({}, 0, {})
+    lo_c = hi_c = lin.const  # the constant parts, summed apart from the forms
     ranged_keys = {("var", id(v)): r for v, r in ranges.items()}
+    ranged = set(ranges)
     for k, c in lin.terms.items():
         atom = lin.atoms[k]
         if k in ranged_keys:
             a, b = ranged_keys[k]
-            lo = lo + Lin({}, c * (a if c > 0 else b))
-            hi = hi + Lin({}, c * (b if c > 0 else a))
-        elif free_vars(atom) & set(ranges):
+            lo_c += c * (a if c > 0 else b)
+            hi_c += c * (b if c > 0 else a)
+        elif free_vars(atom) & ranged:
             amin, amax = _bound_atom(atom, ranges)
             if c > 0:
                 lo, hi = lo + linear(amin).scale(c), hi + linear(amax).scale(c)
@@ -587,7 +652,8 @@ def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
         else:
             t = Lin({k: c}, 0, {k: atom})
             lo, hi = lo + t, hi + t
-    return lo.to_expr(), hi.to_expr()
+    return _lin(lo.terms, lo.const + lo_c, lo.atoms).to_expr(), \
+        _lin(hi.terms, hi.const + hi_c, hi.atoms).to_expr()
 
 
 def _bound_atom(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:

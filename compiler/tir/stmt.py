@@ -9,7 +9,7 @@ BATCH x BLOCK tile, the unit the hardware moves and computes on).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from math import prod
 
 from .expr import Expr, Var
@@ -268,7 +268,7 @@ def rebuild(s: Stmt, f: Callable[[Stmt], Stmt | None]) -> Stmt:
         return r
     if isinstance(s, _BODY_OR_KERNEL):
         b = rebuild(s.body, f)
-        return s if b is s.body else _with_body(s, b)
+        return s if b is s.body else with_fields(s, body=b)
     if isinstance(s, Seq):
         return seq(rebuild(c, f) for c in s.stmts)
     if isinstance(s, If):
@@ -277,12 +277,14 @@ def rebuild(s: Stmt, f: Callable[[Stmt], Stmt | None]) -> Stmt:
     return s
 
 
-def _with_body(s: Stmt, body: Stmt) -> Stmt:
-    """``dataclasses.replace(s, body=body)`` without its per-call field introspection (these
-    frozen dataclasses have no ``__post_init__``; rebuilding a program replaces many bodies)."""
+def with_fields(s: object, **changes: object) -> object:
+    """``dataclasses.replace(s, **changes)`` without its per-call field introspection (the
+    frozen dataclasses of this module have no ``__post_init__``; rebuilding a program replaces
+    many fields)."""
     n = object.__new__(type(s))
-    n.__dict__.update(s.__dict__)
-    object.__setattr__(n, "body", body)
+    d = n.__dict__
+    d.update(s.__dict__)
+    d.update(changes)
     return n
 
 
@@ -293,16 +295,17 @@ def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
     if isinstance(s, If):
         return If(f(s.cond), s.then, s.else_)
     if isinstance(s, Dma):
-        return replace(s, sram_index=f(s.sram_index), dram_index=f(s.dram_index),
-                       pad_y=None if s.pad_y is None else replace(s.pad_y, start=f(s.pad_y.start)),
-                       pad_x=None if s.pad_x is None else replace(s.pad_x, start=f(s.pad_x.start)))
+        return with_fields(
+            s, sram_index=f(s.sram_index), dram_index=f(s.dram_index),
+            pad_y=None if s.pad_y is None else with_fields(s.pad_y, start=f(s.pad_y.start)),
+            pad_x=None if s.pad_x is None else with_fields(s.pad_x, start=f(s.pad_x.start)))
     if isinstance(s, Gemm):
-        return replace(s, dst_index=f(s.dst_index),
-                       src_index=None if s.src_index is None else f(s.src_index),
-                       wgt_index=None if s.wgt_index is None else f(s.wgt_index))
+        return with_fields(s, dst_index=f(s.dst_index),
+                           src_index=None if s.src_index is None else f(s.src_index),
+                           wgt_index=None if s.wgt_index is None else f(s.wgt_index))
     if isinstance(s, Alu):
-        return replace(s, dst_index=f(s.dst_index),
-                       src_index=None if s.src_index is None else f(s.src_index))
+        return with_fields(s, dst_index=f(s.dst_index),
+                           src_index=None if s.src_index is None else f(s.src_index))
     return s
 
 
@@ -347,6 +350,6 @@ def buffers_used(s: Stmt) -> set[Buffer]:
 __all__ = [
     "INP_SCOPE", "WGT_SCOPE", "ACC_SCOPE", "VTA_SCOPES", "Buffer", "Stmt", "For", "Seq", "Store",
     "Allocate", "Attr", "If", "Nop", "PadSpec", "Dma", "Gemm", "Alu", "UopLoop", "UopKernel",
-    "PrimFunc", "seq", "stmt_children", "walk", "rebuild", "map_exprs", "stmt_substitute",
-    "buffers_used",
+    "PrimFunc", "seq", "stmt_children", "walk", "rebuild", "with_fields", "map_exprs",
+    "stmt_substitute", "buffers_used",
 ]

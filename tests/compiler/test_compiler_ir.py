@@ -15,7 +15,20 @@ from vta.compiler import (
     te,
 )
 from vta.compiler.tir import Buffer, For, PrimFunc, Store, verify
-from vta.compiler.tir.expr import Var, bound, const_value, linear, simplify
+from vta.compiler.tir.expr import (
+    BufferLoad,
+    Var,
+    bound,
+    cast,
+    const,
+    const_value,
+    emin,
+    linear,
+    simplify,
+    structural_key,
+    substitute,
+    transform,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +51,46 @@ def test_bound_symbolic_outer_ranged_inner():
     assert str(lo) == "o * 4 + 1"
     assert str(hi) == "o * 4 + 7"
     assert const_value(hi - lo) == 6
+
+
+def test_const_value_exact_and_after_simplify():
+    i = Var("i")
+    assert const_value((i * 4 + 3) - i * 4) == 3
+    # min of two operands that each simplify to a constant: the constant only shows after
+    # simplifying the operands (the affine form alone sees an opaque min)
+    assert const_value(emin(i - i + 3, i * 2 - i - i + 5)) == 3
+    assert const_value(i * 2 - i) is None
+    assert const_value(emin(i, 4)) is None
+
+
+def test_affine_difference_matches_sum_of_negation():
+    i, j = Var("i"), Var("j")
+    a, b = linear(i * 3 + j // 4 + 7), linear(i * 3 - j * 2 + 1)
+    d, ref = a - b, a + b.scale(-1)
+    assert (d.terms, d.const) == (ref.terms, ref.const)
+    assert d.coef(i) == 0 and d.coef(j) == 2 and d.const == 6
+    # evaluated at points against Python arithmetic
+    e = simplify((i * 3 + j // 4 + 7) - (i * 3 - j * 2 + 1))
+    for iv, jv in ((0, 0), (5, 9), (-3, 13)):
+        got = const_value(substitute(e, {i: iv, j: jv}))
+        assert got == (iv * 3 + jv // 4 + 7) - (iv * 3 - jv * 2 + 1)
+
+
+def test_substitute_matches_a_rebuild_by_transform():
+    i, j, k = Var("i"), Var("j"), Var("k")
+    buf = Buffer("b", (4, 4), "int32")
+    e = BufferLoad(buf, [i * 2 + j, k]) + cast("int64", emin(i, j * 3)) * 2 - k // 4
+    mapping = {i: const(3), j: k + 1}
+
+    def by_transform(n):
+        return transform(n, lambda x: mapping[x] if isinstance(x, Var) and x in mapping
+                         else None)
+
+    assert structural_key(substitute(e, mapping)) == structural_key(by_transform(e))
+    assert substitute(i * 2 + k, {j: 1}).a.a is i  # untouched subtrees are kept
+    # evaluated against Python arithmetic
+    f = substitute(substitute(i * 2 + j * 5 - k // 4, {i: 3, j: k + 1}), {k: 9})
+    assert const_value(f) == 3 * 2 + (9 + 1) * 5 - 9 // 4
 
 
 def test_reducer_elementwise_and_reduction_forms():

@@ -105,6 +105,26 @@ def test_fold_uop_loops_folds_two_outer_loops():
     assert all(len(k.loops) == 1 and k.loops[0].extent == 4 for k in kernels)
 
 
+def test_fold_uop_loops_drops_nested_unit_loops():
+    from vta.compiler.passes.vta import FoldUopLoops
+    from vta.compiler.tir.expr import Var
+    from vta.compiler.tir.stmt import ACC_SCOPE, INP_SCOPE, WGT_SCOPE, Buffer, For, Gemm
+
+    acc, inp = Buffer("acc", (16, 1, 16), "int32", ACC_SCOPE), Buffer("inp", (16, 1, 16), "int8",
+                                                                       INP_SCOPE)
+    wgt = Buffer("wgt", (16, 16, 16), "int8", WGT_SCOPE)
+    a, b, c = Var("a"), Var("b"), Var("c")
+    leaf = Gemm(False, acc, a * 8 + b * 2 + c + 1, inp, b + c * 3, wgt, a * 5 + c + 2)
+    kern = FoldUopLoops().kernel(For(a, 1, For(b, 4, For(c, 1, leaf))))
+    # the unit loops a and c are gone (their variables are 0), b is folded (the leaf keeps
+    # it: code generation evaluates the leaf with folded variables at 0)
+    assert [(lp.var, lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor)
+            for lp in kern.loops] == [(b, 4, 2, 1, 0)]
+    assert isinstance(kern.body, Gemm)
+    assert [str(x) for x in (kern.body.dst_index, kern.body.src_index, kern.body.wgt_index)] \
+        == ["b * 2 + 1", "b", "2"]
+
+
 def _cmds(spec):
     return [Command(m, t, None, f"{m}{t}") for m, t in spec]
 
