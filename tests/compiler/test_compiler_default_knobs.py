@@ -35,14 +35,19 @@ def _fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
 
 
+def _ev(e, env: dict) -> int:
+    """An index expression's value with the loop variables of ``env``."""
+    vs = sorted(free_vars(e), key=id)
+    return int(compile_int(e, vs)(*[env[v] for v in vs]))
+
+
 def _plain_uops(k: UopKernel, env: dict) -> list[tuple[int, int, int]]:
     """The micro-ops of one kernel instance by walking its IR (folded loop variables at 0)."""
     env = {**env, **{lp.var: 0 for lp in k.loops}}
     out: list[tuple[int, int, int]] = []
 
     def ev(e) -> int:
-        vs = sorted(free_vars(e), key=id)
-        return int(compile_int(e, vs)(*[env[v] for v in vs]))
+        return _ev(e, env)
 
     def visit(s) -> None:
         if isinstance(s, For):
@@ -84,8 +89,9 @@ def _kernel_instances(func) -> list[tuple[UopKernel, dict]]:
     return out
 
 
-@pytest.mark.parametrize("which", ["conv3x3", "conv1x1s2", "dense"])
-def test_compiled_micro_kernels_equal_a_plain_walk(cfg, which):
+def _small_func(cfg, which: str, conv_knobs: dict | None = None):
+    """A small dense, 3x3 conv or strided 1x1 conv (``which``), lowered (conv knobs: the
+    template's defaults unless given)."""
     if which == "dense":
         op = topi.dense_packed((1, 4, 1, 16), (6, 4, 16, 16), config=cfg, bias=True, shift=7,
                                target=None, knobs={"tile_b": 1, "tile_ci": 2, "tile_co": 3,
@@ -94,8 +100,13 @@ def test_compiled_micro_kernels_equal_a_plain_walk(cfg, which):
         k, s, p = (3, 1, 1) if which == "conv3x3" else (1, 2, 0)
         op = topi.conv2d_packed((1, 2, 8, 8, 1, 16), (4, 2, k, k, 16, 16), strides=(s, s),
                                 padding=(p, p), bias=True, shift=7, relu=True, config=cfg,
-                                target=None)
-    func = lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
+                                target=None, knobs=conv_knobs)
+    return lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
+
+
+@pytest.mark.parametrize("which", ["conv3x3", "conv1x1s2", "dense"])
+def test_compiled_micro_kernels_equal_a_plain_walk(cfg, which):
+    func = _small_func(cfg, which)
     inst = _kernel_instances(func)
     assert inst and any(isinstance(x, Gemm) for k, _ in inst for x in walk(k.body))
     codes = {}
@@ -133,21 +144,17 @@ def _plain_dma_calls(func, bufs) -> tuple[list, int]:
     out = []
     kernels = [0]
 
-    def ev(e, env) -> int:
-        vs = sorted(free_vars(e), key=id)
-        return int(compile_int(e, vs)(*[env[v] for v in vs]))
-
     def visit(s, env) -> None:
         if isinstance(s, For):
             for i in range(s.extent):
                 visit(s.body, {**env, s.var: i})
         elif isinstance(s, If):
-            if ev(s.cond, env):
+            if _ev(s.cond, env):
                 visit(s.then, env)
             elif s.else_ is not None:
                 visit(s.else_, env)
         elif isinstance(s, Dma):
-            sram, dram = s.sram.base + ev(s.sram_index, env), ev(s.dram_index, env)
+            sram, dram = s.sram.base + _ev(s.sram_index, env), _ev(s.dram_index, env)
             dev = bufs[s.dram]
             if s.direction == "store":
                 out.append(("store", sram, "out", id(dev), dram, s.x_size, s.y_size,
@@ -156,7 +163,7 @@ def _plain_dma_calls(func, bufs) -> tuple[list, int]:
             pads = []
             for p, n in ((s.pad_y, s.y_size), (s.pad_x, s.x_size)):
                 inside = range(n) if p is None else \
-                    [i for i in range(n) if p.lo <= ev(p.start, env) + i < p.hi]
+                    [i for i in range(n) if p.lo <= _ev(p.start, env) + i < p.hi]
                 pads += [inside[0], n - 1 - inside[-1]]
             y0, y1, x0, x1 = pads
             mem = {"local.inp_buffer": "inp", "local.wgt_buffer": "wgt",
@@ -177,16 +184,7 @@ def _plain_dma_calls(func, bufs) -> tuple[list, int]:
 
 @pytest.mark.parametrize("which", ["conv3x3", "conv1x1s2", "dense"])
 def test_generated_host_loops_equal_a_plain_walk(cfg, which):
-    if which == "dense":
-        op = topi.dense_packed((1, 4, 1, 16), (6, 4, 16, 16), config=cfg, bias=True, shift=7,
-                               target=None, knobs={"tile_b": 1, "tile_ci": 2, "tile_co": 3,
-                                                    "oc_nthread": 2})
-    else:
-        k, s, p = (3, 1, 1) if which == "conv3x3" else (1, 2, 0)
-        op = topi.conv2d_packed((1, 2, 8, 8, 1, 16), (4, 2, k, k, 16, 16), strides=(s, s),
-                                padding=(p, p), bias=True, shift=7, relu=True, config=cfg,
-                                target=None, knobs={"tile_h": 4, "h_nthread": 2})
-    func = lower_vta(op.sch, op.args, cfg, op.name, verify_each=False, **op.build_opts)
+    func = _small_func(cfg, which, conv_knobs={"tile_h": 4, "h_nthread": 2})
     bufs = {p: object() for p in func.params}
     q = _LogQueue()
     cmds = cg.commands(func, cfg, bufs)
