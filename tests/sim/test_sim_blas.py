@@ -52,7 +52,7 @@ def test_int8_just_above_2_24_is_sliced(k: int) -> None:
 
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (5, 7, 1024), (3, 700, 2500), (1, 4096, 1100),
                                      (63, 300, 3000), (64, 300, 3000), (130, 40, 2049),
-                                     (200, 64, 27)])
+                                     (200, 64, 27), (2, 1100, 600)])
 def test_int8_random_against_int64(m: int, n: int, k: int) -> None:
     """Single products, slices of the reduction, and row blocks of b (fewer than 64 rows in a),
     with partial last slices and blocks; negative and extreme values."""
