@@ -23,7 +23,7 @@ import ctypes
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -104,11 +104,12 @@ _F64_EXACT = 1 << 53
 #: slices; int16 x int8 only 4 (float64 then).
 _MIN_F32_COLS = 64
 #: A product with fewer rows than this in ``a`` (a dense layer, a small feature map) is bound by
-#: reading ``b``: it casts ``b`` a block of at most _CAST_BLOCK elements (2 MB of float32, a
-#: core's L2 cache on the 2-core EPYC it was measured on) at a time, which stays in cache
-#: (1x4096x4096 int8: 3.5 ms instead of 8.2 in 1024-column slices of all 4096 rows;
-#: 16x4096x4096: 9.5 ms instead of 14.6). With 64 rows or more the blocks gain nothing and cost a
-#: few percent.
+#: reading ``b``: when a float slice of ``b`` would be more than twice _CAST_BLOCK elements, it
+#: casts ``b`` a block of at most _CAST_BLOCK (2 MB of float32, a core's L2 cache on the 2-core
+#: EPYC it was measured on) at a time, which stays in cache (int8, 1x2048x4096: 1.1 ms instead of
+#: 1.8 in 1024-column slices of all 2048 rows; 1x4096x4096: 3.5 ms instead of 8.2;
+#: 16x4096x4096: 9.5 ms instead of 14.6). Below twice the block (1x1000x4096) and with 64 rows
+#: or more the blocks gain nothing and cost a few percent.
 _FEW_ROWS = 64
 _CAST_BLOCK = 1 << 19
 
@@ -123,21 +124,16 @@ def exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     in row blocks when ``a`` has few rows. Returns int32 when every possible result fits (the
     bound is below 2^31), else int64.
     """
-    big = _largest_product(a.dtype, b.dtype)
     m, k = a.shape
     n = b.shape[0]
     if b.shape[1] != k:
         raise ValueError(f"exact_matmul: a is {a.shape}, b is {b.shape}; they need the same "
                          f"number of columns")
-    bound = k * big
-    out_dtype = np.int32 if bound < 1 << 31 else np.int64
-    if bound <= _F32_EXACT or _F32_EXACT // big >= _MIN_F32_COLS:
-        work, step = np.float32, min(k, _F32_EXACT // big)
-    elif bound <= _F64_EXACT:
-        work, step = np.float64, k
-    else:
+    work, step, out_dtype = _plan(a.dtype, b.dtype, k)
+    if work is None:
         return a.astype(np.int64) @ b.astype(np.int64).T
-    rows = max(1, _CAST_BLOCK // max(step, 1) if m < _FEW_ROWS else n)
+    few = m < _FEW_ROWS and n * step > 2 * _CAST_BLOCK
+    rows = max(1, _CAST_BLOCK // step if few else n)
     if step == k and n <= rows:  # one product (fsim's GEMMs, most convolutions)
         return (a.astype(work) @ b.astype(work).T).astype(out_dtype)
     out = np.zeros((m, n), out_dtype)
@@ -149,10 +145,18 @@ def exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _largest_product(da: np.dtype, db: np.dtype) -> int:
-    """The largest magnitude of a product of two values of signed integer dtypes (int8 x int8:
-    (-128) * (-128) = 2^14)."""
+@lru_cache(maxsize=1024)
+def _plan(da: np.dtype, db: np.dtype, k: int) -> tuple[Any, int, Any]:
+    """(float type or None for int64, reduction columns per product, result type) of a product
+    of int8/int16 matrices over ``k`` columns (cached: fsim calls this once per GEMM)."""
     for d in (da, db):
         if d.kind != "i" or d.itemsize > 2:  # int64 sums of wider products could overflow
             raise TypeError(f"exact_matmul takes int8 or int16 matrices, not {d}")
-    return 1 << (da.itemsize * 8 - 1 + db.itemsize * 8 - 1)
+    big = 1 << (da.itemsize * 8 - 1 + db.itemsize * 8 - 1)  # int8 x int8: (-128) * (-128)
+    bound = k * big
+    out_dtype = np.int32 if bound < 1 << 31 else np.int64
+    if bound <= _F32_EXACT or _F32_EXACT // big >= _MIN_F32_COLS:
+        return np.float32, min(k, _F32_EXACT // big), out_dtype
+    if bound <= _F64_EXACT:
+        return np.float64, k, out_dtype
+    return None, k, out_dtype

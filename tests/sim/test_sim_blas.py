@@ -50,12 +50,13 @@ def test_int8_just_above_2_24_is_sliced(k: int) -> None:
     assert got.dtype == np.int32 and int(got[0, 0]) == want
 
 
-@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (5, 7, 1024), (3, 700, 2500), (1, 4096, 1100),
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (5, 7, 1024), (3, 1300, 2500), (1, 4096, 1100),
                                      (63, 300, 3000), (64, 300, 3000), (130, 40, 2049),
-                                     (200, 64, 27), (2, 1100, 600)])
+                                     (200, 64, 27), (2, 2000, 600)])
 def test_int8_random_against_int64(m: int, n: int, k: int) -> None:
-    """Single products, slices of the reduction, and row blocks of b (fewer than 64 rows in a),
-    with partial last slices and blocks; negative and extreme values."""
+    """Single products, slices of the reduction, and row blocks of b (fewer than 64 rows in a
+    and more than 2^20 elements in a float slice of b), with partial last slices and blocks;
+    negative and extreme values."""
     rng = np.random.default_rng(m * 7919 + n * 31 + k)
     a, b = _extreme(rng, (m, k), I8), _extreme(rng, (n, k), I8)
     got = exact_matmul(a, b)
@@ -90,6 +91,14 @@ def test_int16_by_int8(k: int, work: str) -> None:
     a, b = _extreme(rng, (9, k), I16), _extreme(rng, (11, k), I8)
     assert np.array_equal(exact_matmul(a, b), _want(a, b))
     assert np.array_equal(exact_matmul(b, a), _want(b, a))
+
+
+def test_int16_by_int8_deep_in_row_blocks() -> None:
+    """A deep float64 product with few rows: b is cast a row at a time."""
+    rng = np.random.default_rng(3)
+    a, b = _extreme(rng, (2, 300000), I16), _extreme(rng, (5, 300000), I8)
+    got = exact_matmul(a, b)
+    assert got.dtype == np.int64 and np.array_equal(got, _want(a, b))
 
 
 def test_int16_by_int16_beyond_int32() -> None:
