@@ -56,7 +56,7 @@ from vta.isa.errors import DeadlockError, ProgramError, RaceError
 from vta.isa.image import RunResult, as_program_bytes, check_program
 from vta.isa.stats import LOADED_TYPES, OPCODE_NAMES, RunStats
 
-from .blas import blas_threads
+from .blas import blas_threads, exact_matmul
 from .loops import (
     GeneralPlan,
     Grid,
@@ -364,7 +364,7 @@ class FunctionalSim:
             ns, nw = gp.us.size, gp.uw.size
             a = self.inp[gp.us].reshape(ns * cfg.batch, cfg.block_in)
             b = self.wgt[gp.uw].reshape(nw * cfg.block_out, cfg.block_in)
-            p = self._matmul(a, b, cfg.block_in)
+            p = exact_matmul(a, b)
             if cfg.batch == 1:
                 p = p.reshape(ns * nw, 1, cfg.block_out)
             else:
@@ -377,16 +377,6 @@ class FunctionalSim:
             a = self.inp[gp.src[lo:hi]].astype(np.int64)
             b = self.wgt[gp.wgt[lo:hi]].astype(np.int64)
             self._accumulate(gp.dst[lo:hi], np.einsum("nbc,noc->nbo", a, b))
-
-    def _matmul(self, a: np.ndarray, b: np.ndarray, depth: int) -> np.ndarray:
-        """``a @ b.T`` of input and weight values, exact: float32 BLAS when every partial sum is
-        below 2^24, float64 below 2^53, int64 otherwise. Returns int32 or int64."""
-        bound = depth << (self.cfg.inp_width - 1 + self.cfg.wgt_width - 1)
-        if bound <= 1 << 24:
-            return (a.astype(np.float32) @ b.astype(np.float32).T).astype(np.int32)
-        if bound <= 1 << 53:
-            return (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.int64)
-        return a.astype(np.int64) @ b.astype(np.int64).T
 
     def _accumulate(self, dst: np.ndarray, values: np.ndarray) -> None:
         """acc[dst] += values with wrap-around; repeated dst entries all accumulate."""
@@ -414,7 +404,7 @@ class FunctionalSim:
         depth = kt * bin_
         am = a.transpose(0, 2, 1, 3).reshape(mt * bsz, depth)
         bm = b.transpose(0, 2, 1, 3).reshape(nt * bout, depth)
-        c = self._matmul(am, bm, depth)
+        c = exact_matmul(am, bm)
         if bsz == 1:
             c = c.reshape(mt * nt, 1, bout)
         else:

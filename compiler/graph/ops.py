@@ -1,7 +1,7 @@
 """Vectorised numpy kernels shared by the float reference and the int8 reference.
 
-Convolution is im2col + one matrix multiply per group (float32 BLAS for floats; for int8, float32
-BLAS over slices of 1024 columns, whose sums are exact: :func:`int8_matmul`); depthwise
+Convolution is im2col + one matrix multiply per group (float32 BLAS for floats; for int8, the
+exact integer product of :func:`vta.sim.blas.exact_matmul`: :func:`int8_matmul`); depthwise
 convolution (float64 for integers: exact) is a sum of
 shifted, scaled copies. Attributes are the canonical ones produced by the ONNX frontend
 (``pads`` is ``[top, left, bottom, right]``).
@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+from vta.sim.blas import exact_matmul
 
 
 def conv_out_size(size: int, k: int, stride: int, pad0: int, pad1: int, dil: int) -> int:
@@ -109,16 +110,9 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
 
 
 def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w.T`` of int8 matrices, exact in int64: float32 BLAS over slices of 1024 columns
-    (each partial sum is at most 1024 * 128 * 128 = 2**24, exact in float32), summed in int64.
-    Casts a slice at a time (VGG's 25088x4096 weights would be 800 MB as float64)."""
-    out = np.zeros((x.shape[0], w.shape[0]), np.int64)
-    step = 1024
-    for k0 in range(0, x.shape[1], step):
-        xs = x[:, k0:k0 + step].astype(np.float32)
-        ws = w[:, k0:k0 + step].astype(np.float32)
-        out += np.rint(xs @ ws.T).astype(np.int64)
-    return out
+    """``x @ w.T`` of int8 matrices, exact (:func:`vta.sim.blas.exact_matmul`: float32 BLAS over
+    slices of 1024 columns); int32, or int64 from a reduction of 131072 columns on."""
+    return exact_matmul(x, w)
 
 
 def dilate_pad(x: np.ndarray, strides: list[int], pads: list[int]) -> np.ndarray:

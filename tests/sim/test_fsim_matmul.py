@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from vta.isa import Config, GemmInsn, decode_program
 from vta.sim import fsim
+from vta.sim.blas import exact_matmul
 from vta.sim.fsim import FunctionalSim
 from vta.sim.programs import Tiling, matmul_program, pack_tiles, unpack_tiles
 
@@ -111,6 +112,35 @@ def test_fsim_matmul_gemms_take_the_fast_path(cfg: Config, double_buffer: bool) 
     gemms = [i for i in decode_program(mm.program, cfg) if isinstance(i, GemmInsn)]
     accumulating = sum(1 for g in gemms if not g.reset_reg)
     assert sim.fast_gemms == accumulating > 0
+    general = FunctionalSim(cfg, gemm_path="general")
+    dram2 = mm.dram.copy()
+    general.run(mm.program, dram2)
+    assert np.array_equal(dram, dram2)
+
+
+@pytest.mark.sim
+def test_fsim_deep_gemms_are_exact(cfg: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GEMMs reducing over 3200 int8 columns (one product would pass float32's 2^24; fsim's
+    products are sliced): the same result as numpy's int64 matmul and as the general path."""
+    depths = []
+
+    def spy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        depths.append(a.shape[1])
+        return exact_matmul(a, b)
+
+    monkeypatch.setattr(fsim, "exact_matmul", spy)
+    rng = np.random.default_rng(5)
+    k = 3200
+    a = rng.choice([-128, 127, -5, 3], (20, k))
+    b = rng.choice([-128, 127, 1], (40, k))
+    a[0], b[0] = -128, -128  # 3199 * 2^14 + 1: odd beyond 2^24, so float32 would round it
+    a[0, -1] = b[0, -1] = 1
+    mm = matmul_program(cfg, 20, 40, k, a=a, b=b, tiling=Tiling(tm=8, tn=2, tk=k // 16))
+    sim = FunctionalSim(cfg)
+    dram = mm.dram.copy()
+    sim.run(mm.program, dram)
+    assert sim.fast_gemms > 0 and max(depths) == k
+    assert np.array_equal(mm.plan.read_c(dram), _numpy_matmul(a, b))
     general = FunctionalSim(cfg, gemm_path="general")
     dram2 = mm.dram.copy()
     general.run(mm.program, dram2)
