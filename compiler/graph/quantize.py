@@ -324,7 +324,9 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
 
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
               unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
-              first: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+              first: dict[str, np.ndarray] | None = None,
+              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None
+              ) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
@@ -340,16 +342,25 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
     :data:`UMAX` steps (see :func:`offset_tensors`), whose mse threshold weighs the finer
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
-    (when given) every tensor of the first sample's float run."""
+    (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
+    over the samples of each channel of every Conv/Dense node's activation input, with the
+    input's shape (see :func:`weight_error_mean`)."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
     amax: dict[str, float] = {}
     kept: dict[str, list[np.ndarray]] = {}
+    readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
+        if means is not None else {}
     for j, feeds in enumerate(samples):
         env = run_float(g, feeds, keep=True)
         if j == 0 and first is not None:
             first.update(env)
+        for k, op in readers.items():
+            v = env[k]
+            axes = tuple(a for a in range(v.ndim) if a != (1 if op == "Conv" else v.ndim - 1))
+            m = v.mean(axis=axes, dtype=np.float64) / len(samples)
+            means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
         for k, v in _float_tensors(g, env):
             lo = float(v.min()) if v.size else 0.0
             # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
@@ -513,6 +524,55 @@ def quantize_weights(w: np.ndarray, per_channel: bool, pow2: bool
     return wq.reshape(w.shape), s_w, wsum, wabs
 
 
+def weight_error_mean(n: Node, w: np.ndarray, wq: np.ndarray, s_w: np.ndarray, mean: np.ndarray,
+                    shape: tuple[int, ...]) -> np.ndarray:
+    """Per output channel of a Conv/Dense node, the mean of the error its int8 weights make,
+    ``E[(w - wq * s_w) . x]`` over the calibration inputs: ``mean`` is the mean of each input
+    channel, ``shape`` the input's shape. Added to the float bias, it removes the systematic
+    part of the weight rounding (empirical bias correction, Nagel et al. 2019, "Data-Free
+    Quantization"); the int8 rule is unchanged (one more term in the int32 bias). A padded
+    convolution's border outputs see fewer input pixels: each tap counts for the share of the
+    output positions where it falls inside the input. A transposed convolution (zeros
+    between the input pixels) gets none. A few output channels at a time (see
+    :data:`_WEIGHT_CHUNK`)."""
+    o = w.shape[0]
+    a = n.attrs
+    group = a.get("group", 1) if n.op == "Conv" else 1
+    if n.op == "Dense":
+        taps = np.ones(1)
+    elif max(a.get("input_strides") or [1]) > 1:
+        return np.zeros(o)
+    else:
+        kh, kw = w.shape[2:]
+        pads = a["pads"]
+        fh, fw = (_tap_share(shape[2 + d], (kh, kw)[d], a["strides"][d], pads[d], pads[d + 2],
+                             a["dilations"][d]) for d in range(2))
+        taps = np.outer(fh, fw).ravel()
+    # what one unit of each weight adds to the output's mean, per group: (group, weights/row)
+    u = (mean.reshape(group, -1)[:, :, None] * taps[None, None, :]).reshape(group, -1)
+    w2, q2 = w.reshape(o, -1), wq.reshape(o, -1)
+    out = np.empty(o, np.float64)
+    step = max(1, _WEIGHT_CHUNK // max(1, w2.shape[1]))
+    for r in range(0, o, step):
+        rows = slice(r, min(o, r + step))
+        # the difference first, in float64: both products are far larger than it
+        dw = w2[rows].astype(np.float64) - q2[rows].astype(np.float64) * s_w[rows, None]
+        if group == 1:  # one row of u: a matrix-vector product
+            out[rows] = dw @ u[0]
+        else:
+            out[rows] = np.einsum("ok,ok->o", dw, u[np.arange(rows.start, rows.stop)
+                                                    // (o // group)])
+    return out
+
+
+def _tap_share(size: int, k: int, stride: int, p0: int, p1: int, dil: int) -> np.ndarray:
+    """For each tap of a kernel of ``k`` along one axis: the share of the output positions at
+    which it reads an input pixel (not padding)."""
+    out = (size + p0 + p1 - dil * (k - 1) - 1) // stride + 1
+    pos = np.arange(out)[:, None] * stride - p0 + np.arange(k)[None, :] * dil
+    return ((pos >= 0) & (pos < size)).mean(axis=0)
+
+
 class _Quantizer:
     """State of one :func:`quantize_graph` run (scales of int8 tensors, emitted nodes)."""
 
@@ -529,6 +589,8 @@ class _Quantizer:
         self.offsets: dict[str, int] = {}
         self.unsigned: set[str] = set()
         self.lows: dict[str, float] = {}
+        #: per-channel means of Conv/Dense inputs, with their shapes (see :func:`weight_error_mean`)
+        self.means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
 
     def tensor_scale(self, t: str) -> float:
         if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
@@ -601,6 +663,8 @@ class _Quantizer:
             s_o = s_o * 0.5 if self.pow2 else s_o * QMAX / UMAX
         wq, s_w, wsum, wabs = quantize_weights(w, self.per_channel, self.pow2)
         b = self.params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0])
+        if n.inputs[0] in self.means:
+            b = b + weight_error_mean(n, w, wq, s_w, *self.means[n.inputs[0]])
         bq = np.rint(b.astype(np.float64) / (s_in * s_w)).astype(np.int64)
         attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
         if x in self.offsets:  # sum(w * (q + off)): the offset's part is a constant per channel
@@ -748,7 +812,7 @@ _INT_CAPABLE = {
 def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                    float_layers: Iterable[str] = (), keep_first_float: bool = True,
                    calibration: str = CALIBRATIONS[0], per_channel: bool = False,
-                   pow2: bool = False) -> QuantResult:
+                   pow2: bool = False, bias_correction: bool = False) -> QuantResult:
     """Turn an optimized float graph into a mixed int8/float graph (see the module doc).
     Conv/Dense layers become int8 except those named in ``float_layers`` and, with
     ``keep_first_float``, the first convolution while it is light (:func:`float_first_conv`;
@@ -764,9 +828,10 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
     lows: dict[str, float] = {}
     fenv: dict[str, np.ndarray] = {}
-    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows, fenv), pow2,
-                   per_channel, ranges)
-    q.unsigned, q.lows = unsigned, lows
+    means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows, fenv,
+                                means if bias_correction else None), pow2, per_channel, ranges)
+    q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
     for n in g.nodes:
         acts = [i for i in n.inputs if i and i not in q.params]
