@@ -598,6 +598,14 @@ class _Quantizer:
             return scale_for(max(-lo * QMAX / -QMIN, hi, 0.0), self.pow2)
         return scale_for(self.amax.get(t, 0.0), self.pow2)
 
+    def out_scale(self, t: str) -> float:
+        """The scale of an int8 output: 255 steps over the threshold for an offset tensor
+        (an exact half with power-of-two scales)."""
+        s = self.tensor_scale(t)
+        if t in self.unsigned:
+            return s * 0.5 if self.pow2 else s * QMAX / UMAX
+        return s
+
     def as_int(self, t: str) -> str:
         if t in self.scales:
             return t
@@ -658,9 +666,7 @@ class _Quantizer:
         s_in = self.scales[x]
         w = self.params[n.inputs[1]]
         unsigned = n.outputs[0] in self.unsigned
-        s_o = self.tensor_scale(n.outputs[0])
-        if unsigned:  # an exact half with power-of-two scales
-            s_o = s_o * 0.5 if self.pow2 else s_o * QMAX / UMAX
+        s_o = self.out_scale(n.outputs[0])
         wq, s_w, wsum, wabs = quantize_weights(w, self.per_channel, self.pow2)
         b = self.params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0])
         if n.inputs[0] in self.means:
@@ -776,7 +782,7 @@ def _q_avg(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
 
 
 def _q_concat(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
-    so = q.tensor_scale(n.outputs[0])
+    so = q.out_scale(n.outputs[0])
     resc = [[1, 0] if q.scales[i] == so else list(fixed_point(q.scales[i] / so)) for i in ins]
     q.emit("QConcat", n, ins, {"axis": n.attrs["axis"], "rescale": resc}, so, info)
 
@@ -825,12 +831,17 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                          f"are named like {', '.join(list(names)[:4])}, ...")
     first = float_first_conv(g) if keep_first_float else None
     ranges = qdq_ranges(g)
-    unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
+    groups = offset_groups(g, float_layers | {first}, set(ranges), not pow2)
+    unsigned = set().union(*groups)
     lows: dict[str, float] = {}
     fenv: dict[str, np.ndarray] = {}
     means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
-    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows, fenv,
-                                means if bias_correction else None), pow2, per_channel, ranges)
+    th = calibrate(g, samples, calibration, unsigned, lows, fenv,
+                   means if bias_correction else None)
+    for grp in groups:  # one scale per group: the largest threshold
+        top = max(th.get(t, 0.0) for t in grp)
+        th.update((t, top) for t in grp)
+    q = _Quantizer(g, th, pow2, per_channel, ranges)
     q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
     for n in g.nodes:
@@ -850,7 +861,10 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
                 any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
-            _INT_CAPABLE[n.op](q, n, [q.as_int(a) for a in acts], info)
+            ins = [q.as_int(a) for a in acts]
+            _INT_CAPABLE[n.op](q, n, ins, info)
+            if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
+                _carry_offset(q, n, ins)
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
                                 list(n.outputs), dict(n.attrs)))
@@ -876,17 +890,46 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
 
 
+#: Ops whose int8 kernel carries an offset through unchanged (they move, select or take the
+#: maximum of values, and a concatenation of inputs at its own scale copies them): tensors they
+#: join share one scale and offset (see :func:`offset_groups`).
+_CARRIERS = {"MaxPool", "Concat", "Flatten", "Reshape", "Identity", "Transpose", "Slice",
+             "Gather", "GlobalMaxPool"}
+
+
+def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
+    """A carrier's output keeps its inputs' offset and scale (one group, one scale)."""
+    t = n.outputs[0]
+    if any(q.offsets.get(i) != OFFSET or q.scales[i] != q.scales[t] for i in ins):
+        raise QuantizationError(f"{n.name}: the inputs of an offset group differ in scale or "
+                                f"offset (an internal error)")
+    q.offsets[t] = OFFSET
+
+
 def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
                    asymmetric: bool = True) -> set[str]:
+    """The tensors stored with an offset: the union of :func:`offset_groups`."""
+    return set().union(*offset_groups(g, float_nodes, qdq, asymmetric))
+
+
+def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
+                  asymmetric: bool = True) -> list[set[str]]:
     """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
-    tensor's range instead of 128 over ``[0, max]`` for a non-negative one): those only
-    Conv/Dense nodes read, as their one activation input (they fold the offset into their
-    bias), unpadded or grouped (a padded one gets a ``QPad`` before it), made by a Conv/Dense
-    whose fused Relu/Clip keeps them non-negative (offset :data:`OFFSET`) or by an op without
-    an int8 kernel (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; the offset comes from the
-    calibrated minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs,
-    QDQ-fixed tensors and tensors read by a layer kept float stay signed."""
-    cons = g.consumers()
+    tensor's range instead of 128 over ``[0, max]`` for a non-negative one), in groups that
+    share one scale: tensors that max pooling, shape ops and concatenations (:data:`_CARRIERS`)
+    join. A group qualifies when every tensor in it is made by a Conv/Dense whose fused
+    Relu/Clip keeps it non-negative (offset :data:`OFFSET`) or by a carrier, and every reader
+    is a carrier or a Conv/Dense that reads it as its one activation input (folding the offset
+    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). A tensor
+    alone may also be made by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
+    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
+    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
+    float stay signed."""
+    cons, prod = g.consumers(), g.producers()
+
+    def carrier(n: Node) -> bool:
+        return n.op in _CARRIERS and n.name not in float_nodes \
+            and all(i and i not in g.params for i in n.inputs)
 
     def reads_only(n: Node, t: str) -> bool:
         acts = [i for i in n.inputs if i and i not in g.params]
@@ -898,21 +941,38 @@ def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
             and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1 \
             and (n.attrs.get("group", 1) > 1 or not any(n.attrs.get("pads", [0])))
 
-    def never_negative(n: Node) -> bool:
-        a = n.attrs
-        return bool(a.get("activation")) and a.get("act_min") is not None and a["act_min"] >= 0
-
-    out = set()
-    for n in g.nodes:
-        t = n.outputs[0]
+    def made_ok(t: str, alone: bool) -> bool:
+        n = prod.get(t)
+        if n is None:
+            return False
         if n.op in ("Conv", "Dense"):
-            if not never_negative(n):
-                continue
-        elif n.op in _INT_CAPABLE or not asymmetric:
-            continue
-        if t not in g.outputs and t not in qdq and cons.get(t) \
-                and all(reads_only(c, t) for c in cons[t]):
-            out.add(t)
+            a = n.attrs
+            return bool(a.get("activation")) and a.get("act_min") is not None \
+                and a["act_min"] >= 0
+        if carrier(n):
+            return True
+        return alone and asymmetric and n.op not in _INT_CAPABLE
+
+    root: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while root.get(t, t) != t:
+            t = root[t]
+        return t
+
+    for n in g.nodes:
+        if carrier(n):
+            for i in n.inputs:
+                root[find(i)] = find(n.outputs[0])
+    groups: dict[str, set[str]] = {}
+    for n in g.nodes:
+        groups.setdefault(find(n.outputs[0]), set()).add(n.outputs[0])
+    out = []
+    for grp in groups.values():
+        if all(t not in g.outputs and t not in qdq and cons.get(t)
+               and made_ok(t, len(grp) == 1)
+               and all(carrier(c) or reads_only(c, t) for c in cons[t]) for t in grp):
+            out.append(grp)
     return out
 
 
