@@ -1,10 +1,13 @@
 """int8 quantization with calibrated scales, and the int8 reference (the bit-exact spec).
 
 A quantized tensor holds int8 values ``q`` standing for ``q * scale`` (symmetric, one float
-``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read
-(:func:`offset_tensors`: a Relu/Clip conv output, offset 128, or a CPU float op's output over
-its calibrated [min, max]; the readers fold ``offset * sum(w)`` into their bias, and a padded
-reader gets a ``QPad`` of ``-offset`` before it, VTA padding with 0). Scales come from
+``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read,
+directly or through max pooling, shape ops and concatenations (:func:`offset_groups`: a
+Relu/Clip conv output and what those ops make of it, offset 128 and one scale per group, or a
+CPU float op's output over its calibrated [min, max]; the readers fold ``offset * sum(w)`` into
+their bias, and a padded reader gets a ``QPad`` of ``-offset`` before it, VTA padding with 0).
+Weights' rounding may have its mean folded into the bias (``bias_correction``, see
+:func:`weight_error_mean`). Scales come from
 calibration (:data:`CALIBRATIONS`: max, percentile or
 mse over float runs of the calibration inputs), from a QDQ model's own QuantizeLinear /
 DequantizeLinear pairs (``FakeQuant`` nodes), or are rounded to powers of two
@@ -340,7 +343,7 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     histogram, and each one scales a whole channel downstream). An output's range gets
     :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an input
     beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
-    :data:`UMAX` steps (see :func:`offset_tensors`), whose mse threshold weighs the finer
+    :data:`UMAX` steps (see :func:`offset_groups`), whose mse threshold weighs the finer
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
     (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
     over the samples of each channel of every Conv/Dense node's activation input, with the
@@ -627,7 +630,7 @@ class _Quantizer:
         over the 256 int8 values (offset :data:`OFFSET` for a non-negative tensor)."""
         lo = min(self.lows.get(t, 0.0), 0.0)
         hi = max(self.amax.get(t, 0.0), -lo)
-        if self.pow2:  # only non-negative tensors have an offset (see offset_tensors)
+        if self.pow2:  # only non-negative tensors have an offset (see offset_groups)
             return scale_for(hi, True) * 0.5, OFFSET
         if hi - lo <= 0:
             return 1.0, 0
