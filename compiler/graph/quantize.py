@@ -968,8 +968,9 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
             for i in n.inputs:
                 root[find(i)] = find(n.outputs[0])
     groups: dict[str, set[str]] = {}
-    for n in g.nodes:
-        groups.setdefault(find(n.outputs[0]), set()).add(n.outputs[0])
+    for n in g.nodes:  # a carrier's inputs too: a graph input or a float op's output fails
+        for t in (n.outputs[0], *(n.inputs if carrier(n) else ())):
+            groups.setdefault(find(t), set()).add(t)
     out = []
     for grp in groups.values():
         if all(t not in g.outputs and t not in qdq and cons.get(t)

@@ -348,3 +348,24 @@ def test_offset_groups_bit_exact_on_fsim() -> None:
     with Executor(m, "fsim", host="numpy") as ex:
         out = ex.run(x)["y"]
     np.testing.assert_array_equal(out, ref)
+
+
+def test_offset_group_of_a_graph_input_stays_signed() -> None:
+    """A max pool of the graph's input, read by a conv: the input is quantized symmetric by
+    its Quantize, so the pool's output (one group with it) stays symmetric too."""
+    from vta.compiler.graph.ir import Graph, Node, TensorInfo
+    from vta.compiler.graph.quantize import offset_groups
+    from vta.compiler.graph.reference import run_float
+
+    rng = np.random.default_rng(0)
+    conv = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "group": 1}
+    g = Graph([Node("MaxPool", "pool", ["x"], ["p"], {"kernel_shape": [2, 2], "strides": [2, 2],
+                                                     "pads": [0, 0, 0, 0]}),
+               Node("Conv", "c", ["p", "w"], ["y"], conv)],
+              {"x": TensorInfo((1, 8, 8, 8))}, ["y"],
+              {"w": rng.standard_normal((8, 8, 1, 1)).astype(np.float32)})
+    assert offset_groups(g, set(), set()) == []
+    qr = quantize_graph(g, synthetic_samples(g, 2), keep_first_float=False)
+    assert not qr.offsets
+    x = rand_input(g, 1)
+    assert agreement(run_float(g, x)["y"], run_quantized(qr.graph, x)["y"])["cosine"] > 0.99
