@@ -52,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per-channel", action="store_true",
                    help="one weight scale per output channel; VTA requantizes with vector "
                         "ALU SHR and MUL")
+    p.add_argument("--bias-correction", action="store_true",
+                   help="fold the mean error of each int8 conv/dense layer's rounded weights "
+                        "(from the calibration inputs' channel means) into its int32 bias; "
+                        "the int8 rule is unchanged (see docs/networks.md for when it helps)")
     p.add_argument("--pow2-scales", action="store_true",
                    help="round every scale to a power of two: requantization is a shift alone "
                         "(no fixed-point multiplier)")
@@ -121,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
                            threads=args.buffering == "auto", tuned=tuned,
                            host=args.host, per_channel=args.per_channel,
                            calibration=args.calibration, pow2=args.pow2_scales,
+                           bias_correction=args.bias_correction,
                            jobs=args.jobs, progress=search_progress())
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "

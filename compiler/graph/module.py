@@ -279,7 +279,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                   board: str | None = None, threads: bool = True,
                   tuned: Lookup | None = None, host: str = "llvm",
                   per_channel: bool = False, calibration: str = CALIBRATIONS[0],
-                  pow2: bool = False, jobs: int | None = None,
+                  pow2: bool = False, bias_correction: bool = False, jobs: int | None = None,
                   progress: Progress | None = None) -> CompiledModule:
     """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
     through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
@@ -297,7 +297,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     samples = list(samples) or synthetic_samples(og)
     qr = quantize_graph(og, samples, float_layers=float_layers,
                         keep_first_float=keep_first_float, per_channel=per_channel,
-                        calibration=calibration, pow2=pow2)
+                        calibration=calibration, pow2=pow2, bias_correction=bias_correction)
     qg = qr.graph
     env = run_quantized(qg, samples[0], keep=True)
     agree = layer_errors(og, qr, samples[0], env, qr.float_env)  # calibration ran samples[0]

@@ -1,10 +1,13 @@
 """int8 quantization with calibrated scales, and the int8 reference (the bit-exact spec).
 
 A quantized tensor holds int8 values ``q`` standing for ``q * scale`` (symmetric, one float
-``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read
-(:func:`offset_tensors`: a Relu/Clip conv output, offset 128, or a CPU float op's output over
-its calibrated [min, max]; the readers fold ``offset * sum(w)`` into their bias, and a padded
-reader gets a ``QPad`` of ``-offset`` before it, VTA padding with 0). Scales come from
+``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read,
+directly or through max pooling, shape ops and concatenations (:func:`offset_groups`: a
+Relu/Clip conv output and what those ops make of it, offset 128 and one scale per group, or a
+CPU float op's output over its calibrated [min, max]; the readers fold ``offset * sum(w)`` into
+their bias, and a padded reader gets a ``QPad`` of ``-offset`` before it, VTA padding with 0).
+Weights' rounding may have its mean folded into the bias (``bias_correction``, see
+:func:`weight_error_mean`). Scales come from
 calibration (:data:`CALIBRATIONS`: max, percentile or
 mse over float runs of the calibration inputs), from a QDQ model's own QuantizeLinear /
 DequantizeLinear pairs (``FakeQuant`` nodes), or are rounded to powers of two
@@ -324,7 +327,9 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
 
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
               unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
-              first: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+              first: dict[str, np.ndarray] | None = None,
+              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None
+              ) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
@@ -338,18 +343,27 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     histogram, and each one scales a whole channel downstream). An output's range gets
     :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an input
     beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
-    :data:`UMAX` steps (see :func:`offset_tensors`), whose mse threshold weighs the finer
+    :data:`UMAX` steps (see :func:`offset_groups`), whose mse threshold weighs the finer
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
-    (when given) every tensor of the first sample's float run."""
+    (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
+    over the samples of each channel of every Conv/Dense node's activation input, with the
+    input's shape (see :func:`weight_error_mean`)."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
     amax: dict[str, float] = {}
     kept: dict[str, list[np.ndarray]] = {}
+    readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
+        if means is not None else {}
     for j, feeds in enumerate(samples):
         env = run_float(g, feeds, keep=True)
         if j == 0 and first is not None:
             first.update(env)
+        for k, op in readers.items():
+            v = env[k]
+            axes = tuple(a for a in range(v.ndim) if a != (1 if op == "Conv" else v.ndim - 1))
+            m = v.mean(axis=axes, dtype=np.float64) / len(samples)
+            means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
         for k, v in _float_tensors(g, env):
             lo = float(v.min()) if v.size else 0.0
             # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
@@ -513,6 +527,55 @@ def quantize_weights(w: np.ndarray, per_channel: bool, pow2: bool
     return wq.reshape(w.shape), s_w, wsum, wabs
 
 
+def weight_error_mean(n: Node, w: np.ndarray, wq: np.ndarray, s_w: np.ndarray, mean: np.ndarray,
+                    shape: tuple[int, ...]) -> np.ndarray:
+    """Per output channel of a Conv/Dense node, the mean of the error its int8 weights make,
+    ``E[(w - wq * s_w) . x]`` over the calibration inputs: ``mean`` is the mean of each input
+    channel, ``shape`` the input's shape. Added to the float bias, it removes the systematic
+    part of the weight rounding (empirical bias correction, Nagel et al. 2019, "Data-Free
+    Quantization"); the int8 rule is unchanged (one more term in the int32 bias). A padded
+    convolution's border outputs see fewer input pixels: each tap counts for the share of the
+    output positions where it falls inside the input. A transposed convolution (zeros
+    between the input pixels) gets none. A few output channels at a time (see
+    :data:`_WEIGHT_CHUNK`)."""
+    o = w.shape[0]
+    a = n.attrs
+    group = a.get("group", 1) if n.op == "Conv" else 1
+    if n.op == "Dense":
+        taps = np.ones(1)
+    elif max(a.get("input_strides") or [1]) > 1:
+        return np.zeros(o)
+    else:
+        kh, kw = w.shape[2:]
+        pads = a["pads"]
+        fh, fw = (_tap_share(shape[2 + d], (kh, kw)[d], a["strides"][d], pads[d], pads[d + 2],
+                             a["dilations"][d]) for d in range(2))
+        taps = np.outer(fh, fw).ravel()
+    # what one unit of each weight adds to the output's mean, per group: (group, weights/row)
+    u = (mean.reshape(group, -1)[:, :, None] * taps[None, None, :]).reshape(group, -1)
+    w2, q2 = w.reshape(o, -1), wq.reshape(o, -1)
+    out = np.empty(o, np.float64)
+    step = max(1, _WEIGHT_CHUNK // max(1, w2.shape[1]))
+    for r in range(0, o, step):
+        rows = slice(r, min(o, r + step))
+        # the difference first, in float64: both products are far larger than it
+        dw = w2[rows].astype(np.float64) - q2[rows].astype(np.float64) * s_w[rows, None]
+        if group == 1:  # one row of u: a matrix-vector product
+            out[rows] = dw @ u[0]
+        else:
+            out[rows] = np.einsum("ok,ok->o", dw, u[np.arange(rows.start, rows.stop)
+                                                    // (o // group)])
+    return out
+
+
+def _tap_share(size: int, k: int, stride: int, p0: int, p1: int, dil: int) -> np.ndarray:
+    """For each tap of a kernel of ``k`` along one axis: the share of the output positions at
+    which it reads an input pixel (not padding)."""
+    out = (size + p0 + p1 - dil * (k - 1) - 1) // stride + 1
+    pos = np.arange(out)[:, None] * stride - p0 + np.arange(k)[None, :] * dil
+    return ((pos >= 0) & (pos < size)).mean(axis=0)
+
+
 class _Quantizer:
     """State of one :func:`quantize_graph` run (scales of int8 tensors, emitted nodes)."""
 
@@ -529,12 +592,22 @@ class _Quantizer:
         self.offsets: dict[str, int] = {}
         self.unsigned: set[str] = set()
         self.lows: dict[str, float] = {}
+        #: per-channel means of Conv/Dense inputs, with their shapes (see :func:`weight_error_mean`)
+        self.means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
 
     def tensor_scale(self, t: str) -> float:
         if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
             lo, hi = self.ranges[t]
             return scale_for(max(-lo * QMAX / -QMIN, hi, 0.0), self.pow2)
         return scale_for(self.amax.get(t, 0.0), self.pow2)
+
+    def out_scale(self, t: str) -> float:
+        """The scale of an int8 output: 255 steps over the threshold for an offset tensor
+        (an exact half with power-of-two scales)."""
+        s = self.tensor_scale(t)
+        if t in self.unsigned:
+            return s * 0.5 if self.pow2 else s * QMAX / UMAX
+        return s
 
     def as_int(self, t: str) -> str:
         if t in self.scales:
@@ -557,7 +630,7 @@ class _Quantizer:
         over the 256 int8 values (offset :data:`OFFSET` for a non-negative tensor)."""
         lo = min(self.lows.get(t, 0.0), 0.0)
         hi = max(self.amax.get(t, 0.0), -lo)
-        if self.pow2:  # only non-negative tensors have an offset (see offset_tensors)
+        if self.pow2:  # only non-negative tensors have an offset (see offset_groups)
             return scale_for(hi, True) * 0.5, OFFSET
         if hi - lo <= 0:
             return 1.0, 0
@@ -596,11 +669,11 @@ class _Quantizer:
         s_in = self.scales[x]
         w = self.params[n.inputs[1]]
         unsigned = n.outputs[0] in self.unsigned
-        s_o = self.tensor_scale(n.outputs[0])
-        if unsigned:  # an exact half with power-of-two scales
-            s_o = s_o * 0.5 if self.pow2 else s_o * QMAX / UMAX
+        s_o = self.out_scale(n.outputs[0])
         wq, s_w, wsum, wabs = quantize_weights(w, self.per_channel, self.pow2)
         b = self.params[n.inputs[2]] if len(n.inputs) > 2 else np.zeros(w.shape[0])
+        if n.inputs[0] in self.means:
+            b = b + weight_error_mean(n, w, wq, s_w, *self.means[n.inputs[0]])
         bq = np.rint(b.astype(np.float64) / (s_in * s_w)).astype(np.int64)
         attrs = {k: v for k, v in n.attrs.items() if k not in ("act_min", "act_max")}
         if x in self.offsets:  # sum(w * (q + off)): the offset's part is a constant per channel
@@ -712,7 +785,7 @@ def _q_avg(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
 
 
 def _q_concat(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
-    so = q.tensor_scale(n.outputs[0])
+    so = q.out_scale(n.outputs[0])
     resc = [[1, 0] if q.scales[i] == so else list(fixed_point(q.scales[i] / so)) for i in ins]
     q.emit("QConcat", n, ins, {"axis": n.attrs["axis"], "rescale": resc}, so, info)
 
@@ -748,7 +821,7 @@ _INT_CAPABLE = {
 def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                    float_layers: Iterable[str] = (), keep_first_float: bool = True,
                    calibration: str = CALIBRATIONS[0], per_channel: bool = False,
-                   pow2: bool = False) -> QuantResult:
+                   pow2: bool = False, bias_correction: bool = False) -> QuantResult:
     """Turn an optimized float graph into a mixed int8/float graph (see the module doc).
     Conv/Dense layers become int8 except those named in ``float_layers`` and, with
     ``keep_first_float``, the first convolution while it is light (:func:`float_first_conv`;
@@ -761,12 +834,18 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                          f"are named like {', '.join(list(names)[:4])}, ...")
     first = float_first_conv(g) if keep_first_float else None
     ranges = qdq_ranges(g)
-    unsigned = offset_tensors(g, float_layers | {first}, set(ranges), not pow2)
+    groups = offset_groups(g, float_layers | {first}, set(ranges), not pow2)
+    unsigned = set().union(*groups)
     lows: dict[str, float] = {}
     fenv: dict[str, np.ndarray] = {}
-    q = _Quantizer(g, calibrate(g, samples, calibration, unsigned, lows, fenv), pow2,
-                   per_channel, ranges)
-    q.unsigned, q.lows = unsigned, lows
+    means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+    th = calibrate(g, samples, calibration, unsigned, lows, fenv,
+                   means if bias_correction else None)
+    for grp in groups:  # one scale per group: the largest threshold
+        top = max(th.get(t, 0.0) for t in grp)
+        th.update((t, top) for t in grp)
+    q = _Quantizer(g, th, pow2, per_channel, ranges)
+    q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
     for n in g.nodes:
         acts = [i for i in n.inputs if i and i not in q.params]
@@ -785,7 +864,10 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
                 any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
-            _INT_CAPABLE[n.op](q, n, [q.as_int(a) for a in acts], info)
+            ins = [q.as_int(a) for a in acts]
+            _INT_CAPABLE[n.op](q, n, ins, info)
+            if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
+                _carry_offset(q, n, ins)
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
                                 list(n.outputs), dict(n.attrs)))
@@ -811,17 +893,46 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
 
 
+#: Ops whose int8 kernel carries an offset through unchanged (they move, select or take the
+#: maximum of values, and a concatenation of inputs at its own scale copies them): tensors they
+#: join share one scale and offset (see :func:`offset_groups`).
+_CARRIERS = {"MaxPool", "Concat", "Flatten", "Reshape", "Identity", "Transpose", "Slice",
+             "Gather", "GlobalMaxPool"}
+
+
+def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
+    """A carrier's output keeps its inputs' offset and scale (one group, one scale)."""
+    t = n.outputs[0]
+    if any(q.offsets.get(i) != OFFSET or q.scales[i] != q.scales[t] for i in ins):
+        raise QuantizationError(f"{n.name}: the inputs of an offset group differ in scale or "
+                                f"offset (an internal error)")
+    q.offsets[t] = OFFSET
+
+
 def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
                    asymmetric: bool = True) -> set[str]:
+    """The tensors stored with an offset: the union of :func:`offset_groups`."""
+    return set().union(*offset_groups(g, float_nodes, qdq, asymmetric))
+
+
+def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
+                  asymmetric: bool = True) -> list[set[str]]:
     """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
-    tensor's range instead of 128 over ``[0, max]`` for a non-negative one): those only
-    Conv/Dense nodes read, as their one activation input (they fold the offset into their
-    bias), unpadded or grouped (a padded one gets a ``QPad`` before it), made by a Conv/Dense
-    whose fused Relu/Clip keeps them non-negative (offset :data:`OFFSET`) or by an op without
-    an int8 kernel (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; the offset comes from the
-    calibrated minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs,
-    QDQ-fixed tensors and tensors read by a layer kept float stay signed."""
-    cons = g.consumers()
+    tensor's range instead of 128 over ``[0, max]`` for a non-negative one), in groups that
+    share one scale: tensors that max pooling, shape ops and concatenations (:data:`_CARRIERS`)
+    join. A group qualifies when every tensor in it is made by a Conv/Dense whose fused
+    Relu/Clip keeps it non-negative (offset :data:`OFFSET`) or by a carrier, and every reader
+    is a carrier or a Conv/Dense that reads it as its one activation input (folding the offset
+    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). A tensor
+    alone may also be made by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
+    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
+    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
+    float stay signed."""
+    cons, prod = g.consumers(), g.producers()
+
+    def carrier(n: Node) -> bool:
+        return n.op in _CARRIERS and n.name not in float_nodes \
+            and all(i and i not in g.params for i in n.inputs)
 
     def reads_only(n: Node, t: str) -> bool:
         acts = [i for i in n.inputs if i and i not in g.params]
@@ -833,21 +944,39 @@ def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
             and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1 \
             and (n.attrs.get("group", 1) > 1 or not any(n.attrs.get("pads", [0])))
 
-    def never_negative(n: Node) -> bool:
-        a = n.attrs
-        return bool(a.get("activation")) and a.get("act_min") is not None and a["act_min"] >= 0
-
-    out = set()
-    for n in g.nodes:
-        t = n.outputs[0]
+    def made_ok(t: str, alone: bool) -> bool:
+        n = prod.get(t)
+        if n is None:
+            return False
         if n.op in ("Conv", "Dense"):
-            if not never_negative(n):
-                continue
-        elif n.op in _INT_CAPABLE or not asymmetric:
-            continue
-        if t not in g.outputs and t not in qdq and cons.get(t) \
-                and all(reads_only(c, t) for c in cons[t]):
-            out.add(t)
+            a = n.attrs
+            return bool(a.get("activation")) and a.get("act_min") is not None \
+                and a["act_min"] >= 0
+        if carrier(n):
+            return True
+        return alone and asymmetric and n.op not in _INT_CAPABLE
+
+    root: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while root.get(t, t) != t:
+            t = root[t]
+        return t
+
+    for n in g.nodes:
+        if carrier(n):
+            for i in n.inputs:
+                root[find(i)] = find(n.outputs[0])
+    groups: dict[str, set[str]] = {}
+    for n in g.nodes:  # a carrier's inputs too: a graph input or a float op's output fails
+        for t in (n.outputs[0], *(n.inputs if carrier(n) else ())):
+            groups.setdefault(find(t), set()).add(t)
+    out = []
+    for grp in groups.values():
+        if all(t not in g.outputs and t not in qdq and cons.get(t)
+               and made_ok(t, len(grp) == 1)
+               and all(carrier(c) or reads_only(c, t) for c in cons[t]) for t in grp):
+            out.append(grp)
     return out
 
 

@@ -168,6 +168,29 @@ def test_compile_options(work, tmp_path, capsys) -> None:
     assert set(m["partition"].values()) == {"cpu"} and m["kernels"] == {}
 
 
+def test_compile_bias_correction(work, tmp_path, capsys) -> None:
+    """--bias-correction changes int32 biases only (same layers, weights and scales); VTA on
+    fsim and the CPU kernels agree bit for bit on the module."""
+    from vta.compiler.graph.module import load_module
+
+    out = tmp_path / "bc"
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--calib",
+                 str(work / "calib.npy"), "--bias-correction"]) == 0
+    a, b = load_module(work / "mod"), load_module(out)
+    assert a.partition == b.partition and a.scales == b.scales
+    convs = [n for n in b.graph.nodes if n.op in ("QConv", "QDense")]
+    assert all(np.array_equal(a.graph.params[n.inputs[1]], b.graph.params[n.inputs[1]])
+               for n in convs)
+    changed = sum(not np.array_equal(a.graph.params[n.inputs[2]], b.graph.params[n.inputs[2]])
+                  for n in convs)
+    assert changed >= len(convs) // 2, (changed, len(convs))
+    for t in ("fsim", "cpu"):
+        assert main(["run", str(out), "--input", str(work / "x.npy"), "--target", t,
+                     "-o", str(tmp_path / f"y_{t}.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "y_fsim.npy"),
+                                  np.load(tmp_path / "y_cpu.npy"))
+
+
 def test_host_llvm_kernels(work, capsys) -> None:
     """CPU layers built by the operator compiler's LLVM backend by default: IR in the module,
     and the run agrees with the numpy host kernels (float reassociation may differ in last
