@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from vta.isa import Config
@@ -149,22 +148,25 @@ def _drop_unit_loops(s: Stmt) -> Stmt:
     def fn(n: Stmt) -> Stmt | None:
         if isinstance(n, For) and n.extent == 1:
             zero = {n.var: Const(0, "int32")}
-            return stmt_substitute(rebuild(n.body, _unit_loops_into(zero)), zero)
+            return stmt_substitute(rebuild(n.body, _DropUnitLoops(zero)), zero)
         return None
 
     return rebuild(s, fn)
 
 
-def _unit_loops_into(zero: dict[Var, Const]) -> Callable[[Stmt], Stmt | None]:
+class _DropUnitLoops:
     """A :func:`rebuild` callback dropping unit loops and collecting their variables in
-    ``zero``."""
-    def fn(n: Stmt) -> Stmt | None:
-        if isinstance(n, For) and n.extent == 1:
-            zero[n.var] = Const(0, "int32")
-            return rebuild(n.body, fn)
-        return None
+    ``zero`` (a callable object, not a recursive closure: that would be a reference cycle,
+    garbage for the cyclic collector)."""
 
-    return fn
+    def __init__(self, zero: dict[Var, Const]) -> None:
+        self.zero = zero
+
+    def __call__(self, n: Stmt) -> Stmt | None:
+        if isinstance(n, For) and n.extent == 1:
+            self.zero[n.var] = Const(0, "int32")
+            return rebuild(n.body, self)
+        return None
 
 
 @dataclass(frozen=True)

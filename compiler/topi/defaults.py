@@ -37,6 +37,7 @@ from typing import Any
 from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
+from vta.isa.gcpause import paused_gc
 
 from ..errors import ScheduleError
 
@@ -166,6 +167,12 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
     def ev(c: dict[str, int]) -> float:
         key = tuple(c[n] for n in names)
         if key not in ranked:
+            with paused_gc():
+                _ev(c, key)
+        return ranked[key]
+
+    def _ev(c: dict[str, int], key: tuple) -> None:
+        if True:
             if rank is None:
                 v, exact = _timed(cost, c), True
             else:
@@ -176,7 +183,6 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
             ranked[key] = v
             if exact:
                 full[key] = v
-        return ranked[key]
 
     _rank_all(cands, space, names, seed_keys, ranked, ev, budget)
     for key in sorted(ranked, key=lambda k: (ranked[k], k))[:finalists]:
@@ -190,7 +196,8 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
 
 def _timed(cost: Callable[[dict[str, int]], float], c: dict[str, int]) -> float:
     try:
-        return cost(c)
+        with paused_gc():
+            return cost(c)
     except VTAError:
         return float("inf")
 
