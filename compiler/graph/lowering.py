@@ -18,6 +18,7 @@ rule on the ALU). A layer that does not fit the configuration raises
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,10 @@ class VtaLayer:
     shift2: int = 0
     #: extra operands after data and kernel, in the operator's argument order
     vectors: tuple[str, ...] = field(default=("bias",))
+
+    def size(self) -> int:
+        """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
+        return math.prod(self.data) * math.prod(self.kernel) // max(self.data[1], 1)
 
     def requant(self) -> dict[str, Any]:
         return {"shift": self.shift, "clip": self.clip, "shift_vector": self.shift_vector,
@@ -237,6 +242,10 @@ class AluLayer:
     tiles: int
     template: str = "elementwise"
     vectors: tuple[str, ...] = ()
+
+    def size(self) -> int:
+        """Its packed tiles (what the compile orders its knob searches by)."""
+        return self.tiles
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
         from vta.compiler.topi.elementwise import elementwise_int8

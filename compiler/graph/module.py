@@ -414,10 +414,11 @@ def _default_knobs(works: Sequence[Any], cfg: Config, threads: bool, workers: Wo
     """The default knobs of each distinct workload (or the one-line reason it has none) and
     the programs the searches recorded, by (workload, knob key). Knobs in the user's cache are
     read; the missing ones are searched in the workers, each cache entry once (workloads that
-    differ only in their epilogue's immediates share one), in a fixed order."""
+    differ only in their epilogue's immediates share one: the worker that searches it records
+    all of their programs), the largest workloads first (the last ones to finish are small,
+    so no worker waits long for the other); the results do not depend on that order."""
     choices: dict[Any, Choice | str] = {}
-    search: dict[str, Any] = {}  # cache key -> the first workload that reads it
-    share: dict[Any, str] = {}  # workload -> the cache key another workload searches
+    search: dict[str, list[Any]] = {}  # cache key -> the workloads that read it
     for work in dict.fromkeys(works):
         try:
             key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
@@ -426,33 +427,33 @@ def _default_knobs(works: Sequence[Any], cfg: Config, threads: bool, workers: Wo
             continue
         if ch is not None:
             choices[work] = ch
-        elif key is not None and key in search:
-            share[work] = key
         else:
-            search[key or str(len(search))] = work
+            search.setdefault(key or str(len(search)), []).append(work)
     recorded: dict[tuple, Recorded | str] = {}
     if progress is not None and search:
         progress(0, len(search))
-    found = workers.map(_search, [(w, cfg, threads) for w in search.values()], progress)
-    for work, (ch, rec) in zip(search.values(), found):
-        choices[work] = ch
-        if not isinstance(ch, str):
-            recorded[(work, _knob_key(ch.knobs))] = rec
-    for work, key in share.items():
-        choices[work] = choices[search[key]]
+    groups = sorted(search.values(), key=lambda ws: -ws[0].size())  # stable: ties in order
+    found = workers.map(_search, [(ws, cfg, threads) for ws in groups], progress)
+    for ws, (ch, recs) in zip(groups, found):
+        for work, rec in zip(ws, recs):
+            choices[work] = ch
+            if not isinstance(ch, str):
+                recorded[(work, _knob_key(ch.knobs))] = rec
     return choices, recorded
 
 
-def _search(task: tuple[Any, Config, bool]) -> tuple[Choice | str, Recorded | str]:
-    """A worker's job: search a workload's default knobs (the cache entry is written) and
-    record their program, which the search has just timed (no second lowering); either may
-    be the one-line reason it failed."""
-    work, cfg, threads = task
+def _search(task: tuple[list[Any], Config, bool]
+            ) -> tuple[Choice | str, list[Recorded | str]]:
+    """A worker's job: search the default knobs of workloads that share a cache entry (the
+    first one's search writes it) and record each one's program with them (the first one's
+    the search has just timed: no second lowering); the choice and each program may be the
+    one-line reason it failed."""
+    works, cfg, threads = task
     try:
-        ch = work.default(cfg, threads)
+        ch = works[0].default(cfg, threads)
     except VTAError as e:
-        return str(e).splitlines()[0], ""
-    return ch, _record((work, ch.knobs, cfg))
+        return str(e).splitlines()[0], ["" for _ in works]
+    return ch, [_record((w, ch.knobs, cfg)) for w in works]
 
 
 def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
