@@ -52,6 +52,21 @@ class WorkerError(VTAError):
     """A worker process of a compile died before it returned its result."""
 
 
+def _collect(results: Iterable[R], total: int, done: Callable[[int, int], None] | None
+             ) -> list[R]:
+    out: list[R] = []
+    try:
+        for r in results:
+            out.append(r)
+            if done is not None:
+                done(len(out), total)
+    except cf.BrokenExecutor:
+        raise WorkerError("a compile worker process died before it returned its result "
+                          "(killed from outside, e.g. out of memory?); run again, or with "
+                          "--jobs 1") from None
+    return out
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -70,24 +85,23 @@ class Workers:
             done: Callable[[int, int], None] | None = None) -> list[R]:
         """``[fn(x) for x in items]``; ``done(k, total)`` after each of them finishes."""
         items = list(items)
-        out: list[R] = []
         if self.jobs == 1 or len(items) <= 1:
-            results: Iterable[R] = map(fn, items)
-        else:
-            if self._pool is None:
-                self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("fork"),
-                                                    initializer=_ignore_sigint)
-            results = self._pool.map(fn, items)  # an idle worker takes the next item
-        try:
-            for r in results:
-                out.append(r)
-                if done is not None:
-                    done(len(out), len(items))
-        except cf.BrokenExecutor:
-            raise WorkerError("a compile worker process died before it returned its result "
-                              "(killed from outside, e.g. out of memory?); run again, or with "
-                              "--jobs 1") from None
-        return out
+            return _collect(map(fn, items), len(items), done)
+        return _collect(self._executor().map(fn, items), len(items), done)
+
+    def start(self, fn: Callable[[T], R], items: Iterable[T]) -> Callable[[], list[R]]:
+        """Start ``[fn(x) for x in items]`` in the workers and return at once: calling the
+        result waits for the list (the caller works meanwhile). Needs ``jobs`` > 1."""
+        if self.jobs == 1:
+            raise ValueError("Workers.start needs worker processes (jobs > 1)")
+        futures = [self._executor().submit(fn, x) for x in items]
+        return lambda: _collect((f.result() for f in futures), len(futures), None)
+
+    def _executor(self) -> Any:
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("fork"),
+                                                initializer=_ignore_sigint)
+        return self._pool  # an idle worker takes the next item
 
     def __enter__(self) -> Workers:
         return self

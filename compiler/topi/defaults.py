@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vta.isa import Config
@@ -275,13 +276,46 @@ def probe(choose: Callable[[], Choice]) -> tuple[str | None, Choice | None]:
     return (keys[-1] if keys else None), choice
 
 
+#: The cache keys :func:`_cached` met while :func:`search_unstored` runs (None otherwise).
+_UNSTORED: ContextVar[list[str] | None] = ContextVar("_UNSTORED", default=None)
+
+
+def search_unstored(choose: Callable[[], Choice]) -> tuple[str | None, Choice]:
+    """Run a default-knob function without writing the knob cache: (the cache key it reads,
+    as :func:`probe` gives it, and its Choice). A compile searches the workloads it expects
+    ahead of knowing them exactly, and :func:`store` writes only the entries it uses."""
+    keys: list[str] = []
+    token = _UNSTORED.set(keys)
+    try:
+        choice = choose()
+    finally:
+        _UNSTORED.reset(token)
+    return (keys[-1] if keys else None), choice
+
+
+def _entry_path(key: str) -> Path:
+    return user_cache_dir("knobs") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+
+
+def store(key: str, ch: Choice) -> None:
+    """Write the cache entry ``key`` (what a search writes; :func:`search_unstored`)."""
+    path = _entry_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"key": key, "knobs": ch.knobs, "cycles": ch.cycles,
+                                       "evaluated": ch.evaluated}), "knob cache entry")
+    except (OSError, VTAError):
+        pass  # a read-only cache only costs the search again
+
+
 def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]) -> Choice:
     key = json.dumps({"workload": workload, "config": cfg.to_dict(), "kit": kit_version(),
                       "schema": SCHEMA}, sort_keys=True)
-    path = user_cache_dir("knobs") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
-    probing = _PROBE.get()
-    if probing is not None:
-        probing.append(key)
+    path = _entry_path(key)
+    probing, unstored = _PROBE.get(), _UNSTORED.get()
+    for keys in (probing, unstored):
+        if keys is not None:
+            keys.append(key)
     try:
         d = json.loads(path.read_text())
         if d.get("key") == key:
@@ -291,12 +325,8 @@ def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]
     if probing is not None:
         raise _Miss(key)
     ch = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"key": key, "knobs": ch.knobs, "cycles": ch.cycles,
-                                       "evaluated": ch.evaluated}), "knob cache entry")
-    except (OSError, VTAError):
-        pass  # a read-only cache only costs the search again
+    if unstored is None:
+        store(key, ch)
     return ch
 
 
@@ -439,4 +469,4 @@ def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: S
 
 
 __all__ = ["BUDGET", "FINALISTS", "Choice", "search", "conv2d_default", "dense_default",
-           "conv2d_reduced", "probe", "program_cycles"]
+           "conv2d_reduced", "probe", "program_cycles", "search_unstored", "store"]
