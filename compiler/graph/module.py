@@ -70,6 +70,8 @@ from .quantize import (
     float_first_conv,
     layer_errors,
     node_macs,
+    offset_tensors,
+    qdq_ranges,
     quantize_graph,
     run_quantized,
     synthetic_samples,
@@ -484,12 +486,16 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     their amounts (:func:`~vta.compiler.topi.defaults.conv2d_default`), so it can be searched
     before the scales are known. The epilogue is expected to be the quantizer's usual one
     (a shift, a fixed-point multiplier and its shift; per channel with ``per_channel``; a
-    shift alone with ``pow2``). The searches write nothing: calling the result waits for
+    shift alone with ``pow2``), and a padded conv of a tensor stored with an offset to read
+    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.quantize.offset_tensors`). The
+    searches write nothing: calling the result waits for
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is
     searched then, as without it. The module is the same either way."""
     first = float_first_conv(og) if keep_first_float else None
     shapes = infer_shapes(og)
+    # tensors stored with an offset: a padded conv of one reads it through a QPad, unpadded
+    offset = offset_tensors(og, float_layers | {first}, set(qdq_ranges(og)), not pow2)
     vec = [1, 2] if per_channel else None
     epi = {"shift": vec or 1, "mul": 1 if pow2 else vec or 2, "shift2": 0 if pow2 else 1,
            "lo": -128, "hi": 127}
@@ -500,8 +506,14 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
                 n.name in float_layers or n.name in cpu_layers or "Q" + n.op not in vta_ops:
             continue
         q = Node("Q" + n.op, n.name, list(n.inputs), list(n.outputs), {**n.attrs, **epi})
+        x = shapes.get(n.inputs[0])
+        pads = q.attrs.get("pads")
+        if n.inputs[0] in offset and pads and any(pads) and x is not None:
+            t, left, b, r = pads
+            x = (*x[:2], x[2] + t + b, x[3] + left + r)
+            q.attrs["pads"] = [0, 0, 0, 0]
         try:
-            works[replace(plan_node(q, shapes, og.params, cfg), node="")] = None
+            works[replace(plan_node(q, {n.inputs[0]: x}, og.params, cfg), node="")] = None
         except (VTAError, KeyError, TypeError, ValueError):
             continue  # not a layer the guess can plan: searched later if the graph has it
     todo: dict[str, Any] = {}
