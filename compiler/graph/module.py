@@ -305,7 +305,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
         if tuned is None and workers.jobs > 1:
             ahead = _search_ahead(og, cfg, workers, threads, set(float_layers),
                                   set(cpu_layers), set(vta_ops), keep_first_float,
-                                  per_channel, pow2)
+                                  per_channel, pow2, progress)
         qr = quantize_graph(og, samples, float_layers=float_layers,
                             keep_first_float=keep_first_float, per_channel=per_channel,
                             calibration=calibration, pow2=pow2,
@@ -478,7 +478,8 @@ def _search(task: tuple[list[Any], Config, bool]
 
 def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
                   float_layers: set[str], cpu_layers: set[str], vta_ops: set[str],
-                  keep_first_float: bool, per_channel: bool, pow2: bool
+                  keep_first_float: bool, per_channel: bool, pow2: bool,
+                  progress: Progress | None = None
                   ) -> Callable[[], list[tuple[str, Choice] | None]]:
     """Start, in the workers, the default-knob searches the float graph's conv and dense
     layers will most likely need, while the caller quantizes the graph: a knob cache entry
@@ -524,8 +525,11 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
             continue
         if ch is None and key is not None:
             todo.setdefault(key, work)
+    if progress is not None and todo:
+        progress(0, len(todo))
     return workers.start(_search_unstored, [(w, cfg, threads) for w in
-                                            sorted(todo.values(), key=lambda w: -w.size())])
+                                            sorted(todo.values(), key=lambda w: -w.size())],
+                         progress)
 
 
 def _search_unstored(task: tuple[Any, Config, bool]) -> tuple[str, Choice] | None:

@@ -18,6 +18,7 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -89,12 +90,24 @@ class Workers:
             return _collect(map(fn, items), len(items), done)
         return _collect(self._executor().map(fn, items), len(items), done)
 
-    def start(self, fn: Callable[[T], R], items: Iterable[T]) -> Callable[[], list[R]]:
+    def start(self, fn: Callable[[T], R], items: Iterable[T],
+              done: Callable[[int, int], None] | None = None) -> Callable[[], list[R]]:
         """Start ``[fn(x) for x in items]`` in the workers and return at once: calling the
-        result waits for the list (the caller works meanwhile). Needs ``jobs`` > 1."""
+        result waits for the list (the caller works meanwhile). ``done(k, total)`` after each
+        item finishes, from the pool's own thread. Needs ``jobs`` > 1."""
         if self.jobs == 1:
             raise ValueError("Workers.start needs worker processes (jobs > 1)")
         futures = [self._executor().submit(fn, x) for x in items]
+        if done is not None:
+            count, lock = [0], threading.Lock()
+
+            def finished(_: cf.Future) -> None:
+                with lock:
+                    count[0] += 1
+                    done(count[0], len(futures))
+
+            for f in futures:
+                f.add_done_callback(finished)
         return lambda: _collect((f.result() for f in futures), len(futures), None)
 
     def _executor(self) -> Any:

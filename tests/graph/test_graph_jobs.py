@@ -141,7 +141,7 @@ def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
     real = gm._search_ahead
 
     def wrong(*a):  # noqa: ANN002, ANN202
-        return real(*a[:-1], not a[-1])  # pow2 flipped
+        return real(*a[:-2], not a[-2], a[-1])  # pow2 flipped
 
     monkeypatch.setattr(gm, "_search_ahead", wrong)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
