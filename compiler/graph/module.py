@@ -493,6 +493,31 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is
     searched then, as without it. The module is the same either way."""
+    try:
+        works = _expected_workloads(og, cfg, float_layers, cpu_layers, vta_ops,
+                                    keep_first_float, per_channel, pow2)
+    except (VTAError, KeyError, TypeError, ValueError, IndexError):
+        works = []  # a guess never stops a compile: quantization reports what is wrong
+    todo: dict[str, Any] = {}
+    for work in dict.fromkeys(works):
+        try:
+            key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
+        except VTAError:
+            continue
+        if ch is None and key is not None:
+            todo.setdefault(key, work)
+    if progress is not None and todo:
+        progress(0, len(todo))
+    return workers.start(_search_unstored, [(w, cfg, threads) for w in
+                                            sorted(todo.values(), key=lambda w: -w.size())],
+                         progress)
+
+
+def _expected_workloads(og: Graph, cfg: Config, float_layers: set[str], cpu_layers: set[str],
+                        vta_ops: set[str], keep_first_float: bool, per_channel: bool,
+                        pow2: bool) -> list[VtaLayer | AluLayer]:
+    """The workloads (:func:`plan_node`) the float graph's conv and dense layers will most
+    likely have once quantized (:func:`_search_ahead`)."""
     first = float_first_conv(og) if keep_first_float else None
     shapes = infer_shapes(og)
     # tensors stored with an offset: a padded conv of one reads it through a QPad, unpadded
@@ -500,7 +525,7 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     vec = [1, 2] if per_channel else None
     epi = {"shift": vec or 1, "mul": 1 if pow2 else vec or 2, "shift2": 0 if pow2 else 1,
            "lo": -128, "hi": 127}
-    works: dict[Any, None] = {}
+    works = []
     for n in og.nodes:
         acts = [i for i in n.inputs if i and i not in og.params]
         if n.op not in ("Conv", "Dense") or len(acts) != 1 or n.name == first or \
@@ -514,22 +539,10 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
             x = (*x[:2], x[2] + t + b, x[3] + left + r)
             q.attrs["pads"] = [0, 0, 0, 0]
         try:
-            works[replace(plan_node(q, {n.inputs[0]: x}, og.params, cfg), node="")] = None
+            works.append(replace(plan_node(q, {n.inputs[0]: x}, og.params, cfg), node=""))
         except (VTAError, KeyError, TypeError, ValueError):
             continue  # not a layer the guess can plan: searched later if the graph has it
-    todo: dict[str, Any] = {}
-    for work in works:
-        try:
-            key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
-        except VTAError:
-            continue
-        if ch is None and key is not None:
-            todo.setdefault(key, work)
-    if progress is not None and todo:
-        progress(0, len(todo))
-    return workers.start(_search_unstored, [(w, cfg, threads) for w in
-                                            sorted(todo.values(), key=lambda w: -w.size())],
-                         progress)
+    return works
 
 
 def _search_unstored(task: tuple[Any, Config, bool]) -> tuple[str, Choice] | None:

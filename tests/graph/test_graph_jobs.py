@@ -154,6 +154,25 @@ def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
     assert ahead > 0 and after == len(_entries(tmp_path / "j1"))
 
 
+def test_a_failing_guess_does_not_stop_the_compile(small_models, tmp_path,
+                                                   monkeypatch) -> None:
+    """The guess of the workloads to search ahead may fail on a graph it does not foresee:
+    the compile then searches after quantization, with the same module."""
+    g = small_models["resnet18"][1]
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
+    ref = gm.compile_graph(g, Config(), jobs=1)
+
+    def broken(*a):  # noqa: ANN002, ANN202
+        raise ValueError("a graph the guess does not foresee")
+
+    monkeypatch.setattr(gm, "_expected_workloads", broken)
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
+    calls = _watch_workers(monkeypatch)
+    assert _kernels(gm.compile_graph(g, Config(), jobs=2)) == _kernels(ref)
+    assert sum(n for _, fn, n in calls if fn == "_search_unstored") == 0
+    assert sum(n for _, fn, n in calls if fn == "_search") == len(_entries(tmp_path / "j1"))
+
+
 def _layers(m, g):  # noqa: ANN001, ANN202
     from vta.compiler.graph.lowering import plan_node
 
