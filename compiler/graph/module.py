@@ -290,8 +290,10 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     its template's default knobs; ``threads=False`` keeps default schedules to one virtual
     thread (fewer, larger instructions: faster on fsim). ``host``: "llvm" stores the LLVM IR
     of the CPU nodes' kernels, "numpy" none. ``jobs``: worker processes for the default-knob
-    searches and the recordings (None: the CPUs this process may use; 1: in-process); the
-    module is the same for every value. ``progress(k, total)`` follows the searches."""
+    searches and the recordings (None: the CPUs this process may use; 1: in-process; more
+    than 1: the conv and dense layers' searches start before quantization,
+    :func:`_search_ahead`); the module is the same for every value. ``progress(k, total)``
+    follows the searches."""
     if host not in ("llvm", "numpy"):
         raise InputError(f"unknown host kernels {host!r}; use llvm or numpy")
     jobs = check_jobs(jobs)

@@ -1,5 +1,6 @@
 """Worker processes of a compile (``vta compile --jobs N``): an ordered map over a pool of
-forked processes.
+forked processes, and a map started in the background (``start``: the compile searches knobs
+while it quantizes).
 
 The pool (a ``concurrent.futures.ProcessPoolExecutor``) is made on the first map of more
 than one item, by ``fork`` (the workers inherit every module the parent has imported and
