@@ -296,18 +296,18 @@ class Recorded:
     rec: RecordedProgram
     offsets: list[int]  #: byte offset of each operand in the scratch arena
     sizes: list[int]  #: bytes of each operand
-    cycles: float  #: vta.sim.perf estimate of the program
 
 
 def record_layer(op: Any) -> Recorded:
     """Lower an operator through the tir pass pipeline and record its VTA program (the
-    default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults)."""
+    default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults;
+    a recording is not timed: the knobs' cycles come with them)."""
     from vta.compiler.build import placed_offsets
-    from vta.compiler.topi.defaults import program_cycles
+    from vta.compiler.topi.defaults import recorded_program
 
-    cycles, rec = program_cycles(op)
+    rec = recorded_program(op)
     sizes = [int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in op.args]
-    return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes, cycles)
+    return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes)
 
 
 def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:

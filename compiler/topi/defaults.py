@@ -79,23 +79,40 @@ def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:
     so a compile records the chosen knobs' program, which the search has just timed, once."""
     from vta.sim.perf import estimate
 
-    from ..build import lower_vta, placed_offsets, record_func
+    from ..build import placed_offsets
 
     key = _op_key(op)
     hit = _RECENT.get(key)
     if hit is not None:
         _RECENT.move_to_end(key)
         return hit
-    func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False,
-                     **op.build_opts)
-    rec = record_func(func, op.cfg)
-    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1]
+    rec, nbytes = _lowered_recording(op)
+    uop_base = placed_offsets(nbytes, op.cfg)[1]
     out = float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
     if keep:
         _RECENT[key] = out
         if len(_RECENT) > RECENT:
             _RECENT.popitem(last=False)
     return out
+
+
+def recorded_program(op: Any) -> Any:
+    """The RecordedProgram of an unbuilt operator, untimed: the one :func:`program_cycles`
+    kept (a default-knob search has just timed it), else lowered and recorded now."""
+    key = _op_key(op)
+    hit = _RECENT.get(key)
+    if hit is not None:
+        _RECENT.move_to_end(key)
+        return hit[1]
+    return _lowered_recording(op)[0]
+
+
+def _lowered_recording(op: Any) -> tuple[Any, list[int]]:
+    """Lower an operator, record its program: (the RecordedProgram, its parameters' bytes)."""
+    from ..build import lower_vta, record_func
+
+    func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False, **op.build_opts)
+    return record_func(func, op.cfg), _param_bytes(func)
 
 
 #: Programs :func:`program_cycles` keeps (the most recently used).
@@ -469,4 +486,5 @@ def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: S
 
 
 __all__ = ["BUDGET", "FINALISTS", "Choice", "search", "conv2d_default", "dense_default",
-           "conv2d_reduced", "probe", "program_cycles", "search_unstored", "store"]
+           "conv2d_reduced", "probe", "program_cycles", "recorded_program", "search_unstored",
+           "store"]
