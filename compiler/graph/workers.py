@@ -16,6 +16,7 @@ worker of a multiprocessing pool, which may not have children), every map runs i
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -69,8 +70,13 @@ def _collect(results: Iterable[R], total: int, done: Callable[[int, int], None] 
     return out
 
 
-def _ignore_sigint() -> None:
+def _init_worker() -> None:
+    """A forked worker ignores SIGINT (the parent stops it) and moves every object it
+    inherited to the collector's permanent generation (``gc.freeze``): its full collections
+    then traverse what it makes, not the parent's whole heap again (a compile inside a
+    process that imported PyTorch inherits ~170k objects, 70 ms a traversal)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.freeze()
 
 
 class Workers:
@@ -114,7 +120,7 @@ class Workers:
     def _executor(self) -> Any:
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("fork"),
-                                                initializer=_ignore_sigint)
+                                                initializer=_init_worker)
         return self._pool  # an idle worker takes the next item
 
     def __enter__(self) -> Workers:

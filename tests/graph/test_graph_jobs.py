@@ -310,6 +310,26 @@ def test_two_compiles_share_one_cache(small_models, tmp_path, monkeypatch) -> No
     assert _compile_programs(model) == a and searched == []
 
 
+def _frozen(_: int) -> tuple[int, int]:
+    import gc
+
+    return os.getpid(), gc.get_freeze_count()
+
+
+def test_workers_leave_the_inherited_heap_to_the_permanent_generation() -> None:
+    """A forked worker freezes what it inherited (its collections then skip the parent's
+    heap); the parent's own collector is left as it was."""
+    import gc
+
+    from vta.compiler.graph.workers import Workers
+
+    before = gc.get_freeze_count()
+    with Workers(2) as w:
+        got = w.map(_frozen, range(4))
+    assert all(pid != os.getpid() and n > 1000 for pid, n in got), got
+    assert gc.get_freeze_count() == before
+
+
 def _die_on_three(x: int) -> int:
     if x == 3:
         os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
