@@ -74,10 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stores none (they run numpy kernels, the reference)")
     p.add_argument("--jobs", "-j", type=positive_int, default=None, metavar="N",
                    help="worker processes for the default-knob searches of the workloads "
-                        "whose knobs are not in the knob cache, and for lowering the layers "
-                        "(default: the CPUs this process may use; 1: no worker process). The "
-                        "module is the same for every N. A search taking a while shows its "
-                        "progress on stderr when that is a terminal")
+                        "whose knobs are not in the knob cache (with N > 1 those of the conv "
+                        "and dense layers start while the model is quantized), and for "
+                        "lowering the layers (default: the CPUs this process may use; 1: no "
+                        "worker process). The module is the same for every N. A search taking "
+                        "a while shows its progress on stderr when that is a terminal")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer quantization report (full layer names) and the "
                         "VTA part's latency in ms and frames/s at the clock of --board")

@@ -206,43 +206,11 @@ class _KernelCode:
         s0 = leaves[0]
         self.sig = ("gemm", s0.reset) if isinstance(s0, Gemm) else \
             ("alu", s0.op, s0.use_imm, s0.imm or 0)
-        names: dict[int, str] = {id(lp.var): "0" for lp in k.loops}
+        self._names: dict[int, str] = {id(lp.var): "0" for lp in k.loops}
         self.params: list[Var] = []
         lines: list[str] = []
-
-        def name_of(v: Var) -> str:
-            if id(v) not in names:
-                names[id(v)] = f"p{len(self.params)}"
-                self.params.append(v)
-            return names[id(v)]
-
-        def expr(e: Expr) -> str:
-            return py_source(e, names, name_of)
-
-        def gen(s: Stmt, depth: int) -> None:
-            pad = "    " * depth
-            if isinstance(s, For):
-                names[id(s.var)] = f"i{depth}"
-                lines.append(f"{pad}for i{depth} in range({s.extent}):")
-                lines.append(f"{pad}    pass")
-                gen(s.body, depth + 1)
-                del names[id(s.var)]
-            elif isinstance(s, Gemm):
-                d = f"{s.dst.base} + {expr(s.dst_index)}"
-                if s.reset:
-                    lines.append(f"{pad}ap(({d}, 0, 0))")
-                else:
-                    lines.append(f"{pad}ap(({d}, {s.src.base} + {expr(s.src_index)}, "
-                                 f"{s.wgt.base} + {expr(s.wgt_index)}))")
-            elif isinstance(s, Alu):
-                lines.append(f"{pad}d = {s.dst.base} + {expr(s.dst_index)}")
-                src = "d" if s.use_imm else f"{s.src.base} + {expr(s.src_index)}"
-                lines.append(f"{pad}ap((d, {src}, 0))")
-            else:
-                for c in stmt_children(s):
-                    gen(c, depth)
-
-        gen(k.body, 1)
+        self._gen(k.body, 1, lines)
+        del self._names
         head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
         src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
         self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src, "_uops")
@@ -254,6 +222,45 @@ class _KernelCode:
         bufs = {id(b): b for leaf in leaves
                 for b in (leaf.dst, leaf.src, getattr(leaf, "wgt", None)) if b is not None}
         self.sram = tuple(_extent(b) for b in bufs.values())
+
+    def _name_of(self, v: Var) -> str:
+        """The generated function's name of a variable the kernel body reads (a new
+        parameter the first time)."""
+        names = self._names
+        if id(v) not in names:
+            names[id(v)] = f"p{len(self.params)}"
+            self.params.append(v)
+        return names[id(v)]
+
+    def _expr(self, e: Expr) -> str:
+        return py_source(e, self._names, self._name_of)
+
+    def _gen(self, s: Stmt, depth: int, lines: list[str]) -> None:
+        """The source lines of the body ``s`` at indentation ``depth`` (a method, not a
+        recursive closure: that would be a reference cycle, garbage for the cyclic
+        collector)."""
+        pad = "    " * depth
+        expr = self._expr
+        if isinstance(s, For):
+            self._names[id(s.var)] = f"i{depth}"
+            lines.append(f"{pad}for i{depth} in range({s.extent}):")
+            lines.append(f"{pad}    pass")
+            self._gen(s.body, depth + 1, lines)
+            del self._names[id(s.var)]
+        elif isinstance(s, Gemm):
+            d = f"{s.dst.base} + {expr(s.dst_index)}"
+            if s.reset:
+                lines.append(f"{pad}ap(({d}, 0, 0))")
+            else:
+                lines.append(f"{pad}ap(({d}, {s.src.base} + {expr(s.src_index)}, "
+                             f"{s.wgt.base} + {expr(s.wgt_index)}))")
+        elif isinstance(s, Alu):
+            lines.append(f"{pad}d = {s.dst.base} + {expr(s.dst_index)}")
+            src = "d" if s.use_imm else f"{s.src.base} + {expr(s.src_index)}"
+            lines.append(f"{pad}ap((d, {src}, 0))")
+        else:
+            for c in stmt_children(s):
+                self._gen(c, depth, lines)
 
     def uops(self, args: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
         """The micro-ops for the values ``args`` of :attr:`params` (memoised)."""

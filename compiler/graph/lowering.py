@@ -18,6 +18,7 @@ rule on the ALU). A layer that does not fit the configuration raises
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,10 @@ class VtaLayer:
     shift2: int = 0
     #: extra operands after data and kernel, in the operator's argument order
     vectors: tuple[str, ...] = field(default=("bias",))
+
+    def size(self) -> int:
+        """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
+        return math.prod(self.data) * math.prod(self.kernel) // max(self.data[1], 1)
 
     def requant(self) -> dict[str, Any]:
         return {"shift": self.shift, "clip": self.clip, "shift_vector": self.shift_vector,
@@ -238,6 +243,10 @@ class AluLayer:
     template: str = "elementwise"
     vectors: tuple[str, ...] = ()
 
+    def size(self) -> int:
+        """Its packed tiles (what the compile orders its knob searches by)."""
+        return self.tiles
+
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
         from vta.compiler.topi.elementwise import elementwise_int8
 
@@ -287,18 +296,18 @@ class Recorded:
     rec: RecordedProgram
     offsets: list[int]  #: byte offset of each operand in the scratch arena
     sizes: list[int]  #: bytes of each operand
-    cycles: float  #: vta.sim.perf estimate of the program
 
 
 def record_layer(op: Any) -> Recorded:
     """Lower an operator through the tir pass pipeline and record its VTA program (the
-    default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults)."""
+    default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults;
+    a recording is not timed: the knobs' cycles come with them)."""
     from vta.compiler.build import placed_offsets
-    from vta.compiler.topi.defaults import program_cycles
+    from vta.compiler.topi.defaults import recorded_program
 
-    cycles, rec = program_cycles(op)
+    rec = recorded_program(op)
     sizes = [int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in op.args]
-    return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes, cycles)
+    return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes)
 
 
 def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:

@@ -39,7 +39,7 @@ from ..build import arena_align
 from ..topi import defaults
 from ..topi.defaults import Choice
 from .errors import InputError, ModuleError
-from .ir import Graph, TensorInfo
+from .ir import Graph, Node, TensorInfo
 from .lowering import (
     ALU_KINDS,
     AluLayer,
@@ -67,12 +67,16 @@ from .plan import MemoryPlan, plan_memory
 from .quantize import (
     CALIBRATIONS,
     QuantInfo,
+    float_first_conv,
     layer_errors,
     node_macs,
+    offset_tensors,
+    qdq_ranges,
     quantize_graph,
     run_quantized,
     synthetic_samples,
 )
+from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
 
@@ -286,8 +290,10 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     its template's default knobs; ``threads=False`` keeps default schedules to one virtual
     thread (fewer, larger instructions: faster on fsim). ``host``: "llvm" stores the LLVM IR
     of the CPU nodes' kernels, "numpy" none. ``jobs``: worker processes for the default-knob
-    searches and the recordings (None: the CPUs this process may use; 1: in-process); the
-    module is the same for every value. ``progress(k, total)`` follows the searches."""
+    searches and the recordings (None: the CPUs this process may use; 1: in-process; more
+    than 1: the conv and dense layers' searches start before quantization,
+    :func:`_search_ahead`); the module is the same for every value. ``progress(k, total)``
+    follows the searches."""
     if host not in ("llvm", "numpy"):
         raise InputError(f"unknown host kernels {host!r}; use llvm or numpy")
     jobs = check_jobs(jobs)
@@ -295,16 +301,25 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     og = optimize(g)
     _check_layer_names(og, cpu_layers, "--cpu-layer")
     samples = list(samples) or synthetic_samples(og)
-    qr = quantize_graph(og, samples, float_layers=float_layers,
-                        keep_first_float=keep_first_float, per_channel=per_channel,
-                        calibration=calibration, pow2=pow2, bias_correction=bias_correction)
-    qg = qr.graph
-    env = run_quantized(qg, samples[0], keep=True)
-    agree = layer_errors(og, qr, samples[0], env, qr.float_env)  # calibration ran samples[0]
-    qr.float_env = None
-    shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
-    partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
-                                            threads, tuned, jobs, progress)
+    _preload()
+    with Workers(jobs) as workers:
+        ahead = None
+        if tuned is None and workers.jobs > 1:
+            ahead = _search_ahead(og, cfg, workers, threads, set(float_layers),
+                                  set(cpu_layers), set(vta_ops), keep_first_float,
+                                  per_channel, pow2, progress)
+        qr = quantize_graph(og, samples, float_layers=float_layers,
+                            keep_first_float=keep_first_float, per_channel=per_channel,
+                            calibration=calibration, pow2=pow2,
+                            bias_correction=bias_correction)
+        qg = qr.graph
+        env = run_quantized(qg, samples[0], keep=True)
+        agree = layer_errors(og, qr, samples[0], env, qr.float_env)  # calibration: samples[0]
+        qr.float_env = None
+        shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
+        known = dict(k for k in ahead() if k is not None) if ahead is not None else {}
+        partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
+                                                threads, tuned, workers, known, progress)
     notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, cpu_layers, vta_ops),
                            qg)
     plan = _plan(qg, shapes, qr.scales, cfg, built)
@@ -350,12 +365,14 @@ class _Built:
 
 def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                   cpu_layers: set[str], vta_ops: set[str], threads: bool,
-                  tuned: Lookup | None, jobs: int, progress: Progress | None
+                  tuned: Lookup | None, workers: Workers, known: Mapping[str, Choice],
+                  progress: Progress | None
                   ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
     scratch offsets, one recording per distinct operator); the others stay on the CPU, with
     the reason (layer -> why it does not lower; the module's notes). The default-knob
-    searches and the recordings run in ``jobs`` worker processes (:class:`Workers`)."""
+    searches (but those in ``known``, by knob cache key: :func:`_search_ahead`) and the
+    recordings run in the worker processes."""
     partition = {n.name: "cpu" for n in qg.nodes}
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
@@ -369,21 +386,19 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
             continue
         hit = tuned(layer) if tuned is not None else None  # a bad log is an error, no fallback
         planned[n.name] = (layer, hit)
-    _preload()
-    with Workers(jobs) as workers:
-        works = [replace(layer, node="") for layer, hit in planned.values() if hit is None]
-        choices, recorded = _default_knobs(works, cfg, threads, workers, progress)
-        wanted: dict[str, tuple[Any, dict[str, int], float, str] | str] = {}
-        for name, (layer, hit) in planned.items():
-            work = replace(layer, node="")  # the workload: equal layers share a choice
-            ch = (Choice(dict(hit[0]), float(hit[1]), 0) if hit is not None
-                  else choices[work])
-            wanted[name] = ch if isinstance(ch, str) else (
-                (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
-                "default" if hit is None else "tuning-log")
-        todo = list(dict.fromkeys(w[0] for w in wanted.values()
-                                  if not isinstance(w, str) and w[0] not in recorded))
-        recorded.update(zip(todo, workers.map(_record, [(w, dict(k), cfg) for w, k in todo])))
+    works = [replace(layer, node="") for layer, hit in planned.values() if hit is None]
+    choices, recorded = _default_knobs(works, cfg, threads, workers, known, progress)
+    wanted: dict[str, tuple[Any, dict[str, int], float, str] | str] = {}
+    for name, (layer, hit) in planned.items():
+        work = replace(layer, node="")  # the workload: equal layers share a choice
+        ch = (Choice(dict(hit[0]), float(hit[1]), 0) if hit is not None
+              else choices[work])
+        wanted[name] = ch if isinstance(ch, str) else (
+            (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
+            "default" if hit is None else "tuning-log")
+    todo = list(dict.fromkeys(w[0] for w in wanted.values()
+                              if not isinstance(w, str) and w[0] not in recorded))
+    recorded.update(zip(todo, workers.map(_record, [(w, dict(k), cfg) for w, k in todo])))
     built: dict[str, _Built] = {}
     for name, w in wanted.items():
         r = w if isinstance(w, str) else recorded[w[0]]
@@ -409,50 +424,138 @@ def _knob_key(knobs: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
 
 
 def _default_knobs(works: Sequence[Any], cfg: Config, threads: bool, workers: Workers,
-                   progress: Progress | None
+                   known: Mapping[str, Choice], progress: Progress | None
                    ) -> tuple[dict[Any, Choice | str], dict[tuple, Recorded | str]]:
     """The default knobs of each distinct workload (or the one-line reason it has none) and
     the programs the searches recorded, by (workload, knob key). Knobs in the user's cache are
-    read; the missing ones are searched in the workers, each cache entry once (workloads that
-    differ only in their epilogue's immediates share one), in a fixed order."""
+    read, those searched ahead (``known``, by cache key) are written to it; the missing ones
+    are searched in the workers, each cache entry once (workloads that
+    differ only in their epilogue's immediates share one: the worker that searches it records
+    all of their programs), the largest workloads first (the last ones to finish are small,
+    so no worker waits long for the other); the results do not depend on that order."""
     choices: dict[Any, Choice | str] = {}
-    search: dict[str, Any] = {}  # cache key -> the first workload that reads it
-    share: dict[Any, str] = {}  # workload -> the cache key another workload searches
+    search: dict[str, list[Any]] = {}  # cache key -> the workloads that read it
+    stored: set[str] = set()
     for work in dict.fromkeys(works):
         try:
             key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
         except VTAError as e:
             choices[work] = str(e).splitlines()[0]
             continue
+        if ch is None and key in known:
+            ch = known[key]
+            if key not in stored:
+                defaults.store(key, ch)
+                stored.add(key)
         if ch is not None:
             choices[work] = ch
-        elif key is not None and key in search:
-            share[work] = key
         else:
-            search[key or str(len(search))] = work
+            search.setdefault(key or str(len(search)), []).append(work)
     recorded: dict[tuple, Recorded | str] = {}
     if progress is not None and search:
         progress(0, len(search))
-    found = workers.map(_search, [(w, cfg, threads) for w in search.values()], progress)
-    for work, (ch, rec) in zip(search.values(), found):
-        choices[work] = ch
-        if not isinstance(ch, str):
-            recorded[(work, _knob_key(ch.knobs))] = rec
-    for work, key in share.items():
-        choices[work] = choices[search[key]]
+    groups = sorted(search.values(), key=lambda ws: -ws[0].size())  # stable: ties in order
+    found = workers.map(_search, [(ws, cfg, threads) for ws in groups], progress)
+    for ws, (ch, recs) in zip(groups, found):
+        for work, rec in zip(ws, recs):
+            choices[work] = ch
+            if not isinstance(ch, str):
+                recorded[(work, _knob_key(ch.knobs))] = rec
     return choices, recorded
 
 
-def _search(task: tuple[Any, Config, bool]) -> tuple[Choice | str, Recorded | str]:
-    """A worker's job: search a workload's default knobs (the cache entry is written) and
-    record their program, which the search has just timed (no second lowering); either may
-    be the one-line reason it failed."""
+def _search(task: tuple[list[Any], Config, bool]
+            ) -> tuple[Choice | str, list[Recorded | str]]:
+    """A worker's job: search the default knobs of workloads that share a cache entry (the
+    first one's search writes it) and record each one's program with them (the first one's
+    the search has just timed: no second lowering); the choice and each program may be the
+    one-line reason it failed."""
+    works, cfg, threads = task
+    try:
+        ch = works[0].default(cfg, threads)
+    except VTAError as e:
+        return str(e).splitlines()[0], ["" for _ in works]
+    return ch, [_record((w, ch.knobs, cfg)) for w in works]
+
+
+def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
+                  float_layers: set[str], cpu_layers: set[str], vta_ops: set[str],
+                  keep_first_float: bool, per_channel: bool, pow2: bool,
+                  progress: Progress | None = None
+                  ) -> Callable[[], list[tuple[str, Choice] | None]]:
+    """Start, in the workers, the default-knob searches the float graph's conv and dense
+    layers will most likely need, while the caller quantizes the graph: a knob cache entry
+    depends on a layer's shapes and on which requantization steps its epilogue has, not on
+    their amounts (:func:`~vta.compiler.topi.defaults.conv2d_default`), so it can be searched
+    before the scales are known. The epilogue is expected to be the quantizer's usual one
+    (a shift, a fixed-point multiplier and its shift; per channel with ``per_channel``; a
+    shift alone with ``pow2``), and a padded conv of a tensor stored with an offset to read
+    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.quantize.offset_tensors`). The
+    searches write nothing: calling the result waits for
+    their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
+    stores those of the workloads the quantized graph has; a layer the guess missed is
+    searched then, as without it. The module is the same either way."""
+    try:
+        works = _expected_workloads(og, cfg, float_layers, cpu_layers, vta_ops,
+                                    keep_first_float, per_channel, pow2)
+    except (VTAError, KeyError, TypeError, ValueError, IndexError):
+        works = []  # a guess never stops a compile: quantization reports what is wrong
+    todo: dict[str, Any] = {}
+    for work in dict.fromkeys(works):
+        try:
+            key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
+        except VTAError:
+            continue
+        if ch is None and key is not None:
+            todo.setdefault(key, work)
+    if progress is not None and todo:
+        progress(0, len(todo))
+    return workers.start(_search_unstored, [(w, cfg, threads) for w in
+                                            sorted(todo.values(), key=lambda w: -w.size())],
+                         progress)
+
+
+def _expected_workloads(og: Graph, cfg: Config, float_layers: set[str], cpu_layers: set[str],
+                        vta_ops: set[str], keep_first_float: bool, per_channel: bool,
+                        pow2: bool) -> list[VtaLayer | AluLayer]:
+    """The workloads (:func:`plan_node`) the float graph's conv and dense layers will most
+    likely have once quantized (:func:`_search_ahead`)."""
+    first = float_first_conv(og) if keep_first_float else None
+    shapes = infer_shapes(og)
+    # tensors stored with an offset: a padded conv of one reads it through a QPad, unpadded
+    offset = offset_tensors(og, float_layers | {first}, set(qdq_ranges(og)), not pow2)
+    vec = [1, 2] if per_channel else None
+    epi = {"shift": vec or 1, "mul": 1 if pow2 else vec or 2, "shift2": 0 if pow2 else 1,
+           "lo": -128, "hi": 127}
+    works = []
+    for n in og.nodes:
+        acts = [i for i in n.inputs if i and i not in og.params]
+        if n.op not in ("Conv", "Dense") or len(acts) != 1 or n.name == first or \
+                n.name in float_layers or n.name in cpu_layers or "Q" + n.op not in vta_ops:
+            continue
+        q = Node("Q" + n.op, n.name, list(n.inputs), list(n.outputs), {**n.attrs, **epi})
+        x = shapes.get(n.inputs[0])
+        pads = q.attrs.get("pads")
+        if n.inputs[0] in offset and pads and any(pads) and x is not None:
+            t, left, b, r = pads
+            x = (*x[:2], x[2] + t + b, x[3] + left + r)
+            q.attrs["pads"] = [0, 0, 0, 0]
+        try:
+            works.append(replace(plan_node(q, {n.inputs[0]: x}, og.params, cfg), node=""))
+        except (VTAError, KeyError, TypeError, ValueError):
+            continue  # not a layer the guess can plan: searched later if the graph has it
+    return works
+
+
+def _search_unstored(task: tuple[Any, Config, bool]) -> tuple[str, Choice] | None:
+    """A worker's job: a workload's default knobs, searched without writing the knob cache
+    (:func:`_search_ahead`); None when it does not fit."""
     work, cfg, threads = task
     try:
-        ch = work.default(cfg, threads)
-    except VTAError as e:
-        return str(e).splitlines()[0], ""
-    return ch, _record((work, ch.knobs, cfg))
+        key, ch = defaults.search_unstored(lambda: work.default(cfg, threads))
+    except VTAError:
+        return None
+    return (key, ch) if key is not None else None
 
 
 def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:

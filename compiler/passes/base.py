@@ -70,8 +70,7 @@ def replace_buffers(s: Stmt, mapping: dict[Buffer, Buffer], drop_alloc: bool = F
         return s
 
     def expr(e: Expr) -> Expr:
-        return transform(e, lambda n: BufferLoad(mapping[n.buffer], [expr(i) for i in n.indices])
-                         if isinstance(n, BufferLoad) and n.buffer in mapping else None)
+        return _replace_loads(e, mapping)
 
     def fn(n: Stmt) -> Stmt | None:
         if isinstance(n, Allocate) and n.buffer in mapping:
@@ -90,6 +89,14 @@ def replace_buffers(s: Stmt, mapping: dict[Buffer, Buffer], drop_alloc: bool = F
         return None
 
     return rebuild(s, fn)
+
+
+def _replace_loads(e: Expr, mapping: dict[Buffer, Buffer]) -> Expr:
+    """``e`` with its loads of the buffers in ``mapping`` reading their replacements (no
+    recursive closure: that would be a reference cycle, garbage for the cyclic collector)."""
+    return transform(e, lambda n: BufferLoad(mapping[n.buffer],
+                                             [_replace_loads(i, mapping) for i in n.indices])
+                     if isinstance(n, BufferLoad) and n.buffer in mapping else None)
 
 
 def run_passes(func: PrimFunc, passes: Sequence[Pass], verify_each: bool = True) -> PrimFunc:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from vta.isa import Config
@@ -149,22 +148,25 @@ def _drop_unit_loops(s: Stmt) -> Stmt:
     def fn(n: Stmt) -> Stmt | None:
         if isinstance(n, For) and n.extent == 1:
             zero = {n.var: Const(0, "int32")}
-            return stmt_substitute(rebuild(n.body, _unit_loops_into(zero)), zero)
+            return stmt_substitute(rebuild(n.body, _DropUnitLoops(zero)), zero)
         return None
 
     return rebuild(s, fn)
 
 
-def _unit_loops_into(zero: dict[Var, Const]) -> Callable[[Stmt], Stmt | None]:
+class _DropUnitLoops:
     """A :func:`rebuild` callback dropping unit loops and collecting their variables in
-    ``zero``."""
-    def fn(n: Stmt) -> Stmt | None:
-        if isinstance(n, For) and n.extent == 1:
-            zero[n.var] = Const(0, "int32")
-            return rebuild(n.body, fn)
-        return None
+    ``zero`` (a callable object, not a recursive closure: that would be a reference cycle,
+    garbage for the cyclic collector)."""
 
-    return fn
+    def __init__(self, zero: dict[Var, Const]) -> None:
+        self.zero = zero
+
+    def __call__(self, n: Stmt) -> Stmt | None:
+        if isinstance(n, For) and n.extent == 1:
+            self.zero[n.var] = Const(0, "int32")
+            return rebuild(n.body, self)
+        return None
 
 
 @dataclass(frozen=True)
@@ -268,37 +270,39 @@ class AllocateScratchpad(Pass):
                  ACC_SCOPE: self.cfg.acc_depth}
         top = {k: 0 for k in depth}
         peak = dict(top)
-
-        def visit(s: Stmt) -> None:
-            if isinstance(s, Allocate) and s.buffer.scope in VTA_SCOPES:
-                b = s.buffer
-                if tuple(b.shape[-2:]) != tile_shape(self.cfg, b.scope):
-                    raise LoweringError(
-                        f"buffer {b.name} in {b.scope} has shape {b.shape}; its last two "
-                        f"dimensions must be the {tile_shape(self.cfg, b.scope)} tile")
-                need = b.n_elems
-                b.base = top[b.scope]
-                top[b.scope] += need
-                if top[b.scope] > depth[b.scope]:
-                    raise ScratchpadOverflowError(
-                        f"buffer {b.name} needs {need} entries of {b.scope} at entry {b.base} "
-                        f"({top[b.scope]} in use) but the {b.scope} buffer has "
-                        f"{depth[b.scope]} entries; use smaller tiles")
-                peak[b.scope] = max(peak[b.scope], top[b.scope])
-                visit(s.body)
-                top[b.scope] -= need
-                return
-            if isinstance(s, Allocate) and s.buffer.scope not in ("global", "local"):
-                raise LoweringError(f"buffer {s.buffer.name} has unknown scope {s.buffer.scope}")
-            from ..tir.stmt import stmt_children
-
-            for c in stmt_children(s):
-                visit(c)
-
-        visit(func.body)
+        self._visit(func.body, depth, top, peak)
         attrs = dict(func.attrs)
         attrs["scratchpad_peak"] = peak
         return PrimFunc(func.name, func.params, func.body, attrs)
+
+    def _visit(self, s: Stmt, depth: dict[str, int], top: dict[str, int],
+               peak: dict[str, int]) -> None:
+        """Allocate the on-chip buffers of ``s`` from ``top`` (a method, not a recursive
+        closure: that would be a reference cycle, garbage for the cyclic collector)."""
+        if isinstance(s, Allocate) and s.buffer.scope in VTA_SCOPES:
+            b = s.buffer
+            if tuple(b.shape[-2:]) != tile_shape(self.cfg, b.scope):
+                raise LoweringError(
+                    f"buffer {b.name} in {b.scope} has shape {b.shape}; its last two "
+                    f"dimensions must be the {tile_shape(self.cfg, b.scope)} tile")
+            need = b.n_elems
+            b.base = top[b.scope]
+            top[b.scope] += need
+            if top[b.scope] > depth[b.scope]:
+                raise ScratchpadOverflowError(
+                    f"buffer {b.name} needs {need} entries of {b.scope} at entry {b.base} "
+                    f"({top[b.scope]} in use) but the {b.scope} buffer has "
+                    f"{depth[b.scope]} entries; use smaller tiles")
+            peak[b.scope] = max(peak[b.scope], top[b.scope])
+            self._visit(s.body, depth, top, peak)
+            top[b.scope] -= need
+            return
+        if isinstance(s, Allocate) and s.buffer.scope not in ("global", "local"):
+            raise LoweringError(f"buffer {s.buffer.name} has unknown scope {s.buffer.scope}")
+        from ..tir.stmt import stmt_children
+
+        for c in stmt_children(s):
+            self._visit(c, depth, top, peak)
 
 
 @dataclass(frozen=True)

@@ -106,15 +106,17 @@ class ComputeOp(Operation):
     @property
     def input_tensors(self) -> list[Tensor]:
         seen: dict[int, Tensor] = {}
-
-        def visit(e: Expr) -> None:
-            if isinstance(e, TensorRead):
-                seen.setdefault(id(e.tensor), e.tensor)
-            for c in children(e):
-                visit(c)
-
-        visit(self.body)
+        _reads(self.body, seen)
         return list(seen.values())
+
+
+def _reads(e: Expr, seen: dict[int, Tensor]) -> None:
+    """The tensors ``e`` reads, into ``seen`` by id (a module-level recursion: a recursive
+    closure is a reference cycle, garbage for the cyclic collector)."""
+    if isinstance(e, TensorRead):
+        seen.setdefault(id(e.tensor), e.tensor)
+    for c in children(e):
+        _reads(c, seen)
 
 
 class Tensor:

@@ -714,28 +714,28 @@ _PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
 def py_source(e: Expr, names: dict[int, str],
               unbound: Callable[[Var], str] | None = None) -> str:
     """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name,
-    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error)."""
-
-    def gen(n: Expr) -> str:
-        t = type(n)
-        if t is Binary:
-            return _PY_BIN[n.op].format(a=gen(n.a), b=gen(n.b))
-        if t is Var:
-            name = names.get(id(n))
-            if name is not None:
-                return name
-            if unbound is None:
-                raise LoweringError(f"variable {n.name} is not bound here")
-            return unbound(n)
-        if t is Const:
-            return repr(n.value)
-        if t is Cast:
-            return gen(n.value)
-        if t is Select:
-            return f"({gen(n.t)} if {gen(n.cond)} else {gen(n.f)})"
-        raise LoweringError(f"cannot evaluate {n} on the host")
-
-    return gen(e)
+    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error).
+    (A module-level recursion, not a recursive closure: a closure that calls itself is a
+    reference cycle, garbage the cyclic collector must find; see vta.isa.gcpause.)"""
+    t = type(e)
+    if t is Binary:
+        return _PY_BIN[e.op].format(a=py_source(e.a, names, unbound),
+                                    b=py_source(e.b, names, unbound))
+    if t is Var:
+        name = names.get(id(e))
+        if name is not None:
+            return name
+        if unbound is None:
+            raise LoweringError(f"variable {e.name} is not bound here")
+        return unbound(e)
+    if t is Const:
+        return repr(e.value)
+    if t is Cast:
+        return py_source(e.value, names, unbound)
+    if t is Select:
+        return (f"({py_source(e.t, names, unbound)} if {py_source(e.cond, names, unbound)} "
+                f"else {py_source(e.f, names, unbound)})")
+    raise LoweringError(f"cannot evaluate {e} on the host")
 
 
 def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:

@@ -32,11 +32,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
+from vta.isa.gcpause import paused_gc
 
 from ..errors import ScheduleError
 
@@ -77,23 +79,40 @@ def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:
     so a compile records the chosen knobs' program, which the search has just timed, once."""
     from vta.sim.perf import estimate
 
-    from ..build import lower_vta, placed_offsets, record_func
+    from ..build import placed_offsets
 
     key = _op_key(op)
     hit = _RECENT.get(key)
     if hit is not None:
         _RECENT.move_to_end(key)
         return hit
-    func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False,
-                     **op.build_opts)
-    rec = record_func(func, op.cfg)
-    uop_base = placed_offsets(_param_bytes(func), op.cfg)[1]
+    rec, nbytes = _lowered_recording(op)
+    uop_base = placed_offsets(nbytes, op.cfg)[1]
     out = float(estimate(rec.relocate(0, uop_base), op.cfg).cycles), rec
     if keep:
         _RECENT[key] = out
         if len(_RECENT) > RECENT:
             _RECENT.popitem(last=False)
     return out
+
+
+def recorded_program(op: Any) -> Any:
+    """The RecordedProgram of an unbuilt operator, untimed: the one :func:`program_cycles`
+    kept (a default-knob search has just timed it), else lowered and recorded now."""
+    key = _op_key(op)
+    hit = _RECENT.get(key)
+    if hit is not None:
+        _RECENT.move_to_end(key)
+        return hit[1]
+    return _lowered_recording(op)[0]
+
+
+def _lowered_recording(op: Any) -> tuple[Any, list[int]]:
+    """Lower an operator, record its program: (the RecordedProgram, its parameters' bytes)."""
+    from ..build import lower_vta, record_func
+
+    func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False, **op.build_opts)
+    return record_func(func, op.cfg), _param_bytes(func)
 
 
 #: Programs :func:`program_cycles` keeps (the most recently used).
@@ -166,6 +185,12 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
     def ev(c: dict[str, int]) -> float:
         key = tuple(c[n] for n in names)
         if key not in ranked:
+            with paused_gc():
+                _ev(c, key)
+        return ranked[key]
+
+    def _ev(c: dict[str, int], key: tuple) -> None:
+        if True:
             if rank is None:
                 v, exact = _timed(cost, c), True
             else:
@@ -176,7 +201,6 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
             ranked[key] = v
             if exact:
                 full[key] = v
-        return ranked[key]
 
     _rank_all(cands, space, names, seed_keys, ranked, ev, budget)
     for key in sorted(ranked, key=lambda k: (ranked[k], k))[:finalists]:
@@ -190,7 +214,8 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
 
 def _timed(cost: Callable[[dict[str, int]], float], c: dict[str, int]) -> float:
     try:
-        return cost(c)
+        with paused_gc():
+            return cost(c)
     except VTAError:
         return float("inf")
 
@@ -268,13 +293,46 @@ def probe(choose: Callable[[], Choice]) -> tuple[str | None, Choice | None]:
     return (keys[-1] if keys else None), choice
 
 
+#: The cache keys :func:`_cached` met while :func:`search_unstored` runs (None otherwise).
+_UNSTORED: ContextVar[list[str] | None] = ContextVar("_UNSTORED", default=None)
+
+
+def search_unstored(choose: Callable[[], Choice]) -> tuple[str | None, Choice]:
+    """Run a default-knob function without writing the knob cache: (the cache key it reads,
+    as :func:`probe` gives it, and its Choice). A compile searches the workloads it expects
+    ahead of knowing them exactly, and :func:`store` writes only the entries it uses."""
+    keys: list[str] = []
+    token = _UNSTORED.set(keys)
+    try:
+        choice = choose()
+    finally:
+        _UNSTORED.reset(token)
+    return (keys[-1] if keys else None), choice
+
+
+def _entry_path(key: str) -> Path:
+    return user_cache_dir("knobs") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+
+
+def store(key: str, ch: Choice) -> None:
+    """Write the cache entry ``key`` (what a search writes; :func:`search_unstored`)."""
+    path = _entry_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"key": key, "knobs": ch.knobs, "cycles": ch.cycles,
+                                       "evaluated": ch.evaluated}), "knob cache entry")
+    except (OSError, VTAError):
+        pass  # a read-only cache only costs the search again
+
+
 def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]) -> Choice:
     key = json.dumps({"workload": workload, "config": cfg.to_dict(), "kit": kit_version(),
                       "schema": SCHEMA}, sort_keys=True)
-    path = user_cache_dir("knobs") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
-    probing = _PROBE.get()
-    if probing is not None:
-        probing.append(key)
+    path = _entry_path(key)
+    probing, unstored = _PROBE.get(), _UNSTORED.get()
+    for keys in (probing, unstored):
+        if keys is not None:
+            keys.append(key)
     try:
         d = json.loads(path.read_text())
         if d.get("key") == key:
@@ -284,12 +342,8 @@ def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]
     if probing is not None:
         raise _Miss(key)
     ch = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"key": key, "knobs": ch.knobs, "cycles": ch.cycles,
-                                       "evaluated": ch.evaluated}), "knob cache entry")
-    except (OSError, VTAError):
-        pass  # a read-only cache only costs the search again
+    if unstored is None:
+        store(key, ch)
     return ch
 
 
@@ -432,4 +486,5 @@ def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: S
 
 
 __all__ = ["BUDGET", "FINALISTS", "Choice", "search", "conv2d_default", "dense_default",
-           "conv2d_reduced", "probe", "program_cycles"]
+           "conv2d_reduced", "probe", "program_cycles", "recorded_program", "search_unstored",
+           "store"]

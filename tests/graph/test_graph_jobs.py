@@ -84,6 +84,95 @@ def test_each_cache_entry_is_searched_once(small_models, tmp_path, monkeypatch) 
     assert searched == []
 
 
+def _kernels(m) -> dict:  # noqa: ANN001
+    return {k: (v.program, v.knobs, v.cycles, v.knob_source) for k, v in m.kernels.items()}
+
+
+def _entries(d: Path) -> list[str]:
+    return sorted(p.read_text() for p in (d / "knobs").glob("*.json"))
+
+
+def _watch_workers(monkeypatch) -> list[tuple[str, str, int]]:  # noqa: ANN001
+    """What the compile gives its workers: ("map" or "start", job, item count), in order."""
+    from vta.compiler.graph.workers import Workers
+
+    calls: list[tuple[str, str, int]] = []
+    for how in ("map", "start"):
+        real = getattr(Workers, how)
+
+        def watched(self, fn, items, *a, _real=real, _how=how):  # noqa: ANN001, ANN202
+            items = list(items)
+            calls.append((_how, fn.__name__, len(items)))
+            return _real(self, fn, items, *a)
+
+        monkeypatch.setattr(Workers, how, watched)
+    return calls
+
+
+def test_searches_run_ahead_of_quantization(small_models, tmp_path, monkeypatch) -> None:
+    """With workers, the conv and dense layers' knob searches start before quantization,
+    from the float graph's layers: on a cold cache every conv/dense entry the quantized graph
+    reads was searched ahead (the element-wise layers' are searched after), and the module
+    and the cache entries are those of an in-process compile, which searches each entry as it
+    meets it."""
+    g = small_models["resnet18"][1]
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
+    ref = gm.compile_graph(g, Config(), jobs=1)
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
+    calls = _watch_workers(monkeypatch)
+    m = gm.compile_graph(g, Config(), jobs=2)
+    assert _kernels(m) == _kernels(ref)
+    assert _entries(tmp_path / "j2") == _entries(tmp_path / "j1")
+    templates = [json.loads(json.loads(e)["key"])["workload"]["template"]
+                 for e in _entries(tmp_path / "j1")]
+    convs = sum(t in ("conv2d", "dense") for t in templates)
+    assert calls[0] == ("start", "_search_unstored", convs) and 0 < convs < len(templates)
+    assert sum(n for _, fn, n in calls if fn == "_search") == len(templates) - convs
+
+
+def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
+                                                       monkeypatch) -> None:
+    """When the guessed epilogues are wrong (here: power-of-two scales guessed for a
+    fixed-point quantization, so no guessed entry is read), the needed entries are searched
+    after quantization, the guesses leave no entry in the cache, and the module is the same."""
+    g = small_models["mobilenet_v1"][1]
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
+    ref = gm.compile_graph(g, Config(), jobs=1)
+    real = gm._search_ahead
+
+    def wrong(*a):  # noqa: ANN002, ANN202
+        return real(*a[:-2], not a[-2], a[-1])  # pow2 flipped
+
+    monkeypatch.setattr(gm, "_search_ahead", wrong)
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
+    calls = _watch_workers(monkeypatch)
+    m = gm.compile_graph(g, Config(), jobs=2)
+    assert _kernels(m) == _kernels(ref)
+    assert _entries(tmp_path / "j2") == _entries(tmp_path / "j1")
+    ahead = sum(n for _, fn, n in calls if fn == "_search_unstored")
+    after = sum(n for _, fn, n in calls if fn == "_search")
+    assert ahead > 0 and after == len(_entries(tmp_path / "j1"))
+
+
+def test_a_failing_guess_does_not_stop_the_compile(small_models, tmp_path,
+                                                   monkeypatch) -> None:
+    """The guess of the workloads to search ahead may fail on a graph it does not foresee:
+    the compile then searches after quantization, with the same module."""
+    g = small_models["resnet18"][1]
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
+    ref = gm.compile_graph(g, Config(), jobs=1)
+
+    def broken(*a):  # noqa: ANN002, ANN202
+        raise ValueError("a graph the guess does not foresee")
+
+    monkeypatch.setattr(gm, "_expected_workloads", broken)
+    monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
+    calls = _watch_workers(monkeypatch)
+    assert _kernels(gm.compile_graph(g, Config(), jobs=2)) == _kernels(ref)
+    assert sum(n for _, fn, n in calls if fn == "_search_unstored") == 0
+    assert sum(n for _, fn, n in calls if fn == "_search") == len(_entries(tmp_path / "j1"))
+
+
 def _layers(m, g):  # noqa: ANN001, ANN202
     from vta.compiler.graph.lowering import plan_node
 
@@ -219,6 +308,26 @@ def test_two_compiles_share_one_cache(small_models, tmp_path, monkeypatch) -> No
     searched = []
     monkeypatch.setattr(gm, "_search", lambda task: searched.append(task) or ("", ""))
     assert _compile_programs(model) == a and searched == []
+
+
+def _frozen(_: int) -> tuple[int, int]:
+    import gc
+
+    return os.getpid(), gc.get_freeze_count()
+
+
+def test_workers_leave_the_inherited_heap_to_the_permanent_generation() -> None:
+    """A forked worker freezes what it inherited (its collections then skip the parent's
+    heap); the parent's own collector is left as it was."""
+    import gc
+
+    from vta.compiler.graph.workers import Workers
+
+    before = gc.get_freeze_count()
+    with Workers(2) as w:
+        got = w.map(_frozen, range(4))
+    assert all(pid != os.getpid() and n > 1000 for pid, n in got), got
+    assert gc.get_freeze_count() == before
 
 
 def _die_on_three(x: int) -> int:
