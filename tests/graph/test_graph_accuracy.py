@@ -141,6 +141,15 @@ def test_outputs_and_small_tensors_keep_their_maximum() -> None:
     assert th[pooled] == pytest.approx(max(np.abs(e[pooled]).max() for e in env))
 
 
+def _assert_fsim_equals_int8_reference(m, x: dict) -> None:  # noqa: ANN001 - a CompiledModule
+    """The module's output "y" on fsim (the CPU nodes by the numpy kernels) equals the numpy
+    int8 reference of its quantized graph, bit for bit."""
+    ref = run_quantized(m.graph, x)["y"]
+    with Executor(m, "fsim", host="numpy") as ex:
+        out = ex.run(x)["y"]
+    np.testing.assert_array_equal(out, ref)
+
+
 @pytest.mark.sim
 def test_offset_tensors_bit_exact_on_fsim() -> None:
     """VTA runs the folded biases and the unsigned epilogues; the CPU runs the QPads."""
@@ -149,11 +158,7 @@ def test_offset_tensors_bit_exact_on_fsim() -> None:
     assert any(n.op == "QPad" for n in m.graph.nodes)
     assert not [note for note in m.notes if "QPad" in note]  # a conversion, not a fallback
     assert sum(m.partition[n.name] == "vta" for n in m.graph.nodes if n.op == "QConv") >= 4
-    x = rand_input(g, 5)
-    ref = run_quantized(m.graph, x)["y"]
-    with Executor(m, "fsim", host="numpy") as ex:
-        out = ex.run(x)["y"]
-    np.testing.assert_array_equal(out, ref)
+    _assert_fsim_equals_int8_reference(m, rand_input(g, 5))
 
 
 def test_transposed_and_dense_padded_convs_read_signed_tensors() -> None:
@@ -259,11 +264,7 @@ def test_bias_correction_bit_exact_on_fsim() -> None:
     reference's bit for bit."""
     g = from_onnx(mobile_chain(blocks=2, size=16))
     m = compile_graph(g, Config(), bias_correction=True)
-    x = rand_input(g, 5)
-    ref = run_quantized(m.graph, x)["y"]
-    with Executor(m, "fsim", host="numpy") as ex:
-        out = ex.run(x)["y"]
-    np.testing.assert_array_equal(out, ref)
+    _assert_fsim_equals_int8_reference(m, rand_input(g, 5))
 
 
 def inception_chain(blocks: int = 3, size: int = 16, seed: int = 0, classes: int = 32):
@@ -343,11 +344,7 @@ def test_offset_groups_bit_exact_on_fsim() -> None:
     m = compile_graph(g, Config())
     # a Relu conv writing an offset tensor clips to [0 - 128, 255 - 128]
     assert m.graph.node("conv1a").attrs["lo"] == -128 and m.partition["conv1a"] == "vta"
-    x = rand_input(g, 5)
-    ref = run_quantized(m.graph, x)["y"]
-    with Executor(m, "fsim", host="numpy") as ex:
-        out = ex.run(x)["y"]
-    np.testing.assert_array_equal(out, ref)
+    _assert_fsim_equals_int8_reference(m, rand_input(g, 5))
 
 
 def test_offset_group_of_a_graph_input_stays_signed() -> None:
