@@ -185,22 +185,20 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
     def ev(c: dict[str, int]) -> float:
         key = tuple(c[n] for n in names)
         if key not in ranked:
-            with paused_gc():
-                _ev(c, key)
-        return ranked[key]
-
-    def _ev(c: dict[str, int], key: tuple) -> None:
-        if True:
-            if rank is None:
-                v, exact = _timed(cost, c), True
-            else:
-                try:
-                    v, exact = rank(c)
-                except VTAError:  # the reduced layer does not lower: time the layer itself
-                    v, exact = _timed(cost, c), True
+            v, exact = _ranked(c)
             ranked[key] = v
             if exact:
                 full[key] = v
+        return ranked[key]
+
+    def _ranked(c: dict[str, int]) -> tuple[float, bool]:
+        if rank is None:
+            return _timed(cost, c), True
+        try:
+            with paused_gc():
+                return rank(c)
+        except VTAError:  # the reduced layer does not lower: time the layer itself
+            return _timed(cost, c), True
 
     _rank_all(cands, space, names, seed_keys, ranked, ev, budget)
     for key in sorted(ranked, key=lambda k: (ranked[k], k))[:finalists]:
