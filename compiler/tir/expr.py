@@ -479,33 +479,28 @@ class Lin:
         return Lin._of({k: 1}, 0, {k: e})
 
     def __add__(self, o: Lin) -> Lin:
-        if not o.terms:
-            return Lin._of(self.terms, self.const + o.const, self.atoms)
-        if not self.terms:
-            return Lin._of(o.terms, self.const + o.const, o.atoms)
-        t = dict(self.terms)
-        for k, v in o.terms.items():
-            n = t.get(k, 0) + v
-            if n:
-                t[k] = n
-            else:
-                del t[k]
-        return Lin._of(t, self.const + o.const, {**self.atoms, **o.atoms})
+        return self._plus(o, 1)
 
     def __sub__(self, o: Lin) -> Lin:
         """``self + o.scale(-1)`` without building the negated form."""
+        return self._plus(o, -1)
+
+    def _plus(self, o: Lin, sign: int) -> Lin:
+        """``self + sign * o`` (``sign`` is 1 or -1)."""
+        const = self.const + sign * o.const
         if not o.terms:
-            return Lin._of(self.terms, self.const - o.const, self.atoms)
+            return Lin._of(self.terms, const, self.atoms)
         if not self.terms:
-            return Lin._of({k: -v for k, v in o.terms.items()}, self.const - o.const, o.atoms)
+            terms = o.terms if sign == 1 else {k: -v for k, v in o.terms.items()}
+            return Lin._of(terms, const, o.atoms)
         t = dict(self.terms)
         for k, v in o.terms.items():
-            n = t.get(k, 0) - v
+            n = t.get(k, 0) + sign * v
             if n:
                 t[k] = n
             else:
                 del t[k]
-        return Lin._of(t, self.const - o.const, {**self.atoms, **o.atoms})
+        return Lin._of(t, const, {**self.atoms, **o.atoms})
 
     def scale(self, c: int) -> Lin:
         if not c:
@@ -736,23 +731,6 @@ def py_source(e: Expr, names: dict[int, str],
         return (f"({py_source(e.t, names, unbound)} if {py_source(e.cond, names, unbound)} "
                 f"else {py_source(e.f, names, unbound)})")
     raise LoweringError(f"cannot evaluate {e} on the host")
-
-
-def compile_int(e: Expr, params: Sequence[Var]) -> Callable[..., int]:
-    """A Python function evaluating an integer expression from the values of ``params``."""
-    names = {id(v): f"v{n}" for n, v in enumerate(params)}
-    src = f"lambda {', '.join(names[id(v)] for v in params)}: {py_source(e, names)}"
-    fn = _COMPILED.get(src)
-    if fn is None:
-        if len(_COMPILED) >= _MAX_COMPILED:
-            _COMPILED.clear()
-        fn = _COMPILED[src] = eval(src)  # noqa: S307 - generated from our own IR
-    return fn
-
-
-#: compile_int's functions by source (the same index expressions recur across lowerings).
-_COMPILED: dict[str, Callable[..., int]] = {}
-_MAX_COMPILED = 4096
 
 
 _counter = itertools.count()
