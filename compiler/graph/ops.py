@@ -98,7 +98,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
                 out = prod.reshape(n, oh, ow, o)
             else:
                 out[..., g * og:(g + 1) * og] = prod.reshape(n, oh, ow, og)
-        if b is not None:  # in place, channels last (the same float32 sums)
+        if b is not None and not integer:  # in place, channels last (the same float32 sums)
             out += b.astype(work, copy=False)
         out = out.transpose(0, 3, 1, 2)
     # one copy into a fresh NCHW array (integers: rounded in place first)
@@ -106,6 +106,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
     if out.dtype.kind == "f" and integer:  # the depthwise sums
         np.rint(out, out=out)
     np.copyto(res, out, casting="unsafe")
+    if integer and out.dtype.kind != "f" and b is not None:  # the integer products: in int64
+        res += np.asarray(b).astype(np.int64)[None, :, None, None]
     return res
 
 

@@ -312,3 +312,25 @@ def test_load_samples_from_npy(tmp_path) -> None:
     np.save(tmp_path / "c.npy", np.zeros((2, 2), np.float32))
     with pytest.raises(InputError, match="c.npy has shape"):
         load_samples(g, [tmp_path / "c.npy"])
+
+
+@pytest.mark.parametrize("group", [1, 2, 8])
+def test_int8_conv2d_adds_an_integer_bias_exactly(group: int) -> None:
+    """The int8 reference's convolution (im2col products, or depthwise sums) with an int32
+    bias equals an int64 convolution written out with windows (sums beyond 2^24 included)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    from vta.compiler.graph import ops
+
+    rng = np.random.default_rng(group)
+    x = rng.integers(-128, 128, (1, 8, 9, 9), dtype=np.int8)
+    w = rng.integers(-128, 128, (8, 8 // group, 3, 3), dtype=np.int8)
+    b = rng.integers(-(1 << 30), 1 << 30, 8).astype(np.int32)
+    got = ops.conv2d(x, w, b, strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], group=group)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = sliding_window_view(xp, (3, 3), axis=(2, 3))  # N, C, OH, OW, KH, KW
+    cg, og = 8 // group, 8 // group
+    want = np.concatenate([np.einsum("nchwij,ocij->nohw", win[:, g * cg:(g + 1) * cg],
+                                     w[g * og:(g + 1) * og].astype(np.int64))
+                           for g in range(group)], axis=1) + b[None, :, None, None]
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
