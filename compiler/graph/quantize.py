@@ -495,6 +495,13 @@ def qdq_ranges(g: Graph) -> dict[str, tuple[float, float]]:
 _WEIGHT_CHUNK = 1 << 20
 
 
+def _row_chunks(rows: int, cols: int) -> list[slice]:
+    """Slices of a few rows of a ``rows`` x ``cols`` weight matrix, :data:`_WEIGHT_CHUNK`
+    values each (at least one row)."""
+    step = max(1, _WEIGHT_CHUNK // max(1, cols))
+    return [slice(r, min(rows, r + step)) for r in range(0, rows, step)]
+
+
 def quantize_weights(w: np.ndarray, per_channel: bool, pow2: bool
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """int8 weights ``clip(rint(w / s))`` (``s``: max |w| / 127 over the tensor, or over each
@@ -503,8 +510,7 @@ def quantize_weights(w: np.ndarray, per_channel: bool, pow2: bool
     at a time, float32 (the division rounds as it does on the whole tensor)."""
     o = w.shape[0]
     w2 = np.asarray(w, np.float32).reshape(o, -1)
-    step = max(1, _WEIGHT_CHUNK // max(1, w2.shape[1]))
-    chunks = [slice(r, min(o, r + step)) for r in range(0, o, step)]
+    chunks = _row_chunks(o, w2.shape[1])
     wmax = np.empty(o, np.float64)
     for c in chunks:
         wmax[c] = np.maximum(w2[c].max(axis=1), -w2[c].min(axis=1))
@@ -514,7 +520,7 @@ def quantize_weights(w: np.ndarray, per_channel: bool, pow2: bool
     s32 = s_w.astype(np.float32)[:, None]
     wq = np.empty(w2.shape, np.int8)
     wsum, wabs = np.empty(o, np.int64), np.empty(o, np.int64)
-    buf = np.empty((min(step, o), w2.shape[1]), np.float32)
+    buf = np.empty((chunks[0].stop if chunks else 0, w2.shape[1]), np.float32)  # a chunk
     for c in chunks:
         f = buf[:c.stop - c.start]
         np.divide(w2[c], s32[c], out=f)
@@ -555,9 +561,7 @@ def weight_error_mean(n: Node, w: np.ndarray, wq: np.ndarray, s_w: np.ndarray, m
     u = (mean.reshape(group, -1)[:, :, None] * taps[None, None, :]).reshape(group, -1)
     w2, q2 = w.reshape(o, -1), wq.reshape(o, -1)
     out = np.empty(o, np.float64)
-    step = max(1, _WEIGHT_CHUNK // max(1, w2.shape[1]))
-    for r in range(0, o, step):
-        rows = slice(r, min(o, r + step))
+    for rows in _row_chunks(o, w2.shape[1]):
         # the difference first, in float64: both products are far larger than it
         dw = w2[rows].astype(np.float64) - q2[rows].astype(np.float64) * s_w[rows, None]
         if group == 1:  # one row of u: a matrix-vector product
