@@ -47,8 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", choices=CALIBRATIONS, default=CALIBRATIONS[0],
                    help="how each activation's int8 range is chosen from the calibration "
                         "runs: mse (default: the least quantization error), max, or "
-                        "percentile (99.99th of |x|); graph outputs and tensors of few "
-                        "values keep max; a QDQ model's own scales always win")
+                        "percentile (99.99th of |x|); graph outputs (and what reaches them "
+                        "through shape ops, Sigmoid or Softmax) and tensors of few values "
+                        "keep max; a QDQ model's own scales always win")
     p.add_argument("--per-channel", action="store_true",
                    help="one weight scale per output channel; VTA requantizes with vector "
                         "ALU SHR and MUL")

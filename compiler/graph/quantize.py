@@ -325,6 +325,30 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
             yield k, v
 
 
+#: Ops that pass values on without changing their order: moved (shape ops, concatenation) or
+#: mapped by an increasing function (Sigmoid, Tanh; Softmax along its axis).
+ORDER_KEEPING = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Squeeze",
+                           "Unsqueeze", "Concat", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"})
+
+
+def output_sources(g: Graph) -> set[str]:
+    """The graph's outputs and every tensor whose values reach one only through
+    :data:`ORDER_KEEPING` ops: where the largest values decide the result (top-1, the best
+    box), so calibration must not clip them."""
+    made = {t: n for n in g.nodes for t in n.outputs}
+    found: set[str] = set()
+    todo = list(g.outputs)
+    while todo:
+        t = todo.pop()
+        if t in found:
+            continue
+        found.add(t)
+        n = made.get(t)
+        if n is not None and n.op in ORDER_KEEPING:
+            todo.extend(i for i in n.inputs if i and i not in g.params)
+    return found
+
+
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
               unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
               first: dict[str, np.ndarray] | None = None,
@@ -337,12 +361,14 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     error. The last two use a 2048-bin histogram of |value| over an even subsample of at most
     :data:`_SUBSAMPLE` values per tensor and sample (one float run per sample).
 
-    Two kinds of tensor keep ``max`` whatever the method: the graph's outputs (clipping the
-    largest logits ties them and loses the top-1) and tensors of fewer than :data:`_HIST_MIN`
-    values per sample (a pooled vector, a squeeze-excitation gate: too few values for a
-    histogram, and each one scales a whole channel downstream). An output's range gets
-    :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an input
-    beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
+    Two kinds of tensor keep ``max`` whatever the method: the graph's outputs and the tensors
+    whose values reach one only through order-keeping ops (:func:`output_sources`: a
+    detector's head before its Reshape/Transpose/Sigmoid, logits before a Softmax), since
+    clipping the largest values ties them and loses the top-1; and tensors of fewer than
+    :data:`_HIST_MIN` values per sample (a pooled vector, a squeeze-excitation gate: too few
+    values for a histogram, and each one scales a whole channel downstream). An output's range
+    gets :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an
+    input beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
     :data:`UMAX` steps (see :func:`offset_groups`), whose mse threshold weighs the finer
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
     (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
@@ -353,6 +379,7 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
                          f"{', '.join(CALIBRATIONS)}")
     amax: dict[str, float] = {}
     kept: dict[str, list[np.ndarray]] = {}
+    outputs = output_sources(g)
     readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
         if means is not None else {}
     for j, feeds in enumerate(samples):
@@ -370,10 +397,10 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             amax[k] = max(amax.get(k, 0.0), max(float(v.max()), -lo) if v.size else 0.0)
             if lows is not None and k in unsigned and v.size:
                 lows[k] = min(lows.get(k, 0.0), lo)
-            if method != "max" and v.size >= _HIST_MIN and k not in g.outputs:
+            if method != "max" and v.size >= _HIST_MIN and k not in outputs:
                 kept.setdefault(k, []).append(np.abs(v.ravel()[::max(1, v.size // _SUBSAMPLE)]))
     out = dict(amax)
-    for k in g.outputs:
+    for k in outputs:
         if k in out:
             out[k] *= OUTPUT_HEADROOM
     for k, parts in kept.items():

@@ -141,6 +141,53 @@ def test_outputs_and_small_tensors_keep_their_maximum() -> None:
     assert th[pooled] == pytest.approx(max(np.abs(e[pooled]).max() for e in env))
 
 
+def detector_head(seed: int = 0):
+    """A conv block, then a detector's head: 1x1 conv -> Reshape -> Transpose -> Sigmoid."""
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    c, o, hw = 16, 12, 16
+    inits = {"w0": rng.uniform(-1, 1, (c, c, 3, 3)).astype(np.float32) / 12,
+             "w1": rng.uniform(-1, 1, (o, c, 1, 1)).astype(np.float32) / 4,
+             "b1": np.zeros(o, np.float32), "shape": np.array([1, 3, 4, hw, hw], np.int64)}
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1] * 4),
+             helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["head"], name="head"),
+             helper.make_node("Reshape", ["head", "shape"], ["boxes"], name="reshape"),
+             helper.make_node("Transpose", ["boxes"], ["t"], name="permute",
+                              perm=[0, 1, 3, 4, 2]),
+             helper.make_node("Sigmoid", ["t"], ["y"], name="sigmoid")]
+    return onnx_model(nodes, {"x": [1, c, hw, hw]}, {"y": [1, 3, hw, hw, 4]}, inits)
+
+
+def _hot_input(seed: int) -> dict[str, np.ndarray]:
+    """An input to :func:`detector_head` with three hot pixels: the head's largest values are
+    rare outliers (the boxes that matter) far above the bulk of its values."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 16, 16, 16)).astype(np.float32) * 0.5
+    for _ in range(3):
+        x[0, :, rng.integers(16), rng.integers(16)] += 6.0
+    return {"x": x}
+
+
+def test_values_reaching_an_output_through_order_keeping_ops_keep_their_maximum() -> None:
+    """The head's output reaches the graph output through Reshape, Transpose and Sigmoid: it
+    is calibrated like an output (max times the headroom, not mse, which would clip its
+    outliers and tie the best boxes); a tensor inside the network keeps mse."""
+    from vta.compiler.graph.quantize import output_sources
+    from vta.compiler.graph.reference import run_float
+
+    g = optimize(from_onnx(detector_head()))
+    head = next(n.outputs[0] for n in g.nodes if n.name == "head")
+    inner = next(n.inputs[0] for n in g.nodes if n.name == "head")
+    assert {head, g.outputs[0]} <= output_sources(g) and inner not in output_sources(g)
+    s = [_hot_input(k) for k in range(4)]
+    env = [run_float(g, x, keep=True) for x in s]
+    th = calibrate(g, s, "mse")
+    assert th[head] == pytest.approx(OUTPUT_HEADROOM * max(np.abs(e[head]).max() for e in env))
+    assert th[inner] < max(np.abs(e[inner]).max() for e in env)  # mse clips inside
+
+
 def _assert_fsim_equals_int8_reference(m, x: dict) -> None:  # noqa: ANN001 - a CompiledModule
     """The module's output "y" on fsim (the CPU nodes by the numpy kernels) equals the numpy
     int8 reference of its quantized graph, bit for bit."""
