@@ -7,7 +7,8 @@ inputs): does it import; share of MACs on VTA (goal >= 90%); int8 on fsim agains
 running the float ONNX model on the same input (the reference, measured in the same run):
 cosine (goal >= 0.99) and the same top-1 (with the relative gap between the reference's two
 largest outputs: top-1 of random weights is fragile when it is small); compile seconds (goal
-<= 10 s); and whether fsim's int8 output equals the numpy int8 reference bit for bit (the CPU
+<= 10 s; each family with an empty knob cache of its own, as a first compile on a new machine);
+and whether fsim's int8 output equals the numpy int8 reference bit for bit (the CPU
 layers run their numpy kernels here: LLVM's float kernels differ in the last bits). The
 "floor" column is the cosine of the float model with uniform noise of one int8 step (the
 compiled module's scale of each tensor) on every tensor the int8 graph quantizes: what
@@ -22,6 +23,7 @@ scales. Writes a JSON record under bench/results/.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -75,6 +77,8 @@ def measure(name: str, size: int, workdir: Path, jobs: int | None = None) -> dic
     from vta.isa import Config, VTAError
 
     path = workdir / f"{name}.onnx"
+    # a cold compile: an empty knob cache of its own (no entries from the families before)
+    os.environ["VTA_CACHE_DIR"] = str(workdir / f"{name}.cache")
     try:
         export(name, size, path)
     except Exception as e:  # noqa: BLE001 - the exporter raises many types; keep the other rows
