@@ -101,7 +101,7 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
         lines.append(f"    {r}: {len(ns)} ({share:.1f}% of MACs): {shown}")
     for o, a in m.agreement.items():
         lines.append(f"  int8 vs float on the first calibration input ({o}): cosine "
-                     f"{a['cosine']:.4f}, top-1 {'match' if a['top1'] else 'MISMATCH'}")
+                     f"{a['cosine']:.4f}, top-1 {'match' if a['top1'] else 'differs'}")
     lines += [f"  note: {n}" for n in m.notes if not n.startswith(FALLBACK)]
     return "\n".join(lines)
 
