@@ -315,8 +315,12 @@ class UopKernel:
                 f"loops={[lp.extent for lp in self.loops]} {state}>")
 
 
+#: isinstance tuple of integers (an ``A | B`` union is built at every call)
+_INTEGERS = (int, np.integer)
+
+
 def _is_int(v: object) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+    return type(v) is int or (isinstance(v, _INTEGERS) and not isinstance(v, bool))
 
 
 def _fmt_head(head: tuple) -> str:

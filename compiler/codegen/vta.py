@@ -108,7 +108,7 @@ class _HostSource:
         elif isinstance(s, Seq):
             for c in s.stmts:
                 self.stmt(c, depth)
-        elif isinstance(s, Allocate | Attr):
+        elif isinstance(s, (Allocate, Attr)):
             self.stmt(s.body, depth)
         elif isinstance(s, If):
             self.lines.append(f"{pad}if {self.expr(s.cond)}:")
