@@ -17,6 +17,8 @@ from ..errors import LoweringError
 
 INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 FLOAT_TYPES = ("float32", "float64")
+#: dtypes whose constants hold a Python int (the integer types and bool)
+_INTEGRAL = frozenset(INT_TYPES + ("bool",))
 _BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
          "uint32": 32, "float32": 32, "float64": 64, "bool": 1}
 
@@ -142,11 +144,8 @@ class Const(Expr):
     __slots__ = ("value", "dtype")
 
     def __init__(self, value: int | float, dtype: str):
-        if is_int(dtype) or dtype == "bool":
-            value = int(value)
-        else:
-            value = float(value)
-        self.value, self.dtype = value, dtype
+        self.value = int(value) if dtype in _INTEGRAL else float(value)
+        self.dtype = dtype
 
 
 class Binary(Expr):
@@ -156,7 +155,10 @@ class Binary(Expr):
     COMPARE = ("lt", "le", "eq", "ne")
 
     def __init__(self, op: str, a: Expr, b: Expr, dtype: str):
-        self.op, self.a, self.b, self.dtype = op, a, b, dtype
+        self.op = op
+        self.a = a
+        self.b = b
+        self.dtype = dtype
 
 
 class Cast(Expr):
@@ -345,17 +347,20 @@ def all_of(*conds: Any) -> Expr:
 
 # ------------------------------------------------------------------------ traversal
 def children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Binary):
+    t = type(e)  # the exact type: no node class has subclasses
+    if t is Binary:
         return (e.a, e.b)
-    if isinstance(e, Cast):
+    if t is Var or t is Const:
+        return ()
+    if t is Cast:
         return (e.value,)
-    if isinstance(e, Select):
+    if t is Select:
         return (e.cond, e.t, e.f)
-    if isinstance(e, Call):
+    if t is Call:
         return e.args
-    if isinstance(e, _INDEXED):
+    if t is TensorRead or t is BufferLoad:
         return e.indices
-    if isinstance(e, Reduce):
+    if t is Reduce:
         return (e.source,) + ((e.where,) if e.where is not None else ())
     return ()
 
@@ -365,21 +370,24 @@ def transform(e: Expr, f: Callable[[Expr], Expr | None]) -> Expr:
     r = f(e)
     if r is not None:
         return r
-    if isinstance(e, Binary):
+    t = type(e)  # the exact type: no node class has subclasses
+    if t is Binary:
         a, b = transform(e.a, f), transform(e.b, f)
         return e if a is e.a and b is e.b else binary(e.op, a, b)
-    if isinstance(e, Cast):
+    if t is Var or t is Const:
+        return e
+    if t is Cast:
         v = transform(e.value, f)
         return e if v is e.value else cast(e.dtype, v)
-    if isinstance(e, Select):
+    if t is Select:
         return Select(transform(e.cond, f), transform(e.t, f), transform(e.f, f))
-    if isinstance(e, Call):
+    if t is Call:
         return Call(e.name, [transform(a, f) for a in e.args], e.dtype)
-    if isinstance(e, TensorRead):
+    if t is TensorRead:
         return TensorRead(e.tensor, [transform(i, f) for i in e.indices])
-    if isinstance(e, BufferLoad):
+    if t is BufferLoad:
         return BufferLoad(e.buffer, [transform(i, f) for i in e.indices])
-    if isinstance(e, Reduce):
+    if t is Reduce:
         return Reduce(e.combiner, transform(e.source, f), e.axes,
                       None if e.where is None else transform(e.where, f))
     return e
@@ -566,9 +574,9 @@ def linear(e: Expr) -> Lin:
                 return _lin(la.terms, la.const - c, la.atoms)
             return la.scale(c) if la.terms else _lin({}, c * la.const, {})
         if op == "add":
-            return linear(e.a) + linear(e.b)
+            return linear(e.a)._plus(linear(e.b), 1)
         if op == "sub":
-            return linear(e.a) - linear(e.b)
+            return linear(e.a)._plus(linear(e.b), -1)
         if op == "mul":
             la, lb = linear(e.a), linear(e.b)
             if not la.terms:
@@ -596,7 +604,8 @@ def linear(e: Expr) -> Lin:
 
 def simplify(e: Expr) -> Expr:
     """Canonicalise integer index arithmetic (affine parts folded, constants combined)."""
-    if type(e) is Var:  # its own canonical form
+    t = type(e)
+    if t is Var or t is Const:  # its own canonical form (an int constant's value is an int)
         return e
     if is_int(e.dtype) and not isinstance(e, _OPAQUE):
         if isinstance(e, Binary) and e.op not in ("add", "sub", "mul", "floordiv", "floormod"):
