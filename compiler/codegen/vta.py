@@ -17,7 +17,7 @@ from vta.isa import Config
 
 from ..errors import CodegenError
 from ..passes.sync import COMPUTE, LOAD, STORE, Command, group_threads, insert_sync, issue
-from ..tir.expr import Expr, Var, py_source
+from ..tir.expr import Const, Expr, Var, py_source
 from ..tir.stmt import (
     ACC_SCOPE,
     INP_SCOPE,
@@ -52,19 +52,22 @@ def _extent(b: Buffer) -> tuple[str, int, int]:
 def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Command]:
     """The command stream of ``func`` with concrete addresses (tokens not yet placed)."""
     leaves: list[Callable[..., Command]] = []
-    src = _HostSource(leaves, cfg, buffers).function(func.body)
+    host = _HostSource(leaves, cfg, buffers)
+    src = host.function(func.body)
     out: list[Command] = []
-    _compiled(src, "_host")(out.append, leaves)
+    _compiled(src, "_host")(out.append, leaves, tuple(host.consts))
     return out
 
 
 class _HostSource:
     """The host loops of a lowered function as the source of one Python function
-    ``_host(ap, L)``: its loops are Python loops, and every :class:`Dma` or
+    ``_host(ap, L, C)``: its loops are Python loops, and every :class:`Dma` or
     :class:`UopKernel` a call ``ap(L[k](...))`` of the command maker ``L[k]`` (a
     :class:`_DmaCode` or :class:`_KernelCode`, appended to ``leaves``) on the values of its
     index expressions. Code generation runs it once instead of walking the IR for every
-    iteration of every loop."""
+    iteration of every loop. Its constants (loop extents, those of the index expressions)
+    are the values ``C`` (:attr:`consts`), one per occurrence, not literals: knob-search
+    candidates of one template then share a source, compiled once (:func:`_compiled`)."""
 
     def __init__(self, leaves: list[Callable[..., Command]], cfg: Config,
                  buffers: dict[Buffer, Any]) -> None:
@@ -72,19 +75,30 @@ class _HostSource:
         self.names: dict[int, str] = {}  # id(loop variable) -> its Python name, while in scope
         self.lines: list[str] = []
         self.loops = 0
+        self.consts: list[int | float] = []  # the values of the names c0, c1, ...
 
     def function(self, body: Stmt) -> str:
         self.stmt(body, 1)
-        head = ["def _host(ap, L):"]
+        head = ["def _host(ap, L, C):"]
         if self.leaves:
             head.append(f"    {''.join(f'L{k}, ' for k in range(len(self.leaves)))}= L")
+        if self.consts:
+            head.append(f"    {''.join(f'c{k}, ' for k in range(len(self.consts)))}= C")
         return "\n".join([*head, *self.lines, "    return None"])
+
+    def const(self, value: int | float) -> str:
+        """The name of a new constant of the generated function, of ``value``."""
+        self.consts.append(value)
+        return f"c{len(self.consts) - 1}"
+
+    def _const_expr(self, c: Const) -> str:
+        return self.const(c.value)
 
     def expr(self, e: Expr) -> str:
         def unbound(v: Var) -> str:
             raise CodegenError(f"variable {v.name} is not bound when evaluating {e}")
 
-        return py_source(e, self.names, unbound)
+        return py_source(e, self.names, unbound, self._const_expr)
 
     def leaf(self, maker: Callable[..., Command], args: list[str], pad: str) -> None:
         self.lines.append(f"{pad}ap(L{len(self.leaves)}({', '.join(args)}))")
@@ -126,7 +140,7 @@ class _HostSource:
             self.lines.append(f"{'    ' * depth}{name} = 0")
             self.stmt(s.body, depth)
         else:
-            self.lines.append(f"{'    ' * depth}for {name} in range({s.extent}):")
+            self.lines.append(f"{'    ' * depth}for {name} in range({self.const(s.extent)}):")
             self.block(s.body, depth + 1)
         del self.names[id(s.var)]
 

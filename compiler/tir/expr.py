@@ -716,15 +716,17 @@ _PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
 
 
 def py_source(e: Expr, names: dict[int, str],
-              unbound: Callable[[Var], str] | None = None) -> str:
+              unbound: Callable[[Var], str] | None = None,
+              const: Callable[[Const], str] | None = None) -> str:
     """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name,
-    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error).
+    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error),
+    ``const`` (if given) the Python source of a constant (else its ``repr``).
     (A module-level recursion, not a recursive closure: a closure that calls itself is a
     reference cycle, garbage the cyclic collector must find; see vta.isa.gcpause.)"""
     t = type(e)
     if t is Binary:
-        return _PY_BIN[e.op].format(a=py_source(e.a, names, unbound),
-                                    b=py_source(e.b, names, unbound))
+        return _PY_BIN[e.op].format(a=py_source(e.a, names, unbound, const),
+                                    b=py_source(e.b, names, unbound, const))
     if t is Var:
         name = names.get(id(e))
         if name is not None:
@@ -733,12 +735,13 @@ def py_source(e: Expr, names: dict[int, str],
             raise LoweringError(f"variable {e.name} is not bound here")
         return unbound(e)
     if t is Const:
-        return repr(e.value)
+        return repr(e.value) if const is None else const(e)
     if t is Cast:
-        return py_source(e.value, names, unbound)
+        return py_source(e.value, names, unbound, const)
     if t is Select:
-        return (f"({py_source(e.t, names, unbound)} if {py_source(e.cond, names, unbound)} "
-                f"else {py_source(e.f, names, unbound)})")
+        return (f"({py_source(e.t, names, unbound, const)} if "
+                f"{py_source(e.cond, names, unbound, const)} "
+                f"else {py_source(e.f, names, unbound, const)})")
     raise LoweringError(f"cannot evaluate {e} on the host")
 
 
