@@ -139,9 +139,12 @@ class UopKernel:
         op = as_alu_opcode(alu_opcode) if m == ALU else AluOp.ADD
         use_imm = bool(use_imm) if m == ALU else False
         imm = int(imm) if m == ALU else 0
-        for what, v in (("dst", dst), ("src", src), ("wgt", wgt)):
-            if not _is_int(v) or v < 0:
-                raise KernelError(f"micro-op {what} index {v!r} must be a non-negative integer")
+        if not (type(dst) is int and type(src) is int and type(wgt) is int
+                and dst >= 0 and src >= 0 and wgt >= 0):  # (the usual case, checked at once)
+            for what, v in (("dst", dst), ("src", src), ("wgt", wgt)):
+                if not _is_int(v) or v < 0:
+                    raise KernelError(f"micro-op {what} index {v!r} must be a non-negative "
+                                      "integer")
         head = (m, bool(reset), op, use_imm, imm)
         mine = (self.mode, self.reset, self.alu_opcode, self.use_imm, self.imm)
         if self._dst and head != mine:

@@ -400,9 +400,11 @@ def preload_kernels(cmds: list[Command], cfg: Config, queue: Any) -> int:
         return 0
     total = 0
     seen: set[int] = set()
+    got: set[int] = set()  # the (getter, count) pairs already looked at
     for c in cmds:
-        if c.kernel is None:
-            continue
+        if c.kernel is None or id(c.kernel) in got:
+            continue  # (one pair per micro-op list: its kernel is one of ``seen``)
+        got.add(id(c.kernel))
         get, n = c.kernel
         kern = get(queue)
         if id(kern) in seen:
