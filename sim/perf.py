@@ -225,9 +225,10 @@ class PerfModel:
             pops = ((pop_prev,) if insn.pop_prev_dep else ()) + \
                 ((pop_next,) if insn.pop_next_dep else ())
         pushes: tuple = ()
-        if insn.push_prev_dep or insn.push_next_dep:
-            pushes = tuple(q for q, flag in ((push_prev, insn.push_prev_dep),
-                                             (push_next, insn.push_next_dep)) if flag and q)
+        if insn.push_prev_dep or insn.push_next_dep:  # (prev, then next; where the module has it)
+            prev = push_prev if insn.push_prev_dep and push_prev else None
+            nxt = push_next if insn.push_next_dep and push_next else None
+            pushes = (prev, nxt) if prev and nxt else (prev,) if prev else (nxt,) if nxt else ()
         if isinstance(insn, MemInsn):
             mem = self._mem_cycles(insn)
             if mem[1]:
