@@ -222,12 +222,18 @@ class _KernelCode:
             ("alu", s0.op, s0.use_imm, s0.imm or 0)
         self._names: dict[int, str] = {id(lp.var): "0" for lp in k.loops}
         self.params: list[Var] = []
+        consts: list[int] = []  # the values of the names c0, c1, ... (see _HostSource)
+        self._consts = consts
         lines: list[str] = []
         self._gen(k.body, 1, lines)
-        del self._names
-        head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
-        src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
+        del self._names, self._consts
+        head = [f"def _uops(C, {''.join(f'p{n}, ' for n in range(len(self.params)))}):"]
+        if consts:
+            head.append(f"    {''.join(f'c{k}, ' for k in range(len(consts)))}= C")
+        src = "\n".join([*head, "    u = []", "    ap = u.append", *lines, "    return u"])
+        #: the micro-op list of values of :attr:`params` (its first argument: the constants)
         self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src, "_uops")
+        self.consts = tuple(consts)
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
         #: what the commands of each memoised micro-op list share (by the list's id)
         self.made: dict[int, tuple[Callable[[Any], None], str, tuple[Any, int]]] = {}
@@ -246,8 +252,16 @@ class _KernelCode:
             self.params.append(v)
         return names[id(v)]
 
+    def _const(self, value: int) -> str:
+        """The name of a new constant of the generated function, of ``value``."""
+        self._consts.append(value)
+        return f"c{len(self._consts) - 1}"
+
+    def _const_expr(self, c: Const) -> str:
+        return self._const(c.value)
+
     def _expr(self, e: Expr) -> str:
-        return py_source(e, self._names, self._name_of)
+        return py_source(e, self._names, self._name_of, self._const_expr)
 
     def _gen(self, s: Stmt, depth: int, lines: list[str]) -> None:
         """The source lines of the body ``s`` at indentation ``depth`` (a method, not a
@@ -257,20 +271,21 @@ class _KernelCode:
         expr = self._expr
         if isinstance(s, For):
             self._names[id(s.var)] = f"i{depth}"
-            lines.append(f"{pad}for i{depth} in range({s.extent}):")
+            lines.append(f"{pad}for i{depth} in range({self._const(s.extent)}):")
             lines.append(f"{pad}    pass")
             self._gen(s.body, depth + 1, lines)
             del self._names[id(s.var)]
         elif isinstance(s, Gemm):
-            d = f"{s.dst.base} + {expr(s.dst_index)}"
+            base = self._const
+            d = f"{base(s.dst.base)} + {expr(s.dst_index)}"
             if s.reset:
                 lines.append(f"{pad}ap(({d}, 0, 0))")
             else:
-                lines.append(f"{pad}ap(({d}, {s.src.base} + {expr(s.src_index)}, "
-                             f"{s.wgt.base} + {expr(s.wgt_index)}))")
+                lines.append(f"{pad}ap(({d}, {base(s.src.base)} + {expr(s.src_index)}, "
+                             f"{base(s.wgt.base)} + {expr(s.wgt_index)}))")
         elif isinstance(s, Alu):
-            lines.append(f"{pad}d = {s.dst.base} + {expr(s.dst_index)}")
-            src = "d" if s.use_imm else f"{s.src.base} + {expr(s.src_index)}"
+            lines.append(f"{pad}d = {self._const(s.dst.base)} + {expr(s.dst_index)}")
+            src = "d" if s.use_imm else f"{self._const(s.src.base)} + {expr(s.src_index)}"
             lines.append(f"{pad}ap((d, {src}, 0))")
         else:
             for c in stmt_children(s):
@@ -280,7 +295,7 @@ class _KernelCode:
         """The micro-ops for the values ``args`` of :attr:`params` (memoised)."""
         u = self.memo.get(args)
         if u is None:
-            u = self.memo[args] = tuple(self.fn(*args))
+            u = self.memo[args] = tuple(self.fn(self.consts, *args))
             if len(u) > self.cfg.uop_depth:
                 raise CodegenError(
                     f"a micro-kernel on {self.k.leaves[0].dst.name} has {len(u)} micro-ops but "
