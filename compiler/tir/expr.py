@@ -647,7 +647,7 @@ def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
             a, b = ranged_keys[k]
             lo_c += c * (a if c > 0 else b)
             hi_c += c * (b if c > 0 else a)
-        elif free_vars(atom) & ranged:
+        elif type(atom) is not Var and free_vars(atom) & ranged:  # (a variable here is unranged)
             amin, amax = _bound_atom(atom, ranges)
             if c > 0:
                 lo, hi = lo + linear(amin).scale(c), hi + linear(amax).scale(c)
@@ -679,10 +679,15 @@ def _bound_atom(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr
     raise LoweringError(f"cannot bound the index expression {e} (not affine in the loops)")
 
 
+_DIVMOD = ("floordiv", "floormod")
+
+
 def simplify_ranges(e: Expr, ranges: dict[Var, tuple[int, int]]) -> Expr:
     """Simplify ``floordiv``/``floormod`` atoms whose numerator stays inside one block when the
     variables in ``ranges`` span their [lo, hi] (e.g. ``(o * 4 + i) // 4`` -> ``o`` for
     ``i`` in [0, 3])."""
+    if not any(type(n) is Binary and n.op in _DIVMOD for n in walk(e)):
+        return e  # (only floordiv/floormod nodes of ``e`` make the atoms this rewrites)
     lin = linear(simplify(e))
     out = Lin({}, lin.const, {})
     changed = False
