@@ -186,7 +186,9 @@ def record_func(func: PrimFunc, cfg: Config, offsets: Sequence[int] | None = Non
     if offsets is None:
         offsets, _ = placed_offsets(sizes, cfg)
     size = arena_size or max((o + n for o, n in zip(offsets, sizes)), default=256)
-    arena = Arena(cfg, size)  # np.zeros: pages are only touched if written
+    # the recording moves no data: its arena's memory is one read-only zero byte repeated
+    # (no allocation of the whole size per recorded candidate)
+    arena = Arena(cfg, size, memory=np.broadcast_to(np.zeros(1, np.uint8), (size,)))
     bufs = {p: arena.alloc_at(o, n) for p, o, n in zip(func.params, offsets, sizes)}
     q = CommandQueue.recorder(cfg, arena, max_insns=1 << 30, kernels=_jit_table(cfg))
     with paused_gc():

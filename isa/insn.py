@@ -19,7 +19,7 @@ import numpy as np
 from .config import Config
 from .deps import COMPUTE_MODULE, DEP_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE
 from .errors import DecodeError
-from .layout import INSN_BYTES, AluOp, Layout, MemType, Opcode
+from .layout import COMMON, INSN_BYTES, AluOp, Layout, MemType, Opcode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,20 +217,29 @@ def encode_word(insn: Insn, cfg: Config) -> int:
     return int.from_bytes(encode(insn, cfg), "little")
 
 
+#: The instruction classes in decoding order, and each opcode's index among them (-1: not an
+#: opcode; a table lookup per program instead of np.isin per class)
+_DECODED = (MemInsn, GemmInsn, AluInsn, FinishInsn)
+_KIND_OF_OPCODE = np.full(1 << dict(COMMON)["opcode"], -1, dtype=np.intp)
+for _op, _cls in _CLASS_OF.items():
+    _KIND_OF_OPCODE[_op] = _DECODED.index(_cls)
+
+
 def decode_words(words: np.ndarray, cfg: Config, *, numbered: bool = True) -> list[Insn]:
     """The vectorised decoder: an ``(n, 2)`` uint64 array of words -> instructions. An invalid
     opcode is a DecodeError naming the instruction (its index when ``numbered``)."""
     words = np.asarray(words, dtype=np.uint64).reshape(-1, INSN_BYTES // 8)
     opcodes = cfg.layouts.finish.unpack_columns(words)["opcode"]
-    valid = np.isin(opcodes, list(_CLASS_OF))
+    kinds = _KIND_OF_OPCODE[opcodes]  # index into _DECODED, -1 for an invalid opcode
+    valid = kinds >= 0
     if not valid.all():
         k = int(np.argmin(valid))
         where = f"instruction {k}: " if numbered else ""
         raise DecodeError(f"{where}invalid opcode {int(opcodes[k])} (valid: 0-4, "
                           f"{', '.join(f'{o.name}={o.value}' for o in Opcode)})")
     out: list[Insn | None] = [None] * len(words)
-    for cls in (MemInsn, GemmInsn, AluInsn, FinishInsn):
-        rows = np.flatnonzero(np.isin(opcodes, [o for o, c in _CLASS_OF.items() if c is cls]))
+    for j, cls in enumerate(_DECODED):
+        rows = np.flatnonzero(kinds == j)
         if rows.size == 0:
             continue
         cols = getattr(cfg.layouts, cls.layout_name).unpack_columns(words[rows])

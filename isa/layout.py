@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -150,28 +151,82 @@ class Layout:
                      what: Callable[[int], str] = lambda row: "") -> np.ndarray:
         """Vectorised :meth:`pack`: ``n`` rows of field values (one sequence or array per
         field; a field not given is 0) -> an ``(n, words)`` uint64 array, least significant
-        word first. A value that does not fit raises EncodeError prefixed by ``what(row)``."""
+        word first. A value that does not fit raises EncodeError prefixed by ``what(row)``.
+        The given fields are converted, checked and shifted as one (fields, n) matrix: a
+        handful of numpy calls per layout, not per field (programs are often short)."""
         out = np.zeros((n, self.words), np.uint64)
-        for f in self.fields:
-            col = columns.get(f.name)
-            if col is None:
-                continue
-            v = _checked_column(f, col, what)
-            out[:, f.offset // 64] |= (v & f.mask).astype(np.uint64) << np.uint64(f.offset % 64)
+        given = [k for k, f in enumerate(self.fields) if columns.get(f.name) is not None]
+        if not given:
+            return out
+        vec = self._vec
+        v = _checked_columns([self.fields[k] for k in given],
+                             [columns[self.fields[k].name] for k in given],
+                             vec.lo[given], vec.hi[given], what)
+        shifted = (v & vec.pack_mask[given]).astype(np.uint64) << vec.shift[given]
+        word = vec.word[given]
+        for w in range(self.words):
+            sel = word == w
+            if sel.any():
+                out[:, w] |= np.bitwise_or.reduce(shifted[sel], axis=0)
         return out
 
     def unpack_columns(self, words: np.ndarray) -> dict[str, np.ndarray]:
         """Vectorised :meth:`unpack`: an ``(n, words)`` uint64 array -> field name -> int64
-        array (signed fields sign-extended)."""
+        array (signed fields sign-extended), every field extracted by one set of numpy calls
+        over a (fields, n) matrix."""
         words = np.asarray(words, dtype=np.uint64).reshape(len(words), -1)
-        out = {}
-        for f in self.fields:
-            v = ((words[:, f.offset // 64] >> np.uint64(f.offset % 64))
-                 & np.uint64(f.mask)).astype(np.int64)
-            if f.signed:
-                v = np.where(v >> (f.width - 1), v - (1 << f.width), v)
-            out[f.name] = v
-        return out
+        vec = self._vec
+        v = ((words.T[vec.word] >> vec.shift) & vec.unpack_mask).astype(np.int64)
+        for k in vec.signed:
+            w = self.fields[k].width
+            v[k] = np.where(v[k] >> (w - 1), v[k] - (1 << w), v[k])
+        return {f.name: v[k] for k, f in enumerate(self.fields)}
+
+    @cached_property
+    def _vec(self) -> _Vectors:
+        return _Vectors.of(self.fields)
+
+
+@dataclass(frozen=True, eq=False)
+class _Vectors:
+    """Per-field constants of a layout as column vectors ``(fields, 1)`` for the vectorised
+    encoder and decoder: 64-bit word, shift in it, masks, value range; the signed fields."""
+
+    word: np.ndarray
+    shift: np.ndarray
+    pack_mask: np.ndarray
+    unpack_mask: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    signed: tuple[int, ...]
+
+    @staticmethod
+    def of(fields: Sequence[Field]) -> _Vectors:
+        def col(values: list[int], dtype: type) -> np.ndarray:
+            return np.array(values, dtype=dtype).reshape(-1, 1)
+
+        return _Vectors(
+            word=np.array([f.offset // 64 for f in fields], dtype=np.intp),
+            shift=col([f.offset % 64 for f in fields], np.uint64),
+            pack_mask=col([f.mask for f in fields], np.int64),
+            unpack_mask=col([f.mask for f in fields], np.uint64),
+            lo=col([f.min for f in fields], np.int64), hi=col([f.max for f in fields], np.int64),
+            signed=tuple(k for k, f in enumerate(fields) if f.signed))
+
+
+def _checked_columns(fields: Sequence[Field], cols: Sequence[Sequence[int] | np.ndarray],
+                     lo: np.ndarray, hi: np.ndarray, what: Callable[[int], str]) -> np.ndarray:
+    """The columns ``cols`` of ``fields`` as one int64 ``(fields, n)`` matrix after the check
+    of :meth:`Field.check`: when one value does not convert or fit, the columns are checked
+    one by one in field order (:func:`_checked_column`: its message on the first field and
+    row that fails)."""
+    try:
+        v = np.array(cols, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):  # not integers, or beyond 64 bits
+        v = None
+    if v is not None and v.ndim == 2 and not ((v < lo) | (v > hi)).any():
+        return v
+    return np.array([_checked_column(f, c, what) for f, c in zip(fields, cols)])
 
 
 def _checked_column(f: Field, col: Sequence[int] | np.ndarray,

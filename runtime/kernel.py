@@ -139,9 +139,12 @@ class UopKernel:
         op = as_alu_opcode(alu_opcode) if m == ALU else AluOp.ADD
         use_imm = bool(use_imm) if m == ALU else False
         imm = int(imm) if m == ALU else 0
-        for what, v in (("dst", dst), ("src", src), ("wgt", wgt)):
-            if not _is_int(v) or v < 0:
-                raise KernelError(f"micro-op {what} index {v!r} must be a non-negative integer")
+        if not (type(dst) is int and type(src) is int and type(wgt) is int
+                and dst >= 0 and src >= 0 and wgt >= 0):  # (the usual case, checked at once)
+            for what, v in (("dst", dst), ("src", src), ("wgt", wgt)):
+                if not _is_int(v) or v < 0:
+                    raise KernelError(f"micro-op {what} index {v!r} must be a non-negative "
+                                      "integer")
         head = (m, bool(reset), op, use_imm, imm)
         mine = (self.mode, self.reset, self.alu_opcode, self.use_imm, self.imm)
         if self._dst and head != mine:
@@ -315,8 +318,12 @@ class UopKernel:
                 f"loops={[lp.extent for lp in self.loops]} {state}>")
 
 
+#: isinstance tuple of integers (an ``A | B`` union is built at every call)
+_INTEGERS = (int, np.integer)
+
+
 def _is_int(v: object) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+    return type(v) is int or (isinstance(v, _INTEGERS) and not isinstance(v, bool))
 
 
 def _fmt_head(head: tuple) -> str:

@@ -94,6 +94,8 @@ class PerfParams:
 
 
 DEFAULT_PARAMS = PerfParams()
+#: isinstance tuple of the GEMM/ALU instructions (an ``A | B`` union is built at every call)
+_LOOP_INSNS = (GemmInsn, AluInsn)
 
 
 @dataclass
@@ -153,7 +155,7 @@ class PerfModel:
         return p.mem_latency, data, p.mem_overhead, pad_rows * p.pad_per_row
 
     def _compute_cycles(self, insn: Insn) -> float:
-        if isinstance(insn, GemmInsn | AluInsn):
+        if isinstance(insn, _LOOP_INSNS):
             n = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
             if not n:
                 return 0.0
@@ -223,9 +225,10 @@ class PerfModel:
             pops = ((pop_prev,) if insn.pop_prev_dep else ()) + \
                 ((pop_next,) if insn.pop_next_dep else ())
         pushes: tuple = ()
-        if insn.push_prev_dep or insn.push_next_dep:
-            pushes = tuple(q for q, flag in ((push_prev, insn.push_prev_dep),
-                                             (push_next, insn.push_next_dep)) if flag and q)
+        if insn.push_prev_dep or insn.push_next_dep:  # (prev, then next; where the module has it)
+            prev = push_prev if insn.push_prev_dep and push_prev else None
+            nxt = push_next if insn.push_next_dep and push_next else None
+            pushes = (prev, nxt) if prev and nxt else (prev,) if prev else (nxt,) if nxt else ()
         if isinstance(insn, MemInsn):
             mem = self._mem_cycles(insn)
             if mem[1]:
@@ -244,13 +247,14 @@ class PerfModel:
         period = max(burst_cycles, (p.mem_latency + burst_cycles) / max(1, p.outstanding))
         arrival = [0.0] * n_insns  # Python floats: read once per scheduling step
         bursts: list[tuple[float, float]] = []  # port intervals taken by fetch
+        beat, per_insn = p.beat, p.fetch_per_insn  # (a property: read once)
         for j in range(math.ceil(n_insns / per_burst)):
             start = p.mem_latency + j * period
             n_in = min(per_burst, n_insns - j * per_burst)  # the last burst may be short
-            bursts.append((start, start + n_in * fetch_beats * p.beat))
+            bursts.append((start, start + n_in * fetch_beats * beat))
             for k in range(j * per_burst, min(n_insns, (j + 1) * per_burst)):
-                arrival[k] = float(start + (k - j * per_burst + 1) * fetch_beats * p.beat
-                                   + (k + 1) * p.fetch_per_insn)
+                arrival[k] = float(start + (k - j * per_burst + 1) * fetch_beats * beat
+                                   + (k + 1) * per_insn)
         return _Fetch(arrival, bursts, [b1 for _, b1 in bursts])
 
     def _ready_time(self, state: _RunState, m: _Module, steps: list[_Step]) -> float | None:
@@ -259,7 +263,7 @@ class PerfModel:
         if not m.queue:
             return None
         k = m.queue[0]
-        t0 = max(m.free_at, state.arrival[k])
+        t0 = max(m.free_at, state.fetch.arrival[k])
         q = state.left_at[m.name]
         if len(q) >= self.insn_queue_depth:
             t0 = max(t0, q[-self.insn_queue_depth])

@@ -17,7 +17,7 @@ from vta.isa import Config
 
 from ..errors import CodegenError
 from ..passes.sync import COMPUTE, LOAD, STORE, Command, group_threads, insert_sync, issue
-from ..tir.expr import Expr, Var, py_source
+from ..tir.expr import Const, Expr, Var, py_source
 from ..tir.stmt import (
     ACC_SCOPE,
     INP_SCOPE,
@@ -52,19 +52,22 @@ def _extent(b: Buffer) -> tuple[str, int, int]:
 def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Command]:
     """The command stream of ``func`` with concrete addresses (tokens not yet placed)."""
     leaves: list[Callable[..., Command]] = []
-    src = _HostSource(leaves, cfg, buffers).function(func.body)
+    host = _HostSource(leaves, cfg, buffers)
+    src = host.function(func.body)
     out: list[Command] = []
-    _compiled(src, "_host")(out.append, leaves)
+    _compiled(src, "_host")(out.append, leaves, tuple(host.consts))
     return out
 
 
 class _HostSource:
     """The host loops of a lowered function as the source of one Python function
-    ``_host(ap, L)``: its loops are Python loops, and every :class:`Dma` or
+    ``_host(ap, L, C)``: its loops are Python loops, and every :class:`Dma` or
     :class:`UopKernel` a call ``ap(L[k](...))`` of the command maker ``L[k]`` (a
     :class:`_DmaCode` or :class:`_KernelCode`, appended to ``leaves``) on the values of its
     index expressions. Code generation runs it once instead of walking the IR for every
-    iteration of every loop."""
+    iteration of every loop. Its constants (loop extents, those of the index expressions)
+    are the values ``C`` (:attr:`consts`), one per occurrence, not literals: knob-search
+    candidates of one template then share a source, compiled once (:func:`_compiled`)."""
 
     def __init__(self, leaves: list[Callable[..., Command]], cfg: Config,
                  buffers: dict[Buffer, Any]) -> None:
@@ -72,19 +75,30 @@ class _HostSource:
         self.names: dict[int, str] = {}  # id(loop variable) -> its Python name, while in scope
         self.lines: list[str] = []
         self.loops = 0
+        self.consts: list[int | float] = []  # the values of the names c0, c1, ...
 
     def function(self, body: Stmt) -> str:
         self.stmt(body, 1)
-        head = ["def _host(ap, L):"]
+        head = ["def _host(ap, L, C):"]
         if self.leaves:
             head.append(f"    {''.join(f'L{k}, ' for k in range(len(self.leaves)))}= L")
+        if self.consts:
+            head.append(f"    {''.join(f'c{k}, ' for k in range(len(self.consts)))}= C")
         return "\n".join([*head, *self.lines, "    return None"])
+
+    def const(self, value: int | float) -> str:
+        """The name of a new constant of the generated function, of ``value``."""
+        self.consts.append(value)
+        return f"c{len(self.consts) - 1}"
+
+    def _const_expr(self, c: Const) -> str:
+        return self.const(c.value)
 
     def expr(self, e: Expr) -> str:
         def unbound(v: Var) -> str:
             raise CodegenError(f"variable {v.name} is not bound when evaluating {e}")
 
-        return py_source(e, self.names, unbound)
+        return py_source(e, self.names, unbound, self._const_expr)
 
     def leaf(self, maker: Callable[..., Command], args: list[str], pad: str) -> None:
         self.lines.append(f"{pad}ap(L{len(self.leaves)}({', '.join(args)}))")
@@ -108,7 +122,7 @@ class _HostSource:
         elif isinstance(s, Seq):
             for c in s.stmts:
                 self.stmt(c, depth)
-        elif isinstance(s, Allocate | Attr):
+        elif isinstance(s, (Allocate, Attr)):
             self.stmt(s.body, depth)
         elif isinstance(s, If):
             self.lines.append(f"{pad}if {self.expr(s.cond)}:")
@@ -126,7 +140,7 @@ class _HostSource:
             self.lines.append(f"{'    ' * depth}{name} = 0")
             self.stmt(s.body, depth)
         else:
-            self.lines.append(f"{'    ' * depth}for {name} in range({s.extent}):")
+            self.lines.append(f"{'    ' * depth}for {name} in range({self.const(s.extent)}):")
             self.block(s.body, depth + 1)
         del self.names[id(s.var)]
 
@@ -208,12 +222,18 @@ class _KernelCode:
             ("alu", s0.op, s0.use_imm, s0.imm or 0)
         self._names: dict[int, str] = {id(lp.var): "0" for lp in k.loops}
         self.params: list[Var] = []
+        consts: list[int] = []  # the values of the names c0, c1, ... (see _HostSource)
+        self._consts = consts
         lines: list[str] = []
         self._gen(k.body, 1, lines)
-        del self._names
-        head = f"def _uops({', '.join(f'p{n}' for n in range(len(self.params)))}):"
-        src = "\n".join([head, "    u = []", "    ap = u.append", *lines, "    return u"])
+        del self._names, self._consts
+        head = [f"def _uops(C, {''.join(f'p{n}, ' for n in range(len(self.params)))}):"]
+        if consts:
+            head.append(f"    {''.join(f'c{k}, ' for k in range(len(consts)))}= C")
+        src = "\n".join([*head, "    u = []", "    ap = u.append", *lines, "    return u"])
+        #: the micro-op list of values of :attr:`params` (its first argument: the constants)
         self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src, "_uops")
+        self.consts = tuple(consts)
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
         #: what the commands of each memoised micro-op list share (by the list's id)
         self.made: dict[int, tuple[Callable[[Any], None], str, tuple[Any, int]]] = {}
@@ -232,8 +252,16 @@ class _KernelCode:
             self.params.append(v)
         return names[id(v)]
 
+    def _const(self, value: int) -> str:
+        """The name of a new constant of the generated function, of ``value``."""
+        self._consts.append(value)
+        return f"c{len(self._consts) - 1}"
+
+    def _const_expr(self, c: Const) -> str:
+        return self._const(c.value)
+
     def _expr(self, e: Expr) -> str:
-        return py_source(e, self._names, self._name_of)
+        return py_source(e, self._names, self._name_of, self._const_expr)
 
     def _gen(self, s: Stmt, depth: int, lines: list[str]) -> None:
         """The source lines of the body ``s`` at indentation ``depth`` (a method, not a
@@ -243,20 +271,21 @@ class _KernelCode:
         expr = self._expr
         if isinstance(s, For):
             self._names[id(s.var)] = f"i{depth}"
-            lines.append(f"{pad}for i{depth} in range({s.extent}):")
+            lines.append(f"{pad}for i{depth} in range({self._const(s.extent)}):")
             lines.append(f"{pad}    pass")
             self._gen(s.body, depth + 1, lines)
             del self._names[id(s.var)]
         elif isinstance(s, Gemm):
-            d = f"{s.dst.base} + {expr(s.dst_index)}"
+            base = self._const
+            d = f"{base(s.dst.base)} + {expr(s.dst_index)}"
             if s.reset:
                 lines.append(f"{pad}ap(({d}, 0, 0))")
             else:
-                lines.append(f"{pad}ap(({d}, {s.src.base} + {expr(s.src_index)}, "
-                             f"{s.wgt.base} + {expr(s.wgt_index)}))")
+                lines.append(f"{pad}ap(({d}, {base(s.src.base)} + {expr(s.src_index)}, "
+                             f"{base(s.wgt.base)} + {expr(s.wgt_index)}))")
         elif isinstance(s, Alu):
-            lines.append(f"{pad}d = {s.dst.base} + {expr(s.dst_index)}")
-            src = "d" if s.use_imm else f"{s.src.base} + {expr(s.src_index)}"
+            lines.append(f"{pad}d = {self._const(s.dst.base)} + {expr(s.dst_index)}")
+            src = "d" if s.use_imm else f"{self._const(s.src.base)} + {expr(s.src_index)}"
             lines.append(f"{pad}ap((d, {src}, 0))")
         else:
             for c in stmt_children(s):
@@ -266,7 +295,7 @@ class _KernelCode:
         """The micro-ops for the values ``args`` of :attr:`params` (memoised)."""
         u = self.memo.get(args)
         if u is None:
-            u = self.memo[args] = tuple(self.fn(*args))
+            u = self.memo[args] = tuple(self.fn(self.consts, *args))
             if len(u) > self.cfg.uop_depth:
                 raise CodegenError(
                     f"a micro-kernel on {self.k.leaves[0].dst.name} has {len(u)} micro-ops but "
@@ -386,9 +415,11 @@ def preload_kernels(cmds: list[Command], cfg: Config, queue: Any) -> int:
         return 0
     total = 0
     seen: set[int] = set()
+    got: set[int] = set()  # the (getter, count) pairs already looked at
     for c in cmds:
-        if c.kernel is None:
-            continue
+        if c.kernel is None or id(c.kernel) in got:
+            continue  # (one pair per micro-op list: its kernel is one of ``seen``)
+        got.add(id(c.kernel))
         get, n = c.kernel
         kern = get(queue)
         if id(kern) in seen:

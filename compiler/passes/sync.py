@@ -56,7 +56,13 @@ class Command:
 
 
 def _overlap(a: tuple, b: tuple) -> bool:
-    return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+    """Whether an interval of ``a`` meets one of ``b`` in the same space (plain loops, not a
+    generator: called for every pair of commands the passes compare)."""
+    for x in a:
+        for y in b:
+            if x[0] == y[0] and x[1] < y[2] and y[1] < x[2]:
+                return True
+    return False
 
 
 def conflict(a: Command, b: Command) -> bool:

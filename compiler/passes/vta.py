@@ -49,6 +49,11 @@ from ..tir.stmt import (
 from .base import Pass, replace_buffers
 from .dma import tile_shape
 
+#: isinstance tuples of hot traversals (an ``A | B`` union is built at every call)
+_MICRO_OPS = (Gemm, Alu)
+_COMPUTE = (UopKernel, Gemm, Alu)
+_THREADED = (Dma, UopKernel)
+
 
 def _signature(leaf: Stmt) -> tuple:
     if isinstance(leaf, Gemm):
@@ -59,7 +64,7 @@ def _signature(leaf: Stmt) -> tuple:
 
 def _pure(s: Stmt) -> bool:
     """Only serial loops, sequences and micro-ops."""
-    if isinstance(s, Gemm | Alu):
+    if isinstance(s, _MICRO_OPS):
         return True
     if isinstance(s, For):
         return s.kind in ("serial", "unroll") and _pure(s.body)
@@ -81,7 +86,7 @@ class FoldUopLoops(Pass):
     def _visit(self, s: Stmt) -> Stmt | None:
         if not _pure(s):
             return None
-        sigs = {_signature(n) for n in walk(s) if isinstance(n, Gemm | Alu)}
+        sigs = {_signature(n) for n in walk(s) if isinstance(n, _MICRO_OPS)}
         if len(sigs) == 1:
             return self.kernel(s)
         if isinstance(s, Seq):
@@ -106,7 +111,7 @@ class FoldUopLoops(Pass):
         v = s.var
         factors: list[int | None] = [None, None, None]
         for leaf in walk(s.body):
-            if not isinstance(leaf, Gemm | Alu):
+            if not isinstance(leaf, _MICRO_OPS):
                 continue
             idxs = (leaf.dst_index, leaf.src_index, getattr(leaf, "wgt_index", None))
             for k, e in enumerate(idxs):
@@ -135,7 +140,7 @@ def _range_simplify(s: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
         return For(s.var, s.extent, _range_simplify(s.body, inner), s.kind)
     if isinstance(s, Seq):
         return seq(_range_simplify(c, ranges) for c in s.stmts)
-    if isinstance(s, Gemm | Alu) and ranges:
+    if isinstance(s, _MICRO_OPS) and ranges:
         return map_exprs(s, lambda e: simplify_ranges(e, ranges))
     return s
 
@@ -240,7 +245,7 @@ def _module(s: Stmt) -> str | None:
         if isinstance(n, Dma):
             mods.add("compute" if n.direction == "load" and n.sram.scope == ACC_SCOPE
                      else ("load" if n.direction == "load" else "store"))
-        elif isinstance(n, UopKernel | Gemm | Alu):
+        elif isinstance(n, _COMPUTE):
             mods.add("compute")
         elif isinstance(n, Store):
             return None
@@ -249,7 +254,7 @@ def _module(s: Stmt) -> str | None:
 
 def _tag(s: Stmt, t: int) -> Stmt:
     def fn(n: Stmt) -> Stmt | None:
-        if isinstance(n, Dma | UopKernel):
+        if isinstance(n, _THREADED):
             old = n.thread
             tag = (t,) if old is None else (t,) + (old if isinstance(old, tuple) else (old,))
             return with_fields(n, thread=tag)

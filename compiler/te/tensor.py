@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from types import FunctionType
 from typing import Any
 
 from ..errors import LoweringError, ScheduleError
@@ -162,26 +163,46 @@ def compute(shape: Sequence[int] | int, fcompute: Callable[..., Any], name: str 
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(int(d) for d in shape)
-    params = list(inspect.signature(fcompute).parameters.values())
-    if len(params) == 1 and params[0].kind == inspect.Parameter.VAR_POSITIONAL or \
-            any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+    arg_names, varargs = _arguments(fcompute)
+    if varargs:
         names = [f"i{k}" for k in range(len(shape))]
     else:
-        if len(params) != len(shape):
-            raise LoweringError(f"compute {name}: fcompute takes {len(params)} arguments for a "
-                                f"{len(shape)}-d shape")
-        names = [p.name for p in params]
+        if len(arg_names) != len(shape):
+            raise LoweringError(f"compute {name}: fcompute takes {len(arg_names)} arguments "
+                                f"for a {len(shape)}-d shape")
+        names = list(arg_names)
     axis = [IterVar(0, d, n) for d, n in zip(shape, names)]
-    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
-        body = fcompute(*[iv.var for iv in axis])
-    else:
-        body = fcompute(*[iv.var for iv in axis])
+    body = fcompute(*[iv.var for iv in axis])
     body = as_expr(body)
     if isinstance(body, Reduce):
         for iv in body.axes:
             if iv.kind != "reduce":
                 raise LoweringError(f"compute {name}: {iv.name} is not a reduce_axis")
     return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+#: (parameter names, whether one is ``*args``) of plain functions by their code object: what
+#: inspect.signature says of them depends only on it (a knob search builds its operator's
+#: computes, the same lambdas, for every candidate); cleared at _MAX_ARGUMENTS entries.
+_ARGUMENTS: dict[Any, tuple[tuple[str, ...], bool]] = {}
+_MAX_ARGUMENTS = 4096
+
+
+def _arguments(fcompute: Callable[..., Any]) -> tuple[tuple[str, ...], bool]:
+    """The parameter names of ``fcompute`` and whether one of them is ``*args``."""
+    plain = type(fcompute) is FunctionType and not fcompute.__dict__  # no __wrapped__ etc.
+    if plain:
+        hit = _ARGUMENTS.get(fcompute.__code__)
+        if hit is not None:
+            return hit
+    params = list(inspect.signature(fcompute).parameters.values())
+    out = (tuple(p.name for p in params),
+           any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params))
+    if plain:
+        if len(_ARGUMENTS) >= _MAX_ARGUMENTS:
+            _ARGUMENTS.clear()
+        _ARGUMENTS[fcompute.__code__] = out
+    return out
 
 
 def reduce_axis(dom: Sequence[int] | range, name: str = "rv") -> IterVar:

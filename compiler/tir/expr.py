@@ -17,6 +17,8 @@ from ..errors import LoweringError
 
 INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 FLOAT_TYPES = ("float32", "float64")
+#: dtypes whose constants hold a Python int (the integer types and bool)
+_INTEGRAL = frozenset(INT_TYPES + ("bool",))
 _BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
          "uint32": 32, "float32": 32, "float64": 64, "bool": 1}
 
@@ -142,11 +144,8 @@ class Const(Expr):
     __slots__ = ("value", "dtype")
 
     def __init__(self, value: int | float, dtype: str):
-        if is_int(dtype) or dtype == "bool":
-            value = int(value)
-        else:
-            value = float(value)
-        self.value, self.dtype = value, dtype
+        self.value = int(value) if dtype in _INTEGRAL else float(value)
+        self.dtype = dtype
 
 
 class Binary(Expr):
@@ -156,7 +155,10 @@ class Binary(Expr):
     COMPARE = ("lt", "le", "eq", "ne")
 
     def __init__(self, op: str, a: Expr, b: Expr, dtype: str):
-        self.op, self.a, self.b, self.dtype = op, a, b, dtype
+        self.op = op
+        self.a = a
+        self.b = b
+        self.dtype = dtype
 
 
 class Cast(Expr):
@@ -345,17 +347,20 @@ def all_of(*conds: Any) -> Expr:
 
 # ------------------------------------------------------------------------ traversal
 def children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Binary):
+    t = type(e)  # the exact type: no node class has subclasses
+    if t is Binary:
         return (e.a, e.b)
-    if isinstance(e, Cast):
+    if t is Var or t is Const:
+        return ()
+    if t is Cast:
         return (e.value,)
-    if isinstance(e, Select):
+    if t is Select:
         return (e.cond, e.t, e.f)
-    if isinstance(e, Call):
+    if t is Call:
         return e.args
-    if isinstance(e, _INDEXED):
+    if t is TensorRead or t is BufferLoad:
         return e.indices
-    if isinstance(e, Reduce):
+    if t is Reduce:
         return (e.source,) + ((e.where,) if e.where is not None else ())
     return ()
 
@@ -365,21 +370,24 @@ def transform(e: Expr, f: Callable[[Expr], Expr | None]) -> Expr:
     r = f(e)
     if r is not None:
         return r
-    if isinstance(e, Binary):
+    t = type(e)  # the exact type: no node class has subclasses
+    if t is Binary:
         a, b = transform(e.a, f), transform(e.b, f)
         return e if a is e.a and b is e.b else binary(e.op, a, b)
-    if isinstance(e, Cast):
+    if t is Var or t is Const:
+        return e
+    if t is Cast:
         v = transform(e.value, f)
         return e if v is e.value else cast(e.dtype, v)
-    if isinstance(e, Select):
+    if t is Select:
         return Select(transform(e.cond, f), transform(e.t, f), transform(e.f, f))
-    if isinstance(e, Call):
+    if t is Call:
         return Call(e.name, [transform(a, f) for a in e.args], e.dtype)
-    if isinstance(e, TensorRead):
+    if t is TensorRead:
         return TensorRead(e.tensor, [transform(i, f) for i in e.indices])
-    if isinstance(e, BufferLoad):
+    if t is BufferLoad:
         return BufferLoad(e.buffer, [transform(i, f) for i in e.indices])
-    if isinstance(e, Reduce):
+    if t is Reduce:
         return Reduce(e.combiner, transform(e.source, f), e.axes,
                       None if e.where is None else transform(e.where, f))
     return e
@@ -566,9 +574,9 @@ def linear(e: Expr) -> Lin:
                 return _lin(la.terms, la.const - c, la.atoms)
             return la.scale(c) if la.terms else _lin({}, c * la.const, {})
         if op == "add":
-            return linear(e.a) + linear(e.b)
+            return linear(e.a)._plus(linear(e.b), 1)
         if op == "sub":
-            return linear(e.a) - linear(e.b)
+            return linear(e.a)._plus(linear(e.b), -1)
         if op == "mul":
             la, lb = linear(e.a), linear(e.b)
             if not la.terms:
@@ -596,7 +604,8 @@ def linear(e: Expr) -> Lin:
 
 def simplify(e: Expr) -> Expr:
     """Canonicalise integer index arithmetic (affine parts folded, constants combined)."""
-    if type(e) is Var:  # its own canonical form
+    t = type(e)
+    if t is Var or t is Const:  # its own canonical form (an int constant's value is an int)
         return e
     if is_int(e.dtype) and not isinstance(e, _OPAQUE):
         if isinstance(e, Binary) and e.op not in ("add", "sub", "mul", "floordiv", "floormod"):
@@ -638,7 +647,7 @@ def bound(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr]:
             a, b = ranged_keys[k]
             lo_c += c * (a if c > 0 else b)
             hi_c += c * (b if c > 0 else a)
-        elif free_vars(atom) & ranged:
+        elif type(atom) is not Var and free_vars(atom) & ranged:  # (a variable here is unranged)
             amin, amax = _bound_atom(atom, ranges)
             if c > 0:
                 lo, hi = lo + linear(amin).scale(c), hi + linear(amax).scale(c)
@@ -670,10 +679,15 @@ def _bound_atom(e: Expr, ranges: dict[Var, tuple[int, int]]) -> tuple[Expr, Expr
     raise LoweringError(f"cannot bound the index expression {e} (not affine in the loops)")
 
 
+_DIVMOD = ("floordiv", "floormod")
+
+
 def simplify_ranges(e: Expr, ranges: dict[Var, tuple[int, int]]) -> Expr:
     """Simplify ``floordiv``/``floormod`` atoms whose numerator stays inside one block when the
     variables in ``ranges`` span their [lo, hi] (e.g. ``(o * 4 + i) // 4`` -> ``o`` for
     ``i`` in [0, 3])."""
+    if not any(type(n) is Binary and n.op in _DIVMOD for n in walk(e)):
+        return e  # (only floordiv/floormod nodes of ``e`` make the atoms this rewrites)
     lin = linear(simplify(e))
     out = Lin({}, lin.const, {})
     changed = False
@@ -707,15 +721,17 @@ _PY_BIN = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
 
 
 def py_source(e: Expr, names: dict[int, str],
-              unbound: Callable[[Var], str] | None = None) -> str:
+              unbound: Callable[[Var], str] | None = None,
+              const: Callable[[Const], str] | None = None) -> str:
     """Python source of an integer expression; ``names`` maps ``id(var)`` to a Python name,
-    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error).
+    ``unbound`` (if given) names a variable that is not in ``names`` (else it is an error),
+    ``const`` (if given) the Python source of a constant (else its ``repr``).
     (A module-level recursion, not a recursive closure: a closure that calls itself is a
     reference cycle, garbage the cyclic collector must find; see vta.isa.gcpause.)"""
     t = type(e)
     if t is Binary:
-        return _PY_BIN[e.op].format(a=py_source(e.a, names, unbound),
-                                    b=py_source(e.b, names, unbound))
+        return _PY_BIN[e.op].format(a=py_source(e.a, names, unbound, const),
+                                    b=py_source(e.b, names, unbound, const))
     if t is Var:
         name = names.get(id(e))
         if name is not None:
@@ -724,12 +740,13 @@ def py_source(e: Expr, names: dict[int, str],
             raise LoweringError(f"variable {e.name} is not bound here")
         return unbound(e)
     if t is Const:
-        return repr(e.value)
+        return repr(e.value) if const is None else const(e)
     if t is Cast:
-        return py_source(e.value, names, unbound)
+        return py_source(e.value, names, unbound, const)
     if t is Select:
-        return (f"({py_source(e.t, names, unbound)} if {py_source(e.cond, names, unbound)} "
-                f"else {py_source(e.f, names, unbound)})")
+        return (f"({py_source(e.t, names, unbound, const)} if "
+                f"{py_source(e.cond, names, unbound, const)} "
+                f"else {py_source(e.f, names, unbound, const)})")
     raise LoweringError(f"cannot evaluate {e} on the host")
 
 

@@ -206,7 +206,7 @@ class UopKernel(Stmt):
 
     @property
     def leaves(self) -> list[Stmt]:
-        return [s for s in walk(self.body) if isinstance(s, Gemm | Alu)]
+        return [s for s in walk(self.body) if isinstance(s, _MICRO_OPS)]
 
 
 @dataclass(eq=False)
@@ -239,6 +239,7 @@ def seq(stmts: Iterable[Stmt]) -> Stmt:
 _BODY = (For, Allocate, Attr)
 _BODY_OR_KERNEL = (For, Allocate, Attr, UopKernel)
 _WITH_EXPRS = (Store, Dma, Gemm, Alu)
+_MICRO_OPS = (Gemm, Alu)
 
 
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
