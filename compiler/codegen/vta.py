@@ -55,8 +55,36 @@ def commands(func: PrimFunc, cfg: Config, buffers: dict[Buffer, Any]) -> list[Co
     host = _HostSource(leaves, cfg, buffers)
     src = host.function(func.body)
     out: list[Command] = []
-    _compiled(src, "_host")(out.append, leaves, tuple(host.consts))
+    _compiled(src, "_host")(out.append, leaves, tuple(host.consts.values))
     return out
+
+
+class _Consts:
+    """The constants of a generated function: each occurrence is a name ``c<k>`` bound from
+    the function's argument ``C`` (the values in order), not a literal, so functions that
+    differ only in their constants (knob-search candidates of one template) share one source,
+    compiled once (:func:`_compiled`)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: list[int | float] = []
+
+    def name(self, value: int | float) -> str:
+        """The name of a new constant of ``value``."""
+        self.values.append(value)
+        return f"c{len(self.values) - 1}"
+
+    def of(self, c: Const) -> str:
+        """The name of a new constant of an IR constant's value (:func:`py_source`)."""
+        return self.name(c.value)
+
+    def unpack(self) -> list[str]:
+        """The function body's first line, binding the names from ``C`` (none without
+        constants)."""
+        if not self.values:
+            return []
+        return [f"    {''.join(f'c{k}, ' for k in range(len(self.values)))}= C"]
 
 
 class _HostSource:
@@ -66,8 +94,7 @@ class _HostSource:
     :class:`_DmaCode` or :class:`_KernelCode`, appended to ``leaves``) on the values of its
     index expressions. Code generation runs it once instead of walking the IR for every
     iteration of every loop. Its constants (loop extents, those of the index expressions)
-    are the values ``C`` (:attr:`consts`), one per occurrence, not literals: knob-search
-    candidates of one template then share a source, compiled once (:func:`_compiled`)."""
+    are the values ``C`` (:attr:`consts`, a :class:`_Consts`)."""
 
     def __init__(self, leaves: list[Callable[..., Command]], cfg: Config,
                  buffers: dict[Buffer, Any]) -> None:
@@ -75,30 +102,20 @@ class _HostSource:
         self.names: dict[int, str] = {}  # id(loop variable) -> its Python name, while in scope
         self.lines: list[str] = []
         self.loops = 0
-        self.consts: list[int | float] = []  # the values of the names c0, c1, ...
+        self.consts = _Consts()
 
     def function(self, body: Stmt) -> str:
         self.stmt(body, 1)
         head = ["def _host(ap, L, C):"]
         if self.leaves:
             head.append(f"    {''.join(f'L{k}, ' for k in range(len(self.leaves)))}= L")
-        if self.consts:
-            head.append(f"    {''.join(f'c{k}, ' for k in range(len(self.consts)))}= C")
-        return "\n".join([*head, *self.lines, "    return None"])
-
-    def const(self, value: int | float) -> str:
-        """The name of a new constant of the generated function, of ``value``."""
-        self.consts.append(value)
-        return f"c{len(self.consts) - 1}"
-
-    def _const_expr(self, c: Const) -> str:
-        return self.const(c.value)
+        return "\n".join([*head, *self.consts.unpack(), *self.lines, "    return None"])
 
     def expr(self, e: Expr) -> str:
         def unbound(v: Var) -> str:
             raise CodegenError(f"variable {v.name} is not bound when evaluating {e}")
 
-        return py_source(e, self.names, unbound, self._const_expr)
+        return py_source(e, self.names, unbound, self.consts.of)
 
     def leaf(self, maker: Callable[..., Command], args: list[str], pad: str) -> None:
         self.lines.append(f"{pad}ap(L{len(self.leaves)}({', '.join(args)}))")
@@ -140,7 +157,7 @@ class _HostSource:
             self.lines.append(f"{'    ' * depth}{name} = 0")
             self.stmt(s.body, depth)
         else:
-            self.lines.append(f"{'    ' * depth}for {name} in range({self.const(s.extent)}):")
+            self.lines.append(f"{'    ' * depth}for {name} in range({self.consts.name(s.extent)}):")
             self.block(s.body, depth + 1)
         del self.names[id(s.var)]
 
@@ -222,18 +239,16 @@ class _KernelCode:
             ("alu", s0.op, s0.use_imm, s0.imm or 0)
         self._names: dict[int, str] = {id(lp.var): "0" for lp in k.loops}
         self.params: list[Var] = []
-        consts: list[int] = []  # the values of the names c0, c1, ... (see _HostSource)
-        self._consts = consts
+        self._consts = consts = _Consts()
         lines: list[str] = []
         self._gen(k.body, 1, lines)
         del self._names, self._consts
-        head = [f"def _uops(C, {''.join(f'p{n}, ' for n in range(len(self.params)))}):"]
-        if consts:
-            head.append(f"    {''.join(f'c{k}, ' for k in range(len(consts)))}= C")
-        src = "\n".join([*head, "    u = []", "    ap = u.append", *lines, "    return u"])
+        head = f"def _uops(C, {''.join(f'p{n}, ' for n in range(len(self.params)))}):"
+        src = "\n".join([head, *consts.unpack(), "    u = []", "    ap = u.append", *lines,
+                         "    return u"])
         #: the micro-op list of values of :attr:`params` (its first argument: the constants)
         self.fn: Callable[..., list[tuple[int, int, int]]] = _compiled(src, "_uops")
-        self.consts = tuple(consts)
+        self.consts = tuple(consts.values)
         self.memo: dict[tuple[int, ...], tuple[tuple[int, int, int], ...]] = {}
         #: what the commands of each memoised micro-op list share (by the list's id)
         self.made: dict[int, tuple[Callable[[Any], None], str, tuple[Any, int]]] = {}
@@ -252,16 +267,8 @@ class _KernelCode:
             self.params.append(v)
         return names[id(v)]
 
-    def _const(self, value: int) -> str:
-        """The name of a new constant of the generated function, of ``value``."""
-        self._consts.append(value)
-        return f"c{len(self._consts) - 1}"
-
-    def _const_expr(self, c: Const) -> str:
-        return self._const(c.value)
-
     def _expr(self, e: Expr) -> str:
-        return py_source(e, self._names, self._name_of, self._const_expr)
+        return py_source(e, self._names, self._name_of, self._consts.of)
 
     def _gen(self, s: Stmt, depth: int, lines: list[str]) -> None:
         """The source lines of the body ``s`` at indentation ``depth`` (a method, not a
@@ -271,12 +278,12 @@ class _KernelCode:
         expr = self._expr
         if isinstance(s, For):
             self._names[id(s.var)] = f"i{depth}"
-            lines.append(f"{pad}for i{depth} in range({self._const(s.extent)}):")
+            lines.append(f"{pad}for i{depth} in range({self._consts.name(s.extent)}):")
             lines.append(f"{pad}    pass")
             self._gen(s.body, depth + 1, lines)
             del self._names[id(s.var)]
         elif isinstance(s, Gemm):
-            base = self._const
+            base = self._consts.name
             d = f"{base(s.dst.base)} + {expr(s.dst_index)}"
             if s.reset:
                 lines.append(f"{pad}ap(({d}, 0, 0))")
@@ -284,8 +291,9 @@ class _KernelCode:
                 lines.append(f"{pad}ap(({d}, {base(s.src.base)} + {expr(s.src_index)}, "
                              f"{base(s.wgt.base)} + {expr(s.wgt_index)}))")
         elif isinstance(s, Alu):
-            lines.append(f"{pad}d = {self._const(s.dst.base)} + {expr(s.dst_index)}")
-            src = "d" if s.use_imm else f"{self._const(s.src.base)} + {expr(s.src_index)}"
+            base = self._consts.name
+            lines.append(f"{pad}d = {base(s.dst.base)} + {expr(s.dst_index)}")
+            src = "d" if s.use_imm else f"{base(s.src.base)} + {expr(s.src_index)}"
             lines.append(f"{pad}ap((d, {src}, 0))")
         else:
             for c in stmt_children(s):
