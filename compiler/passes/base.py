@@ -8,11 +8,10 @@ from typing import ClassVar
 
 from ..tir.expr import BufferLoad, Expr, transform
 from ..tir.stmt import (
+    MICRO_OPS,
     Allocate,
-    Alu,
     Buffer,
     Dma,
-    Gemm,
     PrimFunc,
     Stmt,
     Store,
@@ -82,7 +81,7 @@ def replace_buffers(s: Stmt, mapping: dict[Buffer, Buffer], drop_alloc: bool = F
         if isinstance(n, Dma):
             return with_fields(map_exprs(n, expr), sram=mapping.get(n.sram, n.sram),
                                dram=mapping.get(n.dram, n.dram))
-        if isinstance(n, (Gemm, Alu)):
+        if isinstance(n, MICRO_OPS):
             kw = {k: mapping.get(getattr(n, k), getattr(n, k))
                   for k in ("dst", "src", "wgt") if hasattr(n, k) and getattr(n, k) is not None}
             return with_fields(n, **kw)

@@ -24,6 +24,7 @@ from ..tir.expr import walk as ewalk
 from ..tir.stmt import (
     ACC_SCOPE,
     INP_SCOPE,
+    MICRO_OPS,
     VTA_SCOPES,
     WGT_SCOPE,
     Allocate,
@@ -50,8 +51,7 @@ from .base import Pass, replace_buffers
 from .dma import tile_shape
 
 #: isinstance tuples of hot traversals (an ``A | B`` union is built at every call)
-_MICRO_OPS = (Gemm, Alu)
-_COMPUTE = (UopKernel, Gemm, Alu)
+_COMPUTE = (UopKernel, *MICRO_OPS)
 _THREADED = (Dma, UopKernel)
 
 
@@ -64,7 +64,7 @@ def _signature(leaf: Stmt) -> tuple:
 
 def _pure(s: Stmt) -> bool:
     """Only serial loops, sequences and micro-ops."""
-    if isinstance(s, _MICRO_OPS):
+    if isinstance(s, MICRO_OPS):
         return True
     if isinstance(s, For):
         return s.kind in ("serial", "unroll") and _pure(s.body)
@@ -86,7 +86,7 @@ class FoldUopLoops(Pass):
     def _visit(self, s: Stmt) -> Stmt | None:
         if not _pure(s):
             return None
-        sigs = {_signature(n) for n in walk(s) if isinstance(n, _MICRO_OPS)}
+        sigs = {_signature(n) for n in walk(s) if isinstance(n, MICRO_OPS)}
         if len(sigs) == 1:
             return self.kernel(s)
         if isinstance(s, Seq):
@@ -111,7 +111,7 @@ class FoldUopLoops(Pass):
         v = s.var
         factors: list[int | None] = [None, None, None]
         for leaf in walk(s.body):
-            if not isinstance(leaf, _MICRO_OPS):
+            if not isinstance(leaf, MICRO_OPS):
                 continue
             idxs = (leaf.dst_index, leaf.src_index, getattr(leaf, "wgt_index", None))
             for k, e in enumerate(idxs):
@@ -140,7 +140,7 @@ def _range_simplify(s: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
         return For(s.var, s.extent, _range_simplify(s.body, inner), s.kind)
     if isinstance(s, Seq):
         return seq(_range_simplify(c, ranges) for c in s.stmts)
-    if isinstance(s, _MICRO_OPS) and ranges:
+    if isinstance(s, MICRO_OPS) and ranges:
         return map_exprs(s, lambda e: simplify_ranges(e, ranges))
     return s
 

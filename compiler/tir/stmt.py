@@ -206,7 +206,7 @@ class UopKernel(Stmt):
 
     @property
     def leaves(self) -> list[Stmt]:
-        return [s for s in walk(self.body) if isinstance(s, _MICRO_OPS)]
+        return [s for s in walk(self.body) if isinstance(s, MICRO_OPS)]
 
 
 @dataclass(eq=False)
@@ -239,7 +239,8 @@ def seq(stmts: Iterable[Stmt]) -> Stmt:
 _BODY = (For, Allocate, Attr)
 _BODY_OR_KERNEL = (For, Allocate, Attr, UopKernel)
 _WITH_EXPRS = (Store, Dma, Gemm, Alu)
-_MICRO_OPS = (Gemm, Alu)
+#: the micro-op statements (an isinstance tuple)
+MICRO_OPS = (Gemm, Alu)
 
 
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
@@ -351,6 +352,6 @@ def buffers_used(s: Stmt) -> set[Buffer]:
 __all__ = [
     "INP_SCOPE", "WGT_SCOPE", "ACC_SCOPE", "VTA_SCOPES", "Buffer", "Stmt", "For", "Seq", "Store",
     "Allocate", "Attr", "If", "Nop", "PadSpec", "Dma", "Gemm", "Alu", "UopLoop", "UopKernel",
-    "PrimFunc", "seq", "stmt_children", "walk", "rebuild", "with_fields", "map_exprs",
-    "stmt_substitute", "buffers_used",
+    "PrimFunc", "MICRO_OPS", "seq", "stmt_children", "walk", "rebuild", "with_fields",
+    "map_exprs", "stmt_substitute", "buffers_used",
 ]
