@@ -325,10 +325,12 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
             yield k, v
 
 
-#: Ops that pass values on without changing their order: moved (shape ops, concatenation) or
-#: mapped by an increasing function (Sigmoid, Tanh; Softmax along its axis).
-ORDER_KEEPING = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Squeeze",
-                           "Unsqueeze", "Concat", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"})
+#: Ops that only move values (shape ops and concatenation; ONNX's Squeeze/Unsqueeze import as
+#: Reshape).
+_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Concat"})
+#: Ops that pass values on without changing their order: moved, or mapped by an increasing
+#: function (Sigmoid, Tanh; Softmax along its axis).
+ORDER_KEEPING = _MOVES | {"Sigmoid", "Tanh", "Softmax", "LogSoftmax"}
 
 
 def output_sources(g: Graph) -> set[str]:
@@ -927,8 +929,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
 #: Ops whose int8 kernel carries an offset through unchanged (they move, select or take the
 #: maximum of values, and a concatenation of inputs at its own scale copies them): tensors they
 #: join share one scale and offset (see :func:`offset_groups`).
-_CARRIERS = {"MaxPool", "Concat", "Flatten", "Reshape", "Identity", "Transpose", "Slice",
-             "Gather", "GlobalMaxPool"}
+_CARRIERS = _MOVES | {"MaxPool", "Slice", "Gather", "GlobalMaxPool"}
 
 
 def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
