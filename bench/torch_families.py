@@ -709,21 +709,29 @@ def build(name: str, seed: int = 0, *, small: bool = False, size: int | None = N
 
 
 def export(model: nn.Module, size: int, *, dynamo: bool, opset: int | None = None,
-           dynamic_batch: bool = False, fold: bool = True) -> bytes:
+           dynamic_batch: bool = False, dynamic_size: bool = False, fold: bool = True) -> bytes:
     """``torch.onnx.export`` of a (1, 3, size, size) input, serialized; ``dynamic_batch``
-    exports a symbolic batch dimension (the graph then computes shapes at run time);
-    ``fold=False`` is the TorchScript exporter without its constant folding (batch norms stay,
-    weights are also listed as graph inputs)."""
-    x = torch.randn(2 if dynamic_batch and dynamo else 1, 3, size, size)
+    exports a symbolic batch dimension, ``dynamic_size`` symbolic height and width (the graph
+    then computes shapes at run time); ``fold=False`` is the TorchScript exporter without its
+    constant folding (batch norms stay, weights are also listed as graph inputs)."""
+    # (torch.export specializes a dynamic dimension whose example size is 1)
+    side = 2 * size if dynamic_size and dynamo else size
+    x = torch.randn(2 if dynamic_batch and dynamo else 1, 3, side, side)
     buf = io.BytesIO()
     kw: dict = {"opset_version": opset} if opset else {}
     if dynamo:
-        if dynamic_batch:
-            kw["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=64)},)
+        dims = {0: torch.export.Dim("batch", min=1, max=64)} if dynamic_batch else {}
+        if dynamic_size:  # multiples of 32: every stride-2 stage keeps an even size
+            dims.update({2: 32 * torch.export.Dim("h32", min=1, max=32),
+                         3: 32 * torch.export.Dim("w32", min=1, max=32)})
+        if dims:
+            kw["dynamic_shapes"] = (dims,)
         prog = torch.onnx.export(model, (x,), dynamo=True, verbose=False, **kw)
         return prog.model_proto.SerializeToString()
-    if dynamic_batch:
-        kw["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
+    dims = ({0: "batch"} if dynamic_batch else {}) | ({2: "height", 3: "width"}
+                                                      if dynamic_size else {})
+    if dims:
+        kw["dynamic_axes"] = {"input": dims, "output": {0: "batch"} if dynamic_batch else {}}
     if not fold:
         kw.update(do_constant_folding=False, keep_initializers_as_inputs=True)
     torch.onnx.export(model, (x,), buf, dynamo=False, input_names=["input"],

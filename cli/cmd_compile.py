@@ -7,7 +7,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from .common import add_config_args, config_from_args, positive_int
+from .common import (
+    add_config_args,
+    add_input_shape_arg,
+    config_from_args,
+    input_shapes_from_args,
+    positive_int,
+)
 
 #: vta.compiler.graph.quantize.CALIBRATIONS (not imported here: `vta --help` stays fast)
 CALIBRATIONS = ("mse", "max", "percentile")
@@ -29,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a `vta tune` log: VTA layers whose workload it has tuned are compiled "
                         "with the best knobs found (the manifest records them and the cycles "
                         "they were measured at); the others get their template's default")
+    add_input_shape_arg(p)
     p.add_argument("--calib", nargs="+", metavar="X.npy", default=[],
                    help="calibration inputs (one input or a stack); default: 4 synthetic "
                         "standard-normal inputs")
@@ -101,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
+    input_shapes = input_shapes_from_args(args)
     check_output_dir(args.output, "compiled module", replaceable=is_module_or_empty,
                      inputs=(args.model, args.config, args.tuning_log, *args.calib))
     if args.tuning_log:  # read after compiling: checked before
@@ -118,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         from vta.tune.vta_tasks import tuning_lookup
 
         tuned = tuning_lookup(args.tuning_log, cfg)
-    graph = load_onnx(args.model)
+    graph = load_onnx(args.model, input_shapes=input_shapes)
     samples = load_samples(graph, args.calib) if args.calib else []
     module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
                            cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else

@@ -7,7 +7,9 @@ import sys
 
 from .common import (
     ZOO_IMAGE_SIZE,
+    add_input_shape_arg,
     image_size_int,
+    input_shapes_from_args,
     int_range,
     positive_int,
     positive_seconds,
@@ -49,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--image-size", type=image_size_int, metavar="N",
                    help="input size of a zoo image classifier, "
                         f"{ZOO_IMAGE_SIZE[0]}..{ZOO_IMAGE_SIZE[1]} (default 224)")
+    add_input_shape_arg(p)
     p.add_argument("--budget", type=positive_int, default=200, metavar="N",
                    help="evaluations, at least 1 (default 200); the space is searched "
                         "exhaustively when it has at most N points that fit")
@@ -124,14 +127,15 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.output, "exploration output", replaceable=is_explore_output_or_empty,
                      inputs=(args.model,))
     zoo_kw = {"image_size": args.image_size} if args.image_size else {}
-    check_model(args.model, zoo_kw)
+    input_shapes = input_shapes_from_args(args)
+    check_model(args.model, zoo_kw, input_shapes)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     say(f"loading {args.model} (the first time compiles and quantizes it once; cached)")
     base = Config()  # the parameters the search keeps: the default int8 x int8 -> int32 widths
-    net = load_network(args.model, base, **zoo_kw)
+    net = load_network(args.model, base, input_shapes=input_shapes, **zoo_kw)
     say(f"{net.name}: {len(net.layers)} VTA layers, {net.macs / 1e9:.2f} GMAC"
         + (f"; on the CPU: {', '.join(net.cpu_layers)}" if net.cpu_layers else ""))
     model, notes = calibrated_model(board, synth=args.calibrate, progress=say)

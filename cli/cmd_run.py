@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
         board_clock_mhz(args.board)  # an unknown board fails now, not after the run
     x = load_npy(args.input)
-    graph, module = _load_model(src, args)
+    graph, module = _load_model(src, args, x.shape)
     if len(graph.inputs) != 1:
         from vta.compiler.graph.errors import InputError
 
@@ -78,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_model(src, args: argparse.Namespace):  # noqa: ANN001, ANN202
-    """(graph, module): a compiled module directory, or (graph, None) for an .onnx model."""
+def _load_model(src, args: argparse.Namespace, shape: tuple):  # noqa: ANN001, ANN202
+    """(graph, module): a compiled module directory, or (graph, None) for an .onnx model, its
+    input's symbolic dimensions sized by the input tensor's ``shape``."""
     if src.is_dir():
         from vta.compiler.graph.module import load_module
 
@@ -93,7 +94,7 @@ def _load_model(src, args: argparse.Namespace):  # noqa: ANN001, ANN202
         return module.graph, module
     from vta.compiler.graph.onnx_frontend import load_onnx
 
-    return load_onnx(src), None
+    return load_onnx(src, input_shapes={"": shape}), None
 
 
 def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202

@@ -7,8 +7,10 @@ import sys
 
 from .common import (
     add_config_args,
+    add_input_shape_arg,
     check_outputs,
     config_from_args,
+    input_shapes_from_args,
     positive_int,
     positive_seconds,
     scheduler_address,
@@ -35,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL.onnx",
                    help="tune every VTA workload of this model (conv2d, grouped and "
                         "depthwise conv2d, conv2d_transpose, dense, element-wise ALU layers)")
+    add_input_shape_arg(p)
     p.add_argument("--workload", action="append", metavar="SPEC",
                    help="a single workload NAME:key=value,... (repeatable; see --list)")
     p.add_argument("--list", action="store_true", help="list the known workloads and exit")
@@ -84,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         for w in known_workloads().values():
             print(f"{w.usage():<70} {w.doc}")
         return 0
+    if args.input_shape and not args.model:
+        raise _usage("--input-shape sizes the inputs of MODEL.onnx: give the model")
     if args.resume and not args.log:
         raise _usage("--resume continues from a tuning log: give it with --log FILE")
     if args.output:
@@ -95,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         from vta.tune.vta_tasks import tasks_from_model
 
-        tasks += tasks_from_model(args.model, cfg)
+        tasks += tasks_from_model(args.model, cfg, input_shapes=input_shapes_from_args(args))
     for spec in args.workload or []:
         tasks.append(parse_workload(spec, cfg))
     if not tasks:

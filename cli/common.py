@@ -23,6 +23,41 @@ def add_config_args(p: argparse.ArgumentParser, *,
                         f"(default: {default})")
 
 
+def add_input_shape_arg(p: argparse.ArgumentParser) -> None:
+    """``--input-shape [NAME=]D,D,...`` (repeatable): sizes for an ONNX model's symbolic input
+    dimensions."""
+    p.add_argument("--input-shape", type=input_shape, action="append", default=[],
+                   metavar="[NAME=]D,D,...",
+                   help="the shape of the ONNX model's input NAME (repeatable; NAME may be left "
+                        "out when the model has one input): sizes for its symbolic dimensions "
+                        "(an export with dynamic axes); its fixed ones must agree. Default: a "
+                        "symbolic batch dimension is 1, any other is an error")
+
+
+def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``[NAME=]D,D,...`` -> (NAME or "", dims), dims positive integers."""
+    name, _, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"invalid input shape {text!r}: give [NAME=]D,D,... "
+                                         f"with positive integer dimensions (e.g. "
+                                         f"input=1,3,224,224)")
+    return name, shape
+
+
+def input_shapes_from_args(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """``--input-shape`` by input name ("" for the unnamed one), one per input."""
+    shapes = dict(args.input_shape)
+    if len(shapes) < len(args.input_shape):
+        from vta.isa.errors import ConfigError
+
+        raise ConfigError("--input-shape is given twice for one input")
+    return shapes
+
+
 #: What the board commands use without --config/--preset.
 BOARD_DEFAULT = "the board's own configuration, see `vta boards`"
 

@@ -18,7 +18,7 @@ intensity) that let a model trained on one workload rank another's (transfer lea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -517,18 +517,19 @@ def resnet18_task(layer: str, cfg: Config) -> Task:
     return Task.create("vta.conv2d", _conv_args(v, cfg))
 
 
-def model_layers(path: str | Path, cfg: Config) -> list[Any]:
+def model_layers(path: str | Path, cfg: Config, *,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Any]:
     """The VTA layers `vta compile` plans for an ONNX model (default quantization with
-    synthetic calibration samples): conv2d (plain, grouped, depthwise), conv2d_transpose, dense
-    and element-wise ALU layers; layers that do not fit the configuration are left out (they
-    run on the CPU)."""
+    synthetic calibration samples; ``input_shapes`` as `vta compile --input-shape`): conv2d
+    (plain, grouped, depthwise), conv2d_transpose, dense and element-wise ALU layers; layers
+    that do not fit the configuration are left out (they run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
     from vta.compiler.graph.module import LOWERED_OPS
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.passes import optimize
     from vta.compiler.graph.quantize import quantize_graph, run_quantized, synthetic_samples
 
-    g = optimize(load_onnx(path))
+    g = optimize(load_onnx(path, input_shapes=input_shapes))
     samples = synthetic_samples(g)
     qg = quantize_graph(g, samples).graph
     env = run_quantized(qg, samples[0], keep=True)
@@ -543,14 +544,15 @@ def model_layers(path: str | Path, cfg: Config) -> list[Any]:
     return layers
 
 
-def tasks_from_model(path: str | Path, cfg: Config) -> list[Task]:
+def tasks_from_model(path: str | Path, cfg: Config, *,
+                     input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Task]:
     """One task per distinct VTA workload of an ONNX model, from the layers `vta compile`
     plans (:func:`model_layers`): conv2d, group conv2d (grouped and depthwise),
     conv2d_transpose, dense and the int8
     element-wise ops on the ALU; a light first conv stays on the CPU as in the compiled module
     (vta.compiler.graph.quantize.float_first_conv)."""
     tasks: dict[str, Task] = {}
-    for layer in model_layers(path, cfg):
+    for layer in model_layers(path, cfg, input_shapes=input_shapes):
         t = layer_task(layer, cfg)
         if t is not None:
             tasks.setdefault(t.key, t)

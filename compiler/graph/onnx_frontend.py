@@ -2,7 +2,8 @@
 writes it.
 
 Conversion walks the nodes in order and keeps, for every tensor, either its constant value or
-its static shape (the input shapes are static: a symbolic batch dimension becomes 1):
+its static shape (the input shapes are static: ``input_shapes`` gives symbolic dimensions their
+sizes, and a symbolic batch dimension not given becomes 1):
 
 - **Constant propagation.** A node whose inputs are all constants (initializers, ``Constant``
   outputs, or values folded before it) is evaluated at import time by ONNX's reference
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,14 @@ _ATTRS: dict[str, set[str]] = {
 }
 
 
-def load_onnx(path: str | Path) -> Graph:
-    """Read an ONNX file into a :class:`Graph` (a one-line ModelError on any problem)."""
+#: ``input_shapes``: graph input name -> its shape; the key ``""`` names a model's only input.
+InputShapes = Mapping[str, Sequence[int]]
+
+
+def load_onnx(path: str | Path, *, input_shapes: InputShapes | None = None) -> Graph:
+    """Read an ONNX file into a :class:`Graph` (a one-line ModelError on any problem).
+    ``input_shapes`` gives inputs their shapes: sizes for their symbolic dimensions (their
+    fixed ones must agree)."""
 
     p = Path(path)
     if not p.exists():
@@ -87,7 +94,7 @@ def load_onnx(path: str | Path) -> Graph:
         raise ModelError(f"{p} is not a valid ONNX file ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else 'cannot parse'})") from None
     _check(model, checked, str(p))
-    return _convert(model, str(p))
+    return _convert(model, str(p), input_shapes or {})
 
 
 def _read_model(p: Path) -> tuple[Any, bytes | str]:
@@ -119,10 +126,11 @@ def _all_tensors(g: Any) -> Any:
                 yield from _all_tensors(sub)
 
 
-def from_onnx(model: Any, *, source: str = "model") -> Graph:
+def from_onnx(model: Any, *, source: str = "model",
+              input_shapes: InputShapes | None = None) -> Graph:
     """Convert an ``onnx.ModelProto`` (checked first) into a :class:`Graph`."""
     _check(model, model, source)
-    return _convert(model, source)
+    return _convert(model, source, input_shapes or {})
 
 
 def _check(model: Any, checked: Any, source: str) -> None:
@@ -138,7 +146,7 @@ def _check(model: Any, checked: Any, source: str) -> None:
         raise ModelError(f"{source} is not a valid ONNX model: {_first_line(e)}") from None
 
 
-def _convert(model: Any, source: str) -> Graph:
+def _convert(model: Any, source: str, input_shapes: InputShapes) -> Graph:
     """A checked ``onnx.ModelProto`` -> :class:`Graph`."""
     import onnx
     from onnx import numpy_helper
@@ -157,13 +165,11 @@ def _convert(model: Any, source: str) -> Graph:
     params: dict[str, np.ndarray] = {}
     for init in g.initializer:
         params[init.name] = _to_array(numpy_helper, init, source)
-    inputs: dict[str, TensorInfo] = {}
-    for vi in g.input:
-        if vi.name in params:
-            continue
-        inputs[vi.name] = _tensor_info(vi, source)
-    if not inputs:
+    graph_inputs = [vi for vi in g.input if vi.name not in params]
+    if not graph_inputs:
         raise ModelError(f"{source} has no (non-constant) graph input")
+    given = _given_shapes(input_shapes, [vi.name for vi in graph_inputs], source)
+    inputs = {vi.name: _tensor_info(vi, source, given.get(vi.name)) for vi in graph_inputs}
     outputs = [o.name for o in g.output]
     conv = _Converter(params, inputs, opset, source)
     conv.live = _live_tensors(g.node, outputs)
@@ -206,7 +212,31 @@ def _canonical(a: Any) -> np.ndarray:
     return a
 
 
-def _tensor_info(vi: Any, source: str) -> TensorInfo:
+def _given_shapes(input_shapes: InputShapes, names: list[str],
+                  source: str) -> dict[str, tuple[int, ...]]:
+    """``input_shapes`` by input name (``""``: the only input), each checked to be positive
+    integers and to name a graph input."""
+    given = {}
+    for name, dims in input_shapes.items():
+        if name == "" and len(names) != 1:
+            raise ModelError(f"{source} has {len(names)} inputs ({', '.join(names)}); a shape "
+                             f"without an input name needs a model of one input")
+        key = name or names[0]
+        if key not in names:
+            raise ModelError(f"{source} has no input named {key!r} (its inputs: "
+                             f"{', '.join(names)})")
+        if key in given:
+            raise ModelError(f"input {key!r} is given two shapes")
+        if not dims or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
+            raise ModelError(f"input shape {list(dims)} of {key!r}: give positive integer "
+                             f"dimensions")
+        given[key] = tuple(int(d) for d in dims)
+    return given
+
+
+def _tensor_info(vi: Any, source: str, given: tuple[int, ...] | None) -> TensorInfo:
+    """The input's static shape: its fixed dimensions, with the symbolic ones from ``given``
+    (whose fixed dimensions must agree), else a symbolic batch dimension as 1."""
     import onnx
 
     tt = vi.type.tensor_type
@@ -217,15 +247,27 @@ def _tensor_info(vi: Any, source: str) -> TensorInfo:
     if not tt.HasField("shape"):
         raise ModelError(f"{source}: input {vi.name!r} has no shape; give the model a static "
                          f"input shape")
+    model_dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                  for d in tt.shape.dim]
+    if given is not None:
+        if len(given) != len(model_dims):
+            raise ModelError(f"{source}: input {vi.name!r} has rank {len(model_dims)}; the "
+                             f"input shape {list(given)} has {len(given)} dimensions")
+        for k, (fixed, size) in enumerate(zip(model_dims, given)):
+            if fixed is not None and fixed != size:
+                raise ModelError(f"{source}: input {vi.name!r} dimension {k} is {fixed} in "
+                                 f"the model, not {size}")
+        return TensorInfo(given, "float32")
     dims = []
-    for k, d in enumerate(tt.shape.dim):
-        if d.HasField("dim_value") and d.dim_value > 0:
-            dims.append(d.dim_value)
+    for k, (fixed, d) in enumerate(zip(model_dims, tt.shape.dim)):
+        if fixed is not None:
+            dims.append(fixed)
         elif k == 0:
             dims.append(1)  # a symbolic batch dimension: compile for batch 1
         else:
             raise ModelError(f"{source}: input {vi.name!r} dimension {k} is symbolic "
-                             f"({d.dim_param or '?'}); export the model with a static shape")
+                             f"({d.dim_param or '?'}); give the input's shape (--input-shape "
+                             f"{vi.name}=D,D,...) or export the model with a static shape")
     return TensorInfo(tuple(dims), "float32")
 
 

@@ -188,3 +188,60 @@ def test_non_float_input_rejected() -> None:
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(UnsupportedOpError, match="INT32"):
         from_onnx(m)
+
+
+def dynamic_conv_model(names=("x",)):
+    """Conv -> Relu on each input of dims (N, 3, H, W), all symbolic but the channels."""
+    from onnx import TensorProto
+
+    nodes, outs = [], []
+    for k, name in enumerate(names):
+        nodes += [helper.make_node("Conv", [name, "w"], [f"c{k}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{k}"], [f"y{k}"])]
+        outs.append(helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT,
+                                                  ["N", 4, "H", "W"]))
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 3, "H", "W"])
+           for n in names]
+    wt = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3],
+                            w(4, 3, 3, 3).ravel().tolist())
+    g = helper.make_graph(nodes, "dyn", ins, outs, initializer=[wt])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("key", ["x", ""])
+def test_input_shapes_size_symbolic_dimensions(key: str) -> None:
+    """``input_shapes`` (by name, or unnamed for the only input) gives the symbolic N, H and W
+    their sizes; the imported graph computes what onnxruntime computes at that shape."""
+    m = dynamic_conv_model()
+    g = from_onnx(m, input_shapes={key: (2, 3, 7, 5)})
+    assert g.inputs["x"].shape == (2, 3, 7, 5)
+    x = rand_input(g)
+    (ref,) = run_ort(m, x)
+    assert ref.shape == (2, 4, 7, 5)
+    assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
+
+
+def test_symbolic_spatial_dimension_without_a_shape_names_the_option() -> None:
+    with pytest.raises(ModelError, match=r"dimension 2 is symbolic \(H\).*--input-shape x="):
+        from_onnx(dynamic_conv_model())
+
+
+@pytest.mark.parametrize("shapes, match", [
+    ({"y": (1, 3, 4, 4)}, r"no input named 'y' \(its inputs: x\)"),
+    ({"x": (1, 3, 4)}, r"has rank 4; the input shape \[1, 3, 4\] has 3 dimensions"),
+    ({"x": (1, 4, 4, 4)}, r"dimension 1 is 3 in the model, not 4"),
+    ({"x": (1, 3, 0, 4)}, r"positive integer"),
+    ({"x": (1, 3, 4, 4), "": (1, 3, 5, 5)}, r"'x' is given two shapes"),
+])
+def test_bad_input_shapes_are_one_line_errors(shapes, match: str) -> None:
+    with pytest.raises(ModelError, match=match) as e:
+        from_onnx(dynamic_conv_model(), input_shapes=shapes)
+    assert "\n" not in str(e.value)
+
+
+def test_unnamed_input_shape_needs_a_model_of_one_input() -> None:
+    with pytest.raises(ModelError, match=r"has 2 inputs \(a, b\); a shape without an input"):
+        from_onnx(dynamic_conv_model(("a", "b")), input_shapes={"": (1, 3, 4, 4)})
+    g = from_onnx(dynamic_conv_model(("a", "b")),
+                  input_shapes={"a": (1, 3, 4, 4), "b": (1, 3, 6, 2)})
+    assert g.inputs["a"].shape == (1, 3, 4, 4) and g.inputs["b"].shape == (1, 3, 6, 2)

@@ -207,6 +207,57 @@ def test_symbolic_batch_exports_compile_for_batch_1(family: str, dynamo: bool) -
     assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
 
 
+def dynamic_export(family: str, dynamo: bool) -> onnx.ModelProto:
+    """The family exported with symbolic batch, height and width."""
+    import torch
+
+    torch.set_num_threads(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return onnx.load_from_string(tm.export(tm.build(family, small=True),
+                                               tm.input_size(family, True), dynamo=dynamo,
+                                               opset=None if dynamo else 17,
+                                               dynamic_batch=True, dynamic_size=True))
+
+
+@pytest.mark.parametrize("family, dynamo", [("resnet", False), ("yolo", True),
+                                            ("shufflenet_v2", True), ("efficientnet", False)])
+def test_symbolic_size_exports_import_at_the_given_shape(family: str, dynamo: bool) -> None:
+    """Symbolic batch, height and width (dynamic_axes / dynamic_shapes): the input shape given
+    at import sizes them, the exporters' Shape chains fold, and the graph computes what
+    onnxruntime computes at that shape."""
+    model = dynamic_export(family, dynamo)
+    inp = model.graph.input[0]
+    assert [bool(d.dim_param) for d in inp.type.tensor_type.shape.dim] == [True, False,
+                                                                          True, True]
+    shape = (2, 3, 64, 96)
+    g = from_onnx(model, input_shapes={inp.name: shape})
+    assert g.inputs[inp.name].shape == shape and "Shape" not in {n.op for n in g.nodes}
+    x = {inp.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    (ref,) = run_ort(model, x)
+    assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
+
+
+def test_vta_compile_and_run_at_a_given_input_shape(tmp_path) -> None:
+    """`vta compile --input-shape` compiles a dynamic-size export for one shape (the module
+    runs at it, int8 on fsim close to onnxruntime); `vta run MODEL.onnx` sizes the symbolic
+    dimensions from its input file."""
+    model = dynamic_export("resnet", False)
+    p = tmp_path / "dyn.onnx"
+    p.write_bytes(model.SerializeToString())
+    x = np.random.default_rng(1).standard_normal((1, 3, 48, 80)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    (ref,) = run_ort(model, {"input": x})
+    assert main(["compile", str(p), "-o", str(tmp_path / "mod"),
+                 "--input-shape", "input=1,3,48,80"]) == 0
+    for module in (tmp_path / "mod", p):
+        out = tmp_path / "y.npy"
+        assert main(["run", str(module), "--input", str(tmp_path / "x.npy"), "-o",
+                     str(out)]) == 0
+        y = np.load(out)
+        assert y.shape == ref.shape == (1, 10) and cosine(y, ref) >= COSINE, module
+
+
 def cli_compile_run(model: onnx.ModelProto, tmp_path) -> tuple[dict, np.ndarray, np.ndarray]:
     """`vta compile` then `vta run` (fsim) of an exported model: (manifest, output,
     onnxruntime's float output on the same input)."""

@@ -16,6 +16,7 @@ from vta.isa.errors import ConfigError, VTAError
 from vta.tune.autovta.explore import explore
 from vta.tune.autovta.network import (
     Network,
+    NetworkError,
     VTALayer,
     load_network,
     lower_layer,
@@ -446,3 +447,23 @@ def test_tsim_finalists_match_fsim(net: Network) -> None:
     assert p.tsim["matches_fsim"] is True
     assert p.tsim["cycles"] > 0
     assert abs(p.tsim["perf_model_error"]) <= 0.25
+
+
+def test_network_of_a_dynamic_size_model_at_given_shapes(env: Path, net: Network) -> None:
+    """An ONNX file with symbolic height and width (as exported with dynamic axes) loads at the
+    input shape given; the network cache keeps one entry per shape."""
+    import onnx
+
+    model = onnx.load(str(env))
+    for d in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+        d.dim_param = "size"
+    dyn = env.with_name("tiny_dynamic.onnx")
+    onnx.save(model, str(dyn))
+    big = load_network(str(dyn), BASE, input_shapes={"x": (1, 16, 16, 16)})
+    assert [layer.name for layer in big.layers] == ["c0", "c1", "c2", "fc"]
+    assert big.macs == (16 * 16 * 9 * 16 * 16 + 16 * 32 * 9 * 8 * 8 + 32 * 32 * 8 * 8
+                        + 32 * 10)
+    same = load_network(str(dyn), BASE, input_shapes={"": (1, 16, 8, 8)})
+    assert same.layers == net.layers
+    with pytest.raises(NetworkError, match="input shapes apply to ONNX files"):
+        load_network("resnet18", BASE, input_shapes={"": (1, 3, 64, 64)})

@@ -182,3 +182,22 @@ def test_group_conv_tasks_from_mobilenet(tmp_path, small: Config) -> None:
     # depthwise: one input and one output tile per group, the groups are the channel tiles
     assert all(t.args[1] == t.args[4] == t.args[11] for t in group)
     assert all(len(t.space.valid_indices()) > 0 for t in group)
+
+
+@pytest.mark.sim
+def test_tasks_of_a_dynamic_size_model_at_a_given_shape(tmp_path, small: Config) -> None:
+    """`vta tune MODEL.onnx --input-shape`: a model with symbolic height and width gives, at
+    the shape given, the tasks of the same model exported at that size."""
+    import onnx
+    from vta.compiler.graph import zoo
+    from vta.tune.vta_tasks import tasks_from_model
+
+    model = zoo.resnet18(image_size=32, num_classes=10)
+    for d in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+        d.dim_param = "size"
+    dyn, static = tmp_path / "dyn.onnx", tmp_path / "r18_64.onnx"
+    onnx.save(model, str(dyn))
+    onnx.save(zoo.resnet18(image_size=64, num_classes=10), str(static))
+    tasks = tasks_from_model(dyn, small, input_shapes={"": (1, 3, 64, 64)})
+    assert [t.key for t in tasks] == [t.key for t in tasks_from_model(static, small)]
+    assert {t.args[2] for t in tasks if t.name == "vta.conv2d"} == {16, 8, 4, 2}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,22 +166,26 @@ def _zoo_names() -> list[str]:
 
 
 def _model_bytes(model: str, zoo_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
-    """(name, ONNX bytes) of a zoo name or an ONNX file."""
+    """(name, ONNX bytes) of a zoo name or an ONNX file (checked: :func:`check_model`)."""
     from vta.compiler.graph import zoo
 
-    check_model(model, zoo_kwargs)
     if model in zoo.ZOO:
         return model, zoo.build(model, **dict(zoo_kwargs)).SerializeToString()
     return Path(model).stem, Path(model).read_bytes()
 
 
-def check_model(model: str, zoo_kwargs: Mapping[str, Any]) -> None:
+def check_model(model: str, zoo_kwargs: Mapping[str, Any],
+                input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
     """A one-line error unless ``model`` is a zoo name or a readable ONNX file (and the zoo
-    options apply): what :func:`load_network` would reject, checked without loading."""
+    options or the input shapes apply): what :func:`load_network` would reject, checked
+    without loading."""
     from vta.compiler.graph import zoo
     from vta.compiler.graph.errors import ModelError
 
     if model in zoo.ZOO:
+        if input_shapes:
+            raise NetworkError(f"input shapes apply to ONNX files, not to the zoo model "
+                               f"{model} (its size option: --image-size)")
         return
     p = Path(model)
     if p.suffix.lower() != ".onnx" and not p.exists():
@@ -196,9 +200,11 @@ def check_model(model: str, zoo_kwargs: Mapping[str, Any]) -> None:
         raise ModelError(f"model file {p} is a directory, not an .onnx file")
 
 
-def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "") -> Network:
-    """Compile the model once (for ``cfg``, whose data widths quantization follows) and keep its
-    VTA layers' geometry and requantization parameters."""
+def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "", *,
+                   input_shapes: Mapping[str, Sequence[int]] | None = None) -> Network:
+    """Compile the model once (for ``cfg``, whose data widths quantization follows; its inputs
+    shaped by ``input_shapes`` as `vta compile --input-shape`) and keep its VTA layers'
+    geometry and requantization parameters."""
     import onnx
     from vta.compiler.graph.module import VTA_OPS, compile_graph
     from vta.compiler.graph.onnx_frontend import from_onnx
@@ -208,7 +214,7 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "")
     except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
         raise NetworkError(f"{source or name} is not a valid ONNX file "
                            f"({type(e).__name__})") from None
-    graph = from_onnx(proto, source=source or name)
+    graph = from_onnx(proto, source=source or name, input_shapes=input_shapes)
     module = compile_graph(graph, cfg, vta_ops=())  # the quantized graph: nothing lowered
     qg, shapes = module.graph, module.shapes
     layers, cpu = [], []
@@ -230,12 +236,17 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "")
 
 
 def load_network(model: str, cfg: Config, *, use_cache: bool = True,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None,
                  **zoo_kwargs: Any) -> Network:
     """The VTA layers of a zoo model (``resnet18``, ...; ``zoo_kwargs`` such as ``image_size``)
-    or of an ONNX file, quantized for ``cfg``'s data widths; cached on disk by the model's
-    content, the configuration and the kit version."""
-    name, data = _model_bytes(model, {k: v for k, v in zoo_kwargs.items() if v is not None})
-    tag = f"|{cfg.to_json()}|{kit_version()}|{LAYERS_FORMAT}"
+    or of an ONNX file (``input_shapes`` as `vta compile --input-shape`), quantized for
+    ``cfg``'s data widths; cached on disk by the model's content, the input shapes, the
+    configuration and the kit version."""
+    zoo_kwargs = {k: v for k, v in zoo_kwargs.items() if v is not None}
+    check_model(model, zoo_kwargs, input_shapes)
+    name, data = _model_bytes(model, zoo_kwargs)
+    shapes = sorted((k, list(v)) for k, v in (input_shapes or {}).items())
+    tag = f"|{cfg.to_json()}|{kit_version()}|{LAYERS_FORMAT}|{shapes}"
     key = hashlib.sha256(data + tag.encode()).hexdigest()[:24]
     path = cache_dir("networks") / f"{name}-{key}.json"
     if use_cache and path.exists():
@@ -243,7 +254,7 @@ def load_network(model: str, cfg: Config, *, use_cache: bool = True,
             return Network.from_json(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry: rebuild it
-    net = extract_layers(data, name, cfg, model)
+    net = extract_layers(data, name, cfg, model, input_shapes=input_shapes)
     if use_cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
