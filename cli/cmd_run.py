@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where VTA layers run: fsim (default), tsim, rtl, perf, cpu (everything "
                         "on the host) or virtual:BOARD (the board's generated top Verilog under "
                         "Verilator, driven by the board's runtime device; e.g. virtual:pynq-z1)")
-    p.add_argument("-o", "--output", metavar="Y.npy", help="write the (first) output here")
+    p.add_argument("-o", "--output", metavar="Y.npy|Y.npz",
+                   help="write the output here: Y.npz holds every output of the model under "
+                        "its name, Y.npy the first")
     p.add_argument("--host", choices=("llvm", "numpy"), default="llvm",
                    help="CPU layers: llvm (default) runs the module's LLVM kernels (host/*.ll, "
                         "JIT-compiled at load) where it has them; numpy runs the numpy kernels "
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             module = _compile(graph, src, args)
         outs, report = _run_module(module, feeds, args)
         cfg = module.cfg
-    _emit(args, graph, outs[graph.outputs[0]], report, cfg, module)
+    _emit(args, graph, outs, report, cfg, module)
     return 0
 
 
@@ -136,17 +138,15 @@ def _run_module(module, feeds: dict, args: argparse.Namespace):  # noqa: ANN001,
         return outs, ex.last_report
 
 
-def _emit(args: argparse.Namespace, graph, y, report, cfg, module) -> None:  # noqa: ANN001
-    """Write the output and report files, print the report or the first output values."""
+def _emit(args: argparse.Namespace, graph, outs: dict, report, cfg,
+          module) -> None:  # noqa: ANN001
+    """Write the output and report files, print the report or the outputs' first values."""
     import numpy as np
     from vta.isa.fileio import write_atomic
 
     if args.output:
-        import io
-
-        buf = io.BytesIO()
-        np.save(buf, y)
-        write_atomic(args.output, buf.getvalue(), "output file")
+        write_atomic(args.output, _output_bytes(args.output, graph.outputs, outs),
+                     "output file")
     if args.report_json:
         import json
 
@@ -157,9 +157,29 @@ def _emit(args: argparse.Namespace, graph, y, report, cfg, module) -> None:  # n
         if module is not None and module.kernels:
             print(_latency(module, report, args.board))
     if not args.output and not args.report and not args.report_json:
-        flat = y.reshape(-1)
-        print(f"output {graph.outputs[0]}: shape {list(y.shape)}, dtype {y.dtype}; first values "
-              f"{np.array2string(flat[:8], precision=4)}")
+        for name in graph.outputs:
+            y = outs[name]
+            print(f"output {name}: shape {list(y.shape)}, dtype {y.dtype}; first values "
+                  f"{np.array2string(y.reshape(-1)[:8], precision=4)}")
+
+
+def _output_bytes(path: str, names: list[str], outs: dict) -> bytes:
+    """Every output by name (``.npz``), or the first (``.npy``; a note on stderr when there
+    are more)."""
+    import io
+    import sys
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    if path.lower().endswith(".npz"):
+        np.savez(buf, **{name: outs[name] for name in names})
+    else:
+        np.save(buf, outs[names[0]])
+        if len(names) > 1:
+            print(f"note: {path} holds the first of the model's {len(names)} outputs "
+                  f"({names[0]}); give -o Y.npz for all of them", file=sys.stderr)
+    return buf.getvalue()
 
 
 def _latency(module, report, board: str | None) -> str:  # noqa: ANN001

@@ -90,6 +90,46 @@ def test_run_onnx_on_fsim_compiles_on_the_fly(work, capsys) -> None:
     assert np.load(work / "y2.npy").shape == (1, 10)
 
 
+def test_run_writes_every_output_to_npz(tmp_path, capsys) -> None:
+    """A model with two outputs: `-o Y.npz` holds both under their names (the float run equal
+    to onnxruntime, the int8 module's close to it); `-o Y.npy` holds the first, with a note."""
+    from .conftest import run_ort
+
+    rng = np.random.default_rng(0)
+    inits = {"w1": rng.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32),
+             "w2": rng.normal(0, 0.2, (16, 16, 3, 3)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["feat"]),
+             helper.make_node("Conv", ["feat", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c2"], ["pooled"])]
+    model = onnx_model(nodes, {"x": [1, 3, 16, 16]}, {"pooled": None, "feat": None}, inits)
+    p = tmp_path / "two.onnx"
+    p.write_bytes(model.SerializeToString())
+    x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    refs = dict(zip(("pooled", "feat"), run_ort(model, {"x": x})))
+    assert main(["run", str(p), "--input", str(tmp_path / "x.npy"), "--target", "cpu",
+                 "-o", str(tmp_path / "f.npz")]) == 0
+    with np.load(tmp_path / "f.npz") as f:
+        assert sorted(f.files) == ["feat", "pooled"]
+        for name, ref in refs.items():
+            np.testing.assert_allclose(f[name], ref, rtol=1e-5, atol=1e-5)
+    assert main(["compile", str(p), "-o", str(tmp_path / "mod")]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "q.npz")]) == 0
+    assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "q.npy")]) == 0
+    assert "holds the first of the model's 2 outputs (pooled)" in capsys.readouterr().err
+    with np.load(tmp_path / "q.npz") as q:
+        for name, ref in refs.items():
+            y = q[name]
+            assert y.shape == ref.shape
+            assert float(y.ravel() @ ref.ravel() / np.linalg.norm(y) / np.linalg.norm(ref)) \
+                > 0.99, name
+        np.testing.assert_array_equal(np.load(tmp_path / "q.npy"), q["pooled"])
+
+
 def test_bad_inputs_are_one_line_errors(work, tmp_path, capsys) -> None:
     mod, x = str(work / "mod"), str(work / "x.npy")
     np.save(tmp_path / "wrong_shape.npy", np.zeros((1, 3, 16, 16), np.float32))
