@@ -4,6 +4,7 @@ output)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -21,6 +22,18 @@ def user_cache_dir(*parts: str) -> Path:
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vta-kit"
     return base.joinpath(*parts)
+
+
+@functools.cache
+def kit_version() -> str:
+    """The installed kit's version: part of every user-cache key and tuning-log record (read
+    once: the package metadata lookup costs about a millisecond)."""
+    try:
+        from importlib.metadata import version
+
+        return version("vta-kit")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "0+unknown"
 
 
 @contextlib.contextmanager

@@ -21,15 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vta.isa.errors import FileError
-
-
-def kit_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("vta-kit")
-    except Exception:  # noqa: BLE001
-        return "unknown"
+from vta.isa.fileio import kit_version
 
 
 @dataclass

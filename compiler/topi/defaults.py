@@ -37,7 +37,7 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import user_cache_dir, write_atomic
+from vta.isa.fileio import kit_version, user_cache_dir, write_atomic
 from vta.isa.gcpause import paused_gc
 
 from ..errors import ScheduleError
@@ -62,13 +62,6 @@ class Choice:
     cached: bool = False
 
 
-def kit_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("vta-kit")
-    except Exception:  # noqa: BLE001 - not installed as a distribution
-        return "dev"
 
 
 def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import user_cache_dir, write_atomic
+from vta.isa.fileio import kit_version, user_cache_dir, write_atomic
 from vta.isa.stats import RunStats
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
@@ -46,14 +46,6 @@ def cache_dir(*parts: str) -> Path:
     return user_cache_dir("autovta", *parts)
 
 
-def kit_version() -> str:
-    """The installed kit's version (part of every cache key)."""
-    try:
-        from importlib.metadata import version
-
-        return version("vta-kit")
-    except Exception:  # noqa: BLE001 - not installed as a distribution
-        return "0+unknown"
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import write_atomic
+from vta.isa.fileio import kit_version, write_atomic
 
-from .network import cache_dir, kit_version
+from .network import cache_dir
 
 SYNTH_FORMAT = 1
 
