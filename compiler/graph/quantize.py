@@ -908,7 +908,8 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                                            and n.op not in ("Conv", "Dense")
                                            else "float input")
         layers.append(info)
-    nodes, scales = q.nodes, q.scales
+    nodes, layers = _drop_identity_requants(q, layers, set(g.outputs))
+    scales = q.scales
     for o in g.outputs:
         if o not in scales:
             continue
@@ -924,6 +925,42 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     qg.verify()
     qg.remove_unused()
     return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
+
+
+#: int8 ops whose output is clipped to their ``lo``/``hi`` attributes.
+_CLIPPED = frozenset({"QConv", "QConvTranspose", "QDense", "QAdd", "QClip", "QFakeQuant"})
+#: int8 ops whose output values are some of their (first) input's values.
+_SELECTING = frozenset({"QMaxPool", "Flatten", "Reshape", "Transpose", "Identity", "Slice",
+                        "Gather", "GlobalMaxPool"})
+
+
+def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
+                            outputs: set[str]) -> tuple[list[Node], list[QuantInfo]]:
+    """Drop the ``QFakeQuant`` nodes that change nothing: a QDQ pair on a tensor its producer
+    already wrote at the QDQ's scale (rescale 1) and inside the QDQ's integer range (the
+    tensor's range: its producer's clip, through ops that select values). A pre-quantized
+    model has one on nearly every tensor; kept, each would be a CPU layer between two VTA
+    layers. Readers read the producer's tensor instead. Returns the nodes and the layers left."""
+    span: dict[str, tuple[int, int]] = {}  # int8 tensor -> the range its values lie in
+    alias: dict[str, str] = {}
+    nodes, dropped = [], set()
+    for n in q.nodes:
+        n.inputs = [alias.get(i, i) for i in n.inputs]
+        x = n.inputs[0] if n.inputs else ""
+        out = n.outputs[0]
+        if n.op == "QFakeQuant" and n.attrs["rescale"] == [1, 0] and out not in outputs \
+                and x not in q.offsets and x in span \
+                and n.attrs["lo"] <= span[x][0] and span[x][1] <= n.attrs["hi"]:
+            alias[out] = x
+            dropped.add(n.name)
+            del q.scales[out]
+            continue
+        if n.op in _CLIPPED:
+            span[out] = (n.attrs["lo"], n.attrs["hi"])
+        elif n.op in _SELECTING and x in span:
+            span[out] = span[x]
+        nodes.append(n)
+    return nodes, [info for info in layers if info.node not in dropped]
 
 
 #: Ops whose int8 kernel carries an offset through unchanged (they move, select or take the

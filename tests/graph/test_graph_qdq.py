@@ -88,12 +88,78 @@ def test_qdq_model_keeps_its_scales_and_matches_onnxruntime(tmp_path, symmetric:
         expect = max((z + 128) * s / 128, (127 - z) * s / 127)
         assert n.attrs["out_scale"] == pytest.approx(expect, rel=1e-9)
         assert z != 0 or n.attrs["out_scale"] == s
+    # the QDQ pairs the producers already satisfy are gone: conv, conv and add form one VTA
+    # chain; left are the pair after the global pooling (it clips the pooled int8 tensor to
+    # the QDQ's range) and the one at the output
+    prod = m.graph.producers()
+    for layer in ("c2", "add"):
+        assert all(m.partition[prod[i].name] == "vta" for i in m.graph.node(layer).inputs
+                   if i in prod), layer
+    assert [n.name for n in m.graph.nodes if n.op == "QFakeQuant"] == [
+        "g_DequantizeLinear", "y_DequantizeLinear"]
     with Executor(m, "fsim") as ex:
         y = ex.run(x)["y"]
     np.testing.assert_array_equal(y, run_quantized(m.graph, x)["y"])
     a = agreement(yq, y)
     assert a["top1"] and a["cosine"] > (0.9999 if symmetric else 0.999), a
     assert agreement(run_ort(fm, x)[0], y)["cosine"] > 0.999
+
+
+@pytest.mark.parametrize("family, activations", [("resnet", "QUInt8"),
+                                                  ("mobilenet_v2", "QInt8")])
+def test_quantized_pytorch_export_runs_on_vta_with_its_scales(tmp_path, family: str,
+                                                              activations: str) -> None:
+    """A PyTorch export quantized by onnxruntime (QDQ; unsigned activations are its default):
+    every conv on VTA, with no QDQ pair (a CPU layer) between two VTA layers (those the
+    producers already satisfy are dropped), bit-exact on fsim against the int8 reference and
+    close to onnxruntime's own run of the QDQ model."""
+    import warnings
+
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    from .conftest import torch_families
+
+    tm = torch_families()
+    size = tm.input_size(family, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (tmp_path / "f.onnx").write_bytes(tm.export(tm.build(family, small=True), size,
+                                                    dynamo=False, opset=17))
+    rng = np.random.default_rng(1)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter([{"input": rng.standard_normal((1, 3, size, size))
+                             .astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):  # noqa: ANN202
+            return next(self.it, None)
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType[activations],
+                    weight_type=QuantType.QInt8)
+    qm = onnx.load(str(tmp_path / "q.onnx"))
+    m = compile_graph(from_onnx(qm), Config(), keep_first_float=False)
+    g, prod = m.graph, m.graph.producers()
+    readers = {t: [n for n in g.nodes if t in n.inputs] for n in g.nodes for t in n.outputs}
+    assert all(m.partition[n.name] == "vta" for n in g.nodes if n.op == "QConv")
+    for n in g.nodes:
+        if n.op == "QFakeQuant" and n.inputs[0] in prod:
+            between = m.partition[prod[n.inputs[0]].name] == "vta" and readers[n.outputs[0]] \
+                and all(m.partition.get(r.name) == "vta" for r in readers[n.outputs[0]])
+            assert not between, n.name
+    x = {"input": np.random.default_rng(5).standard_normal((1, 3, size, size))
+         .astype(np.float32)}
+    with Executor(m, "fsim") as ex:
+        y = ex.run(x)[g.outputs[0]]
+    np.testing.assert_array_equal(y, run_quantized(g, x)[g.outputs[0]])
+    a = agreement(run_ort(qm, x)[0], y)
+    assert a["top1"] and a["cosine"] > 0.999, a
 
 
 def test_bad_qdq_is_a_one_line_error() -> None:
