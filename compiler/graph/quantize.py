@@ -1083,13 +1083,16 @@ def layer_errors(fg: Graph, qr: QuantResult, feeds: Mapping[str, np.ndarray],
         fenv = run_float(fg, feeds, keep=True)
     if qenv is None:
         qenv = run_quantized(qr.graph, feeds, keep=True)
+    # a tensor a QDQ pair reads stands for the pair's output (onnxruntime drops a Relu whose
+    # clip the pair makes): that is the float value its int8 stands for
+    qdq_value = {n.inputs[0]: n.outputs[0] for n in fg.nodes if n.op == "FakeQuant"}
     for info in qr.layers:
         n = fg.node(info.node)
         o = n.outputs[0]
         qo = o if o in qr.scales else (f"{o}.int8" if f"{o}.int8" in qr.scales else None)
         if qo is None or o not in fenv:
             continue
-        f = fenv[o].astype(np.float64)
+        f = fenv[qdq_value.get(o, o)].astype(np.float64)
         d = (qenv[qo].astype(np.float64) + qr.offsets.get(qo, 0)) * qr.scales[qo]
         den = np.linalg.norm(f)
         info.rel_error = float(np.linalg.norm(d - f) / den) if den > 0 else 0.0
