@@ -19,7 +19,8 @@ sizes, and a symbolic batch dimension not given becomes 1):
 - **Canonical attributes.** Each op is converted to the IR's canonical form (pads
   ``[top, left, bottom, right]``; ceil-mode pooling as extra end padding; ``ReduceMean``/
   ``ReduceMax`` over H, W as global pooling; ``Split`` as one ``Slice`` per output; Unsqueeze,
-  Squeeze and Reshape as a static ``Reshape``; MatMul with a constant 2-D weight as ``Dense``).
+  Squeeze and Reshape as a static ``Reshape``; MatMul with a constant 2-D weight as ``Dense``;
+  a 1-D Conv/MaxPool/AveragePool as the 2-D one of height 1, see :meth:`_Converter.as2d`).
 
 An op without a converter, on a non-constant input, is an :class:`UnsupportedOpError` of one
 line naming the node and the op type; any other failure inside a converter becomes a one-line
@@ -284,6 +285,9 @@ class _Converter:
         #: QuantizeLinear outputs awaiting their DequantizeLinear: tensor -> (input, node)
         self.quantized: dict[str, tuple[str, dict[str, Any]]] = {}
         self.live: set[str] = set()  # tensors the graph outputs depend on
+        #: 1-D layers run as 2-D ones of height 1: a [N, C, L] tensor -> the [N, C, 1, L]
+        #: tensor holding its values (see :meth:`as2d`)
+        self.view2d: dict[str, str] = {}
 
     # ------------------------------------------------------------------ helpers
     def extra_outputs_used(self, outs: list[str]) -> bool:
@@ -342,6 +346,34 @@ class _Converter:
             end.append(total - lo)
         return strides, begin + end, dil
 
+    def as2d(self, x: str) -> str:
+        """The [N, C, 1, L] tensor of a 1-D layer's [N, C, L] input ``x``: a Conv1d runs as a
+        Conv2d of height 1, and the ops between two of them (activations, pooling, residual
+        adds, :data:`_VIEW_OPS`) run on that 4-D tensor too, so the 2-D passes (fusion,
+        folding) and VTA see one 2-D network; a 3-D tensor is reshaped only where another op
+        reads it (the reshapes nothing reads are dropped with the unused nodes)."""
+        if x not in self.view2d:
+            n, ch, length = self.shape(x)
+            self.view2d[x] = f"{x}.as2d"
+            _static_reshape(self, f"{x}.to2d", x, self.view2d[x], [n, ch, 1, length])
+        return self.view2d[x]
+
+    def from2d(self, name: str, x2d: str, out: str) -> None:
+        """``out`` is the 3-D tensor of the [N, C, 1, L] tensor ``x2d``."""
+        n, ch, _, length = self.shape(x2d)
+        _static_reshape(self, f"{name}.to1d", x2d, out, [n, ch, length])
+        self.view2d[out] = x2d
+
+    def viewed(self, op: str, ins: list[str]) -> list[str] | None:
+        """The inputs of an op that runs on the 4-D tensors of 1-D layers' tensors (its
+        activation inputs have them), else None."""
+        if op in _VIEW_OPS and ins and ins[0] in self.view2d:
+            return [self.view2d[ins[0]], *ins[1:]]
+        if op in _VIEW_BINARY and len(ins) == 2 and all(i in self.view2d for i in ins) \
+                and self.shape(ins[0]) == self.shape(ins[1]):
+            return [self.view2d[i] for i in ins]
+        return None
+
     def axis(self, a: int, rank: int) -> int:
         return a + rank if a < 0 else a
 
@@ -378,7 +410,12 @@ class _Converter:
                                           f"{', '.join(sorted(allowed)) or 'none'})")
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
         try:
-            _CONVERTERS[op](self, name, ins, outs, attrs)
+            viewed = self.viewed(op, ins)
+            if viewed is None:
+                _CONVERTERS[op](self, name, ins, outs, attrs)
+            else:  # on the 4-D tensors of a 1-D network
+                _CONVERTERS[op](self, name, viewed, [f"{outs[0]}.as2d", *outs[1:]], attrs)
+                self.from2d(name, f"{outs[0]}.as2d", outs[0])
         except VTAError:
             raise
         except Exception as e:  # noqa: BLE001 - any converter failure is one line
@@ -422,10 +459,32 @@ Ins = list[str]
 Attrs = dict[str, Any]
 
 
+def _as_2d(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs,
+           conv2d: Callable[..., None]) -> None:
+    """A 1-D window op (Conv, MaxPool, AveragePool over [N, C, L]) as the 2-D one of height 1
+    on :meth:`_Converter.as2d`'s tensor; a 1-D weight [O, I, K] becomes [O, I, 1, K]."""
+    a = dict(a)
+    for key, pad in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if key in a:
+            a[key] = [pad, *a[key]]
+    if "pads" in a:
+        a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    ins = [c.as2d(ins[0]), *ins[1:]]
+    if len(ins) > 1 and ins[1] in c.params and c.params[ins[1]].ndim == 3:
+        c.params[f"{name}.weight2d"] = c.params[ins[1]][:, :, None, :]
+        ins[1] = f"{name}.weight2d"
+    conv2d(c, name, ins, [f"{outs[0]}.as2d", *outs[1:]], a)
+    c.from2d(name, f"{outs[0]}.as2d", outs[0])
+
+
 def _conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     w = c.const("Conv", name, ins[1], "the weight")
+    if w.ndim == 3 and len(c.shape(ins[0])) == 3:
+        _as_2d(c, name, ins, outs, a, _conv)
+        return
     if w.ndim != 4:
-        raise c.fail("Conv", name, f"only 2-D convolution is supported (weight rank {w.ndim})")
+        raise c.fail("Conv", name, f"only 1-D and 2-D convolution is supported (weight rank "
+                                   f"{w.ndim})")
     kernel = list(a.get("kernel_shape", w.shape[2:]))
     strides, pads, dil = c.spatial("Conv", name, a, kernel, ins[0])
     if len(ins) > 2 and ins[2]:
@@ -580,6 +639,9 @@ def _pool(op: str) -> Callable[..., None]:
     def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         if "kernel_shape" not in a:
             raise c.fail(op, name, "kernel_shape is required")
+        if len(a["kernel_shape"]) == 1 and len(c.shape(ins[0])) == 3:
+            _as_2d(c, name, ins, outs, a, conv)
+            return
         kernel = list(a["kernel_shape"])
         strides, pads, dil = c.spatial(op, name, a, kernel, ins[0])
         if dil != [1, 1]:
@@ -962,6 +1024,15 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "Shape": _shape, "Size": _size,
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
 }
+
+#: Ops of one activation input (the first; the others constant and per channel) that run on
+#: the 4-D tensors of a 1-D network as they would on its 3-D ones (:meth:`_Converter.as2d`).
+_VIEW_OPS = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSwish",
+                       "HardSigmoid", "Elu", "Softplus", "Mish", "Erf", "Gelu", "Abs", "Neg",
+                       "Exp", "Sqrt", "Reciprocal", "GlobalAveragePool", "GlobalMaxPool",
+                       "BatchNormalization"})
+#: Element-wise ops of two activations of one shape that do the same.
+_VIEW_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
 
 #: The ops imported on activations (any standard op is also evaluated on constants).
 SUPPORTED_OPS = tuple(sorted(_CONVERTERS))

@@ -9,6 +9,8 @@
   tensor's rows becomes a 1x1 Conv between transposes, and inverse transposes (through
   element-wise ops) and Identity nodes go.
 - ``fold_channel_shuffle``: Reshape-Transpose-Reshape channel shuffles become one Gather.
+- ``merge_reshapes``: a Reshape of a Reshape or Flatten reshapes the first one's input; one
+  that restores its input's shape goes.
 - ``fold_batchnorm``: BatchNormalization after Conv / ConvTranspose goes into its weights.
 - ``lower_conv_transpose``: ConvTranspose -> a Conv of flipped weights over the input with
   ``stride - 1`` zeros between pixels (its ``input_strides``), which VTA runs as the
@@ -505,6 +507,35 @@ def drop_identities(g: Graph) -> Graph:
     return g.remove_unused()
 
 
+def merge_reshapes(g: Graph) -> Graph:
+    """A Reshape to a static shape (or a Flatten) of a tensor that only it reads, made by a
+    Reshape or Flatten, reshapes that one's input instead (a 1-D network's 2-D view reshaped
+    back and then again: see ``onnx_frontend``); a Reshape to its input's own shape goes
+    (unless it makes a graph output). Shapes are static, so the values are the same."""
+    from .reference import infer_shapes
+
+    shapes = infer_shapes(g)
+    r = _Rewriter(g)
+    alias: dict[str, str] = {}
+    for n in g.nodes:
+        n.inputs = [alias.get(i, i) for i in n.inputs]
+        if n.op not in ("Reshape", "Flatten") or (
+                n.op == "Reshape" and not all(int(d) > 0 for d in n.attrs["shape"])):
+            continue
+        src = r.prod.get(n.inputs[0])
+        if src is not None and src.op in ("Reshape", "Flatten") and \
+                r.only_consumer(n.inputs[0]) is n:
+            n.op, n.attrs = "Reshape", {"shape": list(shapes[n.outputs[0]]), "allowzero": 0}
+            n.inputs = [src.inputs[0]]
+        if n.op != "Reshape":
+            continue
+        if tuple(shapes[n.inputs[0]]) == tuple(n.attrs["shape"]) and \
+                n.outputs[0] not in g.outputs:
+            alias[n.outputs[0]] = n.inputs[0]
+    g.nodes = [n for n in g.nodes if n.outputs[0] not in alias]
+    return g.remove_unused()
+
+
 PIPELINE: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),
     ("fuse_layernorm", fuse_layernorm),
@@ -515,6 +546,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("cancel_transposes", cancel_transposes),
     ("fold_channel_shuffle", fold_channel_shuffle),
     ("drop_identities", drop_identities),
+    ("merge_reshapes", merge_reshapes),
     ("fold_batchnorm", fold_batchnorm),
     ("lower_conv_transpose", lower_conv_transpose),
     ("fuse_activations", fuse_activations),

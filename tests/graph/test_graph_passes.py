@@ -163,3 +163,26 @@ def test_overlap_check_detects_a_conflict() -> None:
     # a/b share bytes 256..511 during steps 2..3; b/c share them during 4..5; a/c never live
     # at the same time
     assert found == {frozenset("ab"), frozenset("bc")}
+
+
+def test_merge_reshapes() -> None:
+    """A chain of Reshapes back to the input's shape goes; Reshape -> Flatten becomes one
+    Reshape; the results stay what the unmerged graph computes."""
+    g = Graph([Node("Reshape", "r1", ["x"], ["a"], {"shape": [2, 3, 1, 4], "allowzero": 0}),
+               Node("Reshape", "r2", ["a"], ["b"], {"shape": [2, 12], "allowzero": 0}),
+               Node("Reshape", "r3", ["b"], ["c"], {"shape": [2, 3, 4], "allowzero": 0}),
+               Node("Relu", "relu", ["c"], ["d"], {}),
+               Node("Reshape", "r4", ["d"], ["e"], {"shape": [6, 4], "allowzero": 0}),
+               Node("Flatten", "f", ["e"], ["y"], {"axis": 1}),
+               Node("Reshape", "r5", ["d"], ["z"], {"shape": [24], "allowzero": 0})],
+              {"x": TensorInfo((2, 3, 4), "float32")}, ["y", "z"], {})
+    x = rand_input(g)
+    ref = run_float(g.copy(), x)
+    m = passes.merge_reshapes(g.copy())
+    # r1 -> r2 -> r3 restores x's shape: all three go; r4 -> f is one Reshape of d
+    assert [(n.op, n.inputs) for n in m.nodes] == [("Relu", ["x"]), ("Reshape", ["d"]),
+                                                   ("Reshape", ["d"])]
+    assert m.nodes[1].attrs["shape"] == [6, 4]
+    out = run_float(m, x)
+    for k in ("y", "z"):
+        np.testing.assert_array_equal(out[k], ref[k])

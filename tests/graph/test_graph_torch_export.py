@@ -278,6 +278,69 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
+def sequence_net():
+    """A 1-D CNN (keyword spotting, ECG): Conv1d stem, a residual block, max pooling, a
+    depthwise Conv1d, global pooling and a classifier, over an (8, 64) signal."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, ch: int) -> None:
+            super().__init__()
+            self.a = nn.Sequential(nn.Conv1d(ch, ch, 3, padding=1), nn.BatchNorm1d(ch),
+                                   nn.ReLU(), nn.Conv1d(ch, ch, 3, padding=1),
+                                   nn.BatchNorm1d(ch))
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return torch.relu(x + self.a(x))
+
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv1d(8, 32, 5, padding=2), nn.ReLU(), Block(32),
+                         nn.MaxPool1d(2), nn.Conv1d(32, 32, 3, padding=2, dilation=2,
+                                                    groups=32), nn.ReLU(),
+                         nn.Conv1d(32, 64, 1), nn.ReLU(), nn.AdaptiveAvgPool1d(1),
+                         nn.Flatten(), nn.Linear(64, 6)).eval()
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["ts17", "dynamo"])
+def test_1d_convolution_networks_run_as_2d_on_vta(dynamo: bool) -> None:
+    """Conv1d networks import as 2-D ones of height 1 (the ops between the convolutions run on
+    the 4-D tensors, no reshape between two layers): float equal to onnxruntime; every conv and
+    the classifier on VTA, bit-exact on fsim against the int8 reference and close to
+    onnxruntime."""
+    import io
+
+    import torch
+
+    torch.set_num_threads(1)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            model = torch.onnx.export(sequence_net(), (torch.randn(1, 8, 64),), dynamo=True,
+                                      verbose=False).model_proto
+        else:
+            torch.onnx.export(sequence_net(), (torch.randn(1, 8, 64),), buf, dynamo=False,
+                              opset_version=17, input_names=["input"])
+            model = onnx.load_from_string(buf.getvalue())
+    g = from_onnx(model)
+    x = image(model)
+    (ref,) = run_ort(model, x)
+    assert_close_rel(run_float(g, x)[g.outputs[0]], ref, 1e-5)
+    og = optimize(g)
+    convs = [n for n in og.nodes if n.op == "Conv"]
+    assert len(convs) == 5 and all(og.params[n.inputs[1]].ndim == 4 for n in convs)
+    prod = og.producers()
+    assert [prod[n.inputs[0]].op for n in convs[1:]] == ["Conv", "Conv", "MaxPool", "Conv"]
+    m = compile_graph(g, Config(), samples=[image(model, seed) for seed in range(1, 5)])
+    layers = [n.name for n in m.graph.nodes if n.op in ("QConv", "QDense")]
+    assert len(layers) == 6 and all(m.partition[k] == "vta" for k in layers)
+    with Executor(m, "fsim") as ex:
+        out = ex.run(x)[g.outputs[0]]
+    np.testing.assert_array_equal(out, run_quantized(m.graph, x)[g.outputs[0]])
+    assert cosine(out, ref) >= COSINE
+
+
 def test_vta_compile_and_run_exported_detector(tmp_path, capsys) -> None:
     """The command-line path: vta compile / vta run on a dynamo-exported YOLO-style model
     (LeakyRelu, Slice, Resize, Concat, PRelu, a 5-D permuted output)."""
