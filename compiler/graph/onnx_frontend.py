@@ -464,9 +464,9 @@ def _as_2d(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs,
     """A 1-D window op (Conv, MaxPool, AveragePool over [N, C, L]) as the 2-D one of height 1
     on :meth:`_Converter.as2d`'s tensor; a 1-D weight [O, I, K] becomes [O, I, 1, K]."""
     a = dict(a)
-    for key, pad in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+    for key in ("kernel_shape", "strides", "dilations"):
         if key in a:
-            a[key] = [pad, *a[key]]
+            a[key] = [1, *a[key]]
     if "pads" in a:
         a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
     ins = [c.as2d(ins[0]), *ins[1:]]
@@ -483,7 +483,7 @@ def _conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         _as_2d(c, name, ins, outs, a, _conv)
         return
     if w.ndim != 4:
-        raise c.fail("Conv", name, f"only 1-D and 2-D convolution is supported (weight rank "
+        raise c.fail("Conv", name, f"only 1-D and 2-D convolutions are supported (weight rank "
                                    f"{w.ndim})")
     kernel = list(a.get("kernel_shape", w.shape[2:]))
     strides, pads, dil = c.spatial("Conv", name, a, kernel, ins[0])
@@ -1025,9 +1025,10 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
 }
 
-#: Ops of one activation input (the first; the others constant and per channel) that run on
-#: the 4-D tensors of a 1-D network as they would on its 3-D ones (:meth:`_Converter.as2d`).
-_VIEW_OPS = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSwish",
+#: Ops of one activation input (the first; the others scalars or, for BatchNormalization,
+#: per-channel constants) that run on the 4-D tensors of a 1-D network as they would on its
+#: 3-D ones (:meth:`_Converter.as2d`).
+_VIEW_OPS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSwish",
                        "HardSigmoid", "Elu", "Softplus", "Mish", "Erf", "Gelu", "Abs", "Neg",
                        "Exp", "Sqrt", "Reciprocal", "GlobalAveragePool", "GlobalMaxPool",
                        "BatchNormalization"})
