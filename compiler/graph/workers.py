@@ -137,11 +137,17 @@ class Workers:
         # an error or Ctrl-C: stop the workers at once (the executor has no public kill
         # before Python 3.14's terminate_workers)
         procs = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             p.kill()
         for p in procs:
             p.join()
+        # the executor's thread sees its workers gone and closes its wake-up pipe: wait for
+        # it, or the interpreter's exit may write to that pipe while it closes (Python 3.11
+        # prints an ignored OSError and its traceback after the one-line message)
+        if manager is not None:
+            manager.join(timeout=10)
 
 
 __all__ = ["WorkerError", "Workers", "available_cpus", "check_jobs"]
