@@ -168,12 +168,10 @@ class Measurer:
         return out
 
     def _restart_pool(self) -> None:
-        ex = self.executor
-        procs = list(getattr(ex, "_processes", {}).values())
-        ex.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            p.kill()
         import multiprocessing as mp
 
-        self.executor = cf.ProcessPoolExecutor(max_workers=max(1, len(procs)),
+        from vta.compiler.graph.workers import kill_pool
+
+        workers = kill_pool(self.executor)
+        self.executor = cf.ProcessPoolExecutor(max_workers=max(1, workers),
                                                mp_context=mp.get_context("fork"))

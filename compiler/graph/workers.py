@@ -134,20 +134,26 @@ class Workers:
         if exc_type is None:
             pool.shutdown(wait=True)
             return
-        # an error or Ctrl-C: stop the workers at once (the executor has no public kill
-        # before Python 3.14's terminate_workers)
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        manager = getattr(pool, "_executor_manager_thread", None)
-        pool.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.join()
-        # the executor's thread sees its workers gone and closes its wake-up pipe: wait for
-        # it, or the interpreter's exit may write to that pipe while it closes (Python 3.11
-        # prints an ignored OSError and its traceback after the one-line message)
-        if manager is not None:
-            manager.join(timeout=10)
+        kill_pool(pool)  # an error or Ctrl-C: stop the workers at once
 
 
-__all__ = ["WorkerError", "Workers", "available_cpus", "check_jobs"]
+def kill_pool(pool: cf.ProcessPoolExecutor) -> int:
+    """Stop a process pool at once: its pending work cancelled, its workers killed (the
+    executor has no public kill before Python 3.14's ``terminate_workers``). Returns how many
+    workers it had."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.join()
+    # the executor's thread sees its workers gone and closes its wake-up pipe: wait for it,
+    # or the interpreter's exit may write to that pipe while it closes (Python 3.11 prints an
+    # ignored OSError and its traceback after the one-line message)
+    if manager is not None:
+        manager.join(timeout=10)
+    return len(procs)
+
+
+__all__ = ["WorkerError", "Workers", "available_cpus", "check_jobs", "kill_pool"]

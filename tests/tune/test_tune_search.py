@@ -139,3 +139,36 @@ def test_cost_model_ranks_a_learnable_function() -> None:
     # higher score = lower cost: rank correlation must be strongly negative
     rc = np.corrcoef(np.argsort(np.argsort(pred)), np.argsort(np.argsort(cost[test])))[0, 1]
     assert rc < -0.8
+
+
+@template("test.sleepy")
+def sleepy(cfg, n: int):
+    cfg.define_knob("k", list(range(n)))
+    if cfg["k"] == 2:
+        import time
+
+        time.sleep(60)  # a measurement that hangs
+    return 100.0 + cfg["k"]
+
+
+@pytest.mark.unit
+def test_a_hanging_measurement_times_out_and_its_worker_is_killed() -> None:
+    """With worker processes, a measurement past the timeout is a "timeout" result; the pool is
+    replaced and the hung worker killed; the next batch measures on the new pool."""
+    import multiprocessing as mp
+
+    from vta.tune import close_executor, make_executor
+
+    task = Task.create("test.sleepy", (4,))
+    before = set(mp.active_children())
+    ex = make_executor(2)
+    measurer = Measurer("value", executor=ex, timeout=3.0)
+    try:
+        out = measurer.measure(task, [0, 1, 2, 3])
+        assert [(r.cost, r.kind) for r in out] == [(100.0, "ok"), (101.0, "ok"),
+                                                   (None, "timeout"), (103.0, "ok")]
+        assert measurer.executor is not ex
+        assert set(mp.active_children()) <= before  # the old pool's workers: gone
+        assert [r.cost for r in measurer.measure(task, [1, 3])] == [101.0, 103.0]
+    finally:
+        close_executor(measurer.executor)
