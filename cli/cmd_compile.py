@@ -36,9 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "with the best knobs found (the manifest records them and the cycles "
                         "they were measured at); the others get their template's default")
     add_input_shape_arg(p)
-    p.add_argument("--calib", nargs="+", metavar="X.npy", default=[],
-                   help="calibration inputs (one input or a stack); default: 4 synthetic "
-                        "standard-normal inputs")
+    p.add_argument("--calib", nargs="+", metavar="X.npy|X.npz", default=[],
+                   help="calibration inputs: .npy files of one input or a stack of them "
+                        "[K, *shape]; for a model of several inputs .npz files with an array "
+                        "(or a stack) per input name; default: 4 synthetic standard-normal "
+                        "inputs")
     p.add_argument("--float-layer", action="append", default=[], metavar="NAME",
                    help="keep this layer in float on the CPU (repeatable; `--report` lists "
                         "the full names)")

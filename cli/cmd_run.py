@@ -13,7 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the target, the rest on the CPU) or an ONNX model (float "
                                    "on --target cpu; compiled on the fly for VTA targets).")
     p.add_argument("module", metavar="DIR|MODEL.onnx")
-    p.add_argument("--input", required=True, metavar="X.npy", help="the input tensor")
+    p.add_argument("--input", required=True, metavar="X.npy|X.npz",
+                   help="the input tensor (.npy), or for a model of several inputs a .npz with "
+                        "an array per input name")
     p.add_argument("--target", default="fsim", type=_target, metavar="TARGET",
                    help="where VTA layers run: fsim (default), tsim, rtl, perf, cpu (everything "
                         "on the host) or virtual:BOARD (the board's generated top Verilog under "
@@ -49,7 +51,7 @@ def _target(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vta.compiler.graph.executor import load_npy
+    from vta.compiler.graph.executor import feeds_for, load_arrays
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
@@ -60,14 +62,9 @@ def run(args: argparse.Namespace) -> int:
         from .common import board_clock_mhz
 
         board_clock_mhz(args.board)  # an unknown board fails now, not after the run
-    x = load_npy(args.input)
-    graph, module = _load_model(src, args, x.shape)
-    if len(graph.inputs) != 1:
-        from vta.compiler.graph.errors import InputError
-
-        raise InputError(f"the model has {len(graph.inputs)} inputs; vta run feeds one")
-    name = next(iter(graph.inputs))
-    feeds = {name: x}
+    arrays = load_arrays(args.input)
+    graph, module = _load_model(src, args, {k: x.shape for k, x in arrays.items()})
+    feeds = feeds_for(graph.inputs, arrays, args.input)
     if module is None and args.target == "cpu":
         outs, report = _run_cpu(graph, feeds)
         cfg = config_from_args(args)
@@ -80,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_model(src, args: argparse.Namespace, shape: tuple):  # noqa: ANN001, ANN202
+def _load_model(src, args: argparse.Namespace, shapes: dict):  # noqa: ANN001, ANN202
     """(graph, module): a compiled module directory, or (graph, None) for an .onnx model, its
-    input's symbolic dimensions sized by the input tensor's ``shape``."""
+    inputs' symbolic dimensions sized by the input arrays' ``shapes`` (by input name; ``""``
+    for a model's only input)."""
     if src.is_dir():
         from vta.compiler.graph.module import load_module
 
@@ -96,7 +94,7 @@ def _load_model(src, args: argparse.Namespace, shape: tuple):  # noqa: ANN001, A
         return module.graph, module
     from vta.compiler.graph.onnx_frontend import load_onnx
 
-    return load_onnx(src, input_shapes={"": shape}), None
+    return load_onnx(src, input_shapes=shapes), None
 
 
 def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202

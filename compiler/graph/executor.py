@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -96,22 +97,52 @@ class RunReport(_Record):
         return "\n".join(lines)
 
 
-def load_npy(path: str | Path) -> np.ndarray:
-    """Read a .npy file (a one-line InputError when it is missing or not an array)."""
+def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of an input file: a .npy file's array under the key ``""`` (a model's only
+    input), a .npz file's under their names (one per model input). A one-line InputError when
+    the file is missing or unreadable, or an array holds NaN or infinite values."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"input file {p} does not exist")
     try:
-        x = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise InputError(f"{p} is not a .npy array file ({str(e).splitlines()[0]})") from None
-    if not isinstance(x, np.ndarray):
-        raise InputError(f"{p} holds several arrays (.npz); give a single .npy array")
-    if x.dtype.kind in "fc" and not np.isfinite(x).all():
-        bad = int(x.size - np.isfinite(x).sum())
-        raise InputError(f"{p} holds {bad} NaN or infinite value(s) of {x.size}; give finite "
-                         f"numbers")
-    return x
+        data = np.load(p, allow_pickle=False)
+        if isinstance(data, np.ndarray):
+            arrays = {"": data}
+        else:
+            with data:
+                arrays = {k: data[k] for k in data.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise InputError(f"{p} is not a .npy or .npz array file "
+                         f"({str(e).splitlines()[0]})") from None
+    if not arrays:
+        raise InputError(f"{p} holds no array")
+    for name, x in arrays.items():
+        if x.dtype.kind in "fc" and not np.isfinite(x).all():
+            bad = int(x.size - np.isfinite(x).sum())
+            what = f"{p} array {name!r}" if name else str(p)
+            raise InputError(f"{what} holds {bad} NaN or infinite value(s) of {x.size}; give "
+                             f"finite numbers")
+    return arrays
+
+
+def feeds_for(names: Iterable[str], arrays: dict[str, np.ndarray],
+              source: str | Path) -> dict[str, np.ndarray]:
+    """The model inputs ``names`` fed from :func:`load_arrays`' ``arrays`` (of file
+    ``source``): a .npy array feeds a model of one input; a .npz file names every input."""
+    names = list(names)
+    if "" in arrays:
+        if len(names) != 1:
+            raise InputError(f"the model has {len(names)} inputs ({', '.join(names)}); give "
+                             f"them in one .npz file, an array per input name "
+                             f"(np.savez('x.npz', {names[0]}=...))")
+        return {names[0]: arrays[""]}
+    missing = [n for n in names if n not in arrays]
+    extra = [k for k in arrays if k not in names]
+    if missing or extra:
+        what = f"has no array {missing[0]!r}" if missing else \
+            f"has an array {extra[0]!r} that is no input of the model"
+        raise InputError(f"{source} {what} (the model's inputs: {', '.join(names)})")
+    return {n: arrays[n] for n in names}
 
 
 def relocate(program: bytes, cfg: Config, base: int) -> bytes:

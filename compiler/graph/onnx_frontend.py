@@ -220,8 +220,9 @@ def _given_shapes(input_shapes: InputShapes, names: list[str],
     given = {}
     for name, dims in input_shapes.items():
         if name == "" and len(names) != 1:
-            raise ModelError(f"{source} has {len(names)} inputs ({', '.join(names)}); a shape "
-                             f"without an input name needs a model of one input")
+            raise ModelError(f"{source} has {len(names)} inputs ({', '.join(names)}): name the "
+                             f"input each shape is for (--input-shape NAME=D,D,...; vta run: "
+                             f"a .npz input file, an array per input name)")
         key = name or names[0]
         if key not in names:
             raise ModelError(f"{source} has no input named {key!r} (its inputs: "

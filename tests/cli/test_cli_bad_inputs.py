@@ -80,6 +80,10 @@ def work(tmp_path_factory) -> Path:
     np.save(t / "nan.npy", x)
     x[0, 1, 2, 3] = np.inf
     np.save(t / "inf.npy", x)
+    np.savez(t / "inf.npz", x=x)
+    clean = np.load(t / "x.npy")
+    np.savez(t / "misnamed.npz", image=clean)
+    np.savez(t / "extra.npz", x=clean, mask=np.zeros(3, np.float32))
     (t / "t.jsonl").write_text("")
     (t / "afile").write_text("not a directory\n")
     (t / "adir").mkdir()
@@ -248,6 +252,14 @@ CASES: dict[str, tuple[list[str], str]] = {
                                       "dimension 2 is 16 in the model, not 32"),
     # --- vta run
     "run-nan-input": (["run", "{t}/mod", "--input", "{t}/nan.npy"], "NaN or infinite"),
+    "run-npz-inf-input": (["run", "{t}/mod", "--input", "{t}/inf.npz"],
+                          "inf.npz array 'x' holds 1 NaN or infinite"),
+    "run-npz-misnamed": (["run", "{t}/mod", "--input", "{t}/misnamed.npz"],
+                         "has no array 'x' (the model's inputs: x)"),
+    "run-npz-extra-array": (["run", "{t}/mod", "--input", "{t}/extra.npz"],
+                            "array 'mask' that is no input of the model"),
+    "compile-npz-misnamed-calibration": (["compile", "{t}/tiny.onnx", "-o", "{t}/m2", "--calib",
+                                          "{t}/misnamed.npz"], "has no array 'x'"),
     "run-inf-input-onnx": (["run", "{t}/tiny.onnx", "--target", "cpu", "--input",
                             "{t}/inf.npy"], "NaN or infinite"),
     "run-truncated-params": (["run", "{t}/trunc", "--input", "{t}/x.npy"],

@@ -130,6 +130,52 @@ def test_run_writes_every_output_to_npz(tmp_path, capsys) -> None:
         np.testing.assert_array_equal(np.load(tmp_path / "q.npy"), q["pooled"])
 
 
+def test_a_model_of_two_inputs_takes_npz_files(tmp_path, capsys) -> None:
+    """An RGB + depth model: `vta compile --calib` and `vta run --input` take .npz files with an
+    array (or a stack) per input name; the float run equals onnxruntime, the int8 module is
+    close to it; a .npy or a misnamed array is a one-line error."""
+    from .conftest import run_ort
+
+    rng = np.random.default_rng(0)
+    inits = {"wa": rng.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32),
+             "wb": rng.normal(0, 0.3, (16, 1, 3, 3)).astype(np.float32),
+             "wc": rng.normal(0, 0.2, (16, 16, 3, 3)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["rgb", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["depth", "wb"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["br"]),
+             helper.make_node("Add", ["ar", "br"], ["s"]),
+             helper.make_node("Conv", ["s", "wc"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["y"])]
+    model = onnx_model(nodes, {"rgb": [1, 3, 16, 16], "depth": [1, 1, 16, 16]}, {"y": None},
+                       inits)
+    p = tmp_path / "two.onnx"
+    p.write_bytes(model.SerializeToString())
+    x = {"rgb": rng.standard_normal((1, 3, 16, 16)).astype(np.float32),
+         "depth": rng.standard_normal((1, 1, 16, 16)).astype(np.float32)}
+    np.savez(tmp_path / "x.npz", **x)
+    np.savez(tmp_path / "calib.npz",
+             rgb=rng.standard_normal((3, 1, 3, 16, 16)).astype(np.float32),
+             depth=rng.standard_normal((3, 1, 1, 16, 16)).astype(np.float32))
+    (ref,) = run_ort(model, x)
+    assert main(["run", str(p), "--input", str(tmp_path / "x.npz"), "--target", "cpu",
+                 "-o", str(tmp_path / "f.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "f.npy"), ref, rtol=1e-5, atol=1e-6)
+    assert main(["compile", str(p), "-o", str(tmp_path / "mod"), "--calib",
+                 str(tmp_path / "calib.npz")]) == 0
+    assert main(["run", str(tmp_path / "mod"), "--input", str(tmp_path / "x.npz"),
+                 "-o", str(tmp_path / "q.npy")]) == 0
+    y = np.load(tmp_path / "q.npy")
+    assert float(y.ravel() @ ref.ravel() / np.linalg.norm(y) / np.linalg.norm(ref)) > 0.99
+    np.save(tmp_path / "rgb.npy", x["rgb"])
+    capsys.readouterr()
+    one_line_error(capsys, ["run", str(tmp_path / "mod"), "--input", str(tmp_path / "rgb.npy")],
+                   "the model has 2 inputs (rgb, depth); give them in one .npz file")
+    np.savez(tmp_path / "bad.npz", rgb=x["rgb"], dept=x["depth"])
+    one_line_error(capsys, ["compile", str(p), "-o", str(tmp_path / "m2"), "--calib",
+                            str(tmp_path / "bad.npz")], "has no array 'depth'")
+
+
 def test_bad_inputs_are_one_line_errors(work, tmp_path, capsys) -> None:
     mod, x = str(work / "mod"), str(work / "x.npy")
     np.save(tmp_path / "wrong_shape.npy", np.zeros((1, 3, 16, 16), np.float32))

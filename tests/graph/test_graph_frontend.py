@@ -240,7 +240,7 @@ def test_bad_input_shapes_are_one_line_errors(shapes, match: str) -> None:
 
 
 def test_unnamed_input_shape_needs_a_model_of_one_input() -> None:
-    with pytest.raises(ModelError, match=r"has 2 inputs \(a, b\); a shape without an input"):
+    with pytest.raises(ModelError, match=r"has 2 inputs \(a, b\): name the input each shape"):
         from_onnx(dynamic_conv_model(("a", "b")), input_shapes={"": (1, 3, 4, 4)})
     g = from_onnx(dynamic_conv_model(("a", "b")),
                   input_shapes={"a": (1, 3, 4, 4), "b": (1, 3, 6, 2)})
