@@ -289,6 +289,9 @@ class _Converter:
         #: 1-D layers run as 2-D ones of height 1: a [N, C, L] tensor -> the [N, C, 1, L]
         #: tensor holding its values (see :meth:`as2d`)
         self.view2d: dict[str, str] = {}
+        #: QOperator models: an integer activation -> the float tensor of its dequantized
+        #: values (see :mod:`.onnx_qoperator`)
+        self.qvalues: dict[str, str] = {}
 
     # ------------------------------------------------------------------ helpers
     def extra_outputs_used(self, outs: list[str]) -> bool:
@@ -310,7 +313,7 @@ class _Converter:
     def shape(self, tensor: str) -> tuple[int, ...]:
         if tensor in self.params:
             return tuple(self.params[tensor].shape)
-        return self.shapes[tensor]
+        return self.shapes[self.qvalues.get(tensor, tensor)]
 
     def emit(self, op: str, name: str, ins: list[str], outs: list[str], **attrs: Any) -> None:
         n = Node(op, name, ins, outs, attrs)
@@ -390,16 +393,23 @@ class _Converter:
         while name in self.names:
             name = f"{name}_{k}"
         self.names.add(name)
-        if onode.domain not in ("", "ai.onnx"):
+        from . import onnx_qoperator as qop
+
+        converters = _CONVERTERS | qop.CONVERTERS
+        if onode.domain == "com.microsoft" and op in qop.MS_CONVERTERS:
+            converters = qop.MS_CONVERTERS
+        elif onode.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(
                 f"{self.source}: node {name!r} has op type {onode.domain}::{op}; only the "
-                f"default ONNX domain is supported")
+                f"default ONNX domain (and onnxruntime's com.microsoft QLinear ops) is "
+                f"supported")
         ins = [self.alias.get(i, i) for i in onode.input]
         outs = list(onode.output)
-        if all(not i or i in self.params for i in ins) and op not in _NEVER_FOLD:
+        if all(not i or i in self.params for i in ins) and op not in _NEVER_FOLD and \
+                converters is not qop.MS_CONVERTERS:
             self.fold(onode, name, ins)
             return
-        if op not in _CONVERTERS:
+        if op not in converters:
             raise UnsupportedOpError(
                 f"{self.source}: node {name!r} has unsupported op type {op} (on a non-constant "
                 f"input); supported: {', '.join(SUPPORTED_OPS)}")
@@ -412,10 +422,18 @@ class _Converter:
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
         try:
             viewed = self.viewed(op, ins)
-            if viewed is None:
-                _CONVERTERS[op](self, name, ins, outs, attrs)
+            if qop.moves_values(op, attrs) and ins and ins[0] in self.qvalues:
+                # on the float values of a QOperator model's integer activations
+                converters[op](self, name, [self.qvalues.get(i, i) for i in ins],
+                               [f"{o}.dq" for o in outs], attrs)
+                self.qvalues.update((o, f"{o}.dq") for o in outs if o)
+            elif viewed is None:
+                if op != "DequantizeLinear" and converters is not qop.MS_CONVERTERS and \
+                        op not in qop.CONVERTERS:
+                    qop.check_float_inputs(self, op, name, ins)
+                converters[op](self, name, ins, outs, attrs)
             else:  # on the 4-D tensors of a 1-D network
-                _CONVERTERS[op](self, name, viewed, [f"{outs[0]}.as2d", *outs[1:]], attrs)
+                converters[op](self, name, viewed, [f"{outs[0]}.as2d", *outs[1:]], attrs)
                 self.from2d(name, f"{outs[0]}.as2d", outs[0])
         except VTAError:
             raise
@@ -959,15 +977,19 @@ def _qparams(c: _Converter, op: str, name: str, ins: list[str], a: dict[str, Any
 
 
 def _dequantize(onode: Any, vals: list[np.ndarray | None]) -> np.ndarray:
-    """DequantizeLinear of constants (int8 weights, int32 biases): ``(q - zero) * scale``,
-    per tensor or along ``axis``."""
+    """DequantizeLinear of constants (int8 weights, int32 biases)."""
     from onnx import helper
 
-    q, scale = vals[0], np.asarray(vals[1], np.float64)
-    zp = np.asarray(vals[2], np.float64) if len(vals) > 2 and vals[2] is not None else 0.0
     axis = next((helper.get_attribute_value(a) for a in onode.attribute if a.name == "axis"), 1)
+    return _dequantize_values(vals[0], vals[1], vals[2] if len(vals) > 2 else None, axis)
+
+
+def _dequantize_values(q: np.ndarray, scale: Any, zp: Any = None, axis: int = 1) -> np.ndarray:
+    """``(q - zero) * scale`` as float32, per tensor or per channel along ``axis``."""
+    scale = np.asarray(scale, np.float64)
+    zp = np.asarray(zp, np.float64) if zp is not None else 0.0
     shape = [1] * q.ndim
-    if scale.ndim == 1 and q.ndim:
+    if scale.ndim == 1 and scale.size > 1 and q.ndim:
         shape[axis % q.ndim] = -1
     return ((q.astype(np.float64) - np.reshape(zp, shape if np.ndim(zp) else ()))
             * scale.reshape(shape if scale.ndim else ())).astype(np.float32)
@@ -986,6 +1008,9 @@ def _dequantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str]
     constants (int8 weights, int32 biases) both fold at import like any constant node."""
     op = "DequantizeLinear"
     scale, zp = _qparams(c, op, name, ins, a)
+    if ins[0] in c.qvalues:  # a QOperator op's integer output: its float values
+        c.forward(c.qvalues[ins[0]], outs[0])
+        return
     if ins[0] not in c.quantized:
         raise c.fail(op, name, f"input {ins[0]!r} is neither a constant nor a "
                                f"QuantizeLinear output")
@@ -1037,4 +1062,6 @@ _VIEW_OPS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSwis
 _VIEW_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
 
 #: The ops imported on activations (any standard op is also evaluated on constants).
-SUPPORTED_OPS = tuple(sorted(_CONVERTERS))
+SUPPORTED_OPS = tuple(sorted(_CONVERTERS)) + (
+    "QLinearConv", "QLinearMatMul", "com.microsoft::QGemm/QLinearAdd/QLinearMul/"
+    "QLinearGlobalAveragePool/QLinearAveragePool/QLinearConcat/QLinearSigmoid/QLinearLeakyRelu")
