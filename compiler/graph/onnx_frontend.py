@@ -368,6 +368,27 @@ class _Converter:
         _static_reshape(self, f"{name}.to1d", x2d, out, [n, ch, length])
         self.view2d[out] = x2d
 
+    def emit_viewed(self, op: str, name: str, ins: list[str], out: str, **attrs: Any) -> None:
+        """Emit an element-wise IR op of activations (and no constant) on their 4-D views
+        when they all have one of one shape (inside a 1-D network), else as it is."""
+        if ins and all(i in self.view2d for i in ins) and \
+                len({self.shape(i) for i in ins}) == 1:
+            self.emit(op, name, [self.view2d[i] for i in ins], [f"{out}.as2d"], **attrs)
+            self.from2d(name, f"{out}.as2d", out)
+        else:
+            self.emit(op, name, ins, [out], **attrs)
+
+    def call(self, converter: Callable[..., None], op: str, name: str, ins: list[str],
+             outs: list[str], attrs: dict[str, Any]) -> None:
+        """Run the converter of ``op``, on the 4-D views of a 1-D network's tensors where
+        :meth:`viewed` says so."""
+        viewed = self.viewed(op, ins)
+        if viewed is None:
+            converter(self, name, ins, outs, attrs)
+        else:
+            converter(self, name, viewed, [f"{outs[0]}.as2d", *outs[1:]], attrs)
+            self.from2d(name, f"{outs[0]}.as2d", outs[0])
+
     def viewed(self, op: str, ins: list[str]) -> list[str] | None:
         """The inputs of an op that runs on the 4-D tensors of 1-D layers' tensors (its
         activation inputs have them), else None."""
@@ -421,20 +442,16 @@ class _Converter:
                                           f"{', '.join(sorted(allowed)) or 'none'})")
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
         try:
-            viewed = self.viewed(op, ins)
             if qop.moves_values(op, attrs) and ins and ins[0] in self.qvalues:
                 # on the float values of a QOperator model's integer activations
-                converters[op](self, name, [self.qvalues.get(i, i) for i in ins],
-                               [f"{o}.dq" for o in outs], attrs)
+                self.call(converters[op], op, name, [self.qvalues.get(i, i) for i in ins],
+                          [f"{o}.dq" for o in outs], attrs)
                 self.qvalues.update((o, f"{o}.dq") for o in outs if o)
-            elif viewed is None:
+            else:
                 if op != "DequantizeLinear" and converters is not qop.MS_CONVERTERS and \
                         op not in qop.CONVERTERS:
                     qop.check_float_inputs(self, op, name, ins)
-                converters[op](self, name, ins, outs, attrs)
-            else:  # on the 4-D tensors of a 1-D network
-                converters[op](self, name, viewed, [f"{outs[0]}.as2d", *outs[1:]], attrs)
-                self.from2d(name, f"{outs[0]}.as2d", outs[0])
+                self.call(converters[op], op, name, ins, outs, attrs)
         except VTAError:
             raise
         except Exception as e:  # noqa: BLE001 - any converter failure is one line
@@ -588,6 +605,22 @@ def _simple(op: str, **defaults: Any) -> Callable[..., None]:
                 raise c.fail(op, name, f"attribute {key!r} is not supported")
         attrs = {k: type(v)(a.get(k, v)) for k, v in defaults.items()}
         c.emit(op, name, ins[:1], outs[:1], **attrs)
+    return conv
+
+
+def _global_pool(op: str) -> Callable[..., None]:
+    """Global pooling over H, W of [N, C, H, W], or over L of [N, C, L] (as the 2-D pool of
+    height 1 on :meth:`_Converter.as2d`'s tensor)."""
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        rank = len(c.shape(ins[0]))
+        if rank == 3:
+            c.emit(op, name, [c.as2d(ins[0])], [f"{outs[0]}.as2d"])
+            c.from2d(name, f"{outs[0]}.as2d", outs[0])
+        elif rank == 4:
+            c.emit(op, name, ins[:1], outs[:1])
+        else:
+            raise c.fail(op, name, f"only 1-D and 2-D global pooling is supported (input rank "
+                                   f"{rank})")
     return conv
 
 
@@ -1021,16 +1054,17 @@ def _dequantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str]
     if not (np.array_equal(qs, scale) and np.array_equal(qz, zp)):
         raise c.fail(op, name, "its scale or zero point differs from its QuantizeLinear's")
     info = np.iinfo(zp.dtype)
-    c.emit("FakeQuant", name, [src], outs[:1], scale=float(scale.reshape(-1)[0]),
-           zero_point=int(zp.reshape(-1)[0]), qmin=int(info.min), qmax=int(info.max))
+    c.emit_viewed("FakeQuant", name, [src], outs[0], scale=float(scale.reshape(-1)[0]),
+                  zero_point=int(zp.reshape(-1)[0]), qmin=int(info.min), qmax=int(info.max))
 
 
 _CONVERTERS: dict[str, Callable[..., None]] = {
     "Conv": _conv, "ConvTranspose": _conv_t, "Gemm": _gemm, "MatMul": _matmul,
     **{op: _binary(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")},
     **{op: _simple(op) for op in ("Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Neg",
-                                  "Abs", "Reciprocal", "HardSwish", "GlobalAveragePool",
-                                  "GlobalMaxPool")},
+                                  "Abs", "Reciprocal", "HardSwish")},
+    "GlobalAveragePool": _global_pool("GlobalAveragePool"),
+    "GlobalMaxPool": _global_pool("GlobalMaxPool"),
     **{op: _simple(op) for op in ("Softplus", "Mish")},
     "Elu": _simple("Elu", alpha=1.0),
     "Max": _minmax("Max"), "Min": _minmax("Min"), "Expand": _expand,

@@ -75,9 +75,9 @@ def fake_quant(c: Any, name: str, x: str, out: str, scale: np.ndarray, zp: np.nd
         raise c.fail("QuantizeLinear", name, "per-axis quantization of an activation is not "
                                              "supported")
     info = np.iinfo(zp.dtype)
-    c.emit("FakeQuant", name if name not in c.names else f"{name}.fq", [x], [out],
-           scale=float(scale.reshape(-1)[0]), zero_point=int(zp.reshape(-1)[0]),
-           qmin=int(info.min), qmax=int(info.max))
+    c.emit_viewed("FakeQuant", name if name not in c.names else f"{name}.fq", [x], out,
+                  scale=float(scale.reshape(-1)[0]), zero_point=int(zp.reshape(-1)[0]),
+                  qmin=int(info.min), qmax=int(info.max))
 
 
 def _scale_zp(c: Any, op: str, name: str, ins: list[str], k: int
@@ -161,7 +161,7 @@ def _qlinear_binary(float_op: str) -> Callable[..., None]:
         xa = dq_input(c, op, name, ins[0], *_scale_zp(c, op, name, ins, 1))
         xb = dq_input(c, op, name, ins[3], *_scale_zp(c, op, name, ins, 4))
         _requantized(c, op, name, ins, outs, 6,
-                     lambda out: c.emit(float_op, name, [xa, xb], [out]))
+                     lambda out: c.emit_viewed(float_op, name, [xa, xb], out))
     return conv
 
 
@@ -174,7 +174,8 @@ def _qlinear_unary(float_op: str, *, attrs: tuple[str, ...] = ()) -> Callable[..
         x = dq_input(c, op, name, ins[0])
         kept = {k: v for k, v in a.items() if k in attrs}
         _requantized(c, op, name, ins, outs, 3,
-                     lambda out: fe._CONVERTERS[float_op](c, name, [x], [out], kept))
+                     lambda out: c.call(fe._CONVERTERS[float_op], float_op, name, [x], [out],
+                                        kept))
     return conv
 
 

@@ -245,3 +245,19 @@ def test_unnamed_input_shape_needs_a_model_of_one_input() -> None:
     g = from_onnx(dynamic_conv_model(("a", "b")),
                   input_shapes={"a": (1, 3, 4, 4), "b": (1, 3, 6, 2)})
     assert g.inputs["a"].shape == (1, 3, 4, 4) and g.inputs["b"].shape == (1, 3, 6, 2)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pooling_of_a_1d_signal(op: str) -> None:
+    """Global pooling over L of an [N, C, L] input (no 1-D conv before it) equals
+    onnxruntime's; over a 5-D input it is a one-line error."""
+    m = onnx_model([helper.make_node(op, ["x"], ["y"], name="pool")], {"x": [2, 5, 9]},
+                   {"y": [2, 5, 1]})
+    g = from_onnx(m)
+    x = rand_input(g)
+    (ref,) = run_ort(m, x)
+    assert_close_rel(run_float(g, x)["y"], ref, 1e-6)
+    m5 = onnx_model([helper.make_node(op, ["x"], ["y"], name="pool")], {"x": [1, 2, 3, 3, 3]},
+                    {"y": [1, 2, 1, 1, 1]})
+    with pytest.raises(UnsupportedOpError, match="only 1-D and 2-D global pooling"):
+        from_onnx(m5)

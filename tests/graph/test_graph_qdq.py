@@ -176,6 +176,42 @@ def test_quantized_pytorch_export_runs_on_vta_with_its_scales(tmp_path, family: 
     assert errors and all(e < max_error for e in errors.values()), errors
 
 
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+def test_quantized_1d_network_runs_on_vta(tmp_path, fmt: str) -> None:
+    """A 1-D CNN quantized by onnxruntime: its QDQ pairs (or QLinear ops) run on the 4-D views
+    too, so the conv chain stays on VTA with no CPU layer between two VTA layers; bit-exact on
+    fsim, close to onnxruntime."""
+    import io
+    import warnings
+
+    import torch
+
+    from .test_graph_torch_export import sequence_net
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(sequence_net(), (torch.randn(1, 8, 64),), buf, dynamo=False,
+                          opset_version=17, input_names=["input"])
+    qm = _quantize_static(tmp_path, onnx.load_from_string(buf.getvalue()), (1, 8, 64), fmt=fmt)
+    g = from_onnx(qm)
+    m = compile_graph(g, Config())
+    vta = [n for n in m.graph.nodes if m.partition.get(n.name) == "vta"]
+    assert len([n for n in vta if n.op in ("QConv", "QDense")]) == 6
+    prod = m.graph.producers()
+    for n in vta:  # no QDQ pair in front of a VTA layer; a conv reads a VTA layer's output
+        srcs = [prod[i] for i in n.inputs if i in prod]
+        assert not any(p.op == "QFakeQuant" for p in srcs), n.name
+        assert n.op != "QConv" or all(m.partition.get(p.name) == "vta" or p.op in (
+            "Quantize", "QMaxPool") for p in srcs), (n.name, [p.op for p in srcs])
+    x = {"input": np.random.default_rng(5).standard_normal((1, 8, 64)).astype(np.float32)}
+    with Executor(m, "fsim") as ex:
+        y = ex.run(x)[g.outputs[0]]
+    np.testing.assert_array_equal(y, run_quantized(m.graph, x)[g.outputs[0]])
+    a = agreement(run_ort(qm, x)[0], y)
+    assert a["top1"] and a["cosine"] > 0.999, a
+
+
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_qoperator_model_keeps_its_weights_and_matches_onnxruntime(tmp_path,
                                                                    symmetric: bool) -> None:
