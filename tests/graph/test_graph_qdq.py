@@ -237,6 +237,47 @@ def test_qoperator_model_keeps_its_weights_and_matches_onnxruntime(tmp_path,
     assert a["top1"] and a["cosine"] > (0.9999 if symmetric else 0.999), a
 
 
+def _qlinear_conv_model(tail: list, out_shape: list[int], extra: dict | None = None):
+    """x -> QuantizeLinear -> QLinearConv (4 channels) -> ``tail`` (reads 'yq', makes 'pq')
+    -> DequantizeLinear -> y."""
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(0)
+    inits = {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8),
+             "w": rng.integers(-50, 50, (4, 3, 3, 3)).astype(np.int8),
+             "ws": np.array(0.01, np.float32), "wz": np.array(0, np.int8), **(extra or {})}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("QLinearConv", ["xq", "s", "z", "w", "ws", "wz", "s", "z"],
+                              ["yq"], name="conv", pads=[1, 1, 1, 1]),
+             *tail,
+             helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"], name="dq")]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_qoperator_shape_of_an_integer_activation_folds() -> None:
+    """Shape of a QLinearConv's uint8 output is a constant (a Reshape target), and the Reshape
+    moves its values: the import computes what onnxruntime computes, but where its integer
+    requantization rounds the other way (one step of 0.05, on a few values)."""
+    tail = [helper.make_node("Shape", ["yq"], ["shp"], name="shape"),
+            helper.make_node("Slice", ["shp", "zero", "two", "zero"], ["nc"], name="nc"),
+            helper.make_node("Concat", ["nc", "minus1"], ["target"], name="target", axis=0),
+            helper.make_node("Reshape", ["yq", "target"], ["pq"], name="reshape")]
+    m = _qlinear_conv_model(tail, [1, 4, 64], {"zero": np.array([0], np.int64),
+                                                "two": np.array([2], np.int64),
+                                                "minus1": np.array([-1], np.int64)})
+    g = from_onnx(m)
+    x = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    (ref,) = run_ort(m, x)
+    y = run_float(g, x)["y"]
+    assert y.shape == ref.shape == (1, 4, 64)
+    diff = np.abs(y - ref)
+    assert diff.max() <= 0.05 + 1e-6 and (diff > 1e-6).mean() < 0.01, diff.max()
+
+
 def test_qoperator_integer_activation_into_a_float_op_is_a_one_line_error() -> None:
     """A Pad on a QLinearConv's uint8 output: named, with the way out (the QDQ format)."""
     from onnx import TensorProto
