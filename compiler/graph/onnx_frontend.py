@@ -29,6 +29,7 @@ line naming the node and the op type; any other failure inside a converter becom
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -416,9 +417,9 @@ class _Converter:
         self.names.add(name)
         from . import onnx_qoperator as qop
 
-        converters = _CONVERTERS | qop.CONVERTERS
-        if onode.domain == "com.microsoft" and op in qop.MS_CONVERTERS:
-            converters = qop.MS_CONVERTERS
+        converters, ms_converters, supported = _tables()
+        if onode.domain == "com.microsoft" and op in ms_converters:
+            converters = ms_converters
         elif onode.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(
                 f"{self.source}: node {name!r} has op type {onode.domain}::{op}; only the "
@@ -427,13 +428,13 @@ class _Converter:
         ins = [self.alias.get(i, i) for i in onode.input]
         outs = list(onode.output)
         if all(not i or i in self.params for i in ins) and op not in _NEVER_FOLD and \
-                converters is not qop.MS_CONVERTERS:
+                converters is not ms_converters:
             self.fold(onode, name, ins)
             return
         if op not in converters:
             raise UnsupportedOpError(
                 f"{self.source}: node {name!r} has unsupported op type {op} (on a non-constant "
-                f"input); supported: {', '.join(SUPPORTED_OPS)}")
+                f"input); supported: {supported}")
         attrs = {a.name: helper.get_attribute_value(a) for a in onode.attribute}
         allowed = _ATTRS.get(op)
         for key in attrs:
@@ -448,9 +449,7 @@ class _Converter:
                           [f"{o}.dq" for o in outs], attrs)
                 self.qvalues.update((o, f"{o}.dq") for o in outs if o)
             else:
-                if op != "DequantizeLinear" and converters is not qop.MS_CONVERTERS and \
-                        op not in qop.CONVERTERS:
-                    qop.check_float_inputs(self, op, name, ins)
+                qop.check_float_inputs(self, op, name, ins)
                 self.call(converters[op], op, name, ins, outs, attrs)
         except VTAError:
             raise
@@ -613,14 +612,12 @@ def _global_pool(op: str) -> Callable[..., None]:
     height 1 on :meth:`_Converter.as2d`'s tensor)."""
     def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         rank = len(c.shape(ins[0]))
-        if rank == 3:
-            c.emit(op, name, [c.as2d(ins[0])], [f"{outs[0]}.as2d"])
-            c.from2d(name, f"{outs[0]}.as2d", outs[0])
-        elif rank == 4:
-            c.emit(op, name, ins[:1], outs[:1])
-        else:
+        if rank not in (3, 4):
             raise c.fail(op, name, f"only 1-D and 2-D global pooling is supported (input rank "
                                    f"{rank})")
+        if rank == 3:
+            c.as2d(ins[0])  # then emitted on that view
+        c.emit_viewed(op, name, ins[:1], outs[0])
     return conv
 
 
@@ -995,13 +992,15 @@ def _upsample(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
-def _qparams(c: _Converter, op: str, name: str, ins: list[str], a: dict[str, Any]
+def _qparams(c: _Converter, op: str, name: str, ins: list[str], a: dict[str, Any], k: int = 1
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Scale and zero point (default 0 of uint8) of a (De)QuantizeLinear."""
+    """Scale and zero point (default 0 of uint8) of a (De)QuantizeLinear: its inputs ``k``,
+    ``k + 1`` (a QOperator op has several pairs)."""
     if int(a.get("block_size", 0)):
         raise c.fail(op, name, "blocked quantization (block_size) is not supported")
-    scale = c.const(op, name, ins[1], "the scale").astype(np.float64)
-    zp = c.const(op, name, ins[2], "the zero point") if len(ins) > 2 and ins[2] else None
+    scale = c.const(op, name, ins[k], "the scale").astype(np.float64)
+    zp = c.const(op, name, ins[k + 1], "the zero point") if len(ins) > k + 1 and ins[k + 1] \
+        else None
     if zp is None:
         zp = np.zeros(scale.shape, np.uint8)
     if zp.dtype not in (np.int8, np.uint8):
@@ -1049,12 +1048,19 @@ def _dequantize_linear(c: _Converter, name: str, ins: list[str], outs: list[str]
                                f"QuantizeLinear output")
     src, q = c.quantized.pop(ins[0])
     qs, qz = _qparams(c, "QuantizeLinear", q["name"], q["ins"], q["attrs"])
-    if qs.size != 1 or scale.size != 1:
-        raise c.fail(op, name, "per-axis quantization of an activation is not supported")
     if not (np.array_equal(qs, scale) and np.array_equal(qz, zp)):
         raise c.fail(op, name, "its scale or zero point differs from its QuantizeLinear's")
+    _fake_quant(c, op, name, src, outs[0], scale, zp)
+
+
+def _fake_quant(c: _Converter, op: str, name: str, x: str, out: str, scale: np.ndarray,
+                zp: np.ndarray) -> None:
+    """``out`` = ``x`` quantized at (``scale``, ``zp``) and dequantized: one ``FakeQuant``
+    node (per tensor; on the 4-D view inside a 1-D network)."""
+    if scale.size != 1 or zp.size != 1:
+        raise c.fail(op, name, "per-axis quantization of an activation is not supported")
     info = np.iinfo(zp.dtype)
-    c.emit_viewed("FakeQuant", name, [src], outs[0], scale=float(scale.reshape(-1)[0]),
+    c.emit_viewed("FakeQuant", name, [x], out, scale=float(scale.reshape(-1)[0]),
                   zero_point=int(zp.reshape(-1)[0]), qmin=int(info.min), qmax=int(info.max))
 
 
@@ -1095,7 +1101,14 @@ _VIEW_OPS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSwis
 #: Element-wise ops of two activations of one shape that do the same.
 _VIEW_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
 
-#: The ops imported on activations (any standard op is also evaluated on constants).
-SUPPORTED_OPS = tuple(sorted(_CONVERTERS)) + (
-    "QLinearConv", "QLinearMatMul", "com.microsoft::QGemm/QLinearAdd/QLinearMul/"
-    "QLinearGlobalAveragePool/QLinearAveragePool/QLinearConcat/QLinearSigmoid/QLinearLeakyRelu")
+@functools.cache
+def _tables() -> tuple[dict[str, Callable[..., None]], dict[str, Callable[..., None]], str]:
+    """The converters of the default domain (the standard ops and onnxruntime's QOperator
+    ones), those of the com.microsoft domain, and the list of the ops imported on
+    activations for the error message (any standard op is also evaluated on constants). Made
+    on first use: :mod:`.onnx_qoperator` imports this module."""
+    from . import onnx_qoperator as qop
+
+    default = _CONVERTERS | qop.CONVERTERS
+    supported = [*sorted(default), *(f"com.microsoft::{op}" for op in sorted(qop.MS_CONVERTERS))]
+    return default, qop.MS_CONVERTERS, ", ".join(supported)

@@ -41,8 +41,9 @@ def moves_values(op: str, attrs: dict[str, Any]) -> bool:
 
 def check_float_inputs(c: Any, op: str, name: str, ins: list[str]) -> None:
     """A standard op that computes on values reads float tensors: an integer activation of
-    the QOperator format is an error naming it (Shape and Size read only its shape)."""
-    if op in ("Shape", "Size"):
+    the QOperator format is an error naming it (Shape and Size read only its shape, a
+    DequantizeLinear its values, the QOperator ops their integers)."""
+    if op in ("Shape", "Size", "DequantizeLinear") or op in CONVERTERS or op in MS_CONVERTERS:
         return
     for x in ins:
         if x in c.qvalues:
@@ -66,40 +67,18 @@ def dq_input(c: Any, op: str, name: str, q: str, scale: np.ndarray | None = None
                                f"quantized op's output")
     src, ql = c.quantized[q]
     qs, qz = fe._qparams(c, "QuantizeLinear", ql["name"], ql["ins"], ql["attrs"])
-    fake_quant(c, ql["name"], src, f"{q}.dq", qs, qz)
+    fe._fake_quant(c, "QuantizeLinear", f"{ql['name']}.fq", src, f"{q}.dq", qs, qz)
     c.qvalues[q] = f"{q}.dq"
     return f"{q}.dq"
-
-
-def fake_quant(c: Any, name: str, x: str, out: str, scale: np.ndarray, zp: np.ndarray) -> None:
-    """``out`` = ``x`` quantized at (``scale``, ``zp``) and dequantized."""
-    if scale.size != 1:
-        raise c.fail("QuantizeLinear", name, "per-axis quantization of an activation is not "
-                                             "supported")
-    info = np.iinfo(zp.dtype)
-    c.emit_viewed("FakeQuant", name if name not in c.names else f"{name}.fq", [x], out,
-                  scale=float(scale.reshape(-1)[0]), zero_point=int(zp.reshape(-1)[0]),
-                  qmin=int(info.min), qmax=int(info.max))
-
-
-def _scale_zp(c: Any, op: str, name: str, ins: list[str], k: int
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """The (scale, zero point) constants at inputs ``k``, ``k + 1``."""
-    scale = c.const(op, name, ins[k], "a scale").astype(np.float64)
-    zp = c.const(op, name, ins[k + 1], "a zero point") if len(ins) > k + 1 and ins[k + 1] \
-        else np.zeros(scale.shape, np.uint8)
-    if zp.dtype not in (np.int8, np.uint8):
-        raise c.fail(op, name, f"zero point of type {zp.dtype} is not supported (int8, uint8)")
-    return scale, zp
 
 
 def _requantized(c: Any, op: str, name: str, ins: list[str], outs: list[str], k: int,
                  build: Callable[[str], None]) -> None:
     """``build(out)`` emits the float op into ``out``; its output is then quantized at the
     (scale, zero point) of inputs ``k``, ``k + 1`` and stands for ``outs[0]``."""
-    scale, zp = _scale_zp(c, op, name, ins, k)
+    scale, zp = fe._qparams(c, op, name, ins, {}, k)
     build(f"{outs[0]}.f")
-    fake_quant(c, f"{name}.requant", f"{outs[0]}.f", f"{outs[0]}.dq", scale, zp)
+    fe._fake_quant(c, op, f"{name}.requant", f"{outs[0]}.f", f"{outs[0]}.dq", scale, zp)
     c.qvalues[outs[0]] = f"{outs[0]}.dq"
 
 
@@ -107,7 +86,7 @@ def _weight(c: Any, op: str, name: str, ins: list[str], k: int, axis: int = 0) -
     """The float constant of the integer weight at input ``k`` with its (scale, zero point)
     at ``k + 1``, ``k + 2`` (per channel along ``axis``)."""
     w = c.const(op, name, ins[k], "the weight")
-    scale, zp = _scale_zp(c, op, name, ins, k + 1)
+    scale, zp = fe._qparams(c, op, name, ins, {}, k + 1)
     c.params[f"{name}.weight"] = fe._dequantize_values(w, scale, zp, axis)
     return f"{name}.weight"
 
@@ -123,8 +102,8 @@ def _qlinear_conv(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -
     op = "QLinearConv"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3)
-    xs, _ = _scale_zp(c, op, name, ins, 1)
-    ws, _ = _scale_zp(c, op, name, ins, 4)
+    xs, _ = fe._qparams(c, op, name, ins, {}, 1)
+    ws, _ = fe._qparams(c, op, name, ins, {}, 4)
     conv_ins = [x, w] + ([_bias(c, op, name, ins[8], xs * ws)] if len(ins) > 8 and ins[8]
                          else [])
     _requantized(c, op, name, ins, outs, 6, lambda out: fe._conv(c, name, conv_ins, [out], a))
@@ -143,8 +122,8 @@ def _qgemm(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
     op = "QGemm"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3, axis=0 if a.get("transB", 0) else 1)
-    xs, _ = _scale_zp(c, op, name, ins, 1)
-    ws, _ = _scale_zp(c, op, name, ins, 4)
+    xs, _ = fe._qparams(c, op, name, ins, {}, 1)
+    ws, _ = fe._qparams(c, op, name, ins, {}, 4)
     attrs = {k: a[k] for k in ("alpha", "transA", "transB") if k in a}
     gemm_ins = [x, w] + ([_bias(c, op, name, ins[6], xs * ws)] if len(ins) > 6 and ins[6]
                          else [])
@@ -160,8 +139,8 @@ def _qlinear_binary(float_op: str) -> Callable[..., None]:
     C_zp."""
     def conv(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
         op = f"QLinear{float_op}"
-        xa = dq_input(c, op, name, ins[0], *_scale_zp(c, op, name, ins, 1))
-        xb = dq_input(c, op, name, ins[3], *_scale_zp(c, op, name, ins, 4))
+        xa = dq_input(c, op, name, ins[0], *fe._qparams(c, op, name, ins, {}, 1))
+        xb = dq_input(c, op, name, ins[3], *fe._qparams(c, op, name, ins, {}, 4))
         _requantized(c, op, name, ins, outs, 6,
                      lambda out: c.emit_viewed(float_op, name, [xa, xb], out))
     return conv
