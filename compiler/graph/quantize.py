@@ -938,9 +938,6 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
 
 #: int8 ops whose output is clipped to their ``lo``/``hi`` attributes.
 _CLIPPED = frozenset({"QConv", "QConvTranspose", "QDense", "QAdd", "QClip", "QFakeQuant"})
-#: int8 ops whose output values are some of their (first) input's values.
-_SELECTING = frozenset({"QMaxPool", "Flatten", "Reshape", "Transpose", "Identity", "Slice",
-                        "Gather", "GlobalMaxPool"})
 
 
 def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
@@ -976,6 +973,9 @@ def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
 #: maximum of values, and a concatenation of inputs at its own scale copies them): tensors they
 #: join share one scale and offset (see :func:`offset_groups`).
 _CARRIERS = _MOVES | {"MaxPool", "Slice", "Gather", "GlobalMaxPool"}
+#: The int8 ops whose output values are some of their one input's values: the carriers but
+#: Concat (which may rescale its inputs), under their int8 names.
+_SELECTING = frozenset("QMaxPool" if op == "MaxPool" else op for op in _CARRIERS - {"Concat"})
 
 
 def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
