@@ -23,13 +23,21 @@ class AluLane(wiring.Component):
     The product's high half is the sum of three terms, reduced to two by a carry-save stage
     (one LUT level) so that one adder follows, and the product enters the result last (one
     multiplexer after the adder; the other operations' multiplexer works on registers
-    meanwhile)."""
+    meanwhile).
 
-    def __init__(self, acc_width: int) -> None:
+    ``with_mul=False`` builds a lane without the multiplier (a fused chain's later stages): MUL
+    then passes ``a`` on like any other unknown operation. ``b_width``: ``b`` is a
+    sign-extended ``b_width``-bit value (a fused chain stage's immediate); when it fits the
+    low half, the product takes two half-width partial products, the third (low half of
+    ``a`` times the sign extension) being ``-a_lo`` or 0."""
+
+    def __init__(self, acc_width: int, *, with_mul: bool = True,
+                 b_width: int | None = None) -> None:
         if acc_width < 2 or acc_width & (acc_width - 1):
             self._MustUse__silence = True  # never built: no "created but never used" warning
             raise TypeError(f"AluLane acc_width must be a power of two >= 2, not {acc_width!r}")
-        self.acc_width = acc_width
+        self.acc_width, self.with_mul = acc_width, with_mul
+        self.narrow_b = b_width is not None and b_width <= acc_width // 2
         super().__init__({
             "a": In(signed(acc_width)), "b": In(signed(acc_width)), "en": In(1),
             "op": In(3), "is_mul": In(1),
@@ -52,22 +60,20 @@ class AluLane(wiring.Component):
                       (bu[log_aw + 1:] != 0) | (bu[log_aw] & (bu[:log_aw] != 0)))
         low = bu[:log_aw + 1]
         amt = Mux(too_big, aw, Mux(neg, (-low)[:log_aw + 1], low))
-        p0 = au[:lo] * bu[:lo]
-        p1 = au[:lo] * bu[lo:]
-        p2 = au[lo:] * bu[:lo]
         r = {
             "lt": a < b,
             "sum": (a + b)[:aw],
             "neg": neg,
             "amt": amt,
-            "p0": p0[:aw],
-            # (the two cross products are registered apart: a multiplier and an adder in one
-            # cycle was the ALU's slowest path)
-            "p1": p1[:aw - lo],
-            "p2": p2[:aw - lo],
             "a": a,
             "b": b,
         }
+        if self.with_mul:
+            # (the two cross products are registered apart: a multiplier and an adder in one
+            # cycle was the ALU's slowest path)
+            p1 = Mux(neg, -au[:lo], 0) if self.narrow_b else au[:lo] * bu[lo:]
+            r.update(p0=(au[:lo] * bu[:lo])[:aw], p1=p1[:aw - lo],
+                     p2=(au[lo:] * bu[:lo])[:aw - lo])
         regs = {}
         for name, value in r.items():
             regs[name] = reg = Signal(value.shape(), name=f"e3_{name}")
@@ -89,6 +95,9 @@ class AluLane(wiring.Component):
                                          ea >> regs["amt"]))
             with m.Default():
                 m.d.comb += other.eq(ea)
+        if not self.with_mul:
+            m.d.comb += self.result.eq(other)
+            return m
         # MUL: p0 + ((p1 + p2) << lo) mod 2**aw; the high half p0_hi + p1 + p2 through a
         # carry-save stage (sum and majority bits, the latter weighted twice)
         x, y, z = regs["p0"][lo:], regs["p1"], regs["p2"]

@@ -18,6 +18,7 @@ GEMM   D: inp/wgt data -> registers; M: products -> registers; T1: two adder-tre
        accumulator data -> register (``acc_q``); A: ``acc_q`` -> forward mux -> add -> W
 ALU    RD: accumulator data -> ``acc_q``; E1: forward muxes -> operand registers; E2: compare,
        sum, shift amount, MUL partial products -> registers; E3: shift, product sum, select
+C1..C5 fused ALU chains only: per member after the head, a register, then its ALU lane
 W      result -> accumulator and OUT buffer write
 ====== ==================================================================================
 
@@ -29,12 +30,28 @@ ahead in w1, three ahead in w2). ALU micro-ops read in R: ``use_imm`` micro-ops 
 run at one per cycle, stalling R (an interlock) while the micro-op in RD or E1 writes that entry
 (it would write after the last forwarding point, E1); two-operand micro-ops read ``dst`` and then
 ``src`` through the same port in two consecutive cycles (half rate) and stall only while the
-micro-op in RD writes one of them. GEMM ``reset_reg`` micro-ops read nothing; an ALU
+micro-op in RD writes one of them, unless their ``src`` is the one the last such read
+brought and nothing wrote it since (``_src_reuse``): they then read only ``dst``, at full
+rate (a bias added to a tile). GEMM ``reset_reg`` micro-ops read nothing; an ALU
 instruction ignores ``reset_reg`` and performs its operation (as TVM's simulator and HLS core).
 
 Consecutive GEMM (or ALU) instructions follow each other without draining the pipeline; an
 instruction that pushes a token, FINISH, LOAD ACC and a switch between GEMM and ALU wait until
 the pipeline is empty.
+
+Fused ALU chains. A run of ALU instructions with an immediate over the same loops and one
+micro-op whose iterations visit distinct accumulator entries (a requantization epilogue: shift,
+multiply, round, shift, min, max) gives the same accumulators run instruction by instruction or
+entry by entry (each entry meets the operations in program order; none is visited twice), so
+the module runs it as ONE pass of the loops: the
+sequencer takes the followers from the queue (``_chain_gather``: up to :data:`ALU_CHAIN`, a MUL
+only among the first :data:`ALU_CHAIN_MUL`, a follower that pops a token starts a new
+instruction, one that pushes ends the chain) and each micro-op goes through E1..E3 with the
+head's operation, then through one more ALU stage per member (two cycles each, C1..C5: a
+register, an :class:`~vta.hw.alu.AluLane`; past the last member a stage passes the value on),
+then W. The chain's results are written after the interlock's reach, so the next instruction
+starts on an empty pipeline (:data:`CHAIN_DRAIN`). Programs are TVM's: the same instructions
+run one by one elsewhere with the same results.
 
 Every accumulator write (GEMM/ALU results and LOAD ACC data, with the same byte-lane
 granularity) also writes the OUT buffer with each lane truncated to ``out_width`` bits; STORE
@@ -73,18 +90,26 @@ from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
 from .write_back import WriteBack
 
-__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "PIPELINE_TIMING"]
+__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "ALU_CHAIN", "ALU_CHAIN_MUL",
+           "CHAIN_DRAIN", "PIPELINE_TIMING"]
 
 #: Cycles from a micro-op leaving S0 to its accumulator write (S1, S2, R, D, M, T1, T2, A, W).
 GEMM_DRAIN = 9
 #: The same for ALU micro-ops (S1, S2, R, RD, E1, E2, E3, W).
 ALU_DRAIN = 8
+#: Most instructions one fused ALU chain runs (one ALU stage each), and how many of its first
+#: stages can multiply (a requantization's shift, multiply, round, shift, min, max is one pass).
+ALU_CHAIN = 6
+ALU_CHAIN_MUL = 2
+#: The ALU drain of a fused chain's micro-ops: two cycles per stage after the first.
+CHAIN_DRAIN = ALU_DRAIN + 2 * (ALU_CHAIN - 1)
 #: The pipeline's timing under the names of the performance model's parameters
 #: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
 #: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
 #: port), and the drains before a token push.
 PIPELINE_TIMING = {"gemm_ii": 1, "gemm_drain": GEMM_DRAIN, "alu_ii": 1, "alu2_ii": 2,
-                   "alu_drain": ALU_DRAIN}
+                   "alu_drain": ALU_DRAIN, "alu_chain": ALU_CHAIN, "alu_chain_mul": ALU_CHAIN_MUL,
+                   "chain_drain": CHAIN_DRAIN}
 
 
 def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
@@ -170,7 +195,7 @@ class Compute(wiring.Component):
             "clear": In(1),
             "finish": Out(1),
             "gemm_uop": Out(1),
-            "alu_uop": Out(1),
+            "alu_uop": Out(range(ALU_CHAIN + 1)),
         })
 
     def elaborate(self, platform) -> Module:
@@ -216,9 +241,12 @@ class Compute(wiring.Component):
         load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
         need_drain = Signal()
         exec_busy = Signal()
+        chain = self._chain_gather(m, insn)
         m.d.comb += [
+            # (a fused chain's results are written after the interlock's reach: the next
+            # instruction starts on an empty pipeline)
             need_drain.eq(insn.mem.push_prev_dep | insn.mem.push_next_dep
-                          | (opcode == Opcode.FINISH)),
+                          | (opcode == Opcode.FINISH) | chain.fused),
             exec_busy.eq(uop_dma.busy | acc_dma.busy | running | pending | load_pending
                          | (need_drain & pipe_busy)),
         ]
@@ -228,7 +256,8 @@ class Compute(wiring.Component):
             pops=[(insn.mem.pop_prev_dep, self.pop_prev), (insn.mem.pop_next_dep, self.pop_next)],
             pushes=[(insn.mem.push_prev_dep, self.push_prev),
                     (insn.mem.push_next_dep, self.push_next)],
-            exec_busy=exec_busy, status=seq_status, clear=self.clear)
+            exec_busy=exec_busy, status=seq_status, clear=self.clear,
+            gather=(chain.head, chain.joins, chain.absorb), done_inc=chain.length)
         seq_state = seq_status.state
         in_run = Signal()
         m.d.comb += [
@@ -237,11 +266,67 @@ class Compute(wiring.Component):
             self.status.done.eq(seq_status.done),
         ]
 
+        net.__dict__.update(chain=chain)
         net.__dict__.update(acc_bits=acc_bits, acc_dma=acc_dma, adv=adv, aw=aw, cfg=cfg, go=go,
                             in_run=in_run, insn=insn, issuer=issuer, lanes=lanes, opcode=opcode,
                             pending=pending, pipe_busy=pipe_busy, running=running,
                             seq_state=seq_state, uop_rd=uop_rd, uop_dma=uop_dma,
                             load_pending=load_pending, is_uop_load=is_uop_load)
+
+    def _chain_gather(self, m: Module, insn) -> SimpleNamespace:
+        """Fused ALU chains: an ALU instruction with an immediate, no token to push and one
+        micro-op whose loops visit distinct accumulator entries (``iter_in`` = 1 or
+        ``dst_factor_in`` = 1, and ``iter_out`` = 1 or ``dst_factor_out`` >= ``iter_in``) heads a
+        chain; each next instruction of the queue that is an ALU with an immediate over the same
+        loops and micro-op, pops no token and follows a member that pushes none joins it (up to
+        :data:`ALU_CHAIN` in all, MUL only among the first :data:`ALU_CHAIN_MUL`). The chain runs
+        as one instruction whose micro-ops pass through one ALU stage per member; its last
+        member's token pushes are the chain's.
+
+        Returns ``head``, ``joins`` and ``absorb`` (for the sequencer), ``length`` (members),
+        ``fused`` (``length`` > 1) and the members' ``ops``/``imms`` after the head's (index
+        ``k - 1`` for member ``k``)."""
+        cfg = self.cfg
+        g, a = insn.gemm, insn.alu
+        nxt = self.insn.payload
+        ng, na = nxt.gemm, nxt.alu
+        imm_w = cfg.layouts.alu["imm"].width
+        length = Signal(range(ALU_CHAIN + 1), name="chain_length", init=1)
+        is_open = Signal(name="chain_open")
+        head = Signal(name="chain_head")
+        joins = Signal(name="chain_joins")
+        absorb = Signal(name="chain_absorb")
+        fused = Signal(name="chain_fused")
+        ops = [Signal(3, name=f"chain_op_{k}") for k in range(1, ALU_CHAIN)]
+        imms = [Signal(signed(imm_w), name=f"chain_imm_{k}") for k in range(1, ALU_CHAIN)]
+        m.d.comb += [
+            head.eq((insn.mem.opcode == Opcode.ALU) & a.use_imm & ~insn.mem.push_prev_dep
+                    & ~insn.mem.push_next_dep & (g.uop_end == g.uop_bgn + 1)
+                    & (g.iter_out != 0) & (g.iter_in != 0)
+                    & ((g.iter_in == 1) | (a.dst_factor_in == 1))
+                    & ((g.iter_out == 1) | (a.dst_factor_out >= g.iter_in))),
+            joins.eq(is_open & (length < ALU_CHAIN) & (nxt.mem.opcode == Opcode.ALU) & na.use_imm
+                     & ~nxt.mem.pop_prev_dep & ~nxt.mem.pop_next_dep
+                     & (ng.uop_bgn == g.uop_bgn) & (ng.uop_end == g.uop_end)
+                     & (ng.iter_out == g.iter_out) & (ng.iter_in == g.iter_in)
+                     & (na.dst_factor_out == a.dst_factor_out)
+                     & (na.dst_factor_in == a.dst_factor_in)
+                     & ((na.alu_opcode != AluOp.MUL) | (length < ALU_CHAIN_MUL))),
+            fused.eq(length > 1),
+        ]
+        with m.If(self.insn.valid & self.insn.ready & ~absorb):  # a new instruction
+            m.d.sync += [length.eq(1), is_open.eq(1)]
+        with m.If(absorb):
+            m.d.sync += length.eq(length + 1)
+            with m.If(nxt.mem.push_prev_dep | nxt.mem.push_next_dep):
+                m.d.sync += is_open.eq(0)
+            m.d.sync += [insn.mem.push_prev_dep.eq(insn.mem.push_prev_dep | nxt.mem.push_prev_dep),
+                         insn.mem.push_next_dep.eq(insn.mem.push_next_dep | nxt.mem.push_next_dep)]
+            for k in range(1, ALU_CHAIN):
+                with m.If(length == k):
+                    m.d.sync += [ops[k - 1].eq(na.alu_opcode), imms[k - 1].eq(na.imm)]
+        return SimpleNamespace(head=head, joins=joins, absorb=absorb, length=length, fused=fused,
+                               ops=ops, imms=imms)
 
     def _loads(self, m: Module, net: SimpleNamespace) -> None:
         """LOAD UOP and LOAD ACC through the two DMA readers, and FINISH."""
@@ -283,6 +368,7 @@ class Compute(wiring.Component):
         # ------------------------------------------------------------ S0: loop counters
         issuer, opcode = net.issuer, net.opcode
         m.d.comb += [issuer.insn.eq(net.insn), issuer.adv.eq(net.adv),
+                     issuer.chain.eq(net.chain.fused),
                      issuer.pipe_busy.eq(net.pipe_busy),
                      issuer.start.eq(net.go & ((opcode == Opcode.GEMM) | (opcode == Opcode.ALU)))]
         ctrl = net.issuer.ctrl  # of the instruction being issued
@@ -478,6 +564,8 @@ class Compute(wiring.Component):
         e2_valid = Signal()
         e2_dst = Signal(net.aw_acc)
         e3_valid = Signal()
+        e3_chain = Signal()  # the micro-op in E3 goes on through the chain stages
+        e3_wb = Signal()  # ... else W takes it in the next cycle
         e3_dst = Signal(net.aw_acc)
         # interlock: an ALU micro-op in R waits while one ahead would write what it reads
         # too late to be forwarded (see the module docstring): hit_rd while the micro-op in RD
@@ -495,19 +583,25 @@ class Compute(wiring.Component):
                          | (s2_two & (net.r_dst == net.s2_src[:net.aw_acc])))),
             hit_e1.eq(rd_valid & Mux(net.adv, rd_dst == net.s2_dst, rd_dst == net.r_dst)),
         ]
-        m.d.comb += net.stall.eq(net.r_alu_read & ~net.phase & (net.r_two | hit_rd | hit_e1))
+        r_reuse, r_port_src = self._src_reuse(m, net, s2_two)
+        r_two = net.r_two & ~r_reuse  # reads its src through the port
+        m.d.comb += net.stall.eq(net.r_alu_read & ~net.phase & (r_two | hit_rd | hit_e1))
         # a two-operand micro-op: phase 0 reads dst (stalled), phase 1 reads src (advances)
-        m.d.sync += net.phase.eq(net.r_two & ~net.phase & ~hit_rd)
+        m.d.sync += net.phase.eq(r_two & ~net.phase & ~hit_rd)
+        rd_reuse, rd_port = Signal(), Signal()
+        e1_reuse, e1_port = Signal(), Signal()
         m.d.sync += [
             rd_valid.eq(net.r_valid & net.r_ctrl.alu & net.adv), rd_ctrl.eq(net.r_ctrl),
             rd_dst.eq(net.r_dst), rd_src.eq(net.r_src[:net.aw_acc]),
+            rd_reuse.eq(r_reuse), rd_port.eq(r_port_src & net.adv),
             e1_valid.eq(rd_valid), e1_ctrl.eq(rd_ctrl), e1_dst.eq(rd_dst), e1_src.eq(rd_src),
+            e1_reuse.eq(rd_reuse), e1_port.eq(rd_port),
         ]
         # a two-operand micro-op's dst arrives in acc_q in its RD cycle, src in its E1 cycle.
         # The forwarding selects are registered one cycle ahead: in a stage's next cycle W
         # holds what is now in E3 (E1..W never stall), w1 what is now in W, w2 what is in w1.
         def selects(addr, name):
-            return (net.lane_regs(e3_valid & (e3_dst == addr), f"{name}_w"),
+            return (net.lane_regs(e3_wb & (e3_dst == addr), f"{name}_w"),
                     net.lane_regs(net.wb.w.valid & (net.wb.w.dst == addr), f"{name}_w1"),
                     net.lane_regs(net.wb.w1.valid & (net.wb.w1.dst == addr), f"{name}_w2"))
 
@@ -519,7 +613,8 @@ class Compute(wiring.Component):
         dst_hold = [_reg(m, pick(sel_rd, k, net.acc_l[k]), f"dst_hold_{k}")
                     for k in range(net.lanes)]
         # a two-operand micro-op in E1 (its dst is in dst_hold, its src in acc_q)
-        two = net.lane_regs(~rd_ctrl.use_imm, "two")
+        two = net.lane_regs(~rd_ctrl.use_imm & ~rd_reuse, "two")
+        reuse = net.lane_regs(rd_reuse, "reuse")
         sel_a = selects(rd_dst, "sel_a")
         sel_b = selects(rd_src, "sel_b")
         imm_ext = Signal(signed(net.aw))
@@ -530,9 +625,15 @@ class Compute(wiring.Component):
         m.d.sync += [e2_valid.eq(e1_valid), e2_dst.eq(e1_dst)]
         e2_a = [_reg(m, pick(sel_a, k, Mux(two[k], dst_hold[k], net.acc_l[k])), f"e2_a_{k}",
                      en=e1_valids[k]) for k in range(net.lanes)]
-        e2_b = [_reg(m, Mux(two[k], pick(sel_b, k, net.acc_l[k]), imm_ext), f"e2_b_{k}",
-                     en=e1_valids[k]) for k in range(net.lanes)]
-        m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst)]
+        # the src operand a port read brings is kept for the two-operand micro-ops after it
+        # that read the same entry (_src_reuse)
+        src_l = [pick(sel_b, k, net.acc_l[k]) for k in range(net.lanes)]
+        src_keep = [_reg(m, src_l[k], f"src_keep_{k}", en=e1_valid & e1_port)
+                    for k in range(net.lanes)]
+        e2_b = [_reg(m, Mux(reuse[k], src_keep[k], Mux(two[k], src_l[k], imm_ext)),
+                     f"e2_b_{k}", en=e1_valids[k]) for k in range(net.lanes)]
+        m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst), e3_chain.eq(e2_ctrl.chain)]
+        m.d.comb += e3_wb.eq(e3_valid & ~e3_chain)
         e3_ops = net.lane_regs(e2_ctrl.op, "e3_op")
         e3_is_mul = net.lane_regs(e2_ctrl.op == AluOp.MUL, "e3_is_mul")
         alu_l = []
@@ -542,31 +643,101 @@ class Compute(wiring.Component):
                          lane.op.eq(e3_ops[k]), lane.is_mul.eq(e3_is_mul[k])]
             alu_l.append(lane.result)
 
-        net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e2_valid=e2_valid, e3_dst=e3_dst,
-                            e3_valid=e3_valid, rd_valid=rd_valid)
+        chain_out, chain_valids = self._alu_chain(m, net, e3_valid & e3_chain, e3_dst, alu_l)
+        net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e1_ctrl=e1_ctrl, e2_valid=e2_valid,
+                            e3_dst=e3_dst, e3_valid=e3_valid, e3_wb=e3_wb, rd_valid=rd_valid,
+                            chain_out=chain_out, chain_valids=chain_valids)
+
+    def _src_reuse(self, m: Module, net: SimpleNamespace, s2_two) -> tuple:
+        """Two-operand ALU micro-ops at one per cycle when their src repeats (a bias or a
+        per-channel operand added to every entry of a tile): the micro-op that reads its src
+        through the port keeps the value (``src_keep``, loaded in its E1 with the forwarded
+        data), and a later micro-op whose src is that entry takes it instead of a second read,
+        so it reads only dst, like an immediate. The entry is tracked in R, in program order:
+        a micro-op leaving R that writes it (the reader itself included) ends the reuse, as do
+        a GEMM micro-op and LOAD ACC. ``r_reuse`` is registered a cycle ahead from what R will
+        hold, like the interlock. Returns (``r_reuse``, ``r_port_src``: the micro-op in R
+        reads its src through the port)."""
+        aw = net.aw_acc
+        r_reuse, r_port_src = Signal(name="r_reuse"), Signal(name="r_port_src")
+        addr = Signal(aw, name="src_keep_addr")
+        ok = Signal(name="src_keep_ok")
+        r_src = net.r_src[:aw]
+        r_alu = net.r_valid & net.r_ctrl.alu
+        m.d.comb += r_port_src.eq(r_alu & net.r_two & ~r_reuse)
+        # the kept entry once the micro-op in R has left it
+        addr_next = Mux(r_port_src, r_src, addr)
+        ok_next = Mux(r_port_src, net.r_dst != r_src, ok & ~(r_alu & (net.r_dst == addr)))
+        flush = (net.r_valid & ~net.r_ctrl.alu) | net.acc_dma.busy
+        with m.If(flush):
+            m.d.sync += [ok.eq(0), r_reuse.eq(0)]
+        with m.Elif(net.adv):
+            m.d.sync += [addr.eq(addr_next), ok.eq(ok_next),
+                         r_reuse.eq(s2_two & ok_next & (net.s2_src[:aw] == addr_next))]
+        return r_reuse, r_port_src
+
+    def _alu_chain(self, m: Module, net: SimpleNamespace, valid, dst, values: list) -> tuple:
+        """The fused chain's stages after E3, two cycles each: a register of the previous
+        stage's result, then an :class:`~vta.hw.alu.AluLane` per lane applying member ``k``'s
+        operation with its immediate (passing the value on past the chain's last member).
+        Every chain micro-op goes through all of them. Returns (valid, dst, result lanes) of
+        the last stage and the stages' valid registers."""
+        chain, aw = net.chain, net.aw
+        valids = []
+        for k in range(1, ALU_CHAIN):
+            p_valid = _reg(m, valid, f"c{k}_valid")
+            p_dst = _reg(m, dst, f"c{k}_dst")
+            p_vals = [_reg(m, v, f"c{k}_a_{j}", en=valid) for j, v in enumerate(values)]
+            op = _reg(m, Mux(k < chain.length, chain.ops[k - 1], _PASS), f"c{k}_op")
+            is_mul = _reg(m, op == AluOp.MUL, f"c{k}_is_mul") if k < ALU_CHAIN_MUL else None
+            imm = Signal(signed(aw), name=f"c{k}_imm")
+            m.d.comb += imm.eq(chain.imms[k - 1])
+            results = []
+            for j, v in enumerate(p_vals):
+                m.submodules[f"chain_{k}_lane_{j}"] = lane = AluLane(
+                    aw, with_mul=k < ALU_CHAIN_MUL, b_width=len(chain.imms[k - 1]))
+                m.d.comb += [lane.a.eq(v), lane.b.eq(imm), lane.en.eq(p_valid), lane.op.eq(op),
+                             lane.is_mul.eq(is_mul if is_mul is not None else 0)]
+                results.append(lane.result)
+            valid, dst = _reg(m, p_valid, f"c{k}_q_valid"), _reg(m, p_dst, f"c{k}_q_dst")
+            values = results
+            valids += [p_valid, valid]
+        return SimpleNamespace(valid=valid, dst=dst, values=values), valids
 
     def _write_back(self, m: Module, net: SimpleNamespace) -> None:
         """Stage W's inputs (GEMM from A, ALU from E3, LOAD ACC from its DMA reader) and
         ports, and the module state."""
         wb = net.wb
+        # (a chain's last stage and E3 never hold a micro-op for W in one cycle: the chain's
+        # micro-ops come after every other ALU micro-op in flight and take longer)
+        out = net.chain_out
         m.d.comb += [wb.gemm_valid.eq(net.a_valid), wb.gemm_dst.eq(net.a_dst),
-                     wb.alu_valid.eq(net.e3_valid), wb.alu_dst.eq(net.e3_dst),
+                     wb.alu_valid.eq(net.e3_wb | out.valid),
+                     wb.alu_dst.eq(Mux(out.valid, out.dst, net.e3_dst)),
                      wb.load_busy.eq(net.acc_dma.busy)]
         for k in range(net.lanes):
             m.d.comb += [wb.gemm_lane[k].eq(net.a_valids[k]), wb.gemm_result[k].eq(net.gemm_l[k]),
-                         wb.alu_result[k].eq(net.alu_l[k])]
+                         wb.alu_result[k].eq(Mux(out.valid, out.values[k], net.alu_l[k]))]
         wiring.connect(m, net.acc_dma.sram, wb.load)
         wiring.connect(m, wb.acc_wr, wiring.flipped(self.acc_wr))
         wiring.connect(m, wb.out_wr, wiring.flipped(self.out_wr))
-        m.d.comb += [self.gemm_uop.eq(net.m_valid), self.alu_uop.eq(net.e1_valid)]
+        # ALU micro-op iterations: a chain's micro-op is one of each member's
+        m.d.comb += [self.gemm_uop.eq(net.m_valid),
+                     self.alu_uop.eq(Mux(net.e1_valid,
+                                         Mux(net.e1_ctrl.chain, net.chain.length, 1), 0))]
         stages = ("s1", "s2", "r", "d", "pre", "m", "t1", "t2", "a", "rd", "e1", "e2", "e3")
-        m.d.comb += net.pipe_busy.eq(Cat(wb.w.valid,
+        m.d.comb += net.pipe_busy.eq(Cat(wb.w.valid, *net.chain_valids,
                                          *(getattr(net, f"{s}_valid") for s in stages)).any())
 
         # report "drain" while micro-ops leave the pipeline
         m.d.comb += self.status.state.eq(Mux(
             net.in_run & ~net.running & ~net.pending & net.pipe_busy, MODULE_STATES["drain"],
             net.seq_state))
+
+
+#: An ALU opcode no instruction has: a chain stage past the chain's last member passes its value
+#: on (:class:`~vta.hw.alu.AluLane`'s default case).
+_PASS = 7
 
 
 def _uop_memory(cfg: Config):

@@ -26,7 +26,7 @@ BASES = ("dst", "src", "wgt")
 def ctrl_layout(cfg: Config) -> data.StructLayout:
     """What travels down the pipeline with every micro-op of an instruction."""
     return data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
-                              "imm": signed(cfg.layouts.alu["imm"].width)})
+                              "imm": signed(cfg.layouts.alu["imm"].width), "chain": 1})
 
 
 def base_widths(cfg: Config) -> dict[str, int]:
@@ -37,7 +37,8 @@ def base_widths(cfg: Config) -> dict[str, int]:
 
 class LoopIssuer(wiring.Component):
     """The loop counters (S0). ``start``: the sequencer starts the GEMM/ALU in ``insn`` now;
-    ``adv``: S0 advances this cycle; ``pipe_busy``: micro-ops are in S1 .. W. ``running``:
+    ``adv``: S0 advances this cycle; ``pipe_busy``: micro-ops are in S1 .. W; ``chain``: the ALU
+    instruction heads a fused chain (its micro-ops carry ``ctrl.chain``). ``running``:
     ``uop_addr``, ``ctrl`` and the bases describe a micro-op iteration to issue."""
 
     def __init__(self, cfg: Config, *, insn_layout: data.Layout) -> None:
@@ -48,6 +49,7 @@ class LoopIssuer(wiring.Component):
             "start": In(1),
             "adv": In(1),
             "pipe_busy": In(1),
+            "chain": In(1),
             "running": Out(1),
             "pending": Out(1),
             "ctrl": Out(ctrl_layout(cfg)),
@@ -93,6 +95,7 @@ class LoopIssuer(wiring.Component):
             m.d.sync += [
                 ctrl.alu.eq(alu), ctrl.op.eq(a.alu_opcode), ctrl.use_imm.eq(a.use_imm),
                 ctrl.imm.eq(a.imm), ctrl.reset.eq(g.reset_reg & ~alu),  # GEMM only
+                ctrl.chain.eq(self.chain & alu),
                 uop_bgn.eq(g.uop_bgn), uop_n.eq(n_uops), iter_in.eq(g.iter_in),
                 u.eq(g.uop_bgn), u_left.eq(n_uops), i_left.eq(g.iter_in),
                 o_left.eq(g.iter_out),

@@ -35,13 +35,22 @@ class ModuleStatusSignature(wiring.Signature):
 def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
                           pops: Sequence[tuple[Value, object]],
                           pushes: Sequence[tuple[Value, object]],
-                          exec_busy: Value, status, clear: Value) -> Signal:
+                          exec_busy: Value, status, clear: Value,
+                          gather: tuple[Value, Value, Signal] | None = None,
+                          done_inc: Value | int = 1) -> Signal:
     """Build the pop/run/push state machine; return the one-cycle ``go`` pulse.
 
     ``insn`` is a register (of the queue's payload shape) that receives the instruction.
     ``pops``/``pushes`` are (flag bit of ``insn``, token interface) pairs. At ``go`` the module
     starts executing ``insn``; it reports completion by dropping ``exec_busy`` (sampled from the
     cycle after ``go`` on). ``clear`` (launch) resets the instruction counter.
+
+    ``gather`` = (``head``, ``joins``, ``absorb``) lets one instruction take the ones after it
+    along (the compute module's fused ALU chains): when ``head`` (of ``insn``) is high after the
+    pops, the sequencer takes, one per cycle, every next instruction of the queue for which
+    ``joins`` is high, pulsing ``absorb`` for each (the module records it), and starts once the
+    queue's head does not join (or the queue is empty). ``done_inc`` is the number of
+    instructions the one completing stands for.
     """
     go = Signal(name="go")
     done = Signal(32, name="done_count")
@@ -58,8 +67,23 @@ def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
             ok = _move_tokens(m, status, "pop_tokens", pops, lambda q: q.avail,
                               lambda q: q.pop, "pop_ok")
             with m.If(ok):
-                m.d.comb += go.eq(1)
-                m.next = "RUN"
+                if gather is None:
+                    m.d.comb += go.eq(1)
+                    m.next = "RUN"
+                else:
+                    with m.If(gather[0]):
+                        m.next = "GATHER"
+                    with m.Else():
+                        m.d.comb += go.eq(1)
+                        m.next = "RUN"
+        if gather is not None:
+            with m.State("GATHER"):
+                m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
+                with m.If(insn_stream.valid & gather[1]):
+                    m.d.comb += [insn_stream.ready.eq(1), gather[2].eq(1)]
+                with m.Else():
+                    m.d.comb += go.eq(1)
+                    m.next = "RUN"
         with m.State("RUN"):
             m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
             with m.If(~exec_busy):
@@ -68,7 +92,7 @@ def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
             ok = _move_tokens(m, status, "push_tokens", pushes, lambda q: q.ready,
                               lambda q: q.push, "push_ok")
             with m.If(ok):
-                m.d.sync += done.eq(done + 1)
+                m.d.sync += done.eq(done + done_inc)
                 m.next = "IDLE"
     return go
 

@@ -41,6 +41,7 @@ from vta.isa import (
 from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.gcpause import paused_gc
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
+from vta.isa.layout import AluOp
 from vta.isa.stats import ModuleCycles, RunStats, program_stats
 
 
@@ -69,9 +70,12 @@ class PerfParams:
     gemm_latency: float = 1.6     #: GEMM cycles per instruction beyond insn_overhead
     gemm_drain: float = 9.0       #: GEMM pipeline drain, only before pushing a token
     alu_ii: float = 1.0           #: cycles per ALU micro-op iteration with an immediate
-    alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op (one acc read port)
+    alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op that reads its src
     alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
+    alu_chain: int = 6            #: most ALU instructions one fused chain runs in one pass
+    alu_chain_mul: int = 2        #: ... of which the first this many may multiply
+    chain_drain: float = 18.0     #: a fused chain's drain (always: the next waits for it)
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting
 
@@ -154,20 +158,38 @@ class PerfModel:
         data = max(p.burst_train(bursts, beats, p.mem_latency) - p.mem_latency, narrow)
         return p.mem_latency, data, p.mem_overhead, pad_rows * p.pad_per_row
 
-    def _compute_cycles(self, insn: Insn) -> float:
+    def _compute_cycles(self, insn: Insn, chain: int | None = None) -> float:
+        """Cycles of a GEMM/ALU beyond ``insn_overhead``. ``chain``: ``insn`` heads a fused
+        ALU chain of that many instructions (1: a head no instruction joined), 0: it is a later
+        member (run by its head), None: neither."""
+        if chain == 0:
+            return -self.p.insn_overhead
         if isinstance(insn, _LOOP_INSNS):
             n = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
             if not n:
                 return 0.0
             # the pipeline drains only before a token is pushed (the next instruction of the
-            # same kind starts while the micro-ops of this one are still in flight)
+            # same kind starts while the micro-ops of this one are still in flight), and after
+            # a fused chain
             pushes = bool(insn.push_prev_dep or insn.push_next_dep)
             if isinstance(insn, GemmInsn):
                 return n * self.p.gemm_ii + self.p.gemm_latency + \
                     (self.p.gemm_drain if pushes else 0.0)
-            ii = self.p.alu_ii if insn.use_imm else self.p.alu2_ii  # reset_reg: GEMM only
-            return n * ii + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
+            # (reset_reg: GEMM only) a two-operand micro-op reads its src through the one
+            # port unless it repeats the src read before it
+            cycles = n * self.p.alu_ii + (0.0 if insn.use_imm else
+                                          src_reads(insn) * (self.p.alu2_ii - self.p.alu_ii))
+            if chain:  # one cycle per member taken from the queue, one to start
+                drain = self.p.chain_drain if chain > 1 else \
+                    (self.p.alu_drain if pushes else 0.0)
+                return cycles + self.p.alu_latency + chain + drain
+            return cycles + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
         return 0.0
+
+    def _chains(self, insns: Sequence[Insn]) -> dict[int, int]:
+        """The fused ALU chains of the compute module (:func:`alu_chains` with this model's
+        chain limits)."""
+        return alu_chains(insns, self.p.alu_chain, self.p.alu_chain_mul)
 
     # --------------------------------------------------------------------- run
     def run(self, insns: Sequence[Insn], *, trace: bool = False) -> RunStats:
@@ -177,7 +199,8 @@ class PerfModel:
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
         links = _links(mods, state.tokens)
-        steps = [self._step(insn, mods, links) for insn in insns]
+        chains = self._chains(insns)
+        steps = [self._step(insn, mods, links, chains.get(k)) for k, insn in enumerate(insns)]
         for k, st in enumerate(steps):
             st.module.queue.append(k)
         order = [mods[m] for m in MODULES]
@@ -215,7 +238,7 @@ class PerfModel:
         return self._report(state, mods, insns)
 
     def _step(self, insn: Insn, mods: dict[str, _Module],
-              links: dict[str, tuple]) -> _Step:
+              links: dict[str, tuple], chain: int | None = None) -> _Step:
         """What scheduling ``insn`` needs, computed once: its module, the token queues it
         pops and pushes (``links``: per module, see :func:`_links`), and its costs."""
         name = COMPUTE_MODULE if type(insn) is FinishInsn else insn.module
@@ -235,7 +258,8 @@ class PerfModel:
                 return _Step(mods[name], pops, pushes, mem, 0.0, False)
             return _Step(mods[name], pops, pushes, None, self.p.insn_overhead + mem[3], False)
         return _Step(mods[name], pops, pushes, None,
-                     self.p.insn_overhead + self._compute_cycles(insn), type(insn) is FinishInsn)
+                     self.p.insn_overhead + self._compute_cycles(insn, chain),
+                     type(insn) is FinishInsn)
 
     def _fetch_bursts(self, n_insns: int) -> _Fetch:
         """Fetch: pipelined bursts of instructions in program order; the port carries their
@@ -296,6 +320,67 @@ class PerfModel:
         return program_stats(insns, self.cfg, backend="perf", cycles=int(math.ceil(total)),
                              bus_width=8 * self.p.bus_bytes, modules=modules,
                              memory_port_busy=int(round(state.port_busy)))
+
+
+def src_reads(insn: AluInsn) -> int:
+    """Micro-op iterations of a two-operand ALU instruction that read their src through the
+    accumulator's port: all with several micro-ops (their srcs are in the micro-op buffer),
+    else those whose src differs from the iteration's before (the compute module keeps the
+    last src read; the first always reads, and a dst equal to its src, which the compiler never
+    writes, is not modelled)."""
+    n = insn.iter_out * insn.iter_in
+    if insn.uop_end - insn.uop_bgn != 1 or (insn.iter_in > 1 and insn.src_factor_in):
+        return n * max(0, insn.uop_end - insn.uop_bgn)
+    return insn.iter_out if insn.iter_out > 1 and insn.src_factor_out else 1
+
+
+def chain_head(insn: Insn) -> bool:
+    """Whether ``insn`` can head a fused ALU chain: an ALU with an immediate that pushes no
+    token, with one micro-op whose loops visit distinct accumulator entries."""
+    return (type(insn) is AluInsn and bool(insn.use_imm)
+            and not (insn.push_prev_dep or insn.push_next_dep)
+            and insn.uop_end == insn.uop_bgn + 1 and insn.iter_out > 0 and insn.iter_in > 0
+            and (insn.iter_in == 1 or insn.dst_factor_in == 1)
+            and (insn.iter_out == 1 or insn.dst_factor_out >= insn.iter_in))
+
+
+def _joins(head: AluInsn, insn: Insn) -> bool:
+    """Whether ``insn`` (the compute instruction after a chain's last member) runs the same
+    loops as ``head`` with an immediate and pops no token."""
+    return (type(insn) is AluInsn and bool(insn.use_imm)
+            and not (insn.pop_prev_dep or insn.pop_next_dep)
+            and (insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in, insn.dst_factor_out,
+                 insn.dst_factor_in)
+            == (head.uop_bgn, head.uop_end, head.iter_out, head.iter_in, head.dst_factor_out,
+                head.dst_factor_in))
+
+
+def alu_chains(insns: Sequence[Insn], limit: int, mul_limit: int) -> dict[int, int]:
+    """The compute module's fused ALU chains (``vta.hw.compute``): index -> chain length for
+    each instruction that heads one (1 when nothing joined it), 0 for the later members. A
+    chain takes each next compute instruction that :func:`_joins` it while its last member
+    pushed no token, up to ``limit`` members, a MUL only as one of the first ``mul_limit``."""
+    out: dict[int, int] = {}
+    head: int | None = None
+    length = k_prev = 0
+    for k, insn in enumerate(insns):
+        if type(insn) is not FinishInsn and insn.module != COMPUTE_MODULE:
+            continue
+        if head is not None:
+            prev = insns[k_prev]
+            if (length < limit and not (prev.push_prev_dep or prev.push_next_dep)
+                    and _joins(insns[head], insn)
+                    and (insn.alu_opcode != AluOp.MUL or length < mul_limit)):
+                out[k] = 0
+                length += 1
+                out[head] = length
+                k_prev = k
+                continue
+            head = None
+        if chain_head(insn):
+            head, length, out[k] = k, 1, 1
+        k_prev = k
+    return out
 
 
 class _Step:

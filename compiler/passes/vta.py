@@ -97,6 +97,8 @@ class FoldUopLoops(Pass):
 
     def kernel(self, s: Stmt) -> UopKernel:
         s = _range_simplify(_drop_unit_loops(s), {})
+        if any(isinstance(n, Alu) for n in walk(s)):
+            s = _coalesce(s)
         loops: list[UopLoop] = []
         while isinstance(s, For) and len(loops) < self.max_loops:
             lp = self._fold(s)
@@ -128,6 +130,43 @@ class FoldUopLoops(Pass):
                     return None
         f = [x or 0 for x in factors]
         return UopLoop(v, s.extent, f[0], f[1], f[2])
+
+
+def _coalesce(s: Stmt) -> Stmt:
+    """Merge each loop with the loop directly inside it when every micro-op index walks the
+    two as one (the outer variable's coefficient is the inner loop's extent times the inner
+    one's): the pair becomes one loop over both extents' product. An ALU nest over a
+    contiguous block then folds into one micro-op and two loops, which the compute module runs
+    fused with the immediate ALU instructions that follow (``vta.hw.compute``)."""
+    if not isinstance(s, For):
+        return s
+    inner = _coalesce(s.body)
+    if isinstance(inner, For) and _walks_as_one(s.var, inner):
+        body = stmt_substitute(inner.body, {s.var: Const(0, "int32")})
+        return For(inner.var, s.extent * inner.extent, body, inner.kind)
+    return For(s.var, s.extent, inner, s.kind)
+
+
+def _walks_as_one(outer: Var, inner: For) -> bool:
+    """Whether every micro-op index below ``inner`` is affine in ``outer`` and ``inner.var``
+    with ``coef(outer) == inner.extent * coef(inner.var)``."""
+    for leaf in walk(inner.body):
+        if not isinstance(leaf, MICRO_OPS):
+            continue
+        idxs = [leaf.dst_index, getattr(leaf, "wgt_index", None)]
+        if not (isinstance(leaf, Alu) and leaf.use_imm):
+            idxs.append(leaf.src_index)
+        for e in idxs:
+            if e is None:
+                continue
+            lin = linear(e)
+            for key, atom in lin.atoms.items():
+                if key in lin.terms and not isinstance(atom, Var) and \
+                        (outer in free_vars(atom) or inner.var in free_vars(atom)):
+                    return False
+            if lin.coef(outer) != inner.extent * lin.coef(inner.var):
+                return False
+    return True
 
 
 def _range_simplify(s: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:

@@ -8,6 +8,7 @@ mismatch.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -86,8 +87,11 @@ def reference(cfg: Config, insns: list[Insn], uops: list[Uop], acc: np.ndarray,
 
 
 def run_compute(cfg: Config, insns: list[Insn], uops: list[Uop], *, seed: int = 0,
-                acc_range: tuple[int, int] = (-2**31, 2**31)):
-    """Run ``insns`` (after a LOAD UOP of ``uops``) on Compute; return (rtl acc, reference)."""
+                acc_range: tuple[int, int] = (-2**31, 2**31), streamed: bool = False):
+    """Run ``insns`` (after a LOAD UOP of ``uops``) on Compute; return (rtl acc, reference,
+    cycles). One instruction at a time (``cycles``: per instruction index, busy cycles), or
+    ``streamed`` back to back as the fetch module queues them (``cycles``: ``total`` to
+    FINISH, ``done`` instructions counted, ``alu_uops`` ALU micro-op iterations counted)."""
     rng = np.random.default_rng(seed)
     lanes = cfg.batch * cfg.block_out
     acc0 = rng.integers(*acc_range, (cfg.acc_depth, lanes), dtype=np.int64).astype(np.int32)
@@ -128,12 +132,27 @@ def run_compute(cfg: Config, insns: list[Insn], uops: list[Uop], *, seed: int = 
     got = np.zeros_like(acc0)
     cycles = {}
 
+    async def feed(ctx) -> None:
+        for insn in program:
+            await stream_put(ctx, dut.insn, encode_word(insn, cfg))
+
     async def bench(ctx) -> None:
         for q in (dut.pop_prev, dut.pop_next):
             ctx.set(q.avail, 1)
         for q in (dut.push_prev, dut.push_next):
             ctx.set(q.ready, 1)
-        for k, insn in enumerate(program):
+        if streamed:
+            alu_uops = 0
+            total = None
+            for n in range(1, 200000):
+                _clk, _rst, fin, uop, busy = await ctx.tick().sample(
+                    dut.finish, dut.alu_uop, dut.status.busy)
+                alu_uops += uop
+                total = total or (n if fin else None)
+                if fin and not busy:  # (FINISH is counted once it completes)
+                    break
+            cycles.update(total=total, done=ctx.get(dut.status.done), alu_uops=alu_uops)
+        for k, insn in enumerate([] if streamed else program):
             start = None
             await stream_put(ctx, dut.insn, encode_word(insn, cfg))
             for n in range(100000):
@@ -150,6 +169,8 @@ def run_compute(cfg: Config, insns: list[Insn], uops: list[Uop], *, seed: int = 
     sim = Simulator(m)
     sim.add_clock(1e-8)
     sim.add_testbench(responder.run, background=True)
+    if streamed:
+        sim.add_testbench(feed, background=True)
     sim.add_testbench(bench)
     sim.run()
     return got, reference(cfg, insns, uops, acc0, inp, wgt), cycles
@@ -315,3 +336,148 @@ def test_alu_rates_one_port(small_cfg: Config) -> None:
     assert cycles[2] - n <= 8  # one per cycle plus a fixed cost
     assert cycles[4] - 2 * n <= 8
     assert cycles[2] >= n and cycles[4] >= 2 * n
+
+
+def requant_chain(**loops) -> list[AluInsn]:
+    """A requantization epilogue as the compiler writes it: shift, multiply, round, shift,
+    clip; six ALU instructions with an immediate over the same loops and micro-op."""
+    steps = [(AluOp.SHR, 3), (AluOp.MUL, 1526), (AluOp.ADD, 1 << 9), (AluOp.SHR, 10),
+             (AluOp.MIN, 127), (AluOp.MAX, -20)]
+    return [AluInsn(alu_opcode=op, use_imm=1, imm=imm, **loops) for op, imm in steps]
+
+
+def test_alu_chain_runs_in_one_pass(small_cfg: Config) -> None:
+    """Six immediate ALU instructions over the same distinct entries (the compiler's
+    requantization epilogue) run fused: one pass of their loops instead of six, with the same
+    accumulators as in program order, every instruction counted and every micro-op iteration
+    of each counted; an instruction that pops a token breaks the chain there."""
+    uops = [Uop(0, 0, 0)]
+    loops = dict(uop_bgn=0, uop_end=1, iter_out=8, iter_in=16, dst_factor_out=16,
+                 dst_factor_in=1)
+    chain = requant_chain(**loops)
+    got, expected, fused = run_compute(small_cfg, chain, uops, seed=5, streamed=True)
+    np.testing.assert_array_equal(got, expected)
+    n = 8 * 16
+    assert fused["done"] == len(chain) + 2  # LOAD UOP, the six, FINISH
+    assert fused["alu_uops"] == 6 * n
+    split = [*chain[:3], dataclasses.replace(chain[3], pop_prev_dep=1), *chain[4:]]
+    got2, expected2, two = run_compute(small_cfg, split, uops, seed=5, streamed=True)
+    np.testing.assert_array_equal(got2, expected2)
+    assert two["alu_uops"] == 6 * n
+    # fused: one pass and a fixed cost; split in two chains: two passes
+    assert n <= fused["total"] <= n + 60
+    assert 2 * n <= two["total"] <= 2 * n + 90
+
+
+def test_alu_chain_limits(small_cfg: Config) -> None:
+    """A run longer than the chain, and a MUL past the stages that multiply, start a new chain
+    there: the accumulators equal the in-order reference, in one pass per chain."""
+    from vta.hw.compute import ALU_CHAIN, ALU_CHAIN_MUL
+
+    uops = [Uop(1, 0, 0)]
+    loops = dict(uop_bgn=0, uop_end=1, iter_out=4, iter_in=8, dst_factor_out=8,
+                 dst_factor_in=1)
+    ops = [AluOp.ADD, AluOp.SHR] + [AluOp.MUL] * 3 + [AluOp.ADD, AluOp.MIN, AluOp.MAX] * 2
+    imms = {AluOp.ADD: 37, AluOp.SHR: 1, AluOp.MUL: -3, AluOp.MIN: 9000, AluOp.MAX: -9000}
+    run = [AluInsn(alu_opcode=op, use_imm=1, imm=imms[op], **loops) for op in ops]
+    got, expected, stats = run_compute(small_cfg, run, uops, seed=6, streamed=True,
+                                       acc_range=(-4000, 4000))
+    np.testing.assert_array_equal(got, expected)
+    # chains: ADD SHR | MUL MUL | MUL ADD MIN MAX ADD MIN | MAX (MUL only in the first two
+    # stages, at most six)
+    assert ALU_CHAIN == 6 and ALU_CHAIN_MUL == 2
+    n = 32
+    assert 4 * n <= stats["total"] <= 4 * n + 120
+    assert stats["alu_uops"] == len(run) * n
+
+
+def test_alu_chains_only_fuse_what_computes_the_same(small_cfg: Config) -> None:
+    """Random runs of immediate ALU instructions, some over loops that visit an entry more than
+    once (dst factors 0 or overlapping: fusing those would change the result), some with more
+    than one micro-op, MUL anywhere (only the first two stages multiply), token flags,
+    two-operand ALU and GEMM instructions in between, all streamed back to back: the
+    accumulators equal the in-order reference."""
+    rng = random.Random(7)
+    uops = [Uop(k % 5, (3 * k) % 7, k % 4) for k in range(6)] + [Uop(2, 9, 1)]
+    insns: list[Insn] = []
+    for _ in range(24):
+        kind = rng.random()
+        if kind < 0.15:
+            insns.append(GemmInsn(reset_reg=int(rng.random() < 0.3), uop_bgn=0, uop_end=3,
+                                  iter_out=2, iter_in=2, dst_factor_out=5, src_factor_in=3,
+                                  wgt_factor_in=1))
+            continue
+        if kind < 0.3:
+            insns.append(AluInsn(alu_opcode=rng.choice(list(AluOp)), uop_bgn=6, uop_end=7,
+                                 iter_out=3, iter_in=2, dst_factor_out=rng.randint(0, 4),
+                                 dst_factor_in=1, src_factor_out=1))
+            continue
+        bgn = rng.choice([6, 6, 6, 0])
+        loops = dict(uop_bgn=bgn, uop_end=bgn + (1 if bgn == 6 else 2),
+                     iter_out=rng.randint(1, 4), iter_in=rng.randint(1, 5),
+                     dst_factor_out=rng.choice([0, 2, 5, 6, 8]),
+                     dst_factor_in=rng.choice([1, 1, 1, 0, 2]))
+        for _ in range(rng.randint(2, 8)):
+            op = rng.choice(list(AluOp))
+            imm = {AluOp.SHR: rng.randint(-3, 6), AluOp.MUL: rng.randint(-300, 300)}.get(
+                op, rng.randint(-2000, 2000))
+            insns.append(AluInsn(alu_opcode=op, use_imm=1, imm=imm,
+                                 pop_prev_dep=int(rng.random() < 0.1),
+                                 push_next_dep=int(rng.random() < 0.1), **loops))
+    got, expected, stats = run_compute(small_cfg, insns, uops, seed=9, streamed=True,
+                                       acc_range=(-5000, 5000))
+    np.testing.assert_array_equal(got, expected)
+    assert stats["done"] == len(insns) + 2
+    assert stats["alu_uops"] == sum(i.iter_out * i.iter_in * (i.uop_end - i.uop_bgn)
+                                    for i in insns if isinstance(i, AluInsn))
+
+
+def test_alu_repeated_src_runs_at_one_per_cycle(small_cfg: Config) -> None:
+    """A two-operand ALU instruction whose src repeats (a bias added to a tile) reads it once
+    and runs at one micro-op per cycle; a src that changes every outer iteration costs one
+    more cycle per change; the accumulators equal the in-order reference."""
+    uops = [Uop(0, 70, 0)]
+    n = 4 * 16
+    const = AluInsn(alu_opcode=AluOp.ADD, uop_bgn=0, uop_end=1, iter_out=4, iter_in=16,
+                    dst_factor_out=16, dst_factor_in=1)
+    per_row = dataclasses.replace(const, src_factor_out=1)
+    got, expected, cycles = run_compute(small_cfg, [const, per_row], uops, seed=13)
+    np.testing.assert_array_equal(got, expected)
+    assert n <= cycles[1] <= n + 8
+    assert n + 4 <= cycles[2] <= n + 4 + 8
+
+
+def test_alu_repeated_src_is_reread_after_a_write(small_cfg: Config) -> None:
+    """Random two-operand ALU micro-ops over a few entries, their src repeating and their dst
+    often the src just read (or about to be read again), back to back and across
+    instructions, GEMM resets in between: the accumulators equal the in-order reference (a
+    kept src that a write made stale would differ)."""
+    rng = random.Random(17)
+    uops = [Uop(rng.randrange(6), rng.randrange(6), 0) for _ in range(12)]
+    uops += [Uop(k, 3, 0) for k in range(6)]  # src 3, dst 3 among them
+    insns: list[Insn] = []
+    for _ in range(30):
+        if rng.random() < 0.1:
+            insns.append(GemmInsn(reset_reg=1, uop_bgn=rng.randrange(12), uop_end=12,
+                                  iter_out=1, iter_in=1))
+            continue
+        bgn = rng.randrange(18)
+        insns.append(AluInsn(alu_opcode=rng.choice([AluOp.ADD, AluOp.MIN, AluOp.MAX]),
+                             uop_bgn=bgn, uop_end=min(18, bgn + rng.randint(1, 4)),
+                             iter_out=rng.randint(1, 3), iter_in=rng.randint(1, 3),
+                             dst_factor_out=rng.choice([0, 1, 6]),
+                             dst_factor_in=rng.choice([0, 1]),
+                             src_factor_out=rng.choice([0, 0, 1]), src_factor_in=0))
+    # directed: the kept entry 3 written by a micro-op that reuses it, by an immediate ALU
+    # instruction, and by a GEMM reset, each followed by a micro-op that reads it again
+    ad = dict(alu_opcode=AluOp.ADD, iter_out=1, iter_in=1)
+    insns += [AluInsn(uop_bgn=12, uop_end=18, **ad),
+              AluInsn(uop_bgn=12, uop_end=13, **ad),
+              AluInsn(use_imm=1, imm=1000, uop_bgn=15, uop_end=16, **ad),
+              AluInsn(uop_bgn=13, uop_end=14, **ad),
+              GemmInsn(reset_reg=1, uop_bgn=15, uop_end=16, iter_out=1, iter_in=1),
+              AluInsn(uop_bgn=14, uop_end=15, **ad)]
+    for streamed in (False, True):
+        got, expected, _ = run_compute(small_cfg, insns, uops, seed=18, streamed=streamed,
+                                       acc_range=(-10**6, 10**6))
+        np.testing.assert_array_equal(got, expected)
