@@ -51,12 +51,12 @@ def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa
 def uop_cycles(program: bytes, cfg: Config) -> int:
     """Cycles the compute module's micro-ops take back to back: one per GEMM micro-op (resets
     included) and per ALU micro-op, one more per two-operand ALU micro-op that reads its src
-    through the accumulator's one read port (vta.sim.perf.src_reads), one per micro-op of a
-    fused ALU chain for all its members (vta.hw.compute). No schedule of this program on this
-    hardware runs in fewer cycles."""
+    through the accumulator's one read port (vta.sim.perf.src_reads), and on a core with fused
+    ALU chains (PerfParams.alu_chain > 1) one per micro-op of a chain for all its members
+    (vta.hw.compute). No schedule of this program on this hardware runs in fewer cycles."""
     insns = decode_program(program, cfg)
     p = PerfParams()
-    chains = alu_chains(insns, p.alu_chain, p.alu_chain_mul)
+    chains = alu_chains(insns, p.alu_chain, p.alu_chain_mul) if p.alu_chain > 1 else {}
     total = 0
     for k, i in enumerate(insns):
         if isinstance(i, GemmInsn | AluInsn) and chains.get(k) != 0:

@@ -88,8 +88,11 @@ def recorded_image(rec, dev):  # noqa: ANN001
 def tsim_cycles(name: str, prog: bytes, dram: np.ndarray, cfg: Config) -> int:
     from vta.hw import tsim
 
+    # (the tsim build's key names the hardware: the same program takes other cycles on another
+    # core)
     key = hashlib.sha1(prog + hashlib.sha1(dram.tobytes()).digest()
-                       + json.dumps(cfg.params).encode()).hexdigest()[:20]
+                       + json.dumps(cfg.params).encode()
+                       + tsim.build(cfg).key.encode()).hexdigest()[:20]
     path = _cache() / f"{key}.json"
     if path.exists():
         return json.loads(path.read_text())["cycles"]

@@ -39,7 +39,8 @@ Consecutive GEMM (or ALU) instructions follow each other without draining the pi
 instruction that pushes a token, FINISH, LOAD ACC and a switch between GEMM and ALU wait until
 the pipeline is empty.
 
-Fused ALU chains. A run of ALU instructions with an immediate over the same loops and one
+Fused ALU chains (the ``fused_alu`` variant, :class:`~vta.hw.options.CoreOptions`). A run of
+ALU instructions with an immediate over the same loops and one
 micro-op whose iterations visit distinct accumulator entries (a requantization epilogue: shift,
 multiply, round, shift, min, max) gives the same accumulators run instruction by instruction or
 entry by entry (each entry meets the operations in program order; none is visited twice), so
@@ -71,7 +72,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
@@ -91,7 +92,7 @@ from .sequencer import ModuleStatusSignature, instruction_sequencer
 from .write_back import WriteBack
 
 __all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "ALU_CHAIN", "ALU_CHAIN_MUL",
-           "CHAIN_DRAIN", "PIPELINE_TIMING"]
+           "CHAIN_DRAIN", "PIPELINE_TIMING", "FUSED_ALU_TIMING"]
 
 #: Cycles from a micro-op leaving S0 to its accumulator write (S1, S2, R, D, M, T1, T2, A, W).
 GEMM_DRAIN = 9
@@ -106,10 +107,12 @@ CHAIN_DRAIN = ALU_DRAIN + 2 * (ALU_CHAIN - 1)
 #: The pipeline's timing under the names of the performance model's parameters
 #: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
 #: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
-#: port), and the drains before a token push.
+#: port), and the drains before a token push; no fused ALU chains (the default core).
 PIPELINE_TIMING = {"gemm_ii": 1, "gemm_drain": GEMM_DRAIN, "alu_ii": 1, "alu2_ii": 2,
-                   "alu_drain": ALU_DRAIN, "alu_chain": ALU_CHAIN, "alu_chain_mul": ALU_CHAIN_MUL,
-                   "chain_drain": CHAIN_DRAIN}
+                   "alu_drain": ALU_DRAIN, "alu_chain": 1}
+#: ... and what the ``fused_alu`` variant changes.
+FUSED_ALU_TIMING = {"alu_chain": ALU_CHAIN, "alu_chain_mul": ALU_CHAIN_MUL,
+                    "chain_drain": CHAIN_DRAIN}
 
 
 def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
@@ -241,7 +244,8 @@ class Compute(wiring.Component):
         load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
         need_drain = Signal()
         exec_busy = Signal()
-        chain = self._chain_gather(m, insn)
+        chain = self._chain_gather(m, insn) if self.options.fused_alu else \
+            SimpleNamespace(fused=Const(0, 1), length=Const(1, 1))
         m.d.comb += [
             # (a fused chain's results are written after the interlock's reach: the next
             # instruction starts on an empty pipeline)
@@ -257,7 +261,8 @@ class Compute(wiring.Component):
             pushes=[(insn.mem.push_prev_dep, self.push_prev),
                     (insn.mem.push_next_dep, self.push_next)],
             exec_busy=exec_busy, status=seq_status, clear=self.clear,
-            gather=(chain.head, chain.joins, chain.absorb), done_inc=chain.length)
+            gather=(chain.head, chain.joins, chain.absorb) if self.options.fused_alu else None,
+            done_inc=chain.length)
         seq_state = seq_status.state
         in_run = Signal()
         m.d.comb += [
@@ -643,7 +648,11 @@ class Compute(wiring.Component):
                          lane.op.eq(e3_ops[k]), lane.is_mul.eq(e3_is_mul[k])]
             alu_l.append(lane.result)
 
-        chain_out, chain_valids = self._alu_chain(m, net, e3_valid & e3_chain, e3_dst, alu_l)
+        if self.options.fused_alu:
+            chain_out, chain_valids = self._alu_chain(m, net, e3_valid & e3_chain, e3_dst, alu_l)
+        else:
+            chain_out, chain_valids = SimpleNamespace(valid=Const(0, 1), dst=e3_dst,
+                                                      values=alu_l), []
         net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e1_ctrl=e1_ctrl, e2_valid=e2_valid,
                             e3_dst=e3_dst, e3_valid=e3_valid, e3_wb=e3_wb, rd_valid=rd_valid,
                             chain_out=chain_out, chain_valids=chain_valids)

@@ -73,7 +73,8 @@ class PerfParams:
     alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op that reads its src
     alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
-    alu_chain: int = 6            #: most ALU instructions one fused chain runs in one pass
+    alu_chain: int = 1            #: most ALU instructions one fused chain runs in one pass
+    #:                               (1: none; 6: the core's ``fused_alu`` variant)
     alu_chain_mul: int = 2        #: ... of which the first this many may multiply
     chain_drain: float = 18.0     #: a fused chain's drain (always: the next waits for it)
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
@@ -188,7 +189,9 @@ class PerfModel:
 
     def _chains(self, insns: Sequence[Insn]) -> dict[int, int]:
         """The fused ALU chains of the compute module (:func:`alu_chains` with this model's
-        chain limits)."""
+        chain limits; none on a core without them, ``alu_chain`` = 1)."""
+        if self.p.alu_chain <= 1:
+            return {}
         return alu_chains(insns, self.p.alu_chain, self.p.alu_chain_mul)
 
     # --------------------------------------------------------------------- run

@@ -19,6 +19,7 @@ from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 from vta.hw.compute import Compute, out_granularity
 from vta.hw.decode import insn_layouts
+from vta.hw.options import CoreOptions
 from vta.hw.testbench import ReadResponder, stream_put
 from vta.isa import Config
 from vta.isa.insn import (
@@ -87,11 +88,13 @@ def reference(cfg: Config, insns: list[Insn], uops: list[Uop], acc: np.ndarray,
 
 
 def run_compute(cfg: Config, insns: list[Insn], uops: list[Uop], *, seed: int = 0,
-                acc_range: tuple[int, int] = (-2**31, 2**31), streamed: bool = False):
+                acc_range: tuple[int, int] = (-2**31, 2**31), streamed: bool = False,
+                options: CoreOptions | None = None):
     """Run ``insns`` (after a LOAD UOP of ``uops``) on Compute; return (rtl acc, reference,
     cycles). One instruction at a time (``cycles``: per instruction index, busy cycles), or
     ``streamed`` back to back as the fetch module queues them (``cycles``: ``total`` to
-    FINISH, ``done`` instructions counted, ``alu_uops`` ALU micro-op iterations counted)."""
+    FINISH, ``done`` instructions counted, ``alu_uops`` ALU micro-op iterations counted).
+    ``options``: the core variant (:class:`~vta.hw.options.CoreOptions`)."""
     rng = np.random.default_rng(seed)
     lanes = cfg.batch * cfg.block_out
     acc0 = rng.integers(*acc_range, (cfg.acc_depth, lanes), dtype=np.int64).astype(np.int32)
@@ -107,7 +110,7 @@ def run_compute(cfg: Config, insns: list[Insn], uops: list[Uop], *, seed: int = 
 
     lays = insn_layouts(cfg)
     bus = 8
-    dut = Compute(cfg, insn_layout=lays.insn, bus_bytes=bus)
+    dut = Compute(cfg, insn_layout=lays.insn, bus_bytes=bus, options=options)
     m = Module()
     m.submodules.dut = dut
 
@@ -338,6 +341,10 @@ def test_alu_rates_one_port(small_cfg: Config) -> None:
     assert cycles[2] >= n and cycles[4] >= 2 * n
 
 
+#: the core variant with fused ALU chains
+FUSED = CoreOptions(fused_alu=True)
+
+
 def requant_chain(**loops) -> list[AluInsn]:
     """A requantization epilogue as the compiler writes it: shift, multiply, round, shift,
     clip; six ALU instructions with an immediate over the same loops and micro-op."""
@@ -347,26 +354,33 @@ def requant_chain(**loops) -> list[AluInsn]:
 
 
 def test_alu_chain_runs_in_one_pass(small_cfg: Config) -> None:
-    """Six immediate ALU instructions over the same distinct entries (the compiler's
-    requantization epilogue) run fused: one pass of their loops instead of six, with the same
-    accumulators as in program order, every instruction counted and every micro-op iteration
-    of each counted; an instruction that pops a token breaks the chain there."""
+    """On the fused_alu core, six immediate ALU instructions over the same distinct entries
+    (the compiler's requantization epilogue) run fused: one pass of their loops instead of
+    six, with the same accumulators as in program order, every instruction counted and every
+    micro-op iteration of each counted; an instruction that pops a token breaks the chain
+    there. The default core runs them one pass each, with the same accumulators."""
     uops = [Uop(0, 0, 0)]
     loops = dict(uop_bgn=0, uop_end=1, iter_out=8, iter_in=16, dst_factor_out=16,
                  dst_factor_in=1)
     chain = requant_chain(**loops)
-    got, expected, fused = run_compute(small_cfg, chain, uops, seed=5, streamed=True)
+    got, expected, fused = run_compute(small_cfg, chain, uops, seed=5, streamed=True,
+                                       options=FUSED)
     np.testing.assert_array_equal(got, expected)
     n = 8 * 16
     assert fused["done"] == len(chain) + 2  # LOAD UOP, the six, FINISH
     assert fused["alu_uops"] == 6 * n
     split = [*chain[:3], dataclasses.replace(chain[3], pop_prev_dep=1), *chain[4:]]
-    got2, expected2, two = run_compute(small_cfg, split, uops, seed=5, streamed=True)
+    got2, expected2, two = run_compute(small_cfg, split, uops, seed=5, streamed=True,
+                                       options=FUSED)
     np.testing.assert_array_equal(got2, expected2)
     assert two["alu_uops"] == 6 * n
     # fused: one pass and a fixed cost; split in two chains: two passes
     assert n <= fused["total"] <= n + 60
     assert 2 * n <= two["total"] <= 2 * n + 90
+    # the default core: the same accumulators, one pass per instruction
+    got3, _, plain = run_compute(small_cfg, chain, uops, seed=5, streamed=True)
+    np.testing.assert_array_equal(got3, expected)
+    assert 6 * n <= plain["total"] and plain["alu_uops"] == 6 * n
 
 
 def test_alu_chain_limits(small_cfg: Config) -> None:
@@ -381,7 +395,7 @@ def test_alu_chain_limits(small_cfg: Config) -> None:
     imms = {AluOp.ADD: 37, AluOp.SHR: 1, AluOp.MUL: -3, AluOp.MIN: 9000, AluOp.MAX: -9000}
     run = [AluInsn(alu_opcode=op, use_imm=1, imm=imms[op], **loops) for op in ops]
     got, expected, stats = run_compute(small_cfg, run, uops, seed=6, streamed=True,
-                                       acc_range=(-4000, 4000))
+                                       acc_range=(-4000, 4000), options=FUSED)
     np.testing.assert_array_equal(got, expected)
     # chains: ADD SHR | MUL MUL | MUL ADD MIN MAX ADD MIN | MAX (MUL only in the first two
     # stages, at most six)
@@ -425,7 +439,7 @@ def test_alu_chains_only_fuse_what_computes_the_same(small_cfg: Config) -> None:
                                  pop_prev_dep=int(rng.random() < 0.1),
                                  push_next_dep=int(rng.random() < 0.1), **loops))
     got, expected, stats = run_compute(small_cfg, insns, uops, seed=9, streamed=True,
-                                       acc_range=(-5000, 5000))
+                                       acc_range=(-5000, 5000), options=FUSED)
     np.testing.assert_array_equal(got, expected)
     assert stats["done"] == len(insns) + 2
     assert stats["alu_uops"] == sum(i.iter_out * i.iter_in * (i.uop_end - i.uop_bgn)

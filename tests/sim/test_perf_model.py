@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -123,6 +124,10 @@ def test_default_params_match_the_rtl_pipeline() -> None:
 
     for name, cycles in PIPELINE_TIMING.items():
         assert getattr(PerfParams(), name) == cycles, name
+    from vta.hw.compute import FUSED_ALU_TIMING  # the fused_alu variant: PerfParams(alu_chain=6)
+
+    for name, cycles in FUSED_ALU_TIMING.items():
+        assert getattr(PerfParams(alu_chain=FUSED_ALU_TIMING["alu_chain"]), name) == cycles, name
 
 
 @pytest.mark.unit
@@ -158,8 +163,9 @@ def test_fused_alu_chains_are_the_compute_modules() -> None:
 
 @pytest.mark.unit
 def test_fused_chain_costs_one_pass_and_a_repeated_src_one_cycle(cfg: Config) -> None:
-    """A fused chain costs one pass of its loops (one cycle per member to gather, the chain's
-    drain); a two-operand ALU whose src repeats reads it once per change."""
+    """On the fused_alu core a chain costs one pass of its loops (one cycle per member to
+    gather, the chain's drain), on the default core one pass per instruction; a two-operand
+    ALU whose src repeats reads it once per change."""
     from vta.isa.layout import AluOp
     from vta.sim.perf import src_reads
 
@@ -167,9 +173,13 @@ def test_fused_chain_costs_one_pass_and_a_repeated_src_one_cycle(cfg: Config) ->
                  dst_factor_in=1)
     chain = [AluInsn(alu_opcode=op, use_imm=1, imm=1, **loops)
              for op in (AluOp.SHR, AluOp.MUL, AluOp.ADD)]
-    alone = estimate([chain[0], FinishInsn()], cfg, params=P).modules["compute"].busy
-    fused = estimate([*chain, FinishInsn()], cfg, params=P).modules["compute"].busy
+    fused_p = replace(P, alu_chain=6)  # the core's fused_alu variant
+    alone = estimate([chain[0], FinishInsn()], cfg, params=fused_p).modules["compute"].busy
+    fused = estimate([*chain, FinishInsn()], cfg, params=fused_p).modules["compute"].busy
     n = 32
+    # the default core: three passes, no gathering
+    plain = estimate([*chain, FinishInsn()], cfg, params=P).modules["compute"].busy
+    assert plain == 3 * (2 + n * P.alu_ii + 3) + 2
     # alone: overhead + n + latency + 1 to gather (+ FINISH's overhead); fused: + 2 gathered
     # members and the chain's drain, still one pass
     assert alone == 2 + n * P.alu_ii + 3 + 1 + 2

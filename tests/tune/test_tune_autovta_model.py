@@ -13,6 +13,7 @@ from vta.tune.autovta.resources import (
     ResourceModel,
     buffer_brams,
     features,
+    multipliers,
     soft_multipliers,
 )
 from vta.tune.autovta.space import DEFAULT_RANGES, candidate_from_values, hardware_space
@@ -43,30 +44,35 @@ def test_small_core_bram_and_dsp_by_hand() -> None:
     m = ResourceModel(family="xc7", dsp_budget=220)
     est = m.estimate(small, 64)
     assert est["bram"] == 11.5
-    # 16 GEMM 8x8 multipliers (1 DSP each), 4 ALU lanes of three 16x16 partial products and
-    # the fused chain's multiplying stage, 4 lanes of two (1 DSP each): 16 + 12 + 8 = 36
-    # DSP48E1 (what yosys reports).
-    assert est["dsp"] == 36
+    # 16 GEMM 8x8 multipliers (1 DSP each), 4 ALU lanes of three 16x16 partial products
+    # (1 DSP each): 16 + 12 = 28 DSP48E1 (what yosys reports).
+    assert est["dsp"] == 28
     # 1x8x8 with 8/8/32/32 KiB buffers (the ULX3S's 1x8x8 build): uop 2048x32 (2), inp 1024x64
     # (2), wgt 512x512 (8 at 512x72), acc 1024x256 (8 at 1024x36), out 1024x64 (2 at 1024x36),
-    # queues 6 -> 28; DSP: 64 + 8 x (3 + 2) = 104
+    # queues 6 -> 28; DSP: 64 + 8 x 3 = 88
     ulx = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=15,
                  LOG_ACC_BUFF_SIZE=15)
-    assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 104)
+    assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 88)
+    # the fused_alu variant adds its chain's multiplying stage: per lane two 16x16 partial
+    # products (the other operand is a 16-bit immediate): 16 + 4 x (3 + 2) = 36
+    from vta.hw.options import CoreOptions
+
+    muls = multipliers(small, CoreOptions(fused_alu=True))
+    assert muls == [(8, 8, 16), (16, 16, 20)] and multipliers(small)[1] == (16, 16, 12)
 
 
 @pytest.mark.unit
 def test_soft_multipliers_follow_the_dsp_budget_by_hand() -> None:
-    # Default 1x16x16 under PYNQ-Z1's 220 DSPs. Synthesis estimates 256 (8x8) + 16 x (3 + 2)
-    # (16x16 partial products of the ALU and of the fused chain's multiplying stage) = 336
-    # DSPs and moves the smallest multipliers to logic: 116 of the 8x8 ones -> 220 DSP cells.
+    # Default 1x16x16 under PYNQ-Z1's 220 DSPs. Synthesis estimates 256 (8x8) + 16 x 3
+    # (16x16 ALU partial products) = 304 DSPs and moves the smallest multipliers to logic:
+    # 84 of the 8x8 ones -> 220 DSP cells.
     used, soft, bits = soft_multipliers(Config(), "xc7", 220)
-    assert (used, soft, bits) == (220, 116, 116 * 64)
-    assert soft_multipliers(Config(), "xc7", None) == (256 + 80, 0, 0)
+    assert (used, soft, bits) == (220, 84, 84 * 64)
+    assert soft_multipliers(Config(), "xc7", None) == (256 + 48, 0, 0)
     # ... and cost 134 LUTs each (the measured lone 8x8 multiplier)
     with_budget = ResourceModel(dsp_budget=220).estimate(Config(), 64)["lut"]
     without = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
-    assert with_budget - without == pytest.approx(116 * 134)
+    assert with_budget - without == pytest.approx(84 * 134)
 
 
 @pytest.mark.unit

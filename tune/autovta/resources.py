@@ -8,8 +8,8 @@ It follows the structure of :class:`vta.hw.core.VTACore`:
   the three 128-bit instruction queues. Each memory is tiled with the
   family's best block-RAM aspect ratio (a half-size block counts 0.5, as the board budgets do).
 - DSP blocks from the multipliers: ``batch x block_out x block_in`` GEMM multipliers
-  (inp x wgt bits) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode,
-  and the fused chain's second stage; :func:`multipliers`), each costing what
+  (inp x wgt bits) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode;
+  :func:`multipliers`), each costing what
   :func:`vta.boards.synth.dsp_cost` says. When they need more DSPs than the board has,
   synthesis builds the smallest ones from logic (:func:`soft_multipliers` mirrors
   :mod:`vta.boards.synth`), which then cost LUTs instead.
@@ -84,20 +84,23 @@ def memories(cfg: Config) -> list[Memory]:
 FIXED_MULTIPLIERS: tuple[tuple[int, int, int], ...] = ()
 
 
-def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
+def multipliers(cfg: Config, options: Any = None) -> list[tuple[int, int, int]]:
     """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
-    (per lane, three half-width partial products of the acc-width operands), the MUL of each
-    further fused-chain stage that multiplies (per lane, two when the 16-bit immediate fits
-    the half width, else three; :mod:`vta.hw.compute`) and the fixed address multipliers
+    (per lane, three half-width partial products of the acc-width operands), on the
+    ``fused_alu`` variant (``options``, :class:`vta.hw.options.CoreOptions`) the MUL of each
+    further chain stage that multiplies (per lane, two when the 16-bit immediate fits the half
+    width, else three; :mod:`vta.hw.compute`), and the fixed address multipliers
     (:data:`FIXED_MULTIPLIERS`)."""
     from vta.hw.compute import ALU_CHAIN_MUL
     from vta.isa.layout import IMM_BITS
 
     lanes = cfg.batch * cfg.block_out
     half = cfg.acc_width // 2
-    chain_pp = 2 if half >= IMM_BITS else 3
+    per_lane = 3
+    if options is not None and options.fused_alu:
+        per_lane += (2 if half >= IMM_BITS else 3) * (ALU_CHAIN_MUL - 1)
     return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),
-            (half, half, (3 + chain_pp * (ALU_CHAIN_MUL - 1)) * lanes), *FIXED_MULTIPLIERS]
+            (half, half, per_lane * lanes), *FIXED_MULTIPLIERS]
 
 
 def dsp_cost(family: str, a: int, b: int) -> float:
