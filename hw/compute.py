@@ -593,14 +593,13 @@ class Compute(wiring.Component):
         m.d.comb += net.stall.eq(net.r_alu_read & ~net.phase & (r_two | hit_rd | hit_e1))
         # a two-operand micro-op: phase 0 reads dst (stalled), phase 1 reads src (advances)
         m.d.sync += net.phase.eq(r_two & ~net.phase & ~hit_rd)
-        rd_reuse, rd_port = Signal(), Signal()
-        e1_reuse, e1_port = Signal(), Signal()
+        rd_reuse, rd_port, e1_port = Signal(), Signal(), Signal()
         m.d.sync += [
             rd_valid.eq(net.r_valid & net.r_ctrl.alu & net.adv), rd_ctrl.eq(net.r_ctrl),
             rd_dst.eq(net.r_dst), rd_src.eq(net.r_src[:net.aw_acc]),
             rd_reuse.eq(r_reuse), rd_port.eq(r_port_src & net.adv),
             e1_valid.eq(rd_valid), e1_ctrl.eq(rd_ctrl), e1_dst.eq(rd_dst), e1_src.eq(rd_src),
-            e1_reuse.eq(rd_reuse), e1_port.eq(rd_port),
+            e1_port.eq(rd_port),
         ]
         # a two-operand micro-op's dst arrives in acc_q in its RD cycle, src in its E1 cycle.
         # The forwarding selects are registered one cycle ahead: in a stage's next cycle W
