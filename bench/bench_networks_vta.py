@@ -56,7 +56,7 @@ def uop_cycles(program: bytes, cfg: Config) -> int:
     (vta.hw.compute). No schedule of this program on this hardware runs in fewer cycles."""
     insns = decode_program(program, cfg)
     p = PerfParams()
-    chains = alu_chains(insns, p.alu_chain, p.alu_chain_mul) if p.alu_chain > 1 else {}
+    chains = alu_chains(insns, p.alu_chain, p.alu_chain_mul)
     total = 0
     for k, i in enumerate(insns):
         if isinstance(i, GemmInsn | AluInsn) and chains.get(k) != 0:

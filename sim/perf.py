@@ -161,10 +161,8 @@ class PerfModel:
 
     def _compute_cycles(self, insn: Insn, chain: int | None = None) -> float:
         """Cycles of a GEMM/ALU beyond ``insn_overhead``. ``chain``: ``insn`` heads a fused
-        ALU chain of that many instructions (1: a head no instruction joined), 0: it is a later
-        member (run by its head), None: neither."""
-        if chain == 0:
-            return -self.p.insn_overhead
+        ALU chain of that many instructions (1: a head no instruction joined), None: it heads
+        none."""
         if isinstance(insn, _LOOP_INSNS):
             n = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
             if not n:
@@ -187,13 +185,6 @@ class PerfModel:
             return cycles + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
         return 0.0
 
-    def _chains(self, insns: Sequence[Insn]) -> dict[int, int]:
-        """The fused ALU chains of the compute module (:func:`alu_chains` with this model's
-        chain limits; none on a core without them, ``alu_chain`` = 1)."""
-        if self.p.alu_chain <= 1:
-            return {}
-        return alu_chains(insns, self.p.alu_chain, self.p.alu_chain_mul)
-
     # --------------------------------------------------------------------- run
     def run(self, insns: Sequence[Insn], *, trace: bool = False) -> RunStats:
         """Schedule ``insns``: each step starts the module instruction that can start first.
@@ -202,7 +193,7 @@ class PerfModel:
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
         links = _links(mods, state.tokens)
-        chains = self._chains(insns)
+        chains = alu_chains(insns, self.p.alu_chain, self.p.alu_chain_mul)
         steps = [self._step(insn, mods, links, chains.get(k)) for k, insn in enumerate(insns)]
         for k, st in enumerate(steps):
             st.module.queue.append(k)
@@ -260,9 +251,9 @@ class PerfModel:
             if mem[1]:
                 return _Step(mods[name], pops, pushes, mem, 0.0, False)
             return _Step(mods[name], pops, pushes, None, self.p.insn_overhead + mem[3], False)
-        return _Step(mods[name], pops, pushes, None,
-                     self.p.insn_overhead + self._compute_cycles(insn, chain),
-                     type(insn) is FinishInsn)
+        # (a later member of a fused chain runs with its head)
+        dur = 0.0 if chain == 0 else self.p.insn_overhead + self._compute_cycles(insn, chain)
+        return _Step(mods[name], pops, pushes, None, dur, type(insn) is FinishInsn)
 
     def _fetch_bursts(self, n_insns: int) -> _Fetch:
         """Fetch: pipelined bursts of instructions in program order; the port carries their
@@ -360,29 +351,28 @@ def _joins(head: AluInsn, insn: Insn) -> bool:
 
 def alu_chains(insns: Sequence[Insn], limit: int, mul_limit: int) -> dict[int, int]:
     """The compute module's fused ALU chains (``vta.hw.compute``): index -> chain length for
-    each instruction that heads one (1 when nothing joined it), 0 for the later members. A
-    chain takes each next compute instruction that :func:`_joins` it while its last member
-    pushed no token, up to ``limit`` members, a MUL only as one of the first ``mul_limit``."""
+    each instruction that heads one (1 when nothing joined it), 0 for the later members; none
+    on a core without them (``limit`` 1). A chain takes each next compute instruction that
+    :func:`_joins` it while its last member pushed no token, up to ``limit`` members, a MUL
+    only as one of the first ``mul_limit``."""
     out: dict[int, int] = {}
+    if limit <= 1:
+        return out
     head: int | None = None
-    length = k_prev = 0
+    length, is_open = 0, False
     for k, insn in enumerate(insns):
         if type(insn) is not FinishInsn and insn.module != COMPUTE_MODULE:
             continue
-        if head is not None:
-            prev = insns[k_prev]
-            if (length < limit and not (prev.push_prev_dep or prev.push_next_dep)
-                    and _joins(insns[head], insn)
-                    and (insn.alu_opcode != AluOp.MUL or length < mul_limit)):
-                out[k] = 0
-                length += 1
-                out[head] = length
-                k_prev = k
-                continue
-            head = None
-        if chain_head(insn):
-            head, length, out[k] = k, 1, 1
-        k_prev = k
+        if (head is not None and is_open and length < limit and _joins(insns[head], insn)
+                and (insn.alu_opcode != AluOp.MUL or length < mul_limit)):
+            out[k] = 0
+            length += 1
+            out[head] = length
+            is_open = not (insn.push_prev_dep or insn.push_next_dep)
+            continue
+        head = None
+        if chain_head(insn):  # (a head pushes no token)
+            head, length, is_open, out[k] = k, 1, True, 1
     return out
 
 

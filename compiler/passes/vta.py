@@ -88,16 +88,17 @@ class FoldUopLoops(Pass):
             return None
         sigs = {_signature(n) for n in walk(s) if isinstance(n, MICRO_OPS)}
         if len(sigs) == 1:
-            return self.kernel(s)
+            return self.kernel(s, alu=next(iter(sigs))[0] == "alu")
         if isinstance(s, Seq):
             return seq(rebuild(c, self._visit) for c in s.stmts)
         if isinstance(s, For):
             return For(s.var, s.extent, rebuild(s.body, self._visit), s.kind)
         return None
 
-    def kernel(self, s: Stmt) -> UopKernel:
+    def kernel(self, s: Stmt, *, alu: bool) -> UopKernel:
+        """The kernel of ``s``, a nest of micro-ops of one signature (``alu``: ALU ones)."""
         s = _range_simplify(_drop_unit_loops(s), {})
-        if any(isinstance(n, Alu) for n in walk(s)):
+        if alu:
             s = _coalesce(s)
         loops: list[UopLoop] = []
         while isinstance(s, For) and len(loops) < self.max_loops:

@@ -62,8 +62,6 @@ class Choice:
     cached: bool = False
 
 
-
-
 def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:
     """Lower an unbuilt operator, record its program (operands one after another, micro-ops
     after them) and time it on vta.sim.perf: (cycles, the RecordedProgram). With ``keep``

@@ -115,7 +115,7 @@ def test_fold_uop_loops_drops_nested_unit_loops():
     wgt = Buffer("wgt", (16, 16, 16), "int8", WGT_SCOPE)
     a, b, c = Var("a"), Var("b"), Var("c")
     leaf = Gemm(False, acc, a * 8 + b * 2 + c + 1, inp, b + c * 3, wgt, a * 5 + c + 2)
-    kern = FoldUopLoops().kernel(For(a, 1, For(b, 4, For(c, 1, leaf))))
+    kern = FoldUopLoops().kernel(For(a, 1, For(b, 4, For(c, 1, leaf))), alu=False)
     # the unit loops a and c are gone (their variables are 0), b is folded (the leaf keeps
     # it: code generation evaluates the leaf with folded variables at 0)
     assert [(lp.var, lp.extent, lp.dst_factor, lp.src_factor, lp.wgt_factor)
@@ -236,3 +236,24 @@ def test_dump_commands_shows_per_thread_tokens():
                          "load    load weight_buf.t1 t1 push->compute"]
     assert lines[4:8] == ["compute gemm x1 t0", "compute gemm x2 t0 pop<-load push->store",
                           "compute gemm x1 t1", "compute gemm x2 t1 pop<-load push->store"]
+
+
+def test_fold_uop_loops_coalesces_an_alu_nest_over_a_contiguous_block():
+    """An ALU nest whose loops walk a contiguous block (outer coefficient = inner extent x
+    inner coefficient) becomes one loop and one micro-op; a nest whose src breaks that keeps
+    both loops."""
+    from vta.compiler.passes.vta import FoldUopLoops
+    from vta.compiler.tir.expr import Var
+    from vta.compiler.tir.stmt import ACC_SCOPE, Alu, Buffer, For
+
+    acc = Buffer("acc", (64, 1, 16), "int32", ACC_SCOPE)
+    h, w = Var("h"), Var("w")
+    shift = Alu("shr", acc, h * 8 + w + 3, imm=2)
+    kern = FoldUopLoops().kernel(For(h, 4, For(w, 8, shift)), alu=True)
+    # one loop over w (h is 0 in the leaf; codegen evaluates it with w at 0 too)
+    assert [(lp.var, lp.extent, lp.dst_factor) for lp in kern.loops] == [(w, 32, 1)]
+    assert isinstance(kern.body, Alu) and str(kern.body.dst_index) == "w + 3"
+    bias = Alu("add", acc, h * 8 + w + 3, acc, h + 40)  # src per row: h and w stay apart
+    kern = FoldUopLoops().kernel(For(h, 4, For(w, 8, bias)), alu=True)
+    assert [(lp.extent, lp.dst_factor, lp.src_factor) for lp in kern.loops] == \
+        [(4, 8, 1), (8, 1, 0)]

@@ -46,8 +46,6 @@ def cache_dir(*parts: str) -> Path:
     return user_cache_dir("autovta", *parts)
 
 
-
-
 @dataclass(frozen=True)
 class VTALayer:
     """One layer the compiler offloads to VTA (a quantized conv2d, grouped or not, or dense):
