@@ -12,10 +12,10 @@ the 64-bit memory port needs to move its tensors once (input + weights + output 
 per cycle); the goal (>= 88% of peak with virtual threads) is judged on those layers. The
 "ceiling" column is the best utilisation the core allows: besides the GEMM micro-ops, every
 output entry needs a GEMM reset, the two-operand bias ADD (one cycle: its src, the bias entry,
-repeats along the tile, so the compute module reads it once) and one pass per immediate ALU
-step (shift, multiply, round, shift, min, max; the core's fused_alu variant runs them as one
-pass, vta.hw.compute), so ceiling = ideal / max(GEMM + reset + epilogue cycles, memory
-cycles).
+repeats along the tile, so the compute module reads it once) and one pass per chain of the
+immediate ALU steps (shift, multiply, round, shift, min, max: two chains, the shift, then the
+rest through the core's ALU tail; vta.isa.fusion), so ceiling = ideal / max(GEMM + reset +
+epilogue cycles, memory cycles).
 
     .venv/bin/python bench/bench_compiler_resnet_layers.py [--layers C2,C6] [--check]
 """
@@ -30,7 +30,9 @@ import numpy as np
 from record import write_record
 from vta import runtime as rt
 from vta.compiler import topi
-from vta.isa import Config
+from vta.isa import AluInsn, Config
+from vta.isa.fusion import alu_chains
+from vta.isa.layout import AluOp
 
 #: name: (H, W, IC, OC, K, S) from the TVM paper's Table 2.
 LAYERS = {
@@ -48,10 +50,20 @@ PORT_BYTES_PER_CYCLE = 8.0
 #: the default compile's epilogue of ResNet-18's layer1.0.conv1 (calibrated scales, fused Relu):
 #: + bias, >> 5, * 1526, + 2**14, >> 15, clip to [0, 127]
 EPILOGUE = {"bias": True, "shift": 5, "mul": 1526, "shift2": 15, "clip": (0, 127)}
-#: compute cycles of that epilogue per accumulator entry on the default core: the two-operand
-#: bias ADD (1: the bias entry is read once per row of the tile) and the six operations with
-#: an immediate (1 each)
-EPILOGUE_CYCLES = 1 + 6
+#: ... its operations with an immediate, in program order
+EPILOGUE_IMM_OPS = (AluOp.SHR, AluOp.MUL, AluOp.ADD, AluOp.SHR, AluOp.MIN, AluOp.MAX)
+
+
+def epilogue_cycles() -> int:
+    """Compute cycles of that epilogue per accumulator entry: the two-operand bias ADD (1: the
+    bias entry is read once per row of the tile) and one per ALU chain of the operations with
+    an immediate (vta.isa.fusion)."""
+    steps = [AluInsn(alu_opcode=op, use_imm=1, imm=1, uop_bgn=0, uop_end=1, iter_out=1,
+                     iter_in=1) for op in EPILOGUE_IMM_OPS]
+    return 1 + sum(1 for n in alu_chains(steps).values() if n)
+
+
+EPILOGUE_CYCLES = epilogue_cycles()
 #: the goal: utilisation with virtual threads on the compute-bound layers
 GOAL = 0.88
 

@@ -33,7 +33,8 @@ from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.isa import AluInsn, Config, GemmInsn, decode_program  # noqa: E402
-from vta.sim.perf import PerfParams, alu_chains, src_reads  # noqa: E402
+from vta.isa.fusion import alu_chains  # noqa: E402
+from vta.sim.perf import src_reads  # noqa: E402
 
 #: tsim cycles of the VTA layers with the earlier instruction generator (vta_lower), measured
 #: by this benchmark on 2026-11-25 at commit 6d5b636 (bit-exact), before it was deleted.
@@ -51,12 +52,11 @@ def layer_cycles(module, x, target: str) -> tuple[dict[str, int], dict]:  # noqa
 def uop_cycles(program: bytes, cfg: Config) -> int:
     """Cycles the compute module's micro-ops take back to back: one per GEMM micro-op (resets
     included) and per ALU micro-op, one more per two-operand ALU micro-op that reads its src
-    through the accumulator's one read port (vta.sim.perf.src_reads), and on a core with fused
-    ALU chains (PerfParams.alu_chain > 1) one per micro-op of a chain for all its members
-    (vta.hw.compute). No schedule of this program on this hardware runs in fewer cycles."""
+    through the accumulator's one read port (vta.sim.perf.src_reads), and one per micro-op of
+    an ALU chain for all its members (vta.isa.fusion). No schedule of this program on this
+    hardware runs in fewer cycles."""
     insns = decode_program(program, cfg)
-    p = PerfParams()
-    chains = alu_chains(insns, p.alu_chain, p.alu_chain_mul)
+    chains = alu_chains(insns)
     total = 0
     for k, i in enumerate(insns):
         if isinstance(i, GemmInsn | AluInsn) and chains.get(k) != 0:

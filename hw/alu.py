@@ -1,4 +1,5 @@
-"""One lane of the compute module's ALU (stages E2 and E3 of :mod:`vta.hw.compute`)."""
+"""Lanes of the compute module's ALU (stages E2 and E3 of :mod:`vta.hw.compute`) and of its
+ALU tail (:data:`vta.isa.fusion.TAIL_STAGES`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 from vta.isa.layout import AluOp
 
-__all__ = ["AluLane"]
+__all__ = ["AluLane", "TailLane"]
 
 
 class AluLane(wiring.Component):
@@ -25,19 +26,11 @@ class AluLane(wiring.Component):
     multiplexer after the adder; the other operations' multiplexer works on registers
     meanwhile).
 
-    ``with_mul=False`` builds a lane without the multiplier (a fused chain's later stages): MUL
-    then passes ``a`` on like any other unknown operation. ``b_width``: ``b`` is a
-    sign-extended ``b_width``-bit value (a fused chain stage's immediate); when it fits the
-    low half, the product takes two half-width partial products, the third (low half of
-    ``a`` times the sign extension) being ``-a_lo`` or 0."""
+    """
 
-    def __init__(self, acc_width: int, *, with_mul: bool = True,
-                 b_width: int | None = None) -> None:
-        if acc_width < 2 or acc_width & (acc_width - 1):
-            self._MustUse__silence = True  # never built: no "created but never used" warning
-            raise TypeError(f"AluLane acc_width must be a power of two >= 2, not {acc_width!r}")
-        self.acc_width, self.with_mul = acc_width, with_mul
-        self.narrow_b = b_width is not None and b_width <= acc_width // 2
+    def __init__(self, acc_width: int) -> None:
+        _check_width(self, acc_width)
+        self.acc_width = acc_width
         super().__init__({
             "a": In(signed(acc_width)), "b": In(signed(acc_width)), "en": In(1),
             "op": In(3), "is_mul": In(1),
@@ -47,11 +40,10 @@ class AluLane(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         aw = self.acc_width
-        lo = aw // 2
         log_aw = exact_log2(aw)
         a, b = self.a, self.b
         # E2: compare, sum, shift amount, partial products
-        au, bu = a.as_unsigned(), b.as_unsigned()
+        bu = b.as_unsigned()
         neg = bu[aw - 1]
         # the amount is |b| clamped to aw, from bit tests: b > aw (b >= 0) when a bit above
         # log2(aw) is set or bit log2(aw) and a lower one are; b < -aw (b < 0) when the bits
@@ -60,25 +52,15 @@ class AluLane(wiring.Component):
                       (bu[log_aw + 1:] != 0) | (bu[log_aw] & (bu[:log_aw] != 0)))
         low = bu[:log_aw + 1]
         amt = Mux(too_big, aw, Mux(neg, (-low)[:log_aw + 1], low))
-        r = {
+        regs = _registers(m, self.en, {
             "lt": a < b,
             "sum": (a + b)[:aw],
             "neg": neg,
             "amt": amt,
             "a": a,
             "b": b,
-        }
-        if self.with_mul:
-            # (the two cross products are registered apart: a multiplier and an adder in one
-            # cycle was the ALU's slowest path)
-            p1 = Mux(neg, -au[:lo], 0) if self.narrow_b else au[:lo] * bu[lo:]
-            r.update(p0=(au[:lo] * bu[:lo])[:aw], p1=p1[:aw - lo],
-                     p2=(au[lo:] * bu[:lo])[:aw - lo])
-        regs = {}
-        for name, value in r.items():
-            regs[name] = reg = Signal(value.shape(), name=f"e3_{name}")
-            with m.If(self.en):
-                m.d.sync += reg.eq(value)
+            **_partial_products(a, b),
+        })
         # E3: select
         ea = regs["a"].as_signed()
         eb = regs["b"].as_signed()
@@ -95,15 +77,93 @@ class AluLane(wiring.Component):
                                          ea >> regs["amt"]))
             with m.Default():
                 m.d.comb += other.eq(ea)
-        if not self.with_mul:
-            m.d.comb += self.result.eq(other)
-            return m
-        # MUL: p0 + ((p1 + p2) << lo) mod 2**aw; the high half p0_hi + p1 + p2 through a
-        # carry-save stage (sum and majority bits, the latter weighted twice)
-        x, y, z = regs["p0"][lo:], regs["p1"], regs["p2"]
-        save_sum = Signal(aw - lo, name="csa_s")
-        save_carry = Signal(aw - lo, name="csa_c")
-        m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
-        product = Cat(regs["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])
-        m.d.comb += self.result.eq(Mux(self.is_mul, product, other))
+        m.d.comb += self.result.eq(Mux(self.is_mul, _product(m, regs, aw), other))
         return m
+
+
+class TailLane(wiring.Component):
+    """One lane of one stage of the compute module's ALU tail (a stage of
+    :data:`vta.isa.fusion.TAIL_STAGES`), over two pipeline stages like :class:`AluLane`:
+    ``a`` is registered into the lane's second cycle when ``en``; ``result`` is that cycle's
+    combinational output. ``imm`` is the stage's member's immediate (a sign-extended
+    ``imm_width``-bit value, held for a whole chain); a stage that no member of the chain takes
+    passes ``a`` on, by a neutral immediate (0) for an ADD or SHR stage and by ``take`` low for
+    a MIN/MAX stage (``is_max``: MAX). Each kind builds only its operation; SHR shifts right
+    only (the chain rule gives it non-negative immediates), by the immediate clamped to the
+    width less one."""
+
+    def __init__(self, acc_width: int, ops: frozenset, imm_width: int) -> None:
+        _check_width(self, acc_width)
+        kinds = {frozenset({AluOp.ADD}): "add", frozenset({AluOp.SHR}): "shr",
+                 frozenset({AluOp.MIN, AluOp.MAX}): "minmax"}
+        if ops not in kinds:
+            self._MustUse__silence = True
+            raise TypeError(f"a tail stage runs ADD, SHR or MIN/MAX, not {sorted(ops)}")
+        self.acc_width, self.kind = acc_width, kinds[ops]
+        super().__init__({
+            "a": In(signed(acc_width)), "imm": In(signed(imm_width)), "en": In(1),
+            "take": In(1), "is_max": In(1),
+            "result": Out(acc_width),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        aw, kind = self.acc_width, self.kind
+        a = self.a
+        b = Signal(signed(aw), name="imm_ext")
+        m.d.comb += b.eq(self.imm)
+        if kind == "add":
+            regs = _registers(m, self.en, {"sum": (a + b)[:aw]})
+            m.d.comb += self.result.eq(regs["sum"])
+        elif kind == "shr":
+            # (an arithmetic right shift by aw - 1 or more leaves the sign in every bit)
+            log_aw = exact_log2(aw)
+            bu = b.as_unsigned()
+            amt = Mux(bu[log_aw:] != 0, aw - 1, bu[:log_aw])
+            regs = _registers(m, self.en, {"a": a, "amt": amt})
+            m.d.comb += self.result.eq(regs["a"].as_signed() >> regs["amt"])
+        else:
+            regs = _registers(m, self.en, {"a": a, "lt": a < b})
+            take_b = self.take & Mux(self.is_max, regs["lt"], ~regs["lt"])
+            m.d.comb += self.result.eq(Mux(take_b, b, regs["a"]))
+        return m
+
+
+def _check_width(lane: wiring.Component, acc_width: int) -> None:
+    if acc_width < 2 or acc_width & (acc_width - 1):
+        lane._MustUse__silence = True  # never built: no "created but never used" warning
+        raise TypeError(f"{type(lane).__name__} acc_width must be a power of two >= 2, "
+                        f"not {acc_width!r}")
+
+
+def _registers(m: Module, en, values: dict) -> dict:
+    """A register per value, loaded when ``en`` (named ``e3_<name>``)."""
+    regs = {}
+    for name, value in values.items():
+        regs[name] = reg = Signal(value.shape(), name=f"e3_{name}")
+        with m.If(en):
+            m.d.sync += reg.eq(value)
+    return regs
+
+
+def _partial_products(a, b) -> dict:
+    """The three half-width partial products of ``a * b`` mod 2**width (the two cross
+    products registered apart: a multiplier and an adder in one cycle was the ALU's slowest
+    path)."""
+    aw = len(a)
+    lo = aw // 2
+    au, bu = a.as_unsigned(), b.as_unsigned()
+    return {"p0": (au[:lo] * bu[:lo])[:aw], "p1": (au[:lo] * bu[lo:])[:aw - lo],
+            "p2": (au[lo:] * bu[:lo])[:aw - lo]}
+
+
+def _product(m: Module, regs: dict, aw: int):
+    """``p0 + ((p1 + p2) << lo)`` mod 2**aw from the registered partial products, the high half
+    ``p0_hi + p1 + p2`` through a carry-save stage (sum and majority bits, the latter weighted
+    twice)."""
+    lo = aw // 2
+    x, y, z = regs["p0"][lo:], regs["p1"], regs["p2"]
+    save_sum = Signal(aw - lo, name="csa_s")
+    save_carry = Signal(aw - lo, name="csa_c")
+    m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
+    return Cat(regs["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])

@@ -18,7 +18,7 @@ GEMM   D: inp/wgt data -> registers; M: products -> registers; T1: two adder-tre
        accumulator data -> register (``acc_q``); A: ``acc_q`` -> forward mux -> add -> W
 ALU    RD: accumulator data -> ``acc_q``; E1: forward muxes -> operand registers; E2: compare,
        sum, shift amount, MUL partial products -> registers; E3: shift, product sum, select
-C1..C5 fused ALU chains only: per member after the head, a register, then its ALU lane
+C1..C5  the ALU tail, for chains: per tail stage, a register, then its lanes (two cycles)
 W      result -> accumulator and OUT buffer write
 ====== ==================================================================================
 
@@ -39,20 +39,17 @@ Consecutive GEMM (or ALU) instructions follow each other without draining the pi
 instruction that pushes a token, FINISH, LOAD ACC and a switch between GEMM and ALU wait until
 the pipeline is empty.
 
-Fused ALU chains (the ``fused_alu`` variant, :class:`~vta.hw.options.CoreOptions`). A run of
-ALU instructions with an immediate over the same loops and one
-micro-op whose iterations visit distinct accumulator entries (a requantization epilogue: shift,
-multiply, round, shift, min, max) gives the same accumulators run instruction by instruction or
-entry by entry (each entry meets the operations in program order; none is visited twice), so
-the module runs it as ONE pass of the loops: the
-sequencer takes the followers from the queue (``_chain_gather``: up to :data:`ALU_CHAIN`, a MUL
-only among the first :data:`ALU_CHAIN_MUL`, a follower that pops a token starts a new
-instruction, one that pushes ends the chain) and each micro-op goes through E1..E3 with the
-head's operation, then through one more ALU stage per member (two cycles each, C1..C5: a
-register, an :class:`~vta.hw.alu.AluLane`; past the last member a stage passes the value on),
-then W. The chain's results are written after the interlock's reach, so the next instruction
-starts on an empty pipeline (:data:`CHAIN_DRAIN`). Programs are TVM's: the same instructions
-run one by one elsewhere with the same results.
+ALU chains (:mod:`vta.isa.fusion`, the rule). A run of ALU instructions with an immediate over
+the same loops and one micro-op whose iterations visit distinct accumulator entries (a
+requantization epilogue: shift, multiply, round, shift, min, max) runs as ONE pass of the
+loops: the sequencer takes the followers from the queue (``_chain_gather``: each into the
+first tail stage after the previous member's that runs its operation; a follower that pops a
+token starts a new instruction, one that pushes ends the chain) and each micro-op goes through
+E1..E3 with the head's operation, then through the tail's stages (two cycles each, C1..C5: a
+register, a :class:`~vta.hw.alu.TailLane` per lane; a stage no member took passes the value
+on), then W. The chain's results are written after the interlock's reach, so the next
+instruction starts on an empty pipeline (:data:`CHAIN_DRAIN`). Programs are TVM's: the same
+instructions run one by one elsewhere with the same results.
 
 Every accumulator write (GEMM/ALU results and LOAD ACC data, with the same byte-lane
 granularity) also writes the OUT buffer with each lane truncated to ``out_width`` bits; STORE
@@ -72,14 +69,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from vta.isa import Config
+from vta.isa.fusion import ALU_CHAIN, TAIL_STAGES
 from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 
-from .alu import AluLane
+from .alu import AluLane, TailLane
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
@@ -91,28 +89,21 @@ from .regs import MODULE_STATES
 from .sequencer import ModuleStatusSignature, instruction_sequencer
 from .write_back import WriteBack
 
-__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "ALU_CHAIN", "ALU_CHAIN_MUL",
-           "CHAIN_DRAIN", "PIPELINE_TIMING", "FUSED_ALU_TIMING"]
+__all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "CHAIN_DRAIN",
+           "PIPELINE_TIMING"]
 
 #: Cycles from a micro-op leaving S0 to its accumulator write (S1, S2, R, D, M, T1, T2, A, W).
 GEMM_DRAIN = 9
 #: The same for ALU micro-ops (S1, S2, R, RD, E1, E2, E3, W).
 ALU_DRAIN = 8
-#: Most instructions one fused ALU chain runs (one ALU stage each), and how many of its first
-#: stages can multiply (a requantization's shift, multiply, round, shift, min, max is one pass).
-ALU_CHAIN = 6
-ALU_CHAIN_MUL = 2
-#: The ALU drain of a fused chain's micro-ops: two cycles per stage after the first.
-CHAIN_DRAIN = ALU_DRAIN + 2 * (ALU_CHAIN - 1)
+#: The ALU drain of a chain's micro-ops: two more cycles per tail stage.
+CHAIN_DRAIN = ALU_DRAIN + 2 * len(TAIL_STAGES)
 #: The pipeline's timing under the names of the performance model's parameters
 #: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
 #: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
-#: port), and the drains before a token push; no fused ALU chains (the default core).
+#: port), and the drains before a token push and after a chain.
 PIPELINE_TIMING = {"gemm_ii": 1, "gemm_drain": GEMM_DRAIN, "alu_ii": 1, "alu2_ii": 2,
-                   "alu_drain": ALU_DRAIN, "alu_chain": 1}
-#: ... and what the ``fused_alu`` variant changes.
-FUSED_ALU_TIMING = {"alu_chain": ALU_CHAIN, "alu_chain_mul": ALU_CHAIN_MUL,
-                    "chain_drain": CHAIN_DRAIN}
+                   "alu_drain": ALU_DRAIN, "chain_drain": CHAIN_DRAIN}
 
 
 def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
@@ -244,10 +235,9 @@ class Compute(wiring.Component):
         load_pending = Signal()  # a LOAD ACC waits for the pipeline to drain
         need_drain = Signal()
         exec_busy = Signal()
-        chain = self._chain_gather(m, insn) if self.options.fused_alu else \
-            SimpleNamespace(fused=Const(0, 1), length=Const(1, 1))
+        chain = self._chain_gather(m, insn)
         m.d.comb += [
-            # (a fused chain's results are written after the interlock's reach: the next
+            # (a chain's results are written after the interlock's reach: the next
             # instruction starts on an empty pipeline)
             need_drain.eq(insn.mem.push_prev_dep | insn.mem.push_next_dep
                           | (opcode == Opcode.FINISH) | chain.fused),
@@ -261,7 +251,7 @@ class Compute(wiring.Component):
             pushes=[(insn.mem.push_prev_dep, self.push_prev),
                     (insn.mem.push_next_dep, self.push_next)],
             exec_busy=exec_busy, status=seq_status, clear=self.clear,
-            gather=(chain.head, chain.joins, chain.absorb) if self.options.fused_alu else None,
+            gather=(chain.head, chain.joins, chain.absorb),
             done_inc=chain.length)
         seq_state = seq_status.state
         in_run = Signal()
@@ -279,59 +269,72 @@ class Compute(wiring.Component):
                             load_pending=load_pending, is_uop_load=is_uop_load)
 
     def _chain_gather(self, m: Module, insn) -> SimpleNamespace:
-        """Fused ALU chains: an ALU instruction with an immediate, no token to push and one
-        micro-op whose loops visit distinct accumulator entries (``iter_in`` = 1 or
-        ``dst_factor_in`` = 1, and ``iter_out`` = 1 or ``dst_factor_out`` >= ``iter_in``) heads a
-        chain; each next instruction of the queue that is an ALU with an immediate over the same
-        loops and micro-op, pops no token and follows a member that pushes none joins it (up to
-        :data:`ALU_CHAIN` in all, MUL only among the first :data:`ALU_CHAIN_MUL`). The chain runs
-        as one instruction whose micro-ops pass through one ALU stage per member; its last
-        member's token pushes are the chain's.
+        """ALU chains (:mod:`vta.isa.fusion`): an ALU instruction with an immediate, no token
+        to push and one micro-op whose loops visit distinct accumulator entries (``iter_in`` =
+        1 or ``dst_factor_in`` = 1, and ``iter_out`` = 1 or ``dst_factor_out`` >= ``iter_in``)
+        heads a chain; each next instruction of the queue that is an ALU with an immediate over
+        the same loops and micro-op, pops no token, follows a member that pushes none and has
+        a tail stage after the previous member's that runs its operation joins it, in the first
+        such stage. The chain runs as one instruction whose micro-ops pass through the tail;
+        its last member's token pushes are the chain's.
 
         Returns ``head``, ``joins`` and ``absorb`` (for the sequencer), ``length`` (members),
-        ``fused`` (``length`` > 1) and the members' ``ops``/``imms`` after the head's (index
-        ``k - 1`` for member ``k``)."""
+        ``fused`` (``length`` > 1) and per tail stage its ``imm`` (neutral while no member
+        takes the stage), ``take`` and ``is_max`` (``stages``)."""
         cfg = self.cfg
         g, a = insn.gemm, insn.alu
         nxt = self.insn.payload
         ng, na = nxt.gemm, nxt.alu
         imm_w = cfg.layouts.alu["imm"].width
-        length = Signal(range(ALU_CHAIN + 1), name="chain_length", init=1)
+        length = Signal(range(len(TAIL_STAGES) + 2), name="chain_length", init=1)
+        nxt_stage = Signal(range(len(TAIL_STAGES) + 1), name="chain_next_stage")
         is_open = Signal(name="chain_open")
         head = Signal(name="chain_head")
         joins = Signal(name="chain_joins")
         absorb = Signal(name="chain_absorb")
         fused = Signal(name="chain_fused")
-        ops = [Signal(3, name=f"chain_op_{k}") for k in range(1, ALU_CHAIN)]
-        imms = [Signal(signed(imm_w), name=f"chain_imm_{k}") for k in range(1, ALU_CHAIN)]
+        stages = [SimpleNamespace(imm=Signal(signed(imm_w), name=f"tail_{k}_imm"),
+                                  take=Signal(name=f"tail_{k}_take"),
+                                  is_max=Signal(name=f"tail_{k}_max"))
+                  for k in range(len(TAIL_STAGES))]
+        # the tail stages that could take the next instruction (tail_stage: SHR shifts right)
+        op = na.alu_opcode
+        right = ~na.imm[-1]
+        fits = [Signal(name=f"tail_{k}_fits") for k in range(len(TAIL_STAGES))]
+        for k, ops in enumerate(TAIL_STAGES):
+            runs = Cat(*(op == o for o in sorted(ops))).any()
+            m.d.comb += fits[k].eq((nxt_stage <= k) & runs
+                                   & (right if AluOp.SHR in ops else 1))
         m.d.comb += [
             head.eq((insn.mem.opcode == Opcode.ALU) & a.use_imm & ~insn.mem.push_prev_dep
                     & ~insn.mem.push_next_dep & (g.uop_end == g.uop_bgn + 1)
                     & (g.iter_out != 0) & (g.iter_in != 0)
                     & ((g.iter_in == 1) | (a.dst_factor_in == 1))
                     & ((g.iter_out == 1) | (a.dst_factor_out >= g.iter_in))),
-            joins.eq(is_open & (length < ALU_CHAIN) & (nxt.mem.opcode == Opcode.ALU) & na.use_imm
+            joins.eq(is_open & Cat(*fits).any() & (nxt.mem.opcode == Opcode.ALU) & na.use_imm
                      & ~nxt.mem.pop_prev_dep & ~nxt.mem.pop_next_dep
                      & (ng.uop_bgn == g.uop_bgn) & (ng.uop_end == g.uop_end)
                      & (ng.iter_out == g.iter_out) & (ng.iter_in == g.iter_in)
                      & (na.dst_factor_out == a.dst_factor_out)
-                     & (na.dst_factor_in == a.dst_factor_in)
-                     & ((na.alu_opcode != AluOp.MUL) | (length < ALU_CHAIN_MUL))),
+                     & (na.dst_factor_in == a.dst_factor_in)),
             fused.eq(length > 1),
         ]
         with m.If(self.insn.valid & self.insn.ready & ~absorb):  # a new instruction
-            m.d.sync += [length.eq(1), is_open.eq(1)]
+            m.d.sync += [length.eq(1), is_open.eq(1), nxt_stage.eq(0)]
+            for st in stages:
+                m.d.sync += [st.imm.eq(_NEUTRAL_IMM), st.take.eq(0)]
         with m.If(absorb):
             m.d.sync += length.eq(length + 1)
             with m.If(nxt.mem.push_prev_dep | nxt.mem.push_next_dep):
                 m.d.sync += is_open.eq(0)
             m.d.sync += [insn.mem.push_prev_dep.eq(insn.mem.push_prev_dep | nxt.mem.push_prev_dep),
                          insn.mem.push_next_dep.eq(insn.mem.push_next_dep | nxt.mem.push_next_dep)]
-            for k in range(1, ALU_CHAIN):
-                with m.If(length == k):
-                    m.d.sync += [ops[k - 1].eq(na.alu_opcode), imms[k - 1].eq(na.imm)]
+            for k, st in enumerate(stages):  # the first stage that fits
+                with (m.If if k == 0 else m.Elif)(fits[k]):
+                    m.d.sync += [nxt_stage.eq(k + 1), st.imm.eq(na.imm), st.take.eq(1),
+                                 st.is_max.eq(op == AluOp.MAX)]
         return SimpleNamespace(head=head, joins=joins, absorb=absorb, length=length, fused=fused,
-                               ops=ops, imms=imms)
+                               stages=stages)
 
     def _loads(self, m: Module, net: SimpleNamespace) -> None:
         """LOAD UOP and LOAD ACC through the two DMA readers, and FINISH."""
@@ -647,11 +650,7 @@ class Compute(wiring.Component):
                          lane.op.eq(e3_ops[k]), lane.is_mul.eq(e3_is_mul[k])]
             alu_l.append(lane.result)
 
-        if self.options.fused_alu:
-            chain_out, chain_valids = self._alu_chain(m, net, e3_valid & e3_chain, e3_dst, alu_l)
-        else:
-            chain_out, chain_valids = SimpleNamespace(valid=Const(0, 1), dst=e3_dst,
-                                                      values=alu_l), []
+        chain_out, chain_valids = self._alu_chain(m, net, e3_valid & e3_chain, e3_dst, alu_l)
         net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e1_ctrl=e1_ctrl, e2_valid=e2_valid,
                             e3_dst=e3_dst, e3_valid=e3_valid, e3_wb=e3_wb, rd_valid=rd_valid,
                             chain_out=chain_out, chain_valids=chain_valids)
@@ -685,27 +684,22 @@ class Compute(wiring.Component):
         return r_reuse, r_port_src
 
     def _alu_chain(self, m: Module, net: SimpleNamespace, valid, dst, values: list) -> tuple:
-        """The fused chain's stages after E3, two cycles each: a register of the previous
-        stage's result, then an :class:`~vta.hw.alu.AluLane` per lane applying member ``k``'s
-        operation with its immediate (passing the value on past the chain's last member).
-        Every chain micro-op goes through all of them. Returns (valid, dst, result lanes) of
-        the last stage and the stages' valid registers."""
+        """The ALU tail after E3, two cycles per stage: a register of the previous stage's
+        result, then a :class:`~vta.hw.alu.TailLane` per lane applying the operation of the
+        member that took the stage (passing the value on if none did). Every chain micro-op
+        goes through all of them. Returns (valid, dst, result lanes) of the last stage and the
+        stages' valid registers."""
         chain, aw = net.chain, net.aw
         valids = []
-        for k in range(1, ALU_CHAIN):
+        for k, (ops, st) in enumerate(zip(TAIL_STAGES, chain.stages, strict=True), start=1):
             p_valid = _reg(m, valid, f"c{k}_valid")
             p_dst = _reg(m, dst, f"c{k}_dst")
             p_vals = [_reg(m, v, f"c{k}_a_{j}", en=valid) for j, v in enumerate(values)]
-            op = _reg(m, Mux(k < chain.length, chain.ops[k - 1], _PASS), f"c{k}_op")
-            is_mul = _reg(m, op == AluOp.MUL, f"c{k}_is_mul") if k < ALU_CHAIN_MUL else None
-            imm = Signal(signed(aw), name=f"c{k}_imm")
-            m.d.comb += imm.eq(chain.imms[k - 1])
             results = []
             for j, v in enumerate(p_vals):
-                m.submodules[f"chain_{k}_lane_{j}"] = lane = AluLane(
-                    aw, with_mul=k < ALU_CHAIN_MUL, b_width=len(chain.imms[k - 1]))
-                m.d.comb += [lane.a.eq(v), lane.b.eq(imm), lane.en.eq(p_valid), lane.op.eq(op),
-                             lane.is_mul.eq(is_mul if is_mul is not None else 0)]
+                m.submodules[f"tail_{k}_lane_{j}"] = lane = TailLane(aw, ops, len(st.imm))
+                m.d.comb += [lane.a.eq(v), lane.imm.eq(st.imm), lane.en.eq(p_valid),
+                             lane.take.eq(st.take), lane.is_max.eq(st.is_max)]
                 results.append(lane.result)
             valid, dst = _reg(m, p_valid, f"c{k}_q_valid"), _reg(m, p_dst, f"c{k}_q_dst")
             values = results
@@ -743,9 +737,9 @@ class Compute(wiring.Component):
             net.seq_state))
 
 
-#: An ALU opcode no instruction has: a chain stage past the chain's last member passes its value
-#: on (:class:`~vta.hw.alu.AluLane`'s default case).
-_PASS = 7
+#: The immediate with which an ADD or SHR tail stage that no member takes passes its value on
+#: (a MIN/MAX stage passes by its ``take`` flag).
+_NEUTRAL_IMM = 0
 
 
 def _uop_memory(cfg: Config):

@@ -38,7 +38,7 @@ def base_widths(cfg: Config) -> dict[str, int]:
 class LoopIssuer(wiring.Component):
     """The loop counters (S0). ``start``: the sequencer starts the GEMM/ALU in ``insn`` now;
     ``adv``: S0 advances this cycle; ``pipe_busy``: micro-ops are in S1 .. W; ``chain``: the ALU
-    instruction heads a fused chain (its micro-ops carry ``ctrl.chain``). ``running``:
+    instruction heads an ALU chain (its micro-ops carry ``ctrl.chain``). ``running``:
     ``uop_addr``, ``ctrl`` and the bases describe a micro-op iteration to issue."""
 
     def __init__(self, cfg: Config, *, insn_layout: data.Layout) -> None:

@@ -37,18 +37,10 @@ class CoreOptions:
     which every multiplier loads a private copy of its two operands: the long wires from the
     block RAMs to distant multipliers (ECP5's DSP rows) then end in a flip-flop. One more
     cycle per GEMM pipeline drain and ``batch * block_in * block_out`` operand-register pairs.
-
-    ``fused_alu``: the compute module runs a run of up to six immediate ALU instructions over
-    the same loops and one micro-op that visits distinct entries (a requantization epilogue)
-    as one pass, through five more ALU stages per lane (:mod:`vta.hw.compute`, "Fused ALU
-    chains"; ``vta.sim.perf.PerfParams(alu_chain=6)`` models it). Same programs and results,
-    fewer cycles; about 2 k LUTs and two multipliers more per output lane, so the default
-    1x16x16 core no longer fits the PYNQ-Z1 with it.
     """
 
     replicate_control: bool = False
     replicate_operands: bool = False
-    fused_alu: bool = False
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> CoreOptions:

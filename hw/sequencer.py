@@ -46,11 +46,11 @@ def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
     cycle after ``go`` on). ``clear`` (launch) resets the instruction counter.
 
     ``gather`` = (``head``, ``joins``, ``absorb``) lets one instruction take the ones after it
-    along (the compute module's fused ALU chains): when ``head`` (of ``insn``) is high after the
-    pops, the sequencer takes, one per cycle, every next instruction of the queue for which
-    ``joins`` is high, pulsing ``absorb`` for each (the module records it), and starts once the
-    queue's head does not join (or the queue is empty). ``done_inc`` is the number of
-    instructions the one completing stands for.
+    along (the compute module's ALU chains, :mod:`vta.isa.fusion`): when ``head`` (of ``insn``)
+    is high after the pops, the sequencer takes, one per cycle, every next instruction of the
+    queue for which ``joins`` is high, pulsing ``absorb`` for each (the module records it), and
+    starts once the queue's head does not join (or the queue is empty). ``done_inc`` is the
+    number of instructions the one completing stands for.
     """
     go = Signal(name="go")
     done = Signal(32, name="done_count")

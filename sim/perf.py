@@ -39,9 +39,9 @@ from vta.isa import (
     Opcode,
 )
 from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
+from vta.isa.fusion import alu_chains
 from vta.isa.gcpause import paused_gc
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
-from vta.isa.layout import AluOp
 from vta.isa.stats import ModuleCycles, RunStats, program_stats
 
 
@@ -73,10 +73,8 @@ class PerfParams:
     alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op that reads its src
     alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
-    alu_chain: int = 1            #: most ALU instructions one fused chain runs in one pass
-    #:                               (1: none; 6: the core's ``fused_alu`` variant)
-    alu_chain_mul: int = 2        #: ... of which the first this many may multiply
-    chain_drain: float = 18.0     #: a fused chain's drain (always: the next waits for it)
+    chain_drain: float = 16.0     #: an ALU chain's drain (always: the next waits for it;
+    #:                               chains: vta.isa.fusion)
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting
 
@@ -169,7 +167,7 @@ class PerfModel:
                 return 0.0
             # the pipeline drains only before a token is pushed (the next instruction of the
             # same kind starts while the micro-ops of this one are still in flight), and after
-            # a fused chain
+            # an ALU chain
             pushes = bool(insn.push_prev_dep or insn.push_next_dep)
             if isinstance(insn, GemmInsn):
                 return n * self.p.gemm_ii + self.p.gemm_latency + \
@@ -193,7 +191,7 @@ class PerfModel:
         state = _RunState(self._fetch_bursts(len(insns)))
         mods = {m: _Module(m, deque()) for m in MODULES}
         links = _links(mods, state.tokens)
-        chains = alu_chains(insns, self.p.alu_chain, self.p.alu_chain_mul)
+        chains = alu_chains(insns)
         steps = [self._step(insn, mods, links, chains.get(k)) for k, insn in enumerate(insns)]
         for k, st in enumerate(steps):
             st.module.queue.append(k)
@@ -251,7 +249,7 @@ class PerfModel:
             if mem[1]:
                 return _Step(mods[name], pops, pushes, mem, 0.0, False)
             return _Step(mods[name], pops, pushes, None, self.p.insn_overhead + mem[3], False)
-        # (a later member of a fused chain runs with its head)
+        # (a later member of an ALU chain runs with its head)
         dur = 0.0 if chain == 0 else self.p.insn_overhead + self._compute_cycles(insn, chain)
         return _Step(mods[name], pops, pushes, None, dur, type(insn) is FinishInsn)
 
@@ -326,54 +324,6 @@ def src_reads(insn: AluInsn) -> int:
     if insn.uop_end - insn.uop_bgn != 1 or (insn.iter_in > 1 and insn.src_factor_in):
         return n * max(0, insn.uop_end - insn.uop_bgn)
     return insn.iter_out if insn.iter_out > 1 and insn.src_factor_out else 1
-
-
-def chain_head(insn: Insn) -> bool:
-    """Whether ``insn`` can head a fused ALU chain: an ALU with an immediate that pushes no
-    token, with one micro-op whose loops visit distinct accumulator entries."""
-    return (type(insn) is AluInsn and bool(insn.use_imm)
-            and not (insn.push_prev_dep or insn.push_next_dep)
-            and insn.uop_end == insn.uop_bgn + 1 and insn.iter_out > 0 and insn.iter_in > 0
-            and (insn.iter_in == 1 or insn.dst_factor_in == 1)
-            and (insn.iter_out == 1 or insn.dst_factor_out >= insn.iter_in))
-
-
-def _joins(head: AluInsn, insn: Insn) -> bool:
-    """Whether ``insn`` (the compute instruction after a chain's last member) runs the same
-    loops as ``head`` with an immediate and pops no token."""
-    return (type(insn) is AluInsn and bool(insn.use_imm)
-            and not (insn.pop_prev_dep or insn.pop_next_dep)
-            and (insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in, insn.dst_factor_out,
-                 insn.dst_factor_in)
-            == (head.uop_bgn, head.uop_end, head.iter_out, head.iter_in, head.dst_factor_out,
-                head.dst_factor_in))
-
-
-def alu_chains(insns: Sequence[Insn], limit: int, mul_limit: int) -> dict[int, int]:
-    """The compute module's fused ALU chains (``vta.hw.compute``): index -> chain length for
-    each instruction that heads one (1 when nothing joined it), 0 for the later members; none
-    on a core without them (``limit`` 1). A chain takes each next compute instruction that
-    :func:`_joins` it while its last member pushed no token, up to ``limit`` members, a MUL
-    only as one of the first ``mul_limit``."""
-    out: dict[int, int] = {}
-    if limit <= 1:
-        return out
-    head: int | None = None
-    length, is_open = 0, False
-    for k, insn in enumerate(insns):
-        if type(insn) is not FinishInsn and insn.module != COMPUTE_MODULE:
-            continue
-        if (head is not None and is_open and length < limit and _joins(insns[head], insn)
-                and (insn.alu_opcode != AluOp.MUL or length < mul_limit)):
-            out[k] = 0
-            length += 1
-            out[head] = length
-            is_open = not (insn.push_prev_dep or insn.push_next_dep)
-            continue
-        head = None
-        if chain_head(insn):  # (a head pushes no token)
-            head, length, is_open, out[k] = k, 1, True, 1
-    return out
 
 
 class _Step:

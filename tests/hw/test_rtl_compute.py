@@ -22,6 +22,7 @@ from vta.hw.decode import insn_layouts
 from vta.hw.options import CoreOptions
 from vta.hw.testbench import ReadResponder, stream_put
 from vta.isa import Config
+from vta.isa.fusion import alu_chains
 from vta.isa.insn import (
     AluInsn,
     FinishInsn,
@@ -341,10 +342,6 @@ def test_alu_rates_one_port(small_cfg: Config) -> None:
     assert cycles[2] >= n and cycles[4] >= 2 * n
 
 
-#: the core variant with fused ALU chains
-FUSED = CoreOptions(fused_alu=True)
-
-
 def requant_chain(**loops) -> list[AluInsn]:
     """A requantization epilogue as the compiler writes it: shift, multiply, round, shift,
     clip; six ALU instructions with an immediate over the same loops and micro-op."""
@@ -354,67 +351,86 @@ def requant_chain(**loops) -> list[AluInsn]:
 
 
 def test_alu_chain_runs_in_one_pass(small_cfg: Config) -> None:
-    """On the fused_alu core, six immediate ALU instructions over the same distinct entries
-    (the compiler's requantization epilogue) run fused: one pass of their loops instead of
-    six, with the same accumulators as in program order, every instruction counted and every
-    micro-op iteration of each counted; an instruction that pops a token breaks the chain
-    there. The default core runs them one pass each, with the same accumulators."""
+    """The compiler's requantization epilogue (shift, multiply, round, shift, min, max; six
+    immediate ALU instructions over the same distinct entries) runs as two chains
+    (vta.isa.fusion: the tail has no multiplier, so the MUL heads the second): two passes of
+    their loops instead of six, with the same accumulators as in program order, every
+    instruction counted and every micro-op iteration of each counted; an instruction that
+    pops a token breaks a chain there."""
     uops = [Uop(0, 0, 0)]
     loops = dict(uop_bgn=0, uop_end=1, iter_out=8, iter_in=16, dst_factor_out=16,
                  dst_factor_in=1)
     chain = requant_chain(**loops)
-    got, expected, fused = run_compute(small_cfg, chain, uops, seed=5, streamed=True,
-                                       options=FUSED)
+    assert alu_chains(chain) == {0: 1, 1: 5, 2: 0, 3: 0, 4: 0, 5: 0}
+    got, expected, fused = run_compute(small_cfg, chain, uops, seed=5, streamed=True)
     np.testing.assert_array_equal(got, expected)
     n = 8 * 16
     assert fused["done"] == len(chain) + 2  # LOAD UOP, the six, FINISH
     assert fused["alu_uops"] == 6 * n
     split = [*chain[:3], dataclasses.replace(chain[3], pop_prev_dep=1), *chain[4:]]
-    got2, expected2, two = run_compute(small_cfg, split, uops, seed=5, streamed=True,
-                                       options=FUSED)
+    assert alu_chains(split) == {0: 1, 1: 2, 2: 0, 3: 3, 4: 0, 5: 0}
+    got2, expected2, three = run_compute(small_cfg, split, uops, seed=5, streamed=True)
     np.testing.assert_array_equal(got2, expected2)
-    assert two["alu_uops"] == 6 * n
-    # fused: one pass and a fixed cost; split in two chains: two passes
-    assert n <= fused["total"] <= n + 60
-    assert 2 * n <= two["total"] <= 2 * n + 90
-    # the default core: the same accumulators, one pass per instruction
-    got3, _, plain = run_compute(small_cfg, chain, uops, seed=5, streamed=True)
-    np.testing.assert_array_equal(got3, expected)
-    assert 6 * n <= plain["total"] and plain["alu_uops"] == 6 * n
+    assert three["alu_uops"] == 6 * n
+    # two passes and a fixed cost; split: three passes
+    assert 2 * n <= fused["total"] <= 2 * n + 70
+    assert 3 * n <= three["total"] <= 3 * n + 100
 
 
-def test_alu_chain_limits(small_cfg: Config) -> None:
-    """A run longer than the chain, and a MUL past the stages that multiply, start a new chain
-    there: the accumulators equal the in-order reference, in one pass per chain."""
-    from vta.hw.compute import ALU_CHAIN, ALU_CHAIN_MUL
-
+def test_alu_chain_follows_the_tail_stages(small_cfg: Config) -> None:
+    """A member takes the first tail stage after the previous member's that runs its
+    operation (ADD, SHR right, MIN/MAX, MIN/MAX); one with none left (a MUL has none), or a
+    SHR left, starts a new chain there: the accumulators equal the in-order reference, in one
+    pass per chain, and the chains are vta.isa.fusion's."""
     uops = [Uop(1, 0, 0)]
     loops = dict(uop_bgn=0, uop_end=1, iter_out=4, iter_in=8, dst_factor_out=8,
                  dst_factor_in=1)
-    ops = [AluOp.ADD, AluOp.SHR] + [AluOp.MUL] * 3 + [AluOp.ADD, AluOp.MIN, AluOp.MAX] * 2
-    imms = {AluOp.ADD: 37, AluOp.SHR: 1, AluOp.MUL: -3, AluOp.MIN: 9000, AluOp.MAX: -9000}
-    run = [AluInsn(alu_opcode=op, use_imm=1, imm=imms[op], **loops) for op in ops]
+    steps = [(AluOp.SHR, 3),  # SHR (no MUL stage)
+             (AluOp.MUL, -3), (AluOp.ADD, 9), (AluOp.SHR, 2), (AluOp.MIN, 9000),
+             (AluOp.MAX, -9000),  # | MUL ADD SHR MIN MAX
+             (AluOp.MAX, -100), (AluOp.ADD, 5), (AluOp.MIN, 4000),  # | MAX ADD MIN
+             (AluOp.ADD, 1),  # | ADD (the ADD stage comes before MIN/MAX)
+             (AluOp.SHR, -2),  # | SHR(left) (the SHR stage shifts right only)
+             (AluOp.SHR, 1), (AluOp.MAX, -4000), (AluOp.MIN, 4000),  # ... SHR MAX MIN
+             (AluOp.MIN, 3000)]  # | MIN (both MIN/MAX stages taken)
+    run = [AluInsn(alu_opcode=op, use_imm=1, imm=imm, **loops) for op, imm in steps]
+    heads = {k: v for k, v in alu_chains(run).items() if v}
+    assert heads == {0: 1, 1: 5, 6: 3, 9: 1, 10: 4, 14: 1}
     got, expected, stats = run_compute(small_cfg, run, uops, seed=6, streamed=True,
-                                       acc_range=(-4000, 4000), options=FUSED)
+                                       acc_range=(-4000, 4000))
     np.testing.assert_array_equal(got, expected)
-    # chains: ADD SHR | MUL MUL | MUL ADD MIN MAX ADD MIN | MAX (MUL only in the first two
-    # stages, at most six)
-    assert ALU_CHAIN == 6 and ALU_CHAIN_MUL == 2
     n = 32
-    assert 4 * n <= stats["total"] <= 4 * n + 120
+    assert len(heads) * n <= stats["total"] <= len(heads) * n + 160
     assert stats["alu_uops"] == len(run) * n
+    assert stats["done"] == len(run) + 2
+
+
+def test_alu_tail_shifts_right_by_any_amount(small_cfg: Config) -> None:
+    """The tail's SHR stage clamps its amount like the ALU: every non-negative edge amount,
+    as the second member of a chain over its own eight full-range accumulators, equals the
+    reference."""
+    amounts = [a for a in [0, 1, 30, *SHIFT_EDGES] if a >= 0]
+    uops = [Uop(8 * k, 0, 0) for k in range(len(amounts))]
+    run = []
+    for k, amt in enumerate(amounts):
+        loops = dict(uop_bgn=k, uop_end=k + 1, iter_out=1, iter_in=8, dst_factor_in=1)
+        run += [AluInsn(alu_opcode=AluOp.MAX, use_imm=1, imm=-32768, **loops),
+                AluInsn(alu_opcode=AluOp.SHR, use_imm=1, imm=amt, **loops)]
+    assert set(alu_chains(run).values()) == {2, 0}
+    got, expected, _ = run_compute(small_cfg, run, uops, seed=21, streamed=True)
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_alu_chains_only_fuse_what_computes_the_same(small_cfg: Config) -> None:
     """Random runs of immediate ALU instructions, some over loops that visit an entry more than
     once (dst factors 0 or overlapping: fusing those would change the result), some with more
-    than one micro-op, MUL anywhere (only the first two stages multiply), token flags,
-    two-operand ALU and GEMM instructions in between, all streamed back to back: the
-    accumulators equal the in-order reference."""
+    than one micro-op, any operation in any order (the tail's stages run one kind each),
+    shifts both ways, token flags, two-operand ALU and GEMM instructions in between, all
+    streamed back to back: the accumulators equal the in-order reference."""
     rng = random.Random(7)
     uops = [Uop(k % 5, (3 * k) % 7, k % 4) for k in range(6)] + [Uop(2, 9, 1)]
     insns: list[Insn] = []
-    for _ in range(24):
+    for _ in range(40):
         kind = rng.random()
         if kind < 0.15:
             insns.append(GemmInsn(reset_reg=int(rng.random() < 0.3), uop_bgn=0, uop_end=3,
@@ -433,13 +449,14 @@ def test_alu_chains_only_fuse_what_computes_the_same(small_cfg: Config) -> None:
                      dst_factor_in=rng.choice([1, 1, 1, 0, 2]))
         for _ in range(rng.randint(2, 8)):
             op = rng.choice(list(AluOp))
-            imm = {AluOp.SHR: rng.randint(-3, 6), AluOp.MUL: rng.randint(-300, 300)}.get(
+            imm = {AluOp.SHR: rng.randint(-3, 40), AluOp.MUL: rng.randint(-300, 300)}.get(
                 op, rng.randint(-2000, 2000))
             insns.append(AluInsn(alu_opcode=op, use_imm=1, imm=imm,
                                  pop_prev_dep=int(rng.random() < 0.1),
                                  push_next_dep=int(rng.random() < 0.1), **loops))
+    assert sum(v > 1 for v in alu_chains(insns).values()) >= 6  # chains do form
     got, expected, stats = run_compute(small_cfg, insns, uops, seed=9, streamed=True,
-                                       acc_range=(-5000, 5000), options=FUSED)
+                                       acc_range=(-5000, 5000))
     np.testing.assert_array_equal(got, expected)
     assert stats["done"] == len(insns) + 2
     assert stats["alu_uops"] == sum(i.iter_out * i.iter_in * (i.uop_end - i.uop_bgn)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -124,66 +123,66 @@ def test_default_params_match_the_rtl_pipeline() -> None:
 
     for name, cycles in PIPELINE_TIMING.items():
         assert getattr(PerfParams(), name) == cycles, name
-    from vta.hw.compute import FUSED_ALU_TIMING  # the fused_alu variant: PerfParams(alu_chain=6)
-
-    for name, cycles in FUSED_ALU_TIMING.items():
-        assert getattr(PerfParams(alu_chain=FUSED_ALU_TIMING["alu_chain"]), name) == cycles, name
 
 
 @pytest.mark.unit
-def test_fused_alu_chains_are_the_compute_modules() -> None:
-    """alu_chains mirrors vta.hw.compute's rule (tests/hw/test_rtl_compute.py runs the same
-    programs on the RTL): immediate ALU instructions over the same loops and one micro-op that
-    visits distinct entries fuse, up to ALU_CHAIN, a MUL only among the first ALU_CHAIN_MUL;
-    a pop starts a new chain, a push ends it, other modules' instructions do not break it."""
-    from vta.hw.compute import ALU_CHAIN, ALU_CHAIN_MUL
+def test_alu_chains_follow_the_tail_stages() -> None:
+    """vta.isa.fusion's chains (the RTL's rule: tests/hw/test_rtl_compute.py runs such programs
+    on the RTL), checked by hand: immediate ALU instructions over the same loops and one
+    micro-op that visits distinct entries join a chain, each in the first tail stage after the
+    previous member's that runs it (ADD, SHR right, MIN/MAX, MIN/MAX); a pop starts a new
+    chain, a push ends it, other modules' instructions do not break it."""
+    from vta.isa.fusion import ALU_CHAIN, TAIL_STAGES, alu_chains
     from vta.isa.layout import AluOp
-    from vta.sim.perf import alu_chains
 
     loops = dict(uop_bgn=0, uop_end=1, iter_out=4, iter_in=8, dst_factor_out=8,
                  dst_factor_in=1)
 
-    def imm(op: AluOp, **kw) -> AluInsn:
-        return AluInsn(alu_opcode=op, use_imm=1, imm=3, **{**loops, **kw})
+    def imm(op: AluOp, value: int = 3, **kw) -> AluInsn:
+        return AluInsn(alu_opcode=op, use_imm=1, imm=value, **{**loops, **kw})
 
     ld = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP, x_size=1, y_size=1, x_stride=1)
-    prog = [imm(AluOp.SHR), imm(AluOp.MUL), ld, imm(AluOp.ADD), imm(AluOp.MIN, push_next_dep=1),
+    prog = [imm(AluOp.MUL), imm(AluOp.ADD), ld, imm(AluOp.SHR), imm(AluOp.MIN, push_next_dep=1),
             imm(AluOp.MAX),  # after a push: heads its own
-            imm(AluOp.ADD), imm(AluOp.MUL, pop_prev_dep=1),  # a pop: new chain
-            imm(AluOp.SHR), imm(AluOp.ADD), imm(AluOp.MUL),  # MUL as the third: new chain
+            imm(AluOp.ADD), imm(AluOp.SHR, pop_prev_dep=1),  # a pop: new chain
+            imm(AluOp.MIN), imm(AluOp.ADD),  # ADD after MIN: new chain
+            imm(AluOp.MUL),  # no MUL stage: new chain
+            imm(AluOp.SHR, -1),  # a left shift: new chain
             imm(AluOp.SHR, dst_factor_out=7),  # revisits entries: no chain
             imm(AluOp.SHR, uop_end=2)]  # two micro-ops: no chain
-    assert (ALU_CHAIN, ALU_CHAIN_MUL) == (6, 2)
-    assert alu_chains(prog, ALU_CHAIN, ALU_CHAIN_MUL) == {
-        0: 4, 1: 0, 3: 0, 4: 0, 5: 2, 6: 0, 7: 3, 8: 0, 9: 0, 10: 1}
-    run = [imm(AluOp.ADD)] * 8
-    assert alu_chains(run, ALU_CHAIN, ALU_CHAIN_MUL) == {0: 6, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0,
-                                                          6: 2, 7: 0}
+    assert alu_chains(prog) == {0: 4, 1: 0, 3: 0, 4: 0, 5: 2, 6: 0, 7: 2, 8: 0, 9: 1, 10: 1,
+                                11: 1}
+    # a requantization: the shift, then the rest headed by the MUL; the third clip bound has
+    # no stage left
+    epilogue = [imm(op) for op in (AluOp.SHR, AluOp.MUL, AluOp.ADD, AluOp.SHR, AluOp.MIN,
+                                   AluOp.MAX, AluOp.MIN)]
+    assert len(TAIL_STAGES) + 1 == ALU_CHAIN == 5
+    assert alu_chains(epilogue) == {0: 1, 1: 5, 2: 0, 3: 0, 4: 0, 5: 0, 6: 1}
 
 
 @pytest.mark.unit
-def test_fused_chain_costs_one_pass_and_a_repeated_src_one_cycle(cfg: Config) -> None:
-    """On the fused_alu core a chain costs one pass of its loops (one cycle per member to
-    gather, the chain's drain), on the default core one pass per instruction; a two-operand
-    ALU whose src repeats reads it once per change."""
+def test_alu_chain_costs_one_pass_and_a_repeated_src_one_cycle(cfg: Config) -> None:
+    """A chain costs one pass of its loops (one cycle per member to gather, the chain's
+    drain); instructions that do not chain one pass each; a two-operand ALU whose src repeats
+    reads it once per change."""
     from vta.isa.layout import AluOp
     from vta.sim.perf import src_reads
 
     loops = dict(uop_bgn=0, uop_end=1, iter_out=4, iter_in=8, dst_factor_out=8,
                  dst_factor_in=1)
     chain = [AluInsn(alu_opcode=op, use_imm=1, imm=1, **loops)
-             for op in (AluOp.SHR, AluOp.MUL, AluOp.ADD)]
-    fused_p = replace(P, alu_chain=6)  # the core's fused_alu variant
-    alone = estimate([chain[0], FinishInsn()], cfg, params=fused_p).modules["compute"].busy
-    fused = estimate([*chain, FinishInsn()], cfg, params=fused_p).modules["compute"].busy
+             for op in (AluOp.MUL, AluOp.ADD, AluOp.SHR)]
+    alone = estimate([chain[0], FinishInsn()], cfg, params=P).modules["compute"].busy
+    fused = estimate([*chain, FinishInsn()], cfg, params=P).modules["compute"].busy
     n = 32
-    # the default core: three passes, no gathering
-    plain = estimate([*chain, FinishInsn()], cfg, params=P).modules["compute"].busy
-    assert plain == 3 * (2 + n * P.alu_ii + 3) + 2
     # alone: overhead + n + latency + 1 to gather (+ FINISH's overhead); fused: + 2 gathered
     # members and the chain's drain, still one pass
     assert alone == 2 + n * P.alu_ii + 3 + 1 + 2
     assert fused == alone + 2 + P.chain_drain
+    # ADD after SHR has no tail stage: two chains of one pass each
+    apart = [chain[0], chain[2], chain[1]]
+    assert estimate([*apart, FinishInsn()], cfg, params=P).modules["compute"].busy == \
+        alone + 1 + P.chain_drain + (2 + n * P.alu_ii + 3 + 1)
     bias = AluInsn(alu_opcode=AluOp.ADD, **loops)
     assert src_reads(bias) == 1
     assert src_reads(AluInsn(alu_opcode=AluOp.ADD, **{**loops, "src_factor_out": 1})) == 4

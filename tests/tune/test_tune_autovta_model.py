@@ -53,12 +53,8 @@ def test_small_core_bram_and_dsp_by_hand() -> None:
     ulx = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=15,
                  LOG_ACC_BUFF_SIZE=15)
     assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 88)
-    # the fused_alu variant adds its chain's multiplying stage: per lane two 16x16 partial
-    # products (the other operand is a 16-bit immediate): 16 + 4 x (3 + 2) = 36
-    from vta.hw.options import CoreOptions
-
-    muls = multipliers(small, CoreOptions(fused_alu=True))
-    assert muls == [(8, 8, 16), (16, 16, 20)] and multipliers(small)[1] == (16, 16, 12)
+    # (the ALU tail has no multipliers)
+    assert multipliers(small) == [(8, 8, 16), (16, 16, 12)]
 
 
 @pytest.mark.unit

@@ -84,23 +84,14 @@ def memories(cfg: Config) -> list[Memory]:
 FIXED_MULTIPLIERS: tuple[tuple[int, int, int], ...] = ()
 
 
-def multipliers(cfg: Config, options: Any = None) -> list[tuple[int, int, int]]:
+def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
     """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
-    (per lane, three half-width partial products of the acc-width operands), on the
-    ``fused_alu`` variant (``options``, :class:`vta.hw.options.CoreOptions`) the MUL of each
-    further chain stage that multiplies (per lane, two when the 16-bit immediate fits the half
-    width, else three; :mod:`vta.hw.compute`), and the fixed address multipliers
-    (:data:`FIXED_MULTIPLIERS`)."""
-    from vta.hw.compute import ALU_CHAIN_MUL
-    from vta.isa.layout import IMM_BITS
-
+    (per lane, three half-width partial products of the acc-width operands; the ALU tail has
+    none) and the fixed address multipliers (:data:`FIXED_MULTIPLIERS`)."""
     lanes = cfg.batch * cfg.block_out
     half = cfg.acc_width // 2
-    per_lane = 3
-    if options is not None and options.fused_alu:
-        per_lane += (2 if half >= IMM_BITS else 3) * (ALU_CHAIN_MUL - 1)
     return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),
-            (half, half, per_lane * lanes), *FIXED_MULTIPLIERS]
+            (half, half, 3 * lanes), *FIXED_MULTIPLIERS]
 
 
 def dsp_cost(family: str, a: int, b: int) -> float:
