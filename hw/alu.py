@@ -6,7 +6,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import exact_log2
+from amaranth.utils import bits_for, exact_log2
 from vta.isa.layout import AluOp
 
 __all__ = ["AluLane", "TailLane"]
@@ -89,11 +89,16 @@ class TailLane(wiring.Component):
     ``imm_width``-bit value, held for a whole chain); a stage that no member of the chain takes
     passes ``a`` on, by a neutral immediate (0) for an ADD or SHR stage and by ``take`` low for
     a MIN/MAX stage (``is_max``: MAX). Each kind builds only its operation; SHR shifts right
-    only (the chain rule gives it non-negative immediates), by the immediate clamped to the
-    width less one."""
+    by 0 to ``max_shift`` only (the chain rule gives it no other immediate): a shifter of
+    ``bits_for(max_shift)`` levels."""
 
-    def __init__(self, acc_width: int, ops: frozenset, imm_width: int) -> None:
+    def __init__(self, acc_width: int, ops: frozenset, imm_width: int, *,
+                 max_shift: int = 0) -> None:
         _check_width(self, acc_width)
+        if not 0 <= max_shift < acc_width:
+            self._MustUse__silence = True
+            raise TypeError(f"TailLane max_shift must be in [0, {acc_width}), not {max_shift}")
+        self.max_shift = max_shift
         kinds = {frozenset({AluOp.ADD}): "add", frozenset({AluOp.SHR}): "shr",
                  frozenset({AluOp.MIN, AluOp.MAX}): "minmax"}
         if ops not in kinds:
@@ -116,10 +121,7 @@ class TailLane(wiring.Component):
             regs = _registers(m, self.en, {"sum": (a + b)[:aw]})
             m.d.comb += self.result.eq(regs["sum"])
         elif kind == "shr":
-            # (an arithmetic right shift by aw - 1 or more leaves the sign in every bit)
-            log_aw = exact_log2(aw)
-            bu = b.as_unsigned()
-            amt = Mux(bu[log_aw:] != 0, aw - 1, bu[:log_aw])
+            amt = self.imm.as_unsigned()[:bits_for(self.max_shift)]
             regs = _registers(m, self.en, {"a": a, "amt": amt})
             m.d.comb += self.result.eq(regs["a"].as_signed() >> regs["amt"])
         else:

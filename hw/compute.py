@@ -73,8 +73,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for
 from vta.isa import Config
-from vta.isa.fusion import ALU_CHAIN, TAIL_STAGES
+from vta.isa.fusion import ALU, ALU_CHAIN, MAX_STAGE_SHIFT, PRE, STAGES, TAIL_STAGES
 from vta.isa.layout import UOP_BITS, AluOp, MemType, Opcode
 
 from .alu import AluLane, TailLane
@@ -96,8 +97,8 @@ __all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "CHAIN_DRAIN
 GEMM_DRAIN = 9
 #: The same for ALU micro-ops (S1, S2, R, RD, E1, E2, E3, W).
 ALU_DRAIN = 8
-#: The ALU drain of a chain's micro-ops: two more cycles per tail stage.
-CHAIN_DRAIN = ALU_DRAIN + 2 * len(TAIL_STAGES)
+#: The ALU drain of a chain's micro-ops: one more cycle for PRE and two per tail stage.
+CHAIN_DRAIN = ALU_DRAIN + 1 + 2 * len(TAIL_STAGES)
 #: The pipeline's timing under the names of the performance model's parameters
 #: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
 #: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
@@ -272,47 +273,53 @@ class Compute(wiring.Component):
         """ALU chains (:mod:`vta.isa.fusion`): an ALU instruction with an immediate, no token
         to push and one micro-op whose loops visit distinct accumulator entries (``iter_in`` =
         1 or ``dst_factor_in`` = 1, and ``iter_out`` = 1 or ``dst_factor_out`` >= ``iter_in``)
-        heads a chain; each next instruction of the queue that is an ALU with an immediate over
-        the same loops and micro-op, pops no token, follows a member that pushes none and has
-        a tail stage after the previous member's that runs its operation joins it, in the first
-        such stage. The chain runs as one instruction whose micro-ops pass through the tail;
-        its last member's token pushes are the chain's.
+        heads a chain, in the PRE stage if it is a right shift, else in the ALU; each next
+        instruction of the queue that is an ALU with an immediate over the same loops and
+        micro-op, pops no token, follows a member that pushes none and has a stage after the
+        previous member's that runs its operation joins it, in the first such stage. The
+        chain runs as one instruction whose micro-ops pass through PRE, the ALU and the tail;
+        its last member's token pushes are the chain's. A member that takes the ALU after a
+        head in PRE becomes the instruction's operation (``insn``'s opcode and immediate), the
+        head's shift PRE's.
 
         Returns ``head``, ``joins`` and ``absorb`` (for the sequencer), ``length`` (members),
-        ``fused`` (``length`` > 1) and per tail stage its ``imm`` (neutral while no member
-        takes the stage), ``take`` and ``is_max`` (``stages``)."""
+        ``fused`` (``length`` > 1), ``pre_imm`` (PRE's shift, 0 while no member takes it) and
+        per tail stage its ``imm`` (0 while no member takes it), ``take`` and ``is_max``
+        (``stages``)."""
         cfg = self.cfg
         g, a = insn.gemm, insn.alu
         nxt = self.insn.payload
         ng, na = nxt.gemm, nxt.alu
         imm_w = cfg.layouts.alu["imm"].width
-        length = Signal(range(len(TAIL_STAGES) + 2), name="chain_length", init=1)
-        nxt_stage = Signal(range(len(TAIL_STAGES) + 1), name="chain_next_stage")
+        length = Signal(range(ALU_CHAIN + 1), name="chain_length", init=1)
+        nxt_stage = Signal(range(len(STAGES) + 1), name="chain_next_stage")
         is_open = Signal(name="chain_open")
         head = Signal(name="chain_head")
         joins = Signal(name="chain_joins")
         absorb = Signal(name="chain_absorb")
         fused = Signal(name="chain_fused")
+        pre_imm = Signal(signed(imm_w), name="pre_imm")
         stages = [SimpleNamespace(imm=Signal(signed(imm_w), name=f"tail_{k}_imm"),
                                   take=Signal(name=f"tail_{k}_take"),
                                   is_max=Signal(name=f"tail_{k}_max"))
                   for k in range(len(TAIL_STAGES))]
-        # the tail stages that could take the next instruction (tail_stage: SHR shifts right)
+        # the stages after PRE that could take the next instruction (stage_fits: a SHR
+        # outside the ALU shifts right by at most MAX_STAGE_SHIFT)
         op = na.alu_opcode
-        right = ~na.imm[-1]
-        fits = [Signal(name=f"tail_{k}_fits") for k in range(len(TAIL_STAGES))]
-        for k, ops in enumerate(TAIL_STAGES):
-            runs = Cat(*(op == o for o in sorted(ops))).any()
-            m.d.comb += fits[k].eq((nxt_stage <= k) & runs
-                                   & (right if AluOp.SHR in ops else 1))
+        right = na.imm[bits_for(MAX_STAGE_SHIFT):] == 0
+        fits = {k: Signal(name=f"stage_{k}_fits") for k in range(ALU, len(STAGES))}
+        for k, sig in fits.items():
+            runs = Cat(*(op == o for o in sorted(STAGES[k]))).any()
+            m.d.comb += sig.eq((nxt_stage <= k) & runs
+                               & (right if k != ALU and AluOp.SHR in STAGES[k] else 1))
         m.d.comb += [
             head.eq((insn.mem.opcode == Opcode.ALU) & a.use_imm & ~insn.mem.push_prev_dep
                     & ~insn.mem.push_next_dep & (g.uop_end == g.uop_bgn + 1)
                     & (g.iter_out != 0) & (g.iter_in != 0)
                     & ((g.iter_in == 1) | (a.dst_factor_in == 1))
                     & ((g.iter_out == 1) | (a.dst_factor_out >= g.iter_in))),
-            joins.eq(is_open & Cat(*fits).any() & (nxt.mem.opcode == Opcode.ALU) & na.use_imm
-                     & ~nxt.mem.pop_prev_dep & ~nxt.mem.pop_next_dep
+            joins.eq(is_open & Cat(*fits.values()).any() & (nxt.mem.opcode == Opcode.ALU)
+                     & na.use_imm & ~nxt.mem.pop_prev_dep & ~nxt.mem.pop_next_dep
                      & (ng.uop_bgn == g.uop_bgn) & (ng.uop_end == g.uop_end)
                      & (ng.iter_out == g.iter_out) & (ng.iter_in == g.iter_in)
                      & (na.dst_factor_out == a.dst_factor_out)
@@ -320,21 +327,29 @@ class Compute(wiring.Component):
             fused.eq(length > 1),
         ]
         with m.If(self.insn.valid & self.insn.ready & ~absorb):  # a new instruction
-            m.d.sync += [length.eq(1), is_open.eq(1), nxt_stage.eq(0)]
+            # (its stage: PRE for a right shift, else the ALU)
+            in_pre = (op == AluOp.SHR) & right
+            m.d.sync += [length.eq(1), is_open.eq(1), pre_imm.eq(0),
+                         nxt_stage.eq(Mux(in_pre, PRE + 1, ALU + 1))]
             for st in stages:
-                m.d.sync += [st.imm.eq(_NEUTRAL_IMM), st.take.eq(0)]
+                m.d.sync += [st.imm.eq(0), st.take.eq(0)]
         with m.If(absorb):
             m.d.sync += length.eq(length + 1)
             with m.If(nxt.mem.push_prev_dep | nxt.mem.push_next_dep):
                 m.d.sync += is_open.eq(0)
             m.d.sync += [insn.mem.push_prev_dep.eq(insn.mem.push_prev_dep | nxt.mem.push_prev_dep),
                          insn.mem.push_next_dep.eq(insn.mem.push_next_dep | nxt.mem.push_next_dep)]
-            for k, st in enumerate(stages):  # the first stage that fits
-                with (m.If if k == 0 else m.Elif)(fits[k]):
-                    m.d.sync += [nxt_stage.eq(k + 1), st.imm.eq(na.imm), st.take.eq(1),
-                                 st.is_max.eq(op == AluOp.MAX)]
+            for k, fit in fits.items():  # the first stage that fits
+                with (m.If if k == ALU else m.Elif)(fit):
+                    m.d.sync += nxt_stage.eq(k + 1)
+                    if k == ALU:  # after a head in PRE: the ALU runs this member
+                        m.d.sync += [pre_imm.eq(a.imm), a.alu_opcode.eq(op), a.imm.eq(na.imm)]
+                    else:
+                        st = stages[k - ALU - 1]
+                        m.d.sync += [st.imm.eq(na.imm), st.take.eq(1),
+                                     st.is_max.eq(op == AluOp.MAX)]
         return SimpleNamespace(head=head, joins=joins, absorb=absorb, length=length, fused=fused,
-                               stages=stages)
+                               pre_imm=pre_imm, stages=stages)
 
     def _loads(self, m: Module, net: SimpleNamespace) -> None:
         """LOAD UOP and LOAD ACC through the two DMA readers, and FINISH."""
@@ -624,21 +639,43 @@ class Compute(wiring.Component):
         reuse = net.lane_regs(rd_reuse, "reuse")
         sel_a = selects(rd_dst, "sel_a")
         sel_b = selects(rd_src, "sel_b")
-        imm_ext = Signal(signed(net.aw))
-        m.d.comb += imm_ext.eq(e1_ctrl.imm)
         e1_valids = net.lane_regs(rd_valid, "e1_valid", same=e1_valid)
-        e2_valids = net.lane_regs(e1_valid, "e2_valid", same=e2_valid)
-        e2_ctrl = _reg(m, e1_ctrl, "e2_ctrl")
-        m.d.sync += [e2_valid.eq(e1_valid), e2_dst.eq(e1_dst)]
-        e2_a = [_reg(m, pick(sel_a, k, Mux(two[k], dst_hold[k], net.acc_l[k])), f"e2_a_{k}",
-                     en=e1_valids[k]) for k in range(net.lanes)]
+        # PRE, for a chain's micro-ops only (one cycle between E1 and E2): the chain's first
+        # right shift (vta.isa.fusion.PRE; by 0 when no member took it). A chain's micro-ops
+        # follow every other micro-op in flight, so E1 and PRE never hand E2 one each in a
+        # cycle.
+        e1_chain = e1_valid & e1_ctrl.chain
+        p_valid = _reg(m, e1_chain, "p_valid")
+        p_valids = net.lane_regs(e1_chain, "p_valid", same=p_valid)
+        p_ctrl = _reg(m, e1_ctrl, "p_ctrl", en=e1_chain)
+        p_dst = _reg(m, e1_dst, "p_dst", en=e1_chain)
+        to_e2 = Signal(name="to_e2")  # a micro-op enters E2 (from E1, or from PRE)
+        in_ctrl = Signal(net.ctrl_layout, name="e2_in_ctrl")
+        m.d.comb += [to_e2.eq((e1_valid & ~e1_ctrl.chain) | p_valid),
+                     in_ctrl.eq(Mux(p_valid, p_ctrl.as_value(), e1_ctrl.as_value()))]
+        e2_loads = [e1_valids[k] | p_valids[k] for k in range(net.lanes)]
+        imm_ext = Signal(signed(net.aw))
+        m.d.comb += imm_ext.eq(in_ctrl.imm)
+        e2_valids = net.lane_regs(to_e2, "e2_valid", same=e2_valid)
+        e2_ctrl = _reg(m, in_ctrl, "e2_ctrl")
+        m.d.sync += [e2_valid.eq(to_e2), e2_dst.eq(Mux(p_valid, p_dst, e1_dst))]
+        a_e1 = [pick(sel_a, k, Mux(two[k], dst_hold[k], net.acc_l[k])) for k in range(net.lanes)]
+        e2_a = []
+        for k in range(net.lanes):
+            m.submodules[f"pre_lane_{k}"] = pre = TailLane(
+                net.aw, STAGES[PRE], len(net.chain.pre_imm), max_shift=MAX_STAGE_SHIFT)
+            m.d.comb += [pre.a.eq(a_e1[k]), pre.imm.eq(net.chain.pre_imm),
+                         pre.en.eq(e1_valids[k])]
+            e2_a.append(_reg(m, Mux(p_valids[k], pre.result, a_e1[k]), f"e2_a_{k}",
+                             en=e2_loads[k]))
         # the src operand a port read brings is kept for the two-operand micro-ops after it
         # that read the same entry (_src_reuse)
         src_l = [pick(sel_b, k, net.acc_l[k]) for k in range(net.lanes)]
         src_keep = [_reg(m, src_l[k], f"src_keep_{k}", en=e1_valid & e1_port)
                     for k in range(net.lanes)]
-        e2_b = [_reg(m, Mux(reuse[k], src_keep[k], Mux(two[k], src_l[k], imm_ext)),
-                     f"e2_b_{k}", en=e1_valids[k]) for k in range(net.lanes)]
+        e2_b = [_reg(m, Mux(reuse[k] & ~p_valids[k], src_keep[k],
+                            Mux(two[k] & ~p_valids[k], src_l[k], imm_ext)),
+                     f"e2_b_{k}", en=e2_loads[k]) for k in range(net.lanes)]
         m.d.sync += [e3_valid.eq(e2_valid), e3_dst.eq(e2_dst), e3_chain.eq(e2_ctrl.chain)]
         m.d.comb += e3_wb.eq(e3_valid & ~e3_chain)
         e3_ops = net.lane_regs(e2_ctrl.op, "e3_op")
@@ -651,8 +688,9 @@ class Compute(wiring.Component):
             alu_l.append(lane.result)
 
         chain_out, chain_valids = self._alu_chain(m, net, e3_valid & e3_chain, e3_dst, alu_l)
-        net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, e1_ctrl=e1_ctrl, e2_valid=e2_valid,
-                            e3_dst=e3_dst, e3_valid=e3_valid, e3_wb=e3_wb, rd_valid=rd_valid,
+        net.__dict__.update(alu_l=alu_l, e1_valid=e1_valid, p_valid=p_valid, e1_ctrl=e1_ctrl,
+                            e2_valid=e2_valid, e3_dst=e3_dst, e3_valid=e3_valid, e3_wb=e3_wb,
+                            rd_valid=rd_valid,
                             chain_out=chain_out, chain_valids=chain_valids)
 
     def _src_reuse(self, m: Module, net: SimpleNamespace, s2_two) -> tuple:
@@ -697,7 +735,8 @@ class Compute(wiring.Component):
             p_vals = [_reg(m, v, f"c{k}_a_{j}", en=valid) for j, v in enumerate(values)]
             results = []
             for j, v in enumerate(p_vals):
-                m.submodules[f"tail_{k}_lane_{j}"] = lane = TailLane(aw, ops, len(st.imm))
+                m.submodules[f"tail_{k}_lane_{j}"] = lane = TailLane(
+                    aw, ops, len(st.imm), max_shift=MAX_STAGE_SHIFT)
                 m.d.comb += [lane.a.eq(v), lane.imm.eq(st.imm), lane.en.eq(p_valid),
                              lane.take.eq(st.take), lane.is_max.eq(st.is_max)]
                 results.append(lane.result)
@@ -727,7 +766,7 @@ class Compute(wiring.Component):
         m.d.comb += [self.gemm_uop.eq(net.m_valid),
                      self.alu_uop.eq(Mux(net.e1_valid,
                                          Mux(net.e1_ctrl.chain, net.chain.length, 1), 0))]
-        stages = ("s1", "s2", "r", "d", "pre", "m", "t1", "t2", "a", "rd", "e1", "e2", "e3")
+        stages = ("s1", "s2", "r", "d", "pre", "m", "t1", "t2", "a", "rd", "e1", "p", "e2", "e3")
         m.d.comb += net.pipe_busy.eq(Cat(wb.w.valid, *net.chain_valids,
                                          *(getattr(net, f"{s}_valid") for s in stages)).any())
 
@@ -737,9 +776,6 @@ class Compute(wiring.Component):
             net.seq_state))
 
 
-#: The immediate with which an ADD or SHR tail stage that no member takes passes its value on
-#: (a MIN/MAX stage passes by its ``take`` flag).
-_NEUTRAL_IMM = 0
 
 
 def _uop_memory(cfg: Config):

@@ -73,7 +73,7 @@ class PerfParams:
     alu2_ii: float = 2.0          #: cycles per two-operand ALU micro-op that reads its src
     alu_latency: float = 4.86     #: ALU cycles per instruction beyond insn_overhead
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
-    chain_drain: float = 16.0     #: an ALU chain's drain (always: the next waits for it;
+    chain_drain: float = 17.0     #: an ALU chain's drain (always: the next waits for it;
     #:                               chains: vta.isa.fusion)
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting

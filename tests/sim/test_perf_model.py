@@ -129,10 +129,12 @@ def test_default_params_match_the_rtl_pipeline() -> None:
 def test_alu_chains_follow_the_tail_stages() -> None:
     """vta.isa.fusion's chains (the RTL's rule: tests/hw/test_rtl_compute.py runs such programs
     on the RTL), checked by hand: immediate ALU instructions over the same loops and one
-    micro-op that visits distinct entries join a chain, each in the first tail stage after the
-    previous member's that runs it (ADD, SHR right, MIN/MAX, MIN/MAX); a pop starts a new
-    chain, a push ends it, other modules' instructions do not break it."""
-    from vta.isa.fusion import ALU_CHAIN, TAIL_STAGES, alu_chains
+    micro-op that visits distinct entries join a chain, the head in PRE if it shifts right,
+    else in the ALU, each next member in the first stage after the previous member's that
+    runs it (PRE: SHR right, the ALU: anything, the tail: ADD, SHR right, MIN/MAX,
+    MIN/MAX); a pop starts a new chain, a push ends it, other modules' instructions do not
+    break it."""
+    from vta.isa.fusion import ALU_CHAIN, STAGES, alu_chains
     from vta.isa.layout import AluOp
 
     loops = dict(uop_bgn=0, uop_end=1, iter_out=4, iter_in=8, dst_factor_out=8,
@@ -142,22 +144,21 @@ def test_alu_chains_follow_the_tail_stages() -> None:
         return AluInsn(alu_opcode=op, use_imm=1, imm=value, **{**loops, **kw})
 
     ld = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP, x_size=1, y_size=1, x_stride=1)
-    prog = [imm(AluOp.MUL), imm(AluOp.ADD), ld, imm(AluOp.SHR), imm(AluOp.MIN, push_next_dep=1),
+    prog = [imm(AluOp.SHR), imm(AluOp.MUL), ld, imm(AluOp.ADD), imm(AluOp.MIN, push_next_dep=1),
             imm(AluOp.MAX),  # after a push: heads its own
-            imm(AluOp.ADD), imm(AluOp.SHR, pop_prev_dep=1),  # a pop: new chain
-            imm(AluOp.MIN), imm(AluOp.ADD),  # ADD after MIN: new chain
-            imm(AluOp.MUL),  # no MUL stage: new chain
-            imm(AluOp.SHR, -1),  # a left shift: new chain
+            imm(AluOp.ADD), imm(AluOp.MUL, pop_prev_dep=1),  # a pop: new chain
+            imm(AluOp.SHR), imm(AluOp.ADD),  # ADD after the tail's SHR: new chain
+            imm(AluOp.MUL),  # the ALU taken: new chain
+            imm(AluOp.SHR, -1),  # a left shift: in the ALU, which is taken: new chain
             imm(AluOp.SHR, dst_factor_out=7),  # revisits entries: no chain
             imm(AluOp.SHR, uop_end=2)]  # two micro-ops: no chain
     assert alu_chains(prog) == {0: 4, 1: 0, 3: 0, 4: 0, 5: 2, 6: 0, 7: 2, 8: 0, 9: 1, 10: 1,
                                 11: 1}
-    # a requantization: the shift, then the rest headed by the MUL; the third clip bound has
-    # no stage left
+    # a requantization is one chain; the third clip bound has no stage left
     epilogue = [imm(op) for op in (AluOp.SHR, AluOp.MUL, AluOp.ADD, AluOp.SHR, AluOp.MIN,
                                    AluOp.MAX, AluOp.MIN)]
-    assert len(TAIL_STAGES) + 1 == ALU_CHAIN == 5
-    assert alu_chains(epilogue) == {0: 1, 1: 5, 2: 0, 3: 0, 4: 0, 5: 0, 6: 1}
+    assert len(STAGES) == ALU_CHAIN == 6
+    assert alu_chains(epilogue) == {0: 6, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 1}
 
 
 @pytest.mark.unit
