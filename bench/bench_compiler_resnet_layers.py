@@ -13,9 +13,9 @@ per cycle); the goal (>= 88% of peak with virtual threads) is judged on those la
 "ceiling" column is the best utilisation the core allows: besides the GEMM micro-ops, every
 output entry needs a GEMM reset, the two-operand bias ADD (one cycle: its src, the bias entry,
 repeats along the tile, so the compute module reads it once) and one pass per chain of the
-immediate ALU steps (shift, multiply, round, shift, min, max: two chains, the shift, then the
-rest through the core's ALU tail; vta.isa.fusion), so ceiling = ideal / max(GEMM + reset +
-epilogue cycles, memory cycles).
+immediate ALU steps (shift, multiply, round, shift, min, max: one chain through the stages
+around the core's ALU; vta.isa.fusion), so ceiling = ideal / max(GEMM + reset + epilogue
+cycles, memory cycles).
 
     .venv/bin/python bench/bench_compiler_resnet_layers.py [--layers C2,C6] [--check]
 """

@@ -16,9 +16,10 @@ R      inp/wgt read addresses (GEMM); accumulator read address(es) (ALU)
 GEMM   D: inp/wgt data -> registers; M: products -> registers; T1: two adder-tree levels
        -> registers, accumulator read of ``dst``; T2: the remaining levels -> registers, the
        accumulator data -> register (``acc_q``); A: ``acc_q`` -> forward mux -> add -> W
-ALU    RD: accumulator data -> ``acc_q``; E1: forward muxes -> operand registers; E2: compare,
-       sum, shift amount, MUL partial products -> registers; E3: shift, product sum, select
-C1..C5  the ALU tail, for chains: per tail stage, a register, then its lanes (two cycles)
+ALU    RD: accumulator data -> ``acc_q``; E1: forward muxes -> operand registers; (P: chains
+       only, the operand -> register -> right shift); E2: compare, sum, shift amount, MUL
+       partial products -> registers; E3: shift, product sum, select; C1..C4: chains only,
+       the tail, per stage a register, then its operation (two cycles)
 W      result -> accumulator and OUT buffer write
 ====== ==================================================================================
 
@@ -42,10 +43,11 @@ the pipeline is empty.
 ALU chains (:mod:`vta.isa.fusion`, the rule). A run of ALU instructions with an immediate over
 the same loops and one micro-op whose iterations visit distinct accumulator entries (a
 requantization epilogue: shift, multiply, round, shift, min, max) runs as ONE pass of the
-loops: the sequencer takes the followers from the queue (``_chain_gather``: each into the
-first tail stage after the previous member's that runs its operation; a follower that pops a
-token starts a new instruction, one that pushes ends the chain) and each micro-op goes through
-E1..E3 with the head's operation, then through the tail's stages (two cycles each, C1..C5: a
+loops: the sequencer takes the followers from the queue (``_chain_gather``: the head into P
+if it shifts right, else into the ALU, each next one into the first stage after the previous
+member's that runs its operation; a follower that pops a token starts a new instruction, one
+that pushes ends the chain) and each micro-op goes through E1, P (the shift, by 0 when no
+member took it), E2/E3 (the ALU, with its member's operation), the tail's stages C1..C4 (a
 register, a :class:`~vta.hw.alu.TailLane` per lane; a stage no member took passes the value
 on), then W. The chain's results are written after the interlock's reach, so the next
 instruction starts on an empty pipeline (:data:`CHAIN_DRAIN`). Programs are TVM's: the same
