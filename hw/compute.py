@@ -89,7 +89,7 @@ from .loop_issuer import BASES, LoopIssuer
 from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
 from .regs import MODULE_STATES
-from .sequencer import ModuleStatusSignature, instruction_sequencer
+from .sequencer import GATHER_CYCLES, ModuleStatusSignature, instruction_sequencer
 from .write_back import WriteBack
 
 __all__ = ["Compute", "out_granularity", "GEMM_DRAIN", "ALU_DRAIN", "CHAIN_DRAIN",
@@ -104,9 +104,11 @@ CHAIN_DRAIN = ALU_DRAIN + 1 + 2 * len(TAIL_STAGES)
 #: The pipeline's timing under the names of the performance model's parameters
 #: (``vta.sim.perf.PerfParams``; a test keeps its defaults equal to these): cycles per GEMM
 #: micro-op, per ALU micro-op with an immediate and with two accumulator operands (one read
-#: port), and the drains before a token push and after a chain.
+#: port), the drains before a token push and after a chain, and the cycles per member a chain
+#: takes to gather.
 PIPELINE_TIMING = {"gemm_ii": 1, "gemm_drain": GEMM_DRAIN, "alu_ii": 1, "alu2_ii": 2,
-                   "alu_drain": ALU_DRAIN, "chain_drain": CHAIN_DRAIN}
+                   "alu_drain": ALU_DRAIN, "chain_drain": CHAIN_DRAIN,
+                   "chain_gather": GATHER_CYCLES}
 
 
 def out_granularity(cfg: Config, bus_bytes: int) -> int | None:
@@ -290,7 +292,10 @@ class Compute(wiring.Component):
         (``stages``)."""
         cfg = self.cfg
         g, a = insn.gemm, insn.alu
-        nxt = self.insn.payload
+        # the queue's head, registered every cycle (GATHER_CYCLES: the sequencer looks at it a
+        # cycle after the queue presents it, and takes it a cycle later)
+        nxt = _reg(m, self.insn.payload, "queue_head")
+        nxt_valid = _reg(m, self.insn.valid, "queue_head_valid")
         ng, na = nxt.gemm, nxt.alu
         imm_w = cfg.layouts.alu["imm"].width
         length = Signal(range(ALU_CHAIN + 1), name="chain_length", init=1)
@@ -309,10 +314,16 @@ class Compute(wiring.Component):
         # outside the ALU shifts right by at most MAX_STAGE_SHIFT)
         op = na.alu_opcode
         right = na.imm[bits_for(MAX_STAGE_SHIFT):] == 0
+        # the first stage the next member may take: after the head's (PRE for a right shift,
+        # else the ALU; from the instruction register) until a member joined, then after the
+        # last member's
+        head_in_pre = (a.alu_opcode == AluOp.SHR) & (a.imm[bits_for(MAX_STAGE_SHIFT):] == 0)
+        first = Signal.like(nxt_stage, name="chain_first_free")
+        m.d.comb += first.eq(Mux(length == 1, Mux(head_in_pre, PRE + 1, ALU + 1), nxt_stage))
         fits = {k: Signal(name=f"stage_{k}_fits") for k in range(ALU, len(STAGES))}
         for k, sig in fits.items():
             runs = Cat(*(op == o for o in sorted(STAGES[k]))).any()
-            m.d.comb += sig.eq((nxt_stage <= k) & runs
+            m.d.comb += sig.eq((first <= k) & runs
                                & (right if k != ALU and AluOp.SHR in STAGES[k] else 1))
         m.d.comb += [
             head.eq((insn.mem.opcode == Opcode.ALU) & a.use_imm & ~insn.mem.push_prev_dep
@@ -320,7 +331,8 @@ class Compute(wiring.Component):
                     & (g.iter_out != 0) & (g.iter_in != 0)
                     & ((g.iter_in == 1) | (a.dst_factor_in == 1))
                     & ((g.iter_out == 1) | (a.dst_factor_out >= g.iter_in))),
-            joins.eq(is_open & Cat(*fits.values()).any() & (nxt.mem.opcode == Opcode.ALU)
+            joins.eq(nxt_valid & is_open & Cat(*fits.values()).any()
+                     & (nxt.mem.opcode == Opcode.ALU)
                      & na.use_imm & ~nxt.mem.pop_prev_dep & ~nxt.mem.pop_next_dep
                      & (ng.uop_bgn == g.uop_bgn) & (ng.uop_end == g.uop_end)
                      & (ng.iter_out == g.iter_out) & (ng.iter_in == g.iter_in)
@@ -329,27 +341,31 @@ class Compute(wiring.Component):
             fused.eq(length > 1),
         ]
         with m.If(self.insn.valid & self.insn.ready & ~absorb):  # a new instruction
-            # (its stage: PRE for a right shift, else the ALU)
-            in_pre = (op == AluOp.SHR) & right
-            m.d.sync += [length.eq(1), is_open.eq(1), pre_imm.eq(0),
-                         nxt_stage.eq(Mux(in_pre, PRE + 1, ALU + 1))]
+            m.d.sync += [length.eq(1), is_open.eq(1), pre_imm.eq(0)]
             for st in stages:
                 m.d.sync += [st.imm.eq(0), st.take.eq(0)]
+        # the sequencer takes a member the cycle after it looked at it: what the take writes
+        # comes from registers
+        look = SimpleNamespace(fits={k: _reg(m, v, f"look_{k}_fits") for k, v in fits.items()},
+                               op=_reg(m, op, "look_op"), imm=_reg(m, na.imm, "look_imm"),
+                               push_prev=_reg(m, nxt.mem.push_prev_dep, "look_push_prev"),
+                               push_next=_reg(m, nxt.mem.push_next_dep, "look_push_next"))
         with m.If(absorb):
             m.d.sync += length.eq(length + 1)
-            with m.If(nxt.mem.push_prev_dep | nxt.mem.push_next_dep):
+            with m.If(look.push_prev | look.push_next):
                 m.d.sync += is_open.eq(0)
-            m.d.sync += [insn.mem.push_prev_dep.eq(insn.mem.push_prev_dep | nxt.mem.push_prev_dep),
-                         insn.mem.push_next_dep.eq(insn.mem.push_next_dep | nxt.mem.push_next_dep)]
-            for k, fit in fits.items():  # the first stage that fits
+            m.d.sync += [insn.mem.push_prev_dep.eq(insn.mem.push_prev_dep | look.push_prev),
+                         insn.mem.push_next_dep.eq(insn.mem.push_next_dep | look.push_next)]
+            for k, fit in look.fits.items():  # the first stage that fits
                 with (m.If if k == ALU else m.Elif)(fit):
                     m.d.sync += nxt_stage.eq(k + 1)
                     if k == ALU:  # after a head in PRE: the ALU runs this member
-                        m.d.sync += [pre_imm.eq(a.imm), a.alu_opcode.eq(op), a.imm.eq(na.imm)]
+                        m.d.sync += [pre_imm.eq(a.imm), a.alu_opcode.eq(look.op),
+                                     a.imm.eq(look.imm)]
                     else:
                         st = stages[k - ALU - 1]
-                        m.d.sync += [st.imm.eq(na.imm), st.take.eq(1),
-                                     st.is_max.eq(op == AluOp.MAX)]
+                        m.d.sync += [st.imm.eq(look.imm), st.take.eq(1),
+                                     st.is_max.eq(look.op == AluOp.MAX)]
         return SimpleNamespace(head=head, joins=joins, absorb=absorb, length=length, fused=fused,
                                pre_imm=pre_imm, stages=stages)
 

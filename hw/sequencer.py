@@ -32,6 +32,12 @@ class ModuleStatusSignature(wiring.Signature):
         })
 
 
+#: Cycles the sequencer spends per look at the queue's head while it gathers (``gather``): the
+#: module registers the head, then whether it joins; then the head is taken or the gathering
+#: instruction starts.
+GATHER_CYCLES = 3
+
+
 def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
                           pops: Sequence[tuple[Value, object]],
                           pushes: Sequence[tuple[Value, object]],
@@ -47,9 +53,11 @@ def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
 
     ``gather`` = (``head``, ``joins``, ``absorb``) lets one instruction take the ones after it
     along (the compute module's ALU chains, :mod:`vta.isa.fusion`): when ``head`` (of ``insn``)
-    is high after the pops, the sequencer takes, one per cycle, every next instruction of the
-    queue for which ``joins`` is high, pulsing ``absorb`` for each (the module records it), and
-    starts once the queue's head does not join (or the queue is empty). ``done_inc`` is the
+    is high after the pops, the sequencer takes, one per :data:`GATHER_CYCLES` cycles, every
+    next instruction of the queue for which ``joins`` is high, pulsing ``absorb`` for each (the
+    module records it), and starts once the queue's head does not join (or the queue is
+    empty). ``joins`` is sampled in the second cycle of each look: the module computes it from
+    its own register of the queue's head (and its valid), loaded every cycle. ``done_inc`` is the
     number of instructions the one completing stands for.
     """
     go = Signal(name="go")
@@ -77,10 +85,22 @@ def instruction_sequencer(m: Module, *, insn_stream, insn: Value,
                         m.d.comb += go.eq(1)
                         m.next = "RUN"
         if gather is not None:
+            # GATHER_CYCLES a look at the queue's head: the module registers the head (GATHER),
+            # then whether it joins (LOOK), so no path runs from the queue's memory through the
+            # comparison to its read enable
+            joins_q = Signal(name="gather_joins")
             with m.State("GATHER"):
                 m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
-                with m.If(insn_stream.valid & gather[1]):
+                m.next = "LOOK"
+            with m.State("LOOK"):
+                m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
+                m.d.sync += joins_q.eq(gather[1])
+                m.next = "TAKE"
+            with m.State("TAKE"):
+                m.d.comb += [status.busy.eq(1), status.state.eq(MODULE_STATES["run"])]
+                with m.If(joins_q):
                     m.d.comb += [insn_stream.ready.eq(1), gather[2].eq(1)]
+                    m.next = "GATHER"
                 with m.Else():
                     m.d.comb += go.eq(1)
                     m.next = "RUN"

@@ -75,6 +75,8 @@ class PerfParams:
     alu_drain: float = 8.0        #: ALU pipeline drain, only before pushing a token
     chain_drain: float = 17.0     #: an ALU chain's drain (always: the next waits for it;
     #:                               chains: vta.isa.fusion)
+    chain_gather: float = 3.0     #: cycles per member an ALU chain takes to gather (and per
+    #:                               ALU instruction that could head one)
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting
 
@@ -176,10 +178,10 @@ class PerfModel:
             # port unless it repeats the src read before it
             cycles = n * self.p.alu_ii + (0.0 if insn.use_imm else
                                           src_reads(insn) * (self.p.alu2_ii - self.p.alu_ii))
-            if chain:  # one cycle per member taken from the queue, one to start
+            if chain:  # a look at the queue per member taken, and one at the next
                 drain = self.p.chain_drain if chain > 1 else \
                     (self.p.alu_drain if pushes else 0.0)
-                return cycles + self.p.alu_latency + chain + drain
+                return cycles + self.p.alu_latency + self.p.chain_gather * chain + drain
             return cycles + self.p.alu_latency + (self.p.alu_drain if pushes else 0.0)
         return 0.0
 

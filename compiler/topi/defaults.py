@@ -49,7 +49,7 @@ FINALISTS = 4
 #: Outer tile iterations per tiled dimension of a reduced program.
 REDUCED_ITERS = 2
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 12
+SCHEMA = 14
 
 
 @dataclass(frozen=True)

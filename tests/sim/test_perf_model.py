@@ -176,14 +176,16 @@ def test_alu_chain_costs_one_pass_and_a_repeated_src_one_cycle(cfg: Config) -> N
     alone = estimate([chain[0], FinishInsn()], cfg, params=P).modules["compute"].busy
     fused = estimate([*chain, FinishInsn()], cfg, params=P).modules["compute"].busy
     n = 32
-    # alone: overhead + n + latency + 1 to gather (+ FINISH's overhead); fused: + 2 gathered
-    # members and the chain's drain, still one pass
-    assert alone == 2 + n * P.alu_ii + 3 + 1 + 2
-    assert fused == alone + 2 + P.chain_drain
-    # ADD after SHR has no tail stage: two chains of one pass each
+    # alone: overhead + n + latency + a look at the queue (+ FINISH's overhead); fused: + a
+    # look per gathered member and the chain's drain, still one pass
+    look = P.chain_gather
+    assert look == 3
+    assert alone == 2 + n * P.alu_ii + 3 + look + 2
+    assert fused == alone + 2 * look + P.chain_drain
+    # ADD after the tail's SHR has no stage: two chains of one pass each
     apart = [chain[0], chain[2], chain[1]]
     assert estimate([*apart, FinishInsn()], cfg, params=P).modules["compute"].busy == \
-        alone + 1 + P.chain_drain + (2 + n * P.alu_ii + 3 + 1)
+        alone + look + P.chain_drain + (2 + n * P.alu_ii + 3 + look)
     bias = AluInsn(alu_opcode=AluOp.ADD, **loops)
     assert src_reads(bias) == 1
     assert src_reads(AluInsn(alu_opcode=AluOp.ADD, **{**loops, "src_factor_out": 1})) == 4

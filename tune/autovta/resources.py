@@ -161,8 +161,8 @@ def _default_coef(kind: str) -> np.ndarray:
 #: Coefficients of :func:`features` for xc7: the fit to the 6 PYNQ-Z1 (xc7z020) yosys
 #: reports of :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS` (all but the default
 #: 1x16x16) of the pipelined core with the OUT buffer and the ALU chains' stages, 2026-11-26
-#: (see docs/autovta.md; the default core is then predicted at 36,977 LUTs, yosys counts
-#: 36,554); other families start from these until calibrated on their own reports.
+#: (see docs/autovta.md; that fit predicted the default core's LUTs within 1.2%); other
+#: families start from these until calibrated on their own reports.
 DEFAULT_COEF: dict[str, list[float]] = {
     "lut": [3729.4, 17.26, 1078.8, 39.10],
     "ff": [4657.5, 11.24, 645.6, 34.87],
