@@ -1,5 +1,5 @@
-"""Lanes of the compute module's ALU (stages E2 and E3 of :mod:`vta.hw.compute`) and of its
-ALU tail (:data:`vta.isa.fusion.TAIL_STAGES`)."""
+"""Lanes of the compute module's ALU (stages E2 and E3 of :mod:`vta.hw.compute`) and of the
+narrow stages around it that ALU chains use (PRE and the tail of :data:`vta.isa.fusion.STAGES`)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,7 @@ class AluLane(wiring.Component):
     The product's high half is the sum of three terms, reduced to two by a carry-save stage
     (one LUT level) so that one adder follows, and the product enters the result last (one
     multiplexer after the adder; the other operations' multiplexer works on registers
-    meanwhile).
-
-    """
+    meanwhile)."""
 
     def __init__(self, acc_width: int) -> None:
         _check_width(self, acc_width)
@@ -82,8 +80,8 @@ class AluLane(wiring.Component):
 
 
 class TailLane(wiring.Component):
-    """One lane of one stage of the compute module's ALU tail (a stage of
-    :data:`vta.isa.fusion.TAIL_STAGES`), over two pipeline stages like :class:`AluLane`:
+    """One lane of one of the narrow stages around the compute module's ALU (PRE or a tail
+    stage of :data:`vta.isa.fusion.STAGES`), over two pipeline stages like :class:`AluLane`:
     ``a`` is registered into the lane's second cycle when ``en``; ``result`` is that cycle's
     combinational output. ``imm`` is the stage's member's immediate (a sign-extended
     ``imm_width``-bit value, held for a whole chain); a stage that no member of the chain takes

@@ -13,8 +13,9 @@ previous one's that runs its operation (the first, the head, in the shift stage 
 stages no instruction takes pass the value on. A requantization epilogue is one chain.
 
 This module is the rule's one statement: the RTL (:mod:`vta.hw.compute`) builds its stages and
-the logic that gathers a chain from :data:`STAGES` and :func:`stage_fits`, and the performance
-model (:mod:`vta.sim.perf`) and the benchmarks count passes with :func:`alu_chains`. Programs
+the logic that gathers a chain from :data:`STAGES` and :data:`MAX_STAGE_SHIFT` (the hardware
+form of :func:`stage_fits`), and the performance model (:mod:`vta.sim.perf`) and the
+benchmarks count passes with :func:`alu_chains`. Programs
 stay TVM's: they run the same, one pass per instruction, on any other VTA.
 """
 
