@@ -53,7 +53,7 @@ def test_small_core_bram_and_dsp_by_hand() -> None:
     ulx = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=15,
                  LOG_ACC_BUFF_SIZE=15)
     assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 88)
-    # (the ALU tail has no multipliers)
+    # (the ALU chains' stages around the ALU have no multipliers)
     assert multipliers(small) == [(8, 8, 16), (16, 16, 12)]
 
 

@@ -86,8 +86,8 @@ FIXED_MULTIPLIERS: tuple[tuple[int, int, int], ...] = ()
 
 def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
     """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
-    (per lane, three half-width partial products of the acc-width operands; the ALU tail has
-    none) and the fixed address multipliers (:data:`FIXED_MULTIPLIERS`)."""
+    (per lane, three half-width partial products of the acc-width operands; the ALU chains'
+    stages around it have none) and the fixed address multipliers (:data:`FIXED_MULTIPLIERS`)."""
     lanes = cfg.batch * cfg.block_out
     half = cfg.acc_width // 2
     return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),
