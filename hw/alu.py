@@ -38,10 +38,11 @@ class AluLane(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         aw = self.acc_width
+        lo = aw // 2
         log_aw = exact_log2(aw)
         a, b = self.a, self.b
         # E2: compare, sum, shift amount, partial products
-        bu = b.as_unsigned()
+        au, bu = a.as_unsigned(), b.as_unsigned()
         neg = bu[aw - 1]
         # the amount is |b| clamped to aw, from bit tests: b > aw (b >= 0) when a bit above
         # log2(aw) is set or bit log2(aw) and a lower one are; b < -aw (b < 0) when the bits
@@ -57,7 +58,11 @@ class AluLane(wiring.Component):
             "amt": amt,
             "a": a,
             "b": b,
-            **_partial_products(a, b),
+            # (the two cross products are registered apart: a multiplier and an adder in one
+            # cycle was the ALU's slowest path)
+            "p0": (au[:lo] * bu[:lo])[:aw],
+            "p1": (au[:lo] * bu[lo:])[:aw - lo],
+            "p2": (au[lo:] * bu[:lo])[:aw - lo],
         })
         # E3: select
         ea = regs["a"].as_signed()
@@ -75,7 +80,14 @@ class AluLane(wiring.Component):
                                          ea >> regs["amt"]))
             with m.Default():
                 m.d.comb += other.eq(ea)
-        m.d.comb += self.result.eq(Mux(self.is_mul, _product(m, regs, aw), other))
+        # MUL: p0 + ((p1 + p2) << lo) mod 2**aw; the high half p0_hi + p1 + p2 through a
+        # carry-save stage (sum and majority bits, the latter weighted twice)
+        x, y, z = regs["p0"][lo:], regs["p1"], regs["p2"]
+        save_sum = Signal(aw - lo, name="csa_s")
+        save_carry = Signal(aw - lo, name="csa_c")
+        m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
+        product = Cat(regs["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])
+        m.d.comb += self.result.eq(Mux(self.is_mul, product, other))
         return m
 
 
@@ -145,25 +157,3 @@ def _registers(m: Module, en, values: dict) -> dict:
             m.d.sync += reg.eq(value)
     return regs
 
-
-def _partial_products(a, b) -> dict:
-    """The three half-width partial products of ``a * b`` mod 2**width (the two cross
-    products registered apart: a multiplier and an adder in one cycle was the ALU's slowest
-    path)."""
-    aw = len(a)
-    lo = aw // 2
-    au, bu = a.as_unsigned(), b.as_unsigned()
-    return {"p0": (au[:lo] * bu[:lo])[:aw], "p1": (au[:lo] * bu[lo:])[:aw - lo],
-            "p2": (au[lo:] * bu[:lo])[:aw - lo]}
-
-
-def _product(m: Module, regs: dict, aw: int):
-    """``p0 + ((p1 + p2) << lo)`` mod 2**aw from the registered partial products, the high half
-    ``p0_hi + p1 + p2`` through a carry-save stage (sum and majority bits, the latter weighted
-    twice)."""
-    lo = aw // 2
-    x, y, z = regs["p0"][lo:], regs["p1"], regs["p2"]
-    save_sum = Signal(aw - lo, name="csa_s")
-    save_carry = Signal(aw - lo, name="csa_c")
-    m.d.comb += [save_sum.eq(x ^ y ^ z), save_carry.eq((x & y) | (x & z) | (y & z))]
-    return Cat(regs["p0"][:lo], (save_sum + (save_carry << 1))[:aw - lo])

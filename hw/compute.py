@@ -313,11 +313,11 @@ class Compute(wiring.Component):
         # the stages after PRE that could take the next instruction (stage_fits: a SHR
         # outside the ALU shifts right by at most MAX_STAGE_SHIFT)
         op = na.alu_opcode
-        right = na.imm[bits_for(MAX_STAGE_SHIFT):] == 0
+        right = _stage_shift(na.imm)
         # the first stage the next member may take: after the head's (PRE for a right shift,
         # else the ALU; from the instruction register) until a member joined, then after the
         # last member's
-        head_in_pre = (a.alu_opcode == AluOp.SHR) & (a.imm[bits_for(MAX_STAGE_SHIFT):] == 0)
+        head_in_pre = (a.alu_opcode == AluOp.SHR) & _stage_shift(a.imm)
         first = Signal.like(nxt_stage, name="chain_first_free")
         m.d.comb += first.eq(Mux(length == 1, Mux(head_in_pre, PRE + 1, ALU + 1), nxt_stage))
         fits = {k: Signal(name=f"stage_{k}_fits") for k in range(ALU, len(STAGES))}
@@ -794,6 +794,12 @@ class Compute(wiring.Component):
             net.seq_state))
 
 
+
+
+def _stage_shift(imm):
+    """Whether a SHR by ``imm`` fits a stage outside the ALU (``vta.isa.fusion.stage_fits``:
+    0 to :data:`~vta.isa.fusion.MAX_STAGE_SHIFT`)."""
+    return imm[bits_for(MAX_STAGE_SHIFT):] == 0
 
 
 def _uop_memory(cfg: Config):
