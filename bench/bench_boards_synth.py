@@ -5,11 +5,13 @@
    Reference measured in the same run: the small (1x4x4) config on the same board, so the
    ratios show how the core scales (time and LUTs, default / small).
 2. The ULX3S-85F's own config (1x4x4; ``--preset NAME`` or ``--config FILE`` for another)
-   through the whole open flow (yosys, nextpnr-ecp5, ecppack): the achieved Fmax against the
-   100 MHz target (goal: the median over the seeds >= 100 MHz, for a config that fits the
-   board, which its own does). The Fmax moves by a few percent from one placement seed to the
-   next, so ``--seeds 1,2,3`` places and routes once per seed (one synthesis each) and reports
-   every figure, the median and the best.
+   through the whole open flow (yosys, nextpnr-ecp5, ecppack) at the board's clock (90 MHz;
+   ``--clock`` for another target): the achieved Fmax (goal: the median over the seeds >= 100
+   MHz, for a config that fits the board, which its own does; the current core reaches 94.5 at
+   a 90 MHz target and misses 100 by its GEMM multiplier path, docs/boards.md). The Fmax
+   moves by a few percent from one placement seed to the next, so ``--seeds 1,2,3`` places
+   and routes once per seed (one synthesis each) and reports every figure, the median and the
+   best.
 3. The synthesis, place-and-route and total times of each step.
 
     .venv/bin/python bench/bench_boards_synth.py [--only pynq|ecp5] [--preset NAME | --config F]
@@ -52,7 +54,7 @@ def main() -> int:
     ap.add_argument("--seeds", default="1", metavar="LIST",
                     help="ECP5 part: comma-separated nextpnr placement seeds (default: 1)")
     ap.add_argument("--clock", type=float, default=None, metavar="MHZ",
-                    help="ECP5 part: nextpnr's clock target (default: the board's 100 MHz)")
+                    help="ECP5 part: nextpnr's clock target (default: the board's clock)")
     ap.add_argument("--effort", choices=("timing", "fast"), default="timing",
                     help="ECP5 part: nextpnr options, as for 'vta build --effort'")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -15,7 +15,11 @@ compiled module's scale of each tensor) on every tensor the int8 graph quantizes
 rounding alone costs that network, computed in the same run; "floor/2" the same with half that
 noise (activations with one more bit): a family below the goal whose floor/2 clears it loses its
 cosine to the rounding of 8-bit activations, amplified layer after layer, not to a choice of
-scales. Writes a JSON record under bench/results/.
+scales; "floor top-1" how many of three draws of that noise keep the float top-1 (a family
+whose draws lose it loses it to rounding alone); "w only" and "a only" split the int8 error
+into its sources: the float model with the int8 weights alone, and with float weights and
+every quantized tensor clipped and rounded (deterministically) alone. Writes a JSON record
+under bench/results/.
 
     .venv/bin/python bench/bench_models.py [--families resnet18,vgg11] [--size 224]
 """
@@ -34,6 +38,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 GOALS = {"vta_share": 0.90, "cosine": 0.99, "compile_s": 10.0}
+#: Noise draws of the rounding floor whose top-1 is counted ("floor top-1": how many keep the
+#: float top-1; the floor's cosine is the first draw's).
+FLOOR_DRAWS = 3
 
 
 def export(name: str, size: int, path: Path) -> None:
@@ -122,17 +129,68 @@ def measure(name: str, size: int, workdir: Path, jobs: int | None = None) -> dic
     top = np.sort(ref[0].ravel())[-2:]
     rec["top2_gap"] = round(float((top[1] - top[0]) / max(abs(top[1]), 1e-30)), 4)
     og, feeds = optimize(g), {next(iter(g.inputs)): x}
-    rec["rounding_floor"] = round(rounding_floor(og, m.scales, feeds), 5)
-    rec["rounding_floor_half"] = round(rounding_floor(og, m.scales, feeds, step=0.5), 5)
+    draws = [rounding_floor(og, m.scales, feeds, seed) for seed in range(FLOOR_DRAWS)]
+    rec["rounding_floor"] = round(draws[0]["cosine"], 5)
+    rec["floor_top1_kept"] = sum(bool(d["top1"]) for d in draws)
+    rec["rounding_floor_half"] = round(rounding_floor(og, m.scales, feeds, step=0.5)["cosine"],
+                                       5)
+    rec |= {k: round(v, 5) for k, v in error_sources(og, m.scales, feeds).items()}
     return rec
 
 
+def scale_key(scales: dict, t: str) -> str | None:
+    """The quantized graph's name for float tensor ``t`` (a CPU op's output gets a ``.q``, a
+    graph output an ``.int8``), None when the int8 graph does not quantize it."""
+    return next((k for k in (t, f"{t}.q", f"{t}.int8") if k in scales), None)
+
+
+def error_sources(og, scales: dict, feeds: dict) -> dict[str, float]:  # noqa: ANN001
+    """Cosine against float of the float model with one source of the int8 error alone, the
+    compiled module's quantization (``scales``: its scales, checked): ``weights_only``, the
+    int8 weights (with their scales) and float activations; ``activations_only``, float
+    weights and every tensor the int8 graph quantizes clipped to its int8 range and rounded
+    to its scale."""
+    from vta.compiler.graph.quantize import agreement, quantize_graph, synthetic_samples
+    from vta.compiler.graph.reference import FLOAT_KERNELS, run_float
+
+    qr = quantize_graph(og, synthetic_samples(og))  # as compile_graph's defaults: the offsets
+    if qr.scales != scales:
+        raise ValueError("the quantization differs from the compiled module's")
+    qnodes = {n.name: n for n in qr.graph.nodes if n.op in ("QConv", "QDense")}
+    weights = {}
+    for n in og.nodes:
+        q = qnodes.get(n.name)
+        if q is None:
+            continue
+        w, wf = qr.graph.params[q.inputs[1]], og.params[n.inputs[1]]
+        if w.shape != wf.shape:
+            raise ValueError(f"{n.name}: int8 weights {w.shape} against float {wf.shape}")
+        s = np.asarray(q.attrs["w_scale"], dtype=np.float64)
+        s = s.reshape((-1,) + (1,) * (w.ndim - 1)) if s.ndim else s
+        weights[n.inputs[1]] = (w * s).astype(np.float32)
+
+    def run(int8_weights: bool, int8_activations: bool) -> float:
+        env = dict(og.params) | dict(feeds) | (weights if int8_weights else {})
+        for n in og.nodes:
+            y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
+            t = n.outputs[0]
+            key = scale_key(qr.scales, t)
+            if int8_activations and key is not None:
+                s, off = qr.scales[key], qr.offsets.get(key, 0)
+                y = (np.clip(np.round(y / s), -128 + off, 127 + off) * s).astype(np.float32)
+            env[t] = y
+        o = og.outputs[0]
+        return agreement(run_float(og, feeds)[o], env[o])["cosine"]
+
+    return {"weights_only": run(True, False), "activations_only": run(False, True)}
+
+
 def rounding_floor(og, scales: dict, feeds: dict, seed: int = 0,  # noqa: ANN001
-                   step: float = 1.0) -> float:
-    """Cosine against float of the float model with uniform noise of one int8 step (the
-    quantized graph's scale of each tensor; ``step`` of them) added to every tensor the int8
-    graph quantizes: what rounding alone costs this network, the floor the int8 cosine sits
-    near."""
+                   step: float = 1.0) -> dict:
+    """Agreement (cosine, top-1) with float of the float model with uniform noise of one int8
+    step (the quantized graph's scale of each tensor; ``step`` of them) added to every tensor
+    the int8 graph quantizes: what rounding alone costs this network, the floor the int8
+    cosine sits near; ``seed`` draws the noise."""
     from vta.compiler.graph.quantize import agreement
     from vta.compiler.graph.reference import FLOAT_KERNELS, run_float
 
@@ -141,18 +199,25 @@ def rounding_floor(og, scales: dict, feeds: dict, seed: int = 0,  # noqa: ANN001
     for n in og.nodes:
         y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
         t = n.outputs[0]
-        s = next((scales[k] for k in (t, f"{t}.q", f"{t}.int8") if k in scales), None)
-        if s is not None:
+        key = scale_key(scales, t)
+        if key is not None:
+            s = scales[key]
             y = (y + rng.uniform(-s * step / 2, s * step / 2, y.shape)).astype(np.float32)
         env[t] = y
     o = og.outputs[0]
-    return agreement(run_float(og, feeds)[o], env[o])["cosine"]
+    return agreement(run_float(og, feeds)[o], env[o])
+
+
+def floor_top1(r: dict) -> str:
+    """How many of the rounding floor's noise draws keep the float top-1."""
+    return f"{r['floor_top1_kept']}/{FLOOR_DRAWS} same"
 
 
 def table(rows: list[dict]) -> str:
     head = (f"{'family':<20} {'imports':>7} {'GMACs':>6} {'on VTA':>7} {'cosine':>8} {'floor':>7} "
-            f"{'floor/2':>7} {'top-1':>6} {'gap':>6} {'compile s':>9} {'(cpu s)':>7} {'fsim s':>7} "
-            f"{'bit-exact':>9}")
+            f"{'floor/2':>7} {'w only':>7} {'a only':>7} {'top-1':>6} {'floor top-1':>11} "
+            f"{'gap':>6} {'compile s':>9} "
+            f"{'(cpu s)':>7} {'fsim s':>7} {'bit-exact':>9}")
     lines = [head, "-" * len(head)]
     for r in rows:
         if not r.get("imports") or "cosine" not in r:
@@ -162,7 +227,9 @@ def table(rows: list[dict]) -> str:
         lines.append(f"{r['family']:<20} {'yes':>7} {r['gmacs']:>6.2f} "
                      f"{r['vta_share'] * 100:>6.1f}% {r['cosine']:>8.4f} "
                      f"{r['rounding_floor']:>7.4f} {r['rounding_floor_half']:>7.4f} "
-                     f"{'same' if r['top1'] else 'DIFF':>6} {r['top2_gap']:>6.1%} "
+                     f"{r['weights_only']:>7.4f} {r['activations_only']:>7.4f} "
+                     f"{'same' if r['top1'] else 'DIFF':>6} {floor_top1(r):>11} "
+                     f"{r['top2_gap']:>6.1%} "
                      f"{r['compile_s']:>9.2f} "
                      f"{r['compile_cpu_s']:>7.2f} "
                      f"{r['fsim_s']:>7.2f} {'yes' if r['bit_exact'] else 'NO':>9}")
@@ -179,8 +246,9 @@ def table(rows: list[dict]) -> str:
         f"compile <= {GOALS['compile_s']:g} s: {met('compile_s', GOALS['compile_s'], True)} "
         f"wall, {met('compile_cpu_s', GOALS['compile_s'], True)} cpu; reference: onnxruntime "
         f"float on the same input (gap: its top-2 outputs' relative difference; floor: "
-        f"float with one int8 step of uniform noise on every quantized tensor; floor/2: half "
-        f"a step)")
+        f"float with one int8 step of uniform noise on every quantized tensor (floor top-1: "
+        f"of {FLOOR_DRAWS} noise draws); floor/2: half a step; w only / a only: float with "
+        f"the int8 weights alone / with the activations alone clipped and rounded)")
     return "\n".join(lines)
 
 

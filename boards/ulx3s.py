@@ -12,7 +12,10 @@ the host a small serial protocol instead:
   registers (``0x80000000`` + register offset, through the core's AXI4-Lite slave).
 
 The device memory is a simple dual-port block RAM behind an AXI4 slave (INCR bursts, one beat
-per cycle); the serial bridge takes its ports only while the AXI slave is idle. The clock comes
+per cycle); the serial bridge takes its ports only while the AXI slave is idle. Each AXI
+channel between the core and that memory goes through a register slice (:class:`RegisterSlice`:
+one cycle more per channel, the same throughput), so no path crosses the die from one to the
+other within a clock. The clock comes
 from the 25 MHz board oscillator through an ECP5 PLL (:func:`pll_params`), reset from a
 power-on counter held while the PLL is unlocked. LEDs: 0 interrupt (finished), 1 bridge busy,
 7..2 a heartbeat.
@@ -164,6 +167,42 @@ class UartTx(wiring.Component):
 
 
 # --------------------------------------------------------------------------- AXI RAM
+class RegisterSlice(wiring.Component):
+    """One AXI channel through registers (a two-entry skid buffer): ``o_valid``/``o_data``
+    leave flip-flops, ``i_ready`` is a flip-flop, one transfer per cycle, one cycle of latency.
+    Between the core and the device memory it cuts the paths that crossed the die in one cycle
+    (the core's ready, combined through its read arbiter and DMA selection, into the memory's
+    read FIFO; the memory's valid and ready into the core's arbiter and DMA state)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__({"i_valid": In(1), "i_ready": Out(1), "i_data": In(width),
+                          "o_valid": Out(1), "o_ready": In(1), "o_data": Out(width)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        skid_valid = Signal()  # a transfer taken while the output was stalled
+        skid_data = Signal.like(self.i_data)
+        m.d.comb += self.i_ready.eq(~skid_valid)
+        with m.If(self.o_ready | ~self.o_valid):  # the output register is free this cycle
+            with m.If(skid_valid):
+                m.d.sync += [self.o_data.eq(skid_data), self.o_valid.eq(1),
+                             skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [self.o_data.eq(self.i_data), self.o_valid.eq(self.i_valid)]
+        with m.Elif(self.i_valid & ~skid_valid):
+            m.d.sync += [skid_data.eq(self.i_data), skid_valid.eq(1)]
+        return m
+
+
+#: The AXI channels between the core's master and the device memory: (valid, ready, payload
+#: signals), and whether the core drives them (else the memory does).
+AXI_CHANNELS = (("arvalid", "arready", ("araddr", "arlen"), True),
+                ("rvalid", "rready", ("rdata", "rresp", "rlast"), False),
+                ("awvalid", "awready", ("awaddr", "awlen"), True),
+                ("wvalid", "wready", ("wdata", "wstrb", "wlast"), True),
+                ("bvalid", "bready", ("bresp",), False))
+
+
 class AxiRam(wiring.Component):
     """An AXI4 slave (INCR bursts, one beat per cycle) over a block RAM, plus a 32-bit side port
     for the serial bridge that is served only while no AXI burst is in flight.
@@ -415,13 +454,17 @@ class UartSoC(wiring.Component):
         m.submodules.utx = utx = UartTx(self.uart_divisor)
         m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx), self.interrupt.eq(core.interrupt)]
 
-        # core AXI master <-> RAM
-        for p in ("araddr", "arlen", "arvalid", "rready", "awaddr", "awlen", "awvalid",
-                  "wdata", "wstrb", "wlast", "wvalid", "bready"):
-            m.d.comb += getattr(ram, p).eq(getattr(core, f"m_axi_{p}"))
-        for p in ("arready", "rdata", "rresp", "rlast", "rvalid", "awready", "wready",
-                  "bresp", "bvalid"):
-            m.d.comb += getattr(core, f"m_axi_{p}").eq(getattr(ram, p))
+        # core AXI master <-> RAM, each channel through a register slice
+        for valid, ready, payload, from_core in AXI_CHANNELS:
+            src = {p: getattr(core, f"m_axi_{p}") for p in (valid, ready, *payload)}
+            dst = {p: getattr(ram, p) for p in (valid, ready, *payload)}
+            if not from_core:
+                src, dst = dst, src
+            data = Cat(*(src[p] for p in payload))
+            m.submodules[f"{valid.removesuffix('valid')}_slice"] = rs = RegisterSlice(len(data))
+            m.d.comb += [rs.i_valid.eq(src[valid]), src[ready].eq(rs.i_ready),
+                         rs.i_data.eq(data), dst[valid].eq(rs.o_valid),
+                         rs.o_ready.eq(dst[ready]), Cat(*(dst[p] for p in payload)).eq(rs.o_data)]
         s.ram, s.urx, s.utx = ram, urx, utx
 
     def _bridge_state(self, m: Module, s: SimpleNamespace) -> None:

@@ -1,12 +1,13 @@
 """The ULX3S device memory's (vta.boards.ulx3s.AxiRam) pipelined read path: one beat per cycle
-in steady state, data equal to the initial image, and side-port accesses between bursts."""
+in steady state, data equal to the initial image, and side-port accesses between bursts; the
+register slices between it and the core."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from vta.boards.ulx3s import AxiRam
+from vta.boards.ulx3s import AxiRam, RegisterSlice
 
 pytestmark = pytest.mark.sim
 
@@ -160,3 +161,41 @@ def test_zero_memory_init_blocks_are_dropped_and_others_kept() -> None:
     text = "module m;\n  reg [1:0] mem0 [1:0];\n" + zero + "  reg [7:0] mem1 [1:0];\n" + data
     out = _drop_zero_memory_init(text)
     assert "mem0[0] =" not in out and "mem1[1] = 8'h1f;" in out and "mem1[0] = 8'h00;" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_register_slice_passes_every_transfer_in_order(seed: int) -> None:
+    """Random valid on the input and random ready on the output: the output carries exactly
+    the accepted inputs, in order; with ready held high it moves one per cycle."""
+    rng = np.random.default_rng(seed)
+    rs = RegisterSlice(16)
+    sent: list[int] = []
+    got: list[int] = []
+    steady: list[int] = []  # cycles of the output transfers while ready stays high
+
+    async def bench(ctx) -> None:
+        value = int(rng.integers(1 << 16))
+        for cycle in range(600):
+            free = cycle >= 500  # the last 100 cycles: input always valid, output always ready
+            valid = free or bool(rng.random() < 0.7)
+            ready = free or bool(rng.random() < 0.6)
+            ctx.set(rs.i_valid, valid)
+            ctx.set(rs.i_data, value)
+            ctx.set(rs.o_ready, ready)
+            i_ready, o_valid, o_data = ctx.get(rs.i_ready), ctx.get(rs.o_valid), ctx.get(rs.o_data)
+            if valid and i_ready:
+                sent.append(value)
+                value = int(rng.integers(1 << 16))
+            if o_valid and ready:
+                got.append(o_data)
+                if free:
+                    steady.append(cycle)
+            await ctx.tick()
+
+    sim = Simulator(rs)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == sent[:len(got)] and len(sent) - len(got) <= 2
+    assert len(got) > 300
+    assert steady[5:] == list(range(steady[5], steady[5] + len(steady) - 5))
