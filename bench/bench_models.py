@@ -81,6 +81,7 @@ def measure(name: str, size: int, workdir: Path, jobs: int | None = None) -> dic
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.passes import optimize
     from vta.compiler.graph.quantize import agreement, run_quantized
+    from vta.compiler.graph.reference import run_float
     from vta.isa import Config, VTAError
 
     path = workdir / f"{name}.onnx"
@@ -129,12 +130,13 @@ def measure(name: str, size: int, workdir: Path, jobs: int | None = None) -> dic
     top = np.sort(ref[0].ravel())[-2:]
     rec["top2_gap"] = round(float((top[1] - top[0]) / max(abs(top[1]), 1e-30)), 4)
     og, feeds = optimize(g), {next(iter(g.inputs)): x}
-    draws = [rounding_floor(og, m.scales, feeds, seed) for seed in range(FLOOR_DRAWS)]
+    fl = run_float(og, feeds)[og.outputs[0]]  # the float model the noisy runs compare with
+    draws = [rounding_floor(og, m.scales, feeds, fl, seed) for seed in range(FLOOR_DRAWS)]
     rec["rounding_floor"] = round(draws[0]["cosine"], 5)
     rec["floor_top1_kept"] = sum(bool(d["top1"]) for d in draws)
-    rec["rounding_floor_half"] = round(rounding_floor(og, m.scales, feeds, step=0.5)["cosine"],
-                                       5)
-    rec |= {k: round(v, 5) for k, v in error_sources(og, m.scales, feeds).items()}
+    rec["rounding_floor_half"] = round(
+        rounding_floor(og, m.scales, feeds, fl, step=0.5)["cosine"], 5)
+    rec |= {k: round(v, 5) for k, v in error_sources(og, m.scales, feeds, fl).items()}
     return rec
 
 
@@ -144,14 +146,31 @@ def scale_key(scales: dict, t: str) -> str | None:
     return next((k for k in (t, f"{t}.q", f"{t}.int8") if k in scales), None)
 
 
-def error_sources(og, scales: dict, feeds: dict) -> dict[str, float]:  # noqa: ANN001
-    """Cosine against float of the float model with one source of the int8 error alone, the
-    compiled module's quantization (``scales``: its scales, checked): ``weights_only``, the
-    int8 weights (with their scales) and float activations; ``activations_only``, float
-    weights and every tensor the int8 graph quantizes clipped to its int8 range and rounded
-    to its scale."""
+def perturbed_run(og, feeds: dict, scales: dict, perturb=None,  # noqa: ANN001
+                  weights: dict | None = None) -> np.ndarray:
+    """The float model's output with ``weights`` in place of its parameters of those names and
+    ``perturb(key, y)`` applied to every tensor the int8 graph quantizes (``key``: its name
+    there, see :func:`scale_key`)."""
+    from vta.compiler.graph.reference import FLOAT_KERNELS
+
+    env = dict(og.params) | dict(feeds) | (weights or {})
+    for n in og.nodes:
+        y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
+        key = scale_key(scales, n.outputs[0])
+        if perturb is not None and key is not None:
+            y = perturb(key, y).astype(np.float32)
+        env[n.outputs[0]] = y
+    return env[og.outputs[0]]
+
+
+def error_sources(og, scales: dict, feeds: dict, fl: np.ndarray  # noqa: ANN001
+                  ) -> dict[str, float]:
+    """Cosine against the float output ``fl`` of the float model with one source of the int8
+    error alone, the compiled module's quantization (``scales``: its scales, checked):
+    ``weights_only``, the int8 weights (with their scales) and float activations;
+    ``activations_only``, float weights and every tensor the int8 graph quantizes clipped to
+    its int8 range and rounded to its scale."""
     from vta.compiler.graph.quantize import agreement, quantize_graph, synthetic_samples
-    from vta.compiler.graph.reference import FLOAT_KERNELS, run_float
 
     qr = quantize_graph(og, synthetic_samples(og))  # as compile_graph's defaults: the offsets
     if qr.scales != scales:
@@ -169,43 +188,31 @@ def error_sources(og, scales: dict, feeds: dict) -> dict[str, float]:  # noqa: A
         s = s.reshape((-1,) + (1,) * (w.ndim - 1)) if s.ndim else s
         weights[n.inputs[1]] = (w * s).astype(np.float32)
 
-    def run(int8_weights: bool, int8_activations: bool) -> float:
-        env = dict(og.params) | dict(feeds) | (weights if int8_weights else {})
-        for n in og.nodes:
-            y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
-            t = n.outputs[0]
-            key = scale_key(qr.scales, t)
-            if int8_activations and key is not None:
-                s, off = qr.scales[key], qr.offsets.get(key, 0)
-                y = (np.clip(np.round(y / s), -128 + off, 127 + off) * s).astype(np.float32)
-            env[t] = y
-        o = og.outputs[0]
-        return agreement(run_float(og, feeds)[o], env[o])["cosine"]
+    def rounded(key: str, y: np.ndarray) -> np.ndarray:
+        s, off = qr.scales[key], qr.offsets.get(key, 0)
+        return np.clip(np.round(y / s), -128 + off, 127 + off) * s
 
-    return {"weights_only": run(True, False), "activations_only": run(False, True)}
+    return {"weights_only": agreement(fl, perturbed_run(og, feeds, scales, None, weights)
+                                      )["cosine"],
+            "activations_only": agreement(fl, perturbed_run(og, feeds, scales, rounded)
+                                          )["cosine"]}
 
 
-def rounding_floor(og, scales: dict, feeds: dict, seed: int = 0,  # noqa: ANN001
-                   step: float = 1.0) -> dict:
-    """Agreement (cosine, top-1) with float of the float model with uniform noise of one int8
-    step (the quantized graph's scale of each tensor; ``step`` of them) added to every tensor
-    the int8 graph quantizes: what rounding alone costs this network, the floor the int8
-    cosine sits near; ``seed`` draws the noise."""
+def rounding_floor(og, scales: dict, feeds: dict, fl: np.ndarray,  # noqa: ANN001
+                   seed: int = 0, step: float = 1.0) -> dict:
+    """Agreement (cosine, top-1) with the float output ``fl`` of the float model with uniform
+    noise of one int8 step (the quantized graph's scale of each tensor; ``step`` of them)
+    added to every tensor the int8 graph quantizes: what rounding alone costs this network,
+    the floor the int8 cosine sits near; ``seed`` draws the noise."""
     from vta.compiler.graph.quantize import agreement
-    from vta.compiler.graph.reference import FLOAT_KERNELS, run_float
 
     rng = np.random.default_rng(seed)
-    env = dict(og.params) | dict(feeds)
-    for n in og.nodes:
-        y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
-        t = n.outputs[0]
-        key = scale_key(scales, t)
-        if key is not None:
-            s = scales[key]
-            y = (y + rng.uniform(-s * step / 2, s * step / 2, y.shape)).astype(np.float32)
-        env[t] = y
-    o = og.outputs[0]
-    return agreement(run_float(og, feeds)[o], env[o])
+
+    def noise(key: str, y: np.ndarray) -> np.ndarray:
+        h = scales[key] * step / 2
+        return y + rng.uniform(-h, h, y.shape)
+
+    return agreement(fl, perturbed_run(og, feeds, scales, noise))
 
 
 def floor_top1(r: dict) -> str:
