@@ -477,7 +477,7 @@ def _transpose_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
 
 
 def _clip_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
-    from vta.compiler.graph.pack import ceil_div
+    from vta.compiler.topi.pack import ceil_div
 
     tiles = ceil_div(v["N"], cfg.batch) * ceil_div(v["C"], cfg.block) * v["H"] * v["W"]
     return ("clip", [["lo", v["LO"]], ["hi", v["HI"]]], tiles, cfg.params)

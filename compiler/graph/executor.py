@@ -22,10 +22,10 @@ from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
 from vta.isa.records import JsonRecord
 
+from ..topi.pack import unpack_activation
 from .errors import InputError
 from .lowering import packed_input
 from .module import CompiledModule
-from .pack import unpack_activation
 from .quantize import kernel_for
 from .reference import check_feeds
 

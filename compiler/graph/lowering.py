@@ -29,8 +29,14 @@ from vta.isa.errors import VTAError
 from vta.runtime.record import RecordedProgram, Relocation
 
 from ..errors import CompilerError
+from ..topi.pack import (
+    ceil_div,
+    depthwise_to_group_kernel,
+    pack_activation,
+    pack_bias,
+    pack_weight,
+)
 from .ir import Node
-from .pack import ceil_div, pack_activation, pack_weight
 
 
 class LayerError(CompilerError):
@@ -128,7 +134,6 @@ class VtaLayer:
         if self.template == "dense":
             w = w.reshape(*w.shape, 1, 1)
         if self.depthwise:
-            from vta.compiler.topi.pack import depthwise_to_group_kernel
 
             wp = depthwise_to_group_kernel(w, cfg)
         else:
@@ -161,7 +166,6 @@ class VtaLayer:
 
 def _vector(v: np.ndarray, cfg: Config) -> bytes:
     """A per-output-channel int32 vector as (1, O/BLOCK_OUT, BATCH, BLOCK_OUT)."""
-    from vta.compiler.topi.pack import pack_bias
 
     return pack_bias(np.asarray(v).astype(np.int32), cfg).tobytes()
 

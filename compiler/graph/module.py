@@ -38,6 +38,7 @@ from vta.isa.errors import VTAError
 from ..build import arena_align
 from ..topi import defaults
 from ..topi.defaults import Choice
+from ..topi.pack import packed_nbytes
 from .errors import InputError, ModuleError
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
@@ -61,7 +62,6 @@ from .manifest import (
     ModuleManifest,
     QuantizationRecord,
 )
-from .pack import packed_nbytes
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
 from .quantize import (

@@ -10,14 +10,14 @@ from onnx import helper
 from vta.compiler.graph import passes
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.onnx_frontend import from_onnx
-from vta.compiler.graph.pack import (
+from vta.compiler.graph.plan import Buffer, MemoryPlan, liveness, plan_memory
+from vta.compiler.graph.reference import run_float
+from vta.compiler.topi.pack import (
     pack_activation,
     pack_weight,
     unpack_activation,
     unpack_weight,
 )
-from vta.compiler.graph.plan import Buffer, MemoryPlan, liveness, plan_memory
-from vta.compiler.graph.reference import run_float
 
 from .conftest import onnx_model, rand_input
 

@@ -281,7 +281,7 @@ def test_grouped_conv_on_vta_race_free(cfg_name, c, o, group, stride) -> None:
 def _check_module_layer(m, name: str, x) -> None:  # noqa: ANN001
     """Run one compiled layer's stream under every scheduling order (fsim.check_races) on a
     DRAM image built like the executor's; compare with the int8 reference."""
-    from vta.compiler.graph.pack import pack_activation, unpack_activation
+    from vta.compiler.topi.pack import pack_activation, unpack_activation
     from vta.sim import fsim
 
     cfg = m.cfg

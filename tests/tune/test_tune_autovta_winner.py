@@ -45,8 +45,7 @@ def _layer_image(layer: VTALayer, cfg: Config, seed: int) -> tuple[bytes, np.nda
     them, micro-ops after the operands."""
     from vta.compiler.build import placed_offsets
     from vta.compiler.graph.lowering import packed_input, record_layer
-    from vta.compiler.graph.pack import pack_weight
-    from vta.compiler.topi.pack import pack_bias
+    from vta.compiler.topi.pack import pack_bias, pack_weight
 
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, layer.x_shape).astype(np.int8)
