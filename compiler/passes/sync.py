@@ -29,10 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-LOAD, COMPUTE, STORE = "load", "compute", "store"
+from vta.isa.deps import COMPUTE_MODULE as COMPUTE
+from vta.isa.deps import LOAD_MODULE as LOAD
+from vta.isa.deps import MODULES, TOKEN_QUEUES
+from vta.isa.deps import STORE_MODULE as STORE
 
-#: (producer, consumer) pairs that need tokens.
-EDGES = ((LOAD, COMPUTE), (COMPUTE, STORE), (COMPUTE, LOAD), (STORE, COMPUTE))
+#: (producer, consumer) pairs that need tokens: the token queues of vta.isa.deps, the RAW ones
+#: (downstream) before the WAR ones, in which order the tokens are placed.
+EDGES = tuple((q.src, q.dst) for q in sorted(
+    TOKEN_QUEUES, key=lambda q: MODULES.index(q.src) > MODULES.index(q.dst)))
 
 
 @dataclass
