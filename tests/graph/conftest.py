@@ -80,11 +80,15 @@ def onnx_model(nodes, inputs: dict[str, list[int]], outputs: dict[str, list[int]
         return m
 
 
-def run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_ort(model, feeds: dict[str, np.ndarray], *, optimize: bool = True) -> list[np.ndarray]:
+    """onnxruntime's outputs on one thread; ``optimize=False`` runs the graph as written (no
+    fusion of QDQ pairs into its int8 kernels)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so,
                                 providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)

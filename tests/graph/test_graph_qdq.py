@@ -81,8 +81,10 @@ def test_qdq_model_keeps_its_scales_and_matches_onnxruntime(tmp_path, symmetric:
     g = from_onnx(qm)
     assert "FakeQuant" in {n.op for n in g.nodes}
     x = {"x": np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)}
-    yq = run_ort(qm, x)[0]
-    # the imported graph in float computes what onnxruntime computes for the QDQ model
+    # the imported graph in float computes what onnxruntime computes for the QDQ model as
+    # written (its graph optimizations fuse the pairs into int8 kernels whose sums saturate on
+    # CPUs without VNNI, see test_quantized_pytorch_export_runs_on_vta_with_its_scales)
+    yq = run_ort(qm, x, optimize=False)[0]
     np.testing.assert_allclose(run_float(g, x)["y"], yq, atol=1e-5 * np.abs(yq).max())
     m = compile_graph(g, Config(), keep_first_float=False, per_channel=True)
     inits = {i.name: numpy_helper.to_array(i) for i in qm.graph.initializer}
@@ -144,9 +146,13 @@ def test_quantized_pytorch_export_runs_on_vta_with_its_scales(tmp_path, family: 
 
     fm = _exported(family)
     shape = tuple(d.dim_value for d in fm.graph.input[0].type.tensor_type.shape.dim)
+    # 7-bit weights: onnxruntime's int8 kernels on x86 CPUs without VNNI (AVX2, AVX-512F) add
+    # u8 x s8 products in pairs into int16 with saturation, so with full 8-bit weights its
+    # result depends on the machine (its quantization guide: use reduce_range there); with
+    # 7-bit weights no pair saturates and its run is the exact integer arithmetic
     qm = _quantize_static(tmp_path, fm, shape, fmt=fmt,
                           activation_type=QuantType[activations],
-                          weight_type=QuantType.QInt8)
+                          weight_type=QuantType.QInt8, reduce_range=True)
     assert ("QLinearConv" in {n.op_type for n in qm.graph.node}) == (fmt == "QOperator")
     g = from_onnx(qm)
     x = {"input": np.random.default_rng(5).standard_normal(shape).astype(np.float32)}
