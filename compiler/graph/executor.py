@@ -9,6 +9,7 @@ float kernels. ``target="cpu"`` runs every layer on the CPU.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import zipfile
@@ -179,15 +180,18 @@ class Executor:
         self.arena_base = arena_base
         #: The report of the last :meth:`run`.
         self.last_report = RunReport(target)
+        if host == "llvm":  # JIT the module's host kernels now, not inside the first run
+            from .host import module_host_kernels
+
+            m = module
+            self._host = module_host_kernels(  # verified: regenerated from the graph first
+                m.graph.nodes, m.shapes, m.graph.params, m.partition, m.host_ir)
+            built: dict[str, Any] = {}  # identical kernels (same IR) are compiled once
+            for hk in self._host.values():
+                key = hk.ir + json.dumps(hk.opts, sort_keys=True)
+                hk._module = built.setdefault(key, hk.module)
         if target != "cpu" and module.kernels:
             self._open()
-        if host == "llvm":  # JIT the module's host kernels now, not inside the first run
-            from .host import load_host_kernel
-
-            built: dict[str, Any] = {}  # identical kernels (same IR) are compiled once
-            for k, ir in module.host_ir.items():
-                self._host[k] = load_host_kernel(k, ir)
-                self._host[k]._module = built.setdefault(ir, self._host[k].module)
 
     def _open(self) -> None:
         from vta.runtime import device as rdev

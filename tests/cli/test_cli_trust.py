@@ -139,3 +139,210 @@ def test_write_atomic_writes_a_device_in_place_and_refuses_a_fifo(tmp_path: Path
         write_atomic(_node(tmp_path, "fifo"), b"data")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "full", "null"]
     assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+
+
+# ------------------------------------------------------------------ a module is data
+def _module(work: Path, tmp_path: Path, name: str = "m") -> Path:  # noqa: F811
+    import shutil
+
+    d = tmp_path / name
+    shutil.copytree(work / "mod", d)
+    return d
+
+
+def _resign(d: Path, manifest: dict | None = None) -> None:
+    """Rewrite the per-file checksums in the manifest and the digest, as a forger would: the
+    checksums hold, what the module says is checked."""
+    import hashlib
+    import json
+
+    from vta.isa.digest import write_digest
+
+    m = manifest if manifest is not None else json.loads((d / "manifest.json").read_text())
+    if manifest is None:
+        for rel in m["files"]:
+            data = (d / rel).read_bytes()
+            m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
+    write_digest(d, "vta-module", 3)
+
+
+def _run_argv(d: Path, work: Path) -> list[str]:  # noqa: F811
+    return ["run", str(d), "--input", str(work / "x.npy"), "--target", "fsim", "-o",
+            str(d.parent / "y.npy")]
+
+
+def _refused(d: Path, work: Path, capsys, needle: str) -> str:  # noqa: ANN001, F811
+    before = tree(d.parent)
+    line = one_line_error(_run_argv(d, work), capsys, needle)
+    assert "recompile" in line, line
+    assert tree(d.parent) == before  # no output, nothing changed
+    return line
+
+
+def test_the_digest_covers_every_file_the_manifest_included(work: Path) -> None:  # noqa: F811
+    import hashlib
+    import json
+
+    mod = work / "mod"
+    dig = json.loads((mod / "digest.json").read_text())
+    files = sorted(p.relative_to(mod).as_posix() for p in mod.rglob("*") if p.is_file())
+    assert "manifest.json" in files and "digest.json" in files
+    lines = "".join(f"{hashlib.sha256((mod / f).read_bytes()).hexdigest()}  {f}\n"
+                    for f in files if f != "digest.json")
+    assert dig == {"kind": "vta-module", "version": 3,
+                   "sha256": hashlib.sha256(lines.encode()).hexdigest()}
+    assert json.loads((mod / "manifest.json").read_text())["version"] == 3
+
+
+def test_a_changed_manifest_field_is_a_digest_error(work: Path, tmp_path: Path,  # noqa: F811
+                                                    capsys) -> None:
+    import json
+
+    d = _module(work, tmp_path)
+    m = json.loads((d / "manifest.json").read_text())
+    name = next(iter(m["quantization"]["scales"]))
+    m["quantization"]["scales"][name] *= 2  # silently different outputs, before
+    (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
+    _refused(d, work, capsys, "manifest.json was modified")
+
+
+@pytest.mark.parametrize("case", ["no-digest", "old-digest", "unlisted-file", "symlink",
+                                  "digest-of-another-kind"])
+def test_a_module_that_does_not_verify_is_refused(case: str, work: Path,  # noqa: F811
+                                                  tmp_path: Path, capsys) -> None:
+    import json
+
+    d = _module(work, tmp_path)
+    if case == "no-digest":  # a module of format 2 (before the digest)
+        m = json.loads((d / "manifest.json").read_text())
+        (d / "manifest.json").write_text(json.dumps({**m, "version": 2}))
+        (d / "digest.json").unlink()
+        needle = "older version of the kit"
+    elif case == "old-digest":
+        dig = json.loads((d / "digest.json").read_text())
+        (d / "digest.json").write_text(json.dumps({**dig, "version": 2}))
+        needle = "version 2"
+    elif case == "unlisted-file":
+        (d / "kernels" / "extra.bin").write_bytes(b"\0" * 16)
+        needle = "kernels/extra.bin is not part of the module"
+    elif case == "symlink":
+        outside = tmp_path / "other_params.npz"
+        (d / "params.npz").rename(outside)
+        (d / "params.npz").symlink_to(outside)  # same bytes: followed, the digest holds
+        needle = "params.npz is a symbolic link"
+    else:
+        (d / "digest.json").write_text(json.dumps({"kind": "vta-explore", "version": 1,
+                                                   "sha256": "0" * 64}))
+        needle = "not the digest of a vta-module"
+    _refused(d, work, capsys, needle)
+
+
+#: manifest paths that leave the module (each re-signed, so that only the path check stops it)
+ESCAPES = {
+    "params-parent": ("params", "../other_params.npz"),
+    "const-absolute": ("const_image", "{abs}"),
+    "plan-dot-dot-inside": ("memory_plan", "kernels/../plan.json"),
+    "kernel-program-outside": ("kernels.*.program", "../other.bin"),
+    "llvm-ir-outside": ("host_kernels.0.llvm_ir", "../../other.ll"),
+    "files-key-escaping": ("files", "../../etc/passwd"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ESCAPES))
+def test_a_manifest_path_outside_the_module_is_refused(case: str, work: Path,  # noqa: F811
+                                                       tmp_path: Path, capsys) -> None:
+    import json
+    import shutil
+
+    d = _module(work, tmp_path)
+    shutil.copyfile(d / "params.npz", tmp_path / "other_params.npz")
+    shutil.copyfile(d / "const.bin", tmp_path / "other.bin")
+    m = json.loads((d / "manifest.json").read_text())
+    field, value = ESCAPES[case]
+    value = value.replace("{abs}", str(tmp_path / "other.bin"))
+    if field == "files":
+        m["files"][value] = m["files"]["const.bin"]
+        needle = "file list"
+    elif field.startswith("kernels."):
+        next(iter(m["kernels"].values()))["program"] = value
+        needle = "not a plain relative name"
+    elif field.startswith("host_kernels."):
+        m["host_kernels"][0]["llvm_ir"] = value
+        needle = "not a plain relative name"
+    else:
+        m[field] = value
+        needle = "not a plain relative name" if case != "const-absolute" else "const_image"
+    _resign(d, m)
+    _refused(d, work, capsys, needle)
+
+
+def _forged_ll(d: Path, edit) -> None:  # noqa: ANN001
+    """Edit the module's first host kernel and re-sign the module."""
+    ll = sorted((d / "host").iterdir())[0]
+    ll.write_text(edit(ll.read_text()))
+    _resign(d)
+
+
+def test_a_host_kernel_calling_system_never_runs(work: Path, tmp_path: Path,  # noqa: F811
+                                                 capsys) -> None:
+    import llvmlite.binding as llvm
+
+    d = _module(work, tmp_path)
+    marker = tmp_path / "marker"
+    cmd = f"touch {marker}"
+
+    def evil(text: str) -> str:
+        head, body = text.split("\n", 1)
+        body = body.replace("entry:\n", "entry:\n  %vta_evil = call i32 @system(ptr @.cmd)\n",
+                            1)
+        return (f"{head}\n{body}\n@.cmd = private constant [{len(cmd) + 1} x i8] "
+                f"c\"{cmd}\\00\"\ndeclare i32 @system(ptr)\n")
+
+    _forged_ll(d, evil)
+    ll = sorted((d / "host").iterdir())[0].read_text()
+    assert "@system" in ll
+    llvm.parse_assembly(ll.split("\n", 1)[1]).verify()  # a valid program that would run
+    _refused(d, work, capsys, "is not the LLVM IR this kit emits")
+    assert not marker.exists()
+
+
+def test_a_wrong_out_shape_in_a_kernel_header_is_an_error(work: Path,  # noqa: F811
+                                                          tmp_path: Path, capsys) -> None:
+    import json
+
+    d = _module(work, tmp_path)
+
+    def grow(text: str) -> str:
+        head, body = text.split("\n", 1)
+        sig = json.loads(head.split(" ", 2)[2])
+        sig["out_shape"] = [64, 3, 160, 160]  # a heap overflow, before
+        return f"; vta-host-kernel {json.dumps(sig)}\n{body}"
+
+    _forged_ll(d, grow)
+    _refused(d, work, capsys, "is not the LLVM IR this kit emits")
+
+
+def test_a_kernel_regenerated_from_forged_shapes_checks_its_arrays(work: Path,  # noqa: F811
+                                                                   tmp_path: Path,
+                                                                   capsys) -> None:
+    """Shapes forged consistently (the manifest's and a kernel the kit emits for them): the
+    kernel is the kit's, and it refuses arrays of other sizes instead of overrunning them."""
+    import json
+
+    from vta.compiler.graph.host import host_kernel
+    from vta.compiler.graph.module import load_module
+
+    d = _module(work, tmp_path)
+    mod = load_module(d)
+    m = json.loads((d / "manifest.json").read_text())
+    rec = m["host_kernels"][0]
+    n = next(x for x in mod.graph.nodes if x.name == rec["node"])
+    shapes = dict(mod.shapes)
+    for t in (n.inputs[0], n.outputs[0]):  # an element-wise kernel: both twice as large
+        shapes[t] = (2 * shapes[t][0], *shapes[t][1:])
+        m["shapes"][t] = list(shapes[t])
+    (d / rec["llvm_ir"]).write_text(host_kernel(n, shapes, mod.graph.params).text())
+    (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
+    _resign(d)
+    _refused(d, work, capsys, "the module's shapes are not its graph's")
