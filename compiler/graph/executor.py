@@ -2,7 +2,9 @@
 
 The executor keeps activations as numpy arrays; a VTA layer packs its input into the arena at
 the offset the memory plan gave it, runs its (relocated) instruction stream on the device and
-unpacks the output. It lowers nothing: every VTA program was compiled into the module.
+unpacks the output. It lowers no VTA layer: every VTA program was compiled into the module. The
+host kernels' IR is regenerated from the module's graph and JIT-compiled only when the module's
+copy is that, byte for byte (:func:`vta.compiler.graph.host.module_host_kernels`).
 CPU layers use the int8 reference kernels (bit-exact with VTA) and the
 float kernels. ``target="cpu"`` runs every layer on the CPU.
 """

@@ -52,7 +52,22 @@ FILE_OUTPUTS: dict[str, list[str]] = {
     "run": ["run", "{t}/mod", "--input", "{t}/x.npy", "--target", "cpu", "-o", "{o}"],
     "run-report-json": ["run", "{t}/mod", "--input", "{t}/x.npy", "--target", "cpu", "-o",
                         "{n}/y.npy", "--report-json", "{o}"],
+    "tune-plot": ["tune", "--plot", "{l}", "-o", "{o}"],
 }
+
+
+@pytest.fixture(scope="module")
+def tuning_log(tmp_path_factory) -> Path:
+    """A log of four measurements of one workload (what `vta tune --plot` draws)."""
+    import json
+
+    p = tmp_path_factory.mktemp("log") / "t.jsonl"
+    p.write_text("".join(json.dumps({
+        "workload": "w", "task": {"name": "vta.dense", "args": []},
+        "config": {"index": k, "values": {}}, "tuner": "random", "trial": k, "time": 1.0,
+        "version": "0", "result": {"cost": 10.0 - k, "error": None, "kind": "ok",
+                                   "elapsed": 0.1}}) + "\n" for k in range(4)))
+    return p
 
 
 def _node(d: Path, kind: str) -> Path:
@@ -70,30 +85,32 @@ def _node(d: Path, kind: str) -> Path:
     return p
 
 
-def _argv(case: str, t: Path, out: Path, spare: Path) -> list[str]:
+def _argv(case: str, t: Path, out: Path, spare: Path, log: Path) -> list[str]:
     return [a.replace("{t}", str(t)).replace("{o}", str(out)).replace("{n}", str(spare))
-            for a in FILE_OUTPUTS[case]]
+            .replace("{l}", str(log)) for a in FILE_OUTPUTS[case]]
 
 
 @pytest.mark.parametrize("case", sorted(FILE_OUTPUTS))
 def test_a_character_device_output_is_written_in_place(case: str, work: Path,  # noqa: F811
-                                                       tmp_path: Path, capsys) -> None:
+                                                       tuning_log: Path, tmp_path: Path,
+                                                       capsys) -> None:
     dev = _node(tmp_path, "null")
     spare = tmp_path / "spare"
     spare.mkdir()
     capsys.readouterr()
-    assert main(_argv(case, work, dev, spare)) == 0, capsys.readouterr().err
+    assert main(_argv(case, work, dev, spare, tuning_log)) == 0, capsys.readouterr().err
     assert stat.S_ISCHR(os.lstat(dev).st_mode) and os.lstat(dev).st_rdev == NULL
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null", "spare"]  # no temporary
 
 
 @pytest.mark.parametrize("case", sorted(FILE_OUTPUTS))
 def test_a_full_device_output_is_a_one_line_error(case: str, work: Path,  # noqa: F811
-                                                  tmp_path: Path, capsys) -> None:
+                                                  tuning_log: Path, tmp_path: Path,
+                                                  capsys) -> None:
     dev = _node(tmp_path, "full")
     spare = tmp_path / "spare"
     spare.mkdir()
-    one_line_error(_argv(case, work, dev, spare), capsys, "No space left on device")
+    one_line_error(_argv(case, work, dev, spare, tuning_log), capsys, "No space left on device")
     assert stat.S_ISCHR(os.lstat(dev).st_mode) and os.lstat(dev).st_rdev == FULL
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "spare"]
 
@@ -102,13 +119,14 @@ def test_a_full_device_output_is_a_one_line_error(case: str, work: Path,  # noqa
 @pytest.mark.parametrize("case", sorted(FILE_OUTPUTS))
 def test_a_fifo_block_device_or_socket_output_is_refused(case: str, kind: str,
                                                          work: Path,  # noqa: F811
-                                                         tmp_path: Path, capsys) -> None:
+                                                         tuning_log: Path, tmp_path: Path,
+                                                         capsys) -> None:
     node = _node(tmp_path, kind)
     spare = tmp_path / "spare"
     spare.mkdir()
     before = tree(work)
     mode = os.lstat(node).st_mode
-    one_line_error(_argv(case, work, node, spare), capsys, "not a regular file")
+    one_line_error(_argv(case, work, node, spare, tuning_log), capsys, "not a regular file")
     assert os.lstat(node).st_mode == mode  # still the node, never renamed over
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kind, "spare"])
     assert not any(spare.iterdir()) and tree(work) == before
@@ -346,3 +364,126 @@ def test_a_kernel_regenerated_from_forged_shapes_checks_its_arrays(work: Path,  
     (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
     _resign(d)
     _refused(d, work, capsys, "the module's shapes are not its graph's")
+
+
+# ------------------------------------------------------------------ a tuning log is data
+def test_a_log_record_naming_a_module_never_imports_it(tmp_path: Path, monkeypatch,
+                                                       capsys) -> None:
+    """A record's task names a template of the kit's registry; its "module" (as earlier
+    versions wrote) is never imported: not ``this`` (the Zen of Python), not a file on the
+    path. ``vta tune --log`` reads every record of the log (transfer)."""
+    import json
+    import sys
+
+    from vta.tune import Task, TaskError
+
+    evil = tmp_path / "evil_template.py"
+    marker = tmp_path / "imported"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for mod in ("this", "evil_template"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    record = {"config": {"index": 0, "values": {}}, "tuner": "xgb", "trial": 1, "time": 1.0,
+              "version": "0", "result": {"cost": 1.0, "error": None, "kind": "ok",
+                                         "elapsed": 0.1}}
+    log = tmp_path / "t.jsonl"
+    log.write_text("".join(json.dumps({**record, "workload": f"w{k}", "task": task}) + "\n"
+                           for k, task in enumerate([
+                               {"name": "zen", "args": [], "module": "this"},
+                               {"name": "evil", "args": [], "module": "evil_template"},
+                               {"name": "vta.dense", "args": [], "module": "evil_template"}])))
+    capsys.readouterr()
+    rc = main(["tune", "--workload", "dense:N=1,K=64,M=64", "--trials", "2", "--batch", "2",
+               "--log", str(log)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "Beautiful is better than ugly" not in out + err
+    assert "this" not in sys.modules and "evil_template" not in sys.modules
+    assert not marker.exists()
+    for task in ({"name": "zen", "args": [], "module": "this"},
+                 {"name": "evil", "args": [], "module": "evil_template"}):
+        with pytest.raises(TaskError, match="unknown tuning template"):
+            Task.from_json(task)
+    assert "this" not in sys.modules and not marker.exists()
+
+
+# ------------------------------------------------------------------ -o never takes user files
+def _users_dir(d: Path, stray: str) -> Path:
+    """A directory of the user's with a stray file the kit's outputs also have."""
+    d.mkdir()
+    (d / stray).write_text("{}\n")
+    (d / "thesis.tex").write_text("\\documentclass{article}\n")
+    (d / "src").mkdir()
+    (d / "src" / "main.c").write_text("int main(void) { return 0; }\n")
+    return d
+
+
+@pytest.mark.parametrize("stray", ["manifest.json", "digest.json"])
+def test_compile_onto_a_stray_manifest_directory_keeps_the_users_files(
+        stray: str, work: Path, tmp_path: Path, capsys) -> None:  # noqa: F811
+    proj = _users_dir(tmp_path / "proj", stray)
+    before = tree(tmp_path)
+    one_line_error(["compile", str(work / "tiny.onnx"), "-o", str(proj)], capsys,
+                   "neither a compiled module nor empty")
+    assert tree(tmp_path) == before
+
+
+def test_recompiling_into_ones_own_module_needs_no_flag(work: Path, tmp_path: Path,  # noqa: F811
+                                                        capsys) -> None:
+    mod = _module(work, tmp_path)
+    capsys.readouterr()
+    assert main(["compile", str(work / "tiny.onnx"), "-o", str(mod)]) == 0
+    assert main(_run_argv(mod, work)) == 0
+    # a file of the user's added: no longer wholly the kit's output, and it survives
+    (mod / "notes.txt").write_text("mine\n")
+    before = tree(tmp_path)
+    one_line_error(["compile", str(work / "tiny.onnx"), "-o", str(mod)], capsys,
+                   "neither a compiled module nor empty")
+    assert tree(tmp_path) == before
+
+
+def test_explore_onto_a_stray_report_directory_keeps_the_users_files(
+        work: Path, tmp_path: Path, capsys, monkeypatch) -> None:  # noqa: F811
+    from vta.tune.autovta import network
+
+    def started(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the exploration started: the output was not checked before")
+
+    monkeypatch.setattr(network, "load_network", started)
+    proj = _users_dir(tmp_path / "proj", "explore.json")
+    before = tree(tmp_path)
+    one_line_error(["explore", "--board", "pynq-z1", "--model", str(work / "tiny.onnx"), "-o",
+                    str(proj)], capsys, "neither an exploration output nor empty")
+    assert tree(tmp_path) == before
+
+
+def test_an_exploration_output_is_replaceable_only_while_its_digest_holds(
+        tmp_path: Path) -> None:
+    from vta.isa.digest import write_digest
+    from vta.tune.autovta.report import KIND, VERSION, is_explore_output_or_empty
+
+    d = tmp_path / "exp"
+    d.mkdir()
+    assert is_explore_output_or_empty(d)
+    (d / "explore.json").write_text("{}\n")
+    (d / "pareto.png").write_bytes(b"\x89PNG")
+    assert not is_explore_output_or_empty(d)  # no digest: not known to be the kit's
+    write_digest(d, KIND, VERSION)
+    assert is_explore_output_or_empty(d)
+    (d / "thesis.tex").write_text("x")
+    assert not is_explore_output_or_empty(d)
+
+
+def test_build_onto_a_users_directory_is_refused_before_the_tools(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    from vta.boards import openflow
+
+    def started(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the build started: the output was not checked before")
+
+    monkeypatch.setattr(openflow, "_build_in", started)
+    proj = _users_dir(tmp_path / "proj", "vta_ulx3s.bit")
+    before = tree(tmp_path)
+    one_line_error(["build", "--board", "ulx3s-85f", "--preset", "small", "-q", "-o",
+                    str(proj)], capsys, "neither a board build nor empty")
+    assert tree(tmp_path) == before
