@@ -141,7 +141,7 @@ FLOAT_TOL = {"Conv": 1e-5, "Softmax": 1e-6, "Tanh": 1e-6}
 def network_ops(names: list[str], repeat: int) -> list[dict]:
     """Time every CPU node of the zoo networks with an LLVM kernel against its numpy kernel."""
     from vta.compiler.graph import zoo
-    from vta.compiler.graph.host import load_host_kernel
+    from vta.compiler.graph.host import module_host_kernels
     from vta.compiler.graph.module import compile_graph
     from vta.compiler.graph.onnx_frontend import from_onnx
     from vta.compiler.graph.quantize import kernel_for, run_quantized
@@ -156,10 +156,12 @@ def network_ops(names: list[str], repeat: int) -> list[dict]:
         feeds = {k: rng.standard_normal(v.shape).astype(np.float32)
                  for k, v in g.inputs.items()}
         env = run_quantized(m.graph, feeds, keep=True)
+        kernels = module_host_kernels(m.graph.nodes, m.shapes, m.graph.params, m.partition,
+                                      m.host_ir)
         for n in m.graph.nodes:
             if n.name not in m.host_ir:
                 continue
-            k = load_host_kernel(n.name, m.host_ir[n.name])
+            k = kernels[n.name]
             args = [env[i] if i else None for i in n.inputs]
             ref = kernel_for(n.op)(n, args)[0]
             got = k(args)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from vta.isa import Config, VTAError
+from vta.isa.digest import is_output_or_empty, write_digest
+from vta.isa.fileio import check_output_dir
 
 from .registry import Board, BoardError, get_board
 from .synth import SynthReport, keep_replicas, synthesize
@@ -230,20 +232,35 @@ def build_bitstream(board: str | Board, cfg: Config | None, out_dir: str | Path,
     cfg = cfg or board.default_config
     target = float(clock_mhz or board.clock_mhz)
     out = Path(out_dir)
+    check_output_dir(out, "board build", replaceable=is_build_output_or_empty)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
-            try:
-                return _build_in(board, cfg, out, Path(tmp), progress=progress, target=target,
-                                 ram_kib=ram_kib, seed=seed, effort=effort,
-                                 core_verilog=core_verilog, timeout=timeout)
-            except ToolError as e:
-                raise _keep_logs(e, Path(tmp), out) from None
+        try:
+            with tempfile.TemporaryDirectory(prefix="vta-build-", dir=out) as tmp:
+                try:
+                    return _build_in(board, cfg, out, Path(tmp), progress=progress,
+                                     target=target, ram_kib=ram_kib, seed=seed, effort=effort,
+                                     core_verilog=core_verilog, timeout=timeout)
+                except ToolError as e:
+                    raise _keep_logs(e, Path(tmp), out) from None
+        finally:  # what the build wrote (results or kept logs) is the kit's: a later -o may
+            if any(out.iterdir()):  # replace it
+                write_digest(out, BUILD_KIND, BUILD_VERSION)
     except BaseException:  # also Ctrl-C / SIGTERM: a directory made for nothing goes too
         if made and not any(out.iterdir()):
             out.rmdir()
         raise
+
+
+#: A build directory's kind and format version in its digest (vta.isa.digest).
+BUILD_KIND, BUILD_VERSION = "vta-build", 1
+
+
+def is_build_output_or_empty(d: Path) -> bool:
+    """What ``vta build -o`` may write into: an empty directory or wholly an earlier build's
+    (its digest holds: no file added, removed or changed)."""
+    return is_output_or_empty(d, BUILD_KIND, BUILD_VERSION)
 
 
 #: The tools' logs in a build's temporary directory -> their names in the output directory.

@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(p, default=BOARD_DEFAULT)
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="directory for the bitstream, logs and reports (made when it does "
-                        "not exist; its temporary build folder is removed on Ctrl-C or SIGTERM)")
+                        "not exist; an existing one must be empty or an earlier build's; its "
+                        "temporary build folder is removed on Ctrl-C or SIGTERM)")
     p.add_argument("--clock", type=float_range(0.0, MAX_CLOCK_MHZ), metavar="MHZ",
                    help=f"clock target in MHz, above 0 and at most {MAX_CLOCK_MHZ:g} "
                         "(default: the board's)")
@@ -78,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
     # checked now, not after minutes of synthesis and place-and-route
     check_outputs({"JSON report": args.json}, dirs={"output directory": args.output},
                   inputs=(args.config,))
+    from vta.boards.openflow import is_build_output_or_empty
+    from vta.isa.fileio import check_output_dir
+
+    check_output_dir(args.output, "board build", replaceable=is_build_output_or_empty)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -107,13 +108,19 @@ def check_output_file(path: str | Path, what: str = "output file", *,
                       inputs: Iterable[str | Path | None] = ()) -> Path:
     """Fail now (a FileError naming ``path``) if :func:`write_atomic` could not write ``path``
     later: its directory must exist and be writable, ``path`` must not be a directory and must
-    not be one of ``inputs`` (writing it would destroy an input). Nothing is created."""
+    not be one of ``inputs`` (writing it would destroy an input). A character device must be
+    writable (it is written in place); a FIFO, a block device or a socket is refused. Nothing
+    is created."""
     p = Path(path)
     if not str(path):
         raise FileError(f"{what}: empty file name")
     if p.is_dir():
         raise FileError(f"{what} {p} is a directory; give a file name")
-    parent = _parent(p)
+    if _special_output(p, what):
+        if not os.access(p, os.W_OK):
+            raise FileError(f"cannot write {what} {p}: permission denied")
+        return p
+    parent = _parent(_rename_target(p))
     if not parent.exists():
         raise FileError(f"cannot write {what} {p}: directory {parent} does not exist")
     if not parent.is_dir():
@@ -163,13 +170,50 @@ def make_output_dir(path: str | Path, what: str = "output directory") -> Path:
     return p
 
 
+#: What an output file may not be (refused: a rename would replace it, writing may block).
+_REFUSED = {stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISBLK: "a block device",
+            stat.S_ISSOCK: "a socket"}
+
+
+def _special_output(p: Path, what: str) -> bool:
+    """True when ``p`` is a character device (/dev/null, a terminal: written in place, never
+    renamed over); a FileError when it is a FIFO, a block device or a socket; False for a
+    regular file or a name that does not exist yet (symbolic links followed)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    if stat.S_ISCHR(mode):
+        return True
+    for test, kind in _REFUSED.items():
+        if test(mode):
+            raise FileError(f"{what} {p} is {kind}, not a regular file; give a file name "
+                            "(or a character device such as /dev/null)")
+    return False
+
+
+def _rename_target(p: Path) -> Path:
+    """Where the temporary file is renamed to: ``p``, or the file a symbolic link ``p``
+    points to (the link stays a link)."""
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path, what: str = "output file") -> Iterator[Path]:
     """A temporary file name beside ``path`` (same directory and suffix) for a writer that
     wants a file name (a waveform dumper, a tool); it becomes ``path`` when the block ends
     normally and is removed when it raises (also on KeyboardInterrupt or a terminating
-    signal that the CLI turns into one): all or nothing."""
+    signal that the CLI turns into one): all or nothing. A character device (/dev/null) is
+    given as it is, to be written in place; a FIFO, a block device or a socket is refused
+    (nothing is ever renamed over them); a symbolic link's target is replaced, not the link."""
     p = Path(path)
+    if _special_output(p, what):
+        try:
+            yield p
+        except OSError as e:
+            raise FileError(f"cannot write {what} {p}: {e.strerror or e}") from None
+        return
+    p = _rename_target(p)
     parent = _parent(p)
     if not parent.is_dir():
         raise FileError(f"cannot write {what} {p}: directory {parent} does not exist")

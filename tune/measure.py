@@ -68,7 +68,7 @@ def evaluate(task_json: dict[str, Any], index: int, measurer: str,
     t0 = time.perf_counter()
     try:
         task = Task.from_json(task_json)
-        fn = _MEASURERS.get(measurer)  # looked up after the template's module is imported
+        fn = _MEASURERS.get(measurer)  # looked up after the kit's template modules are imported
         if fn is None:
             return MeasureResult(index, None, "invalid", f"unknown measurer {measurer!r}")
         entity = task.space.get(index)

@@ -2,7 +2,9 @@
 
 A template is registered under a name with :func:`template`; a :class:`Task` is that name plus
 JSON-serialisable arguments, so it can be rebuilt in a worker process (or on a Dask worker) from
-its name alone. The template's module is recorded and imported by the worker.
+its name alone. A task names a template of the kit's own registry: a worker (or a tuning log
+read back) imports the kit's template modules (:data:`KIT_TEMPLATE_MODULES`), never a module a
+record names (a log is data: nothing is imported by name from it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from vta.isa.errors import VTAError
 from .space import ConfigEntity, ConfigSpace
 
 _TEMPLATES: dict[str, Callable[..., Any]] = {}
-_MODULES: dict[str, str] = {}
+#: The kit's modules that register templates, imported when a task names a template not yet
+#: registered in this process (a worker's first task, a log read back).
+KIT_TEMPLATE_MODULES = ("vta.tune.vta_tasks", "vta.tune.autovta.template")
 
 
 class TaskError(VTAError):
@@ -34,18 +38,19 @@ def template(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         _TEMPLATES[name] = fn
-        _MODULES[name] = fn.__module__
         return fn
 
     return deco
 
 
-def get_template(name: str, module: str | None = None) -> Callable[..., Any]:
-    if name not in _TEMPLATES and module:
-        try:
+def get_template(name: str) -> Callable[..., Any]:
+    """The template registered as ``name`` (the kit's template modules are imported first
+    when it is not registered yet); an unknown name is a TaskError naming the known ones."""
+    if not isinstance(name, str):
+        raise TaskError(f"a tuning template is named by a string, not {name!r}")
+    if name not in _TEMPLATES:
+        for module in KIT_TEMPLATE_MODULES:
             importlib.import_module(module)
-        except ImportError as e:
-            raise TaskError(f"cannot import module {module} of template {name!r}: {e}") from None
     if name not in _TEMPLATES:
         raise TaskError(f"unknown tuning template {name!r}; known: {', '.join(sorted(_TEMPLATES))}")
     return _TEMPLATES[name]
@@ -57,17 +62,14 @@ class Task:
 
     name: str
     args: tuple[Any, ...]
-    module: str = ""
     space: ConfigSpace = field(default_factory=ConfigSpace, compare=False, repr=False)
 
     @classmethod
-    def create(
-        cls, name: str, args: tuple[Any, ...] | list[Any], module: str | None = None
-    ) -> Task:
-        fn = get_template(name, module)
+    def create(cls, name: str, args: tuple[Any, ...] | list[Any]) -> Task:
+        fn = get_template(name)
         space = ConfigSpace()
         fn(space, *args)
-        return cls(name, tuple(args), module or _MODULES[name], space)
+        return cls(name, tuple(args), space)
 
     @property
     def key(self) -> str:
@@ -75,14 +77,20 @@ class Task:
         return json.dumps([self.name, list(self.args)], separators=(",", ":"), default=str)
 
     def instantiate(self, entity: ConfigEntity) -> Any:
-        return get_template(self.name, self.module)(entity, *self.args)
+        return get_template(self.name)(entity, *self.args)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "args": list(self.args), "module": self.module}
+        return {"name": self.name, "args": list(self.args)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Task:
-        return cls.create(d["name"], tuple(d["args"]), d.get("module"))
+    def from_json(cls, d: Any) -> Task:
+        """The task a record names: a template of the kit's registry and its arguments (a
+        ``module`` key, written by earlier versions, is ignored: nothing is imported by name
+        from a record)."""
+        if not isinstance(d, dict) or not isinstance(d.get("args"), list):
+            raise TaskError(f"a task is an object with a template name and a list of args, "
+                            f"not {str(d)[:80]}")
+        return cls.create(d.get("name"), tuple(d["args"]))
 
 
 _FEATURES: dict[str, Callable[[Task, ConfigEntity], Any]] = {}

@@ -2,13 +2,16 @@
 
 The executor keeps activations as numpy arrays; a VTA layer packs its input into the arena at
 the offset the memory plan gave it, runs its (relocated) instruction stream on the device and
-unpacks the output. It lowers nothing: every VTA program was compiled into the module.
+unpacks the output. It lowers no VTA layer: every VTA program was compiled into the module. The
+host kernels' IR is regenerated from the module's graph and JIT-compiled only when the module's
+copy is that, byte for byte (:func:`vta.compiler.graph.host.module_host_kernels`).
 CPU layers use the int8 reference kernels (bit-exact with VTA) and the
 float kernels. ``target="cpu"`` runs every layer on the CPU.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import zipfile
@@ -179,15 +182,18 @@ class Executor:
         self.arena_base = arena_base
         #: The report of the last :meth:`run`.
         self.last_report = RunReport(target)
+        if host == "llvm":  # JIT the module's host kernels now, not inside the first run
+            from .host import module_host_kernels
+
+            m = module
+            self._host = module_host_kernels(  # verified: regenerated from the graph first
+                m.graph.nodes, m.shapes, m.graph.params, m.partition, m.host_ir)
+            built: dict[str, Any] = {}  # identical kernels (same IR) are compiled once
+            for hk in self._host.values():
+                key = hk.ir + json.dumps(hk.opts, sort_keys=True)
+                hk._module = built.setdefault(key, hk.module)
         if target != "cpu" and module.kernels:
             self._open()
-        if host == "llvm":  # JIT the module's host kernels now, not inside the first run
-            from .host import load_host_kernel
-
-            built: dict[str, Any] = {}  # identical kernels (same IR) are compiled once
-            for k, ir in module.host_ir.items():
-                self._host[k] = load_host_kernel(k, ir)
-                self._host[k]._module = built.setdefault(ir, self._host[k].module)
 
     def _open(self) -> None:
         from vta.runtime import device as rdev

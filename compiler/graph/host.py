@@ -2,10 +2,12 @@
 
 ``vta compile`` (``--host llvm``, the default) builds, for every node that runs on the CPU and
 that :func:`host_kernel` knows, a kernel of :mod:`vta.compiler.topi.cpu` and stores its LLVM IR
-in the module (``host/*.ll``, a first comment line carrying the kernel's signature). ``vta run``
-JIT-compiles that IR (:func:`load_host_kernel`; nothing is lowered) and calls it in place of the
-numpy kernel of the node; ``--host numpy`` (compile or run) keeps the numpy kernels, the
-reference the tests compare against.
+in the module (``host/*.ll``, a first comment line carrying the kernel's signature). A module
+is data, never code: ``vta run`` regenerates each kernel from the module's graph and runs it
+only when the stored text is that, byte for byte, and its shapes fit the module's memory plan
+(:func:`module_host_kernels`); then it JIT-compiles the IR and calls it in place of the numpy
+kernel of the node. ``--host numpy`` (compile or run) keeps the numpy kernels, the reference
+the tests compare against.
 
 Agreement with the numpy kernels:
 
@@ -24,7 +26,7 @@ view and costs nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from math import inf, prod
 from typing import Any
@@ -88,24 +90,48 @@ class HostKernel:
         args = [x for x in inputs if x is not None] + self.extra
         if fast is not None and len(args) == nin + len(self.extra) and fast(*args, out) == 0:
             return out
+        if len(args) != len(self.params) - 1 or \
+                any(np.size(a) != prod(s) for a, (_, s, _) in zip(args, self.params)):
+            from .errors import ModuleError
+
+            want = [list(s) for _, s, _ in self.params[:-1]]
+            got = [list(np.shape(a)) for a in args]
+            raise ModuleError(f"host kernel of {self.node!r} takes arrays of shapes {want}, "
+                              f"not {got}: the module's shapes are not its graph's; recompile "
+                              "the module")
         conv = [np.ascontiguousarray(a, dtype=d).reshape(s)
                 for a, (_, s, d) in zip(args, self.params)]
         self.module(*conv, out.reshape(self.params[-1][1]))
         return out
 
 
-def load_host_kernel(node: str, text: str) -> HostKernel:
-    """A :class:`HostKernel` from the IR text a module stores (see :meth:`HostKernel.text`)."""
-    head, _, ir = text.partition("\n")
-    if not head.startswith(_HEADER):
-        from .errors import ModelError
+def module_host_kernels(nodes: Iterable[Node], shapes: Mapping[str, tuple[int, ...]],
+                        params: Mapping[str, np.ndarray], partition: Mapping[str, str],
+                        stored: Mapping[str, str]) -> dict[str, HostKernel]:
+    """The host kernels of a module, regenerated from its graph (``nodes``, ``shapes``,
+    ``params``, ``partition``) before anything is JIT-compiled: each ``stored`` IR text (node
+    -> the module's ``.ll``) must be byte for byte what :func:`host_kernel` emits for a CPU
+    node of the graph. Anything else is a one-line ModuleError saying to recompile (a module
+    is data: no code of its own runs). A kernel checks the arrays it is given against its
+    arguments' shapes when called (:meth:`HostKernel.__call__`)."""
+    from .errors import ModuleError
 
-        raise ModelError(f"host kernel of {node!r} has no signature line; recompile the "
-                         "module")
-    sig = json.loads(head[len(_HEADER):])
-    return HostKernel(node, sig["name"], [(n, tuple(s), d) for n, s, d in sig["params"]],
-                      tuple(sig["out_shape"]), ir,
-                      [np.asarray(v, dtype=d) for v, d in sig["extra"]], sig.get("opts", {}))
+    by_name = {n.name: n for n in nodes}
+    out = {}
+    for name, text in stored.items():
+        n = by_name.get(name)
+        if n is None or partition.get(name) != "cpu":
+            raise ModuleError(f"host kernel {name!r} is for no CPU layer of the module's graph; "
+                              "recompile the module")
+        try:
+            hk = host_kernel(n, shapes, params)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            hk = None  # a graph this kit would not have emitted
+        if hk is None or hk.text() != text:
+            raise ModuleError(f"host kernel of {name!r} is not the LLVM IR this kit emits for "
+                              "the module's graph; recompile the module")
+        out[name] = hk
+    return out
 
 
 def _symmetric(pads: list[int]) -> tuple[int, int] | None:

@@ -21,7 +21,9 @@ from .quantize import QuantInfo
 
 FORMAT = "vta-module"
 #: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
-VERSION = 2
+#: 3: a digest (digest.json) covers every file, the manifest included, and is verified first;
+#: every path of the manifest is a plain relative name of a file of the module.
+VERSION = 3
 
 
 class _Record(JsonRecord):

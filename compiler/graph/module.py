@@ -16,13 +16,17 @@ template -> schedule with knobs -> tir passes -> code generation in record mode)
 of a tuning log, else the template's default knobs (ranked by vta.sim.perf); the manifest
 records per layer the knobs, where they came from and the cycles they were measured at.
 
-The manifest's ``files`` gives the sha256 and size of every other file; :func:`load_module`
-checks them all first, so a damaged module is a one-line :class:`ModuleError` naming the file.
+A module is data, never code. ``digest.json`` (:mod:`vta.isa.digest`) holds one sha256 over
+every file, the manifest included, and the manifest's ``files`` the sha256 and size of every
+other file; :func:`load_module` verifies the digest before it reads anything else, so a damaged
+module is a one-line :class:`ModuleError` naming the file, and every path the manifest gives is
+a plain relative name of one of the module's files. The digest is no signature: a module must
+come from a trusted source (docs/networks.md). The host kernels' LLVM IR is run only when it is
+exactly what the kit emits for the module's graph (:func:`vta.compiler.graph.host.host_kernels`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import zipfile
@@ -33,6 +37,14 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.digest import (
+    DIGEST_FILE,
+    FileEntry,
+    is_output_or_empty,
+    listing,
+    verify_digest,
+    write_digest,
+)
 from vta.isa.errors import VTAError
 
 from ..build import arena_align
@@ -150,6 +162,7 @@ class CompiledModule:
         out = Path(out_dir)
         with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
+            write_digest(tmp, FORMAT, VERSION)
         return out
 
     def _write(self, d: Path) -> None:
@@ -201,40 +214,98 @@ def _check_layer_names(g: Graph, names: Iterable[str], option: str) -> None:
 
 
 def is_module_or_empty(d: Path) -> bool:
-    """What ``save`` may replace: an earlier compiled module or an empty directory."""
-    return (d / "manifest.json").exists() or not any(d.iterdir())
+    """What ``save`` may replace: an empty directory or wholly an earlier compiled module (its
+    digest holds: no file added, removed or changed)."""
+    return is_output_or_empty(d, FORMAT, VERSION)
 
 
 def _file_digests(d: Path) -> dict[str, FileDigest]:
     """sha256 and size of every file under ``d`` (POSIX relative path -> digest)."""
-    return {p.relative_to(d).as_posix(): FileDigest(_sha256(p), p.stat().st_size)
-            for p in sorted(d.rglob("*")) if p.is_file()}
+    return {rel: FileDigest(e.sha256, e.bytes)
+            for rel, e in listing(d, "compiled module", ModuleError).items()}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _verify(d: Path) -> ModuleManifest:
+    """Verify the module's digest (one line naming the first damaged file otherwise), then
+    read its manifest and check that it lists exactly the module's files, each path a plain
+    relative name of one of them."""
+    try:
+        found = verify_digest(d, FORMAT, "module", ModuleError)
+    except ModuleError as e:
+        if (d / "manifest.json").is_file() and not (d / DIGEST_FILE).exists():
+            raise ModuleError(f"module {d} has no {DIGEST_FILE}: it was made by an older "
+                              f"version of the kit (module format before {VERSION}); "
+                              "recompile it") from None
+        raise ModuleError(f"{e}; recompile the module") from None
+    if found.version != VERSION:
+        raise ModuleError(f"module {d} is a {FORMAT} version {found.version}, this kit reads "
+                          f"version {VERSION}; recompile it")
+    if not found.holds:
+        raise ModuleError(f"module {d}: {_damage(d, found.files)}; recompile it")
+    try:
+        m = ModuleManifest.from_json(json.loads((d / "manifest.json").read_bytes()))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise ModuleError(f"module {d}: manifest.json is not valid JSON ({e}); recompile "
+                          "it") from None
+    except OSError as e:
+        raise ModuleError(f"module {d}: cannot read manifest.json ({e.strerror or e}); "
+                          "recompile it") from None
+    except ModuleError as e:
+        raise ModuleError(f"module {d}: {e}; recompile it with this kit") from None
+    listed = {rel: FileDigest(e.sha256, e.bytes) for rel, e in found.files.items()
+              if rel != "manifest.json"}
+    if m.files != listed:
+        raise ModuleError(f"module {d}: manifest.json's file list is not the module's files; "
+                          "recompile it")
+    for field_name, rel in _manifest_paths(m):
+        _check_path(d, field_name, rel, listed)
+    return m
 
 
-def _verify_files(d: Path, files: Mapping[str, FileDigest]) -> None:
-    """Every file the manifest lists is there, with its size and sha256 (one line naming the
-    first damaged file otherwise)."""
-    if not files:
-        raise ModuleError(f"module {d}: manifest.json lists no file checksums; recompile it")
-    for rel, want in files.items():
-        p = d / rel
-        if not p.is_file():
-            raise ModuleError(f"module {d}: file {rel} is missing; recompile the module")
-        size = p.stat().st_size
-        if size != want.bytes:
-            raise ModuleError(f"module {d}: file {rel} is damaged ({size} bytes, the manifest "
-                              f"says {want.bytes}: truncated or replaced); recompile it")
-        if _sha256(p) != want.sha256:
-            raise ModuleError(f"module {d}: file {rel} is damaged (its sha256 differs from the "
-                              f"manifest's: the file was modified); recompile it")
+def _damage(d: Path, found: Mapping[str, FileEntry]) -> str:
+    """Why a module's digest does not hold, naming the first damaged file: from the
+    manifest's file list when it still reads, else the manifest itself."""
+    try:
+        files = json.loads((d / "manifest.json").read_bytes())["files"]
+        want = {rel: (str(v["sha256"]), int(v["bytes"])) for rel, v in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return "manifest.json is damaged (the module's digest does not hold)"
+    for rel, (sha, size) in want.items():
+        got = found.get(rel)
+        if got is None:
+            return f"file {rel} is missing"
+        if got.bytes != size:
+            return (f"file {rel} is damaged ({got.bytes} bytes, the manifest says {size}: "
+                    "truncated or replaced)")
+        if got.sha256 != sha:
+            return (f"file {rel} is damaged (its sha256 differs from the manifest's: the file "
+                    "was modified)")
+    extra = sorted(set(found) - set(want) - {"manifest.json"})
+    if extra:
+        return f"file {extra[0]} is not part of the module (it was added)"
+    return "manifest.json was modified (the module's digest does not hold)"
+
+
+def _manifest_paths(m: ModuleManifest) -> list[tuple[str, str]]:
+    """Every (field, path) of a manifest that names a file of the module."""
+    paths = [("memory_plan", m.memory_plan), ("const_image", m.const_image),
+             ("params", m.params)]
+    paths += [(f"kernels.{k}.program", r.program) for k, r in m.kernels.items()]
+    paths += [(f"host_kernels.{i}.llvm_ir", h.llvm_ir) for i, h in enumerate(m.host_kernels)]
+    return paths
+
+
+def _check_path(d: Path, field_name: str, rel: str, files: Mapping[str, Any]) -> None:
+    """``rel`` is a plain relative name (no absolute path, no ``..``, no backslash) of one of
+    the module's files (regular files: the digest's listing follows no link)."""
+    parts = rel.split("/")
+    if rel.startswith("/") or "\\" in rel or "\0" in rel or \
+            any(p in ("", ".", "..") for p in parts):
+        raise ModuleError(f"module {d}: manifest field {field_name} {rel!r} is not a plain "
+                          "relative name inside the module; recompile it")
+    if rel not in files:
+        raise ModuleError(f"module {d}: manifest field {field_name} names {rel!r}, which is "
+                          "not a file of the module; recompile it")
 
 
 def _safe(name: str) -> str:
@@ -242,21 +313,15 @@ def _safe(name: str) -> str:
 
 
 def load_module(path: str | Path) -> CompiledModule:
-    """Read a module directory written by :meth:`CompiledModule.save`."""
+    """Read a module directory written by :meth:`CompiledModule.save`, after verifying its
+    digest and its manifest's paths (:func:`_verify`)."""
     d = Path(path)
-    mf = d / "manifest.json"
     if not d.is_dir():
         raise ModuleError(f"{d} is not a compiled module directory (run vta compile first)")
-    if not mf.exists():
+    if not (d / "manifest.json").exists() and not (d / DIGEST_FILE).exists():
         raise ModuleError(f"{d} has no manifest.json; it is not a compiled module "
                           f"(vta compile MODEL.onnx -o {d})")
-    try:
-        m = ModuleManifest.from_json(json.loads(mf.read_text()))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModuleError(f"{mf} is not valid JSON ({e}); recompile the module") from None
-    except ModuleError as e:
-        raise ModuleError(f"module {d}: {e}; recompile it with this kit") from None
-    _verify_files(d, m.files)
+    m = _verify(d)
     try:
         with np.load(d / m.params, allow_pickle=False) as z:
             params = {k: z[k] for k in z.files}

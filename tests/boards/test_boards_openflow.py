@@ -10,6 +10,7 @@ import json
 
 import pytest
 from vta.cli.main import main
+from vta.isa.errors import VTAError
 
 #: The ECP5 bitstream preamble (ECP5 sysCONFIG guide), after the comment header.
 ECP5_PREAMBLE = b"\xff\xff\xbd\xb3"
@@ -179,7 +180,18 @@ def test_a_failed_build_keeps_the_failing_tools_log(tmp_path, monkeypatch, small
                               f"(log: {out / 'nextpnr.log'})")
     assert (out / "nextpnr.log").read_text() == "Info: Routing..\n"
     assert (out / "yosys.log").read_text() == "yosys: mapped\n"
-    assert sorted(p.name for p in out.iterdir()) == ["nextpnr.log", "yosys.log"]
+    assert sorted(p.name for p in out.iterdir()) == ["digest.json", "nextpnr.log", "yosys.log"]
+    # the kept logs are the kit's output (their digest holds): a second build may replace them
+    with pytest.raises(ToolError):
+        openflow.build_bitstream("ulx3s-85f", small_cfg, out,
+                                 core_verilog="module vta_core(); endmodule\n")
+    # a file of the user's in it: the directory is no longer the kit's, and nothing is touched
+    (out / "notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(VTAError, match="neither a board build nor empty"):
+        openflow.build_bitstream("ulx3s-85f", small_cfg, out,
+                                 core_verilog="module vta_core(); endmodule\n")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 @pytest.mark.unit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
-from vta.compiler.graph.host import load_host_kernel
+from vta.compiler.graph.host import module_host_kernels
 from vta.compiler.graph.module import compile_graph, load_module
 from vta.compiler.graph.quantize import kernel_for, run_quantized
 from vta.isa import Config
@@ -38,17 +38,24 @@ def _check_close(op: str, got: np.ndarray, ref: np.ndarray) -> None:
     assert err <= FLOAT_TOL[op] * scale, f"{op}: error {err:.3g} > {FLOAT_TOL[op]} x {scale:.3g}"
 
 
+def _kernels(m) -> dict:  # noqa: ANN001
+    """The module's host kernels as `vta run` takes them: regenerated, checked against the
+    stored IR."""
+    return module_host_kernels(m.graph.nodes, m.shapes, m.graph.params, m.partition, m.host_ir)
+
+
 def _reference(m, feeds) -> dict[str, np.ndarray]:
     """The int8 reference of the quantized graph (numpy), except that a float op with an LLVM
     kernel takes that kernel's output (checked close to numpy's): with those inputs, everything
     downstream (int8 LLVM kernels, VTA) must match bit for bit."""
     env = dict(m.graph.params)
     env.update(feeds)
+    kernels = _kernels(m)
     for n in m.graph.nodes:
         args = [env[i] if i else None for i in n.inputs]
         res = kernel_for(n.op)(n, args)
         if n.op in FLOAT_TOL and n.name in m.host_ir:
-            got = load_host_kernel(n.name, m.host_ir[n.name])(args)
+            got = kernels[n.name](args)
             _check_close(n.op, got, res[0])
             res = [got]
         for o, v in zip(n.outputs, res):
@@ -75,9 +82,10 @@ def test_zoo_host_ops_have_llvm_kernels_matching_numpy(modules, small_models) ->
         # every CPU op but reshapes (numpy views) has a kernel in the module
         assert {n.op for n in m.graph.nodes if n.name in m.host_ir} == \
             cpu_ops - {"Flatten", "Reshape", "Identity"}, name
+        kernels = _kernels(m)
         for n in m.graph.nodes:
             if n.name in m.host_ir:
-                k = load_host_kernel(n.name, m.host_ir[n.name])
+                k = kernels[n.name]
                 _check_close(n.op, k([env[i] if i else None for i in n.inputs]),
                              env[n.outputs[0]])
                 seen.add(n.op)
@@ -112,20 +120,18 @@ def test_mixed_int8_model_with_llvm_host(small_models) -> None:
         np.testing.assert_array_equal(ex.run(x)["y"], _reference(m, x)["y"])
 
 
-def test_module_stores_ir_and_runs_it_without_lowering(modules, small_models, tmp_path,
-                                                       monkeypatch) -> None:
+def test_module_stores_ir_and_runs_only_what_the_kit_emits(modules, small_models,
+                                                           tmp_path) -> None:
+    """The module stores each kernel's IR; `vta run` regenerates it from the graph and runs
+    it only when it is the stored text byte for byte (tests/cli/test_cli_trust.py: otherwise
+    a one-line error, nothing JIT-compiled)."""
     m, g = modules["resnet18"], small_models["resnet18"][1]
     m.save(tmp_path / "mod")
     lm = load_module(tmp_path / "mod")
     assert lm.host_ir == m.host_ir and all("define" in t for t in lm.host_ir.values())
-    nm = compile_graph(g, Config(), host="numpy")  # compiling lowers: before the patch below
+    assert {k: v.text() for k, v in _kernels(lm).items()} == lm.host_ir
+    nm = compile_graph(g, Config(), host="numpy")
     assert nm.host_ir == {}
-    import importlib
-
-    def no_lowering(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("vta run lowered a host kernel")
-    for mod in ("vta.compiler.lower", "vta.compiler.build", "vta.compiler.codegen.llvm"):
-        monkeypatch.setattr(importlib.import_module(mod), "lower", no_lowering)
     x = rand_input(g, 5)
     with Executor(lm, "fsim") as ex:
         np.testing.assert_array_equal(ex.run(x)[g.outputs[0]], _reference(m, x)[g.outputs[0]])
@@ -156,9 +162,12 @@ def test_machine_code_cache_is_reused_across_processes(tmp_path, monkeypatch) ->
     np.save(tmp_path / "b.npy", b)
     code = (
         "import numpy as np, sys; from pathlib import Path\n"
-        "from vta.compiler.graph.host import load_host_kernel\n"
+        "from vta.compiler.graph.host import HostKernel\n"
+        "from vta.compiler.topi import cpu\n"
         f"d = Path({str(tmp_path)!r})\n"
-        "k = load_host_kernel('a', (d / 'k.txt').read_text())\n"
+        "op = cpu.qadd((2, 50), 2, 1, 1, -128, 127)\n"
+        "k = HostKernel('a', op.name, op.params, op.out_shape, op.llvm_ir)\n"
+        "assert k.text() == (d / 'k.txt').read_text()\n"
         "a, b = np.load(d / 'a.npy'), np.load(d / 'b.npy')\n"
         "out = np.empty((2, 50), np.int8)\n"
         "assert k.module.optimized_ir is None  # from the cache\n"

@@ -28,9 +28,11 @@ from .conftest import SMALL
 
 
 def _files(d: Path) -> dict[str, bytes]:
-    """Every file of a module directory; the manifest without its compile time."""
+    """Every file of a module directory; the manifest without its compile time, and without
+    the digest (one sha256 of the other files, the compile time included)."""
     out = {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
            if p.is_file()}
+    assert json.loads(out.pop("digest.json"))["kind"] == "vta-module"
     man = json.loads(out.pop("manifest.json"))
     assert man.pop("compile_seconds") > 0
     out["manifest.json"] = json.dumps(man, sort_keys=True).encode()

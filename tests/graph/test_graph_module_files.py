@@ -49,7 +49,7 @@ def test_manifest_lists_every_file_with_its_sha256(module_dir, capsys) -> None:
     mod = module_dir / "mod"
     files = json.loads((mod / "manifest.json").read_text())["files"]
     on_disk = {p.relative_to(mod).as_posix() for p in mod.rglob("*") if p.is_file()}
-    assert set(files) == on_disk - {"manifest.json"}
+    assert set(files) == on_disk - {"manifest.json", "digest.json"}
     assert {"const.bin", "params.npz", "plan.json"} <= set(files)
     assert any(k.startswith("kernels/") for k in files)
     for rel, want in files.items():
@@ -115,10 +115,15 @@ def test_manifest_round_trips_through_its_records(module_dir) -> None:
 
 
 def _edited(module_dir: Path, name: str, edit) -> Path:  # noqa: ANN001
+    """A copy of the module with ``edit`` applied to its manifest and a new digest written
+    (as a forger would: the digest holds, the manifest's fields are checked)."""
+    from vta.isa.digest import write_digest
+
     d = _damaged(module_dir, name)
     m = json.loads((d / "manifest.json").read_text())
     edit(m)
     (d / "manifest.json").write_text(json.dumps(m))
+    write_digest(d, "vta-module", 3)
     return d
 
 
@@ -143,7 +148,7 @@ def test_malformed_manifest_is_a_one_line_error_naming_the_field(module_dir, cas
     want = {"missing-macs": f"field kernels.{name}.macs is missing",
             "mistyped-knobs": f"field kernels.{name}.knobs.tile_h must be an integer, not 'two'",
             "mistyped-config": "field config must be a JSON object, not [3, 3, 5]",
-            "old-version": "not a vta-module version 2 manifest",
+            "old-version": "not a vta-module version 3 manifest",
             "unknown-field": "field kernels_v3 is not expected"}[case]
     d = _edited(module_dir, case, edit)
     rc, err = _run(module_dir, d, capsys)

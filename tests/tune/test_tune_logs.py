@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -50,7 +51,7 @@ DRIVER = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     import slowtemplate  # noqa: F401 - registers the template
     from vta.tune import Measurer, RandomTuner, Task, TuningLog
-    task = Task.create("test.slow", (200,), "slowtemplate")
+    task = Task.create("test.slow", (200,))
     RandomTuner(task, seed=0).tune(200, Measurer("value"), batch_size=5, log=TuningLog(sys.argv[2]))
 """)
 
@@ -75,7 +76,8 @@ def test_killed_run_resumes_without_remeasuring(tmp_path) -> None:
 
     sys.path.insert(0, str(tmp_path))
     try:
-        task = Task.create("test.slow", (200,), "slowtemplate")
+        importlib.import_module("slowtemplate")  # registers the template here too
+        task = Task.create("test.slow", (200,))
         log = TuningLog(log_path)
         tuner = RandomTuner(task, seed=1)
         measured = []

@@ -158,7 +158,7 @@ def make_task(board: Any, net: Network, model: ResourceModel,
     gives the parameters the knobs do not set)."""
     return Task.create(TEMPLATE, (
         {k: list(v) for k, v in ranges.items()}, dict(board.budget.as_dict()), model.to_json(),
-        net.to_json(), base.params, board.bus_width), module="vta.tune.autovta.template")
+        net.to_json(), base.params, board.bus_width))
 
 
 def explore(board: Any, net: Network, *, base: Config, n_trial: int = 200,

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vta.isa.digest import is_output_or_empty, write_digest
 from vta.isa.fileio import atomic_dir
 
 from .explore import ExploreResult
@@ -18,6 +19,8 @@ from .explore import ExploreResult
 REPORT = "explore.json"
 PLOT = "pareto.png"
 CONFIG = "vta_config.json"
+#: The output's kind and format version in its digest (vta.isa.digest).
+KIND, VERSION = "vta-explore", 1
 
 
 def plot_pareto(result: ExploreResult) -> bytes:
@@ -63,9 +66,9 @@ def plot_pareto(result: ExploreResult) -> bytes:
 
 def write_outputs(result: ExploreResult, out_dir: str | Path,
                   extra: dict[str, Any] | None = None) -> Path:
-    """Write ``explore.json``, ``pareto.png`` and (when a point was found) ``vta_config.json``
-    into ``out_dir``, atomically. An existing directory is replaced only if it is an earlier
-    exploration's output (has ``explore.json``) or is empty."""
+    """Write ``explore.json``, ``pareto.png``, (when a point was found) ``vta_config.json``
+    and their digest into ``out_dir``, atomically. An existing directory is replaced only if
+    it is wholly an earlier exploration's output (its digest holds) or is empty."""
     out = Path(out_dir)
     report = result.to_json()
     if extra:
@@ -79,9 +82,11 @@ def write_outputs(result: ExploreResult, out_dir: str | Path,
             # the bus width is part of the point: a 64-bit build of a 128-bit best is another core
             cfg = best.cand.cfg.with_bus_width(best.cand.bus_width)
             (tmp / CONFIG).write_text(cfg.to_json())
+        write_digest(tmp, KIND, VERSION)
     return out
 
 
 def is_explore_output_or_empty(d: Path) -> bool:
-    """An earlier exploration's output (has explore.json) or an empty directory."""
-    return (d / REPORT).exists() or not any(d.iterdir())
+    """Wholly an earlier exploration's output (its digest holds: no file added, removed or
+    changed) or an empty directory."""
+    return is_output_or_empty(d, KIND, VERSION)
