@@ -74,12 +74,26 @@ def factor_uops(d: np.ndarray, s: np.ndarray, w: np.ndarray):
     """Write micro-op triples as a dense block product, or return None.
 
     Finds grids Du[mu, nu], Su[mu, ku], Wu[nu, ku] such that the micro-ops are exactly the triples
-    (Du[m,n], Su[m,k], Wu[n,k]) over the whole (m, n, k) grid, each once. The labelling is a
-    heuristic; the result is always verified, so a None only means "use the general path".
+    (Du[m,n], Su[m,k], Wu[n,k]) over the whole (m, n, k) grid, each once. Two labellings of the
+    micro-ops are tried (:func:`_labels_by_first_use` for a matrix product, whose input and
+    weight entries each belong to one k; :func:`_labels_by_rank` for a convolution, whose input
+    entries serve several k); the result is always verified, so a None only means "use the
+    general path".
     """
-    u = len(d)
-    if u == 1:
+    if len(d) == 1:
         return d.reshape(1, 1), s.reshape(1, 1), w.reshape(1, 1)
+    for labelling in (_labels_by_first_use, _labels_by_rank):
+        labels = labelling(d, s, w)
+        grids = None if labels is None else _grids(d, s, w, *labels)
+        if grids is not None:
+            return grids
+    return None
+
+
+def _labels_by_first_use(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """(m, n, k) labels per micro-op: m from the first input entry of its accumulator entry, n
+    from the first weight entry, k from the first weight entry of its input entry."""
+    u = len(d)
     _, di = np.unique(d, return_inverse=True)
     _, si = np.unique(s, return_inverse=True)
     _, wi = np.unique(w, return_inverse=True)
@@ -92,6 +106,34 @@ def factor_uops(d: np.ndarray, s: np.ndarray, w: np.ndarray):
     _, mi = np.unique(m_of_d[di], return_inverse=True)
     _, ni = np.unique(n_of_d[di], return_inverse=True)
     _, ki = np.unique(k_of_s[si], return_inverse=True)
+    return mi, ni, ki
+
+
+def _labels_by_rank(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """(m, n, k) labels per micro-op, or None: k is the micro-op's rank among those of its
+    accumulator entry (ordered by weight, then input entry); accumulator entries with the same
+    row of input entries share an m, those with the same row of weight entries an n. A
+    convolution's micro-ops (an input entry read at several taps) factor this way."""
+    order = np.lexsort((s, w, d))
+    sd = d[order]
+    starts = np.flatnonzero(np.r_[True, sd[1:] != sd[:-1]])
+    groups, ku = starts.size, len(d) // starts.size
+    if groups * ku != len(d) or np.any(np.diff(starts) != ku):
+        return None
+    _, m_of_g = np.unique(s[order].reshape(groups, ku), axis=0, return_inverse=True)
+    _, n_of_g = np.unique(w[order].reshape(groups, ku), axis=0, return_inverse=True)
+    mi, ni, ki = (np.empty(len(d), np.int64) for _ in range(3))
+    mi[order] = np.repeat(m_of_g.ravel(), ku)
+    ni[order] = np.repeat(n_of_g.ravel(), ku)
+    ki[order] = np.tile(np.arange(ku), groups)
+    return mi, ni, ki
+
+
+def _grids(d: np.ndarray, s: np.ndarray, w: np.ndarray, mi: np.ndarray, ni: np.ndarray,
+           ki: np.ndarray):
+    """The grids (Du, Su, Wu) of labels (m, n, k) per micro-op, or None when the labels do not
+    describe a dense block product of these micro-ops."""
+    u = len(d)
     mu, nu, ku = mi.max() + 1, ni.max() + 1, ki.max() + 1
     if mu * nu * ku != u:
         return None

@@ -94,18 +94,54 @@ def test_fsim_gemm_general_path_equals_per_uop_loop(small_cfg: Config) -> None:
                         **{f"{n}_factor_{w}": int(rng.integers(0, 3))
                            for n in ("dst", "src", "wgt") for w in ("out", "in")})
         sim = _sim(small_cfg, np.random.default_rng(1))
-        want = sim.acc.astype(np.int64)
+        want = _gemm_by_loop(sim, insn, uops)
         _put_uops([sim], uops, 0)
-        for o in range(insn.iter_out):
-            for i in range(insn.iter_in):
-                for u in uops:
-                    d = u.dst_idx + o * insn.dst_factor_out + i * insn.dst_factor_in
-                    s = u.src_idx + o * insn.src_factor_out + i * insn.src_factor_in
-                    w = u.wgt_idx + o * insn.wgt_factor_out + i * insn.wgt_factor_in
-                    want[d] += sim.inp[s].astype(np.int64) @ sim.wgt[w].astype(np.int64).T
         sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
-        wrapped = ((want + (1 << 31)) % (1 << 32)) - (1 << 31)
-        assert np.array_equal(sim.acc, wrapped)
+        assert np.array_equal(sim.acc, want)
+
+
+def _gemm_by_loop(sim: FunctionalSim, insn: GemmInsn, uops: list[Uop]) -> np.ndarray:
+    """The accumulators after ``insn``, one micro-op at a time (the definition), wrapped."""
+    want = sim.acc.astype(np.int64)
+    for o in range(insn.iter_out):
+        for i in range(insn.iter_in):
+            for u in uops:
+                d = u.dst_idx + o * insn.dst_factor_out + i * insn.dst_factor_in
+                s = u.src_idx + o * insn.src_factor_out + i * insn.src_factor_in
+                w = u.wgt_idx + o * insn.wgt_factor_out + i * insn.wgt_factor_in
+                want[d] += sim.inp[s].astype(np.int64) @ sim.wgt[w].astype(np.int64).T
+    return ((want + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("stride", [1, 2])
+def test_fsim_conv_gemm_takes_the_fast_path(stride: int) -> None:
+    """A convolution's GEMM as the compiler emits it (micro-ops over output columns x 3x3 taps x
+    input channel blocks, iter_out over output channel blocks, iter_in over output rows; an
+    input entry read at several taps), its micro-ops also shuffled: one matrix product, the
+    same accumulators as the per-micro-op loop, at stride 1 and 2."""
+    cfg = Config()
+    rng = np.random.default_rng(stride)
+    width, rows, oc_blocks, ic_blocks = 6, 3, 2, 2
+    in_width = (width - 1) * stride + 3
+    in_rows = (rows - 1) * stride + 3
+    uops = [Uop(x, c * in_rows * in_width + dy * in_width + x * stride + dx,
+                c * 9 + dy * 3 + dx)
+            for c in range(ic_blocks) for dy in range(3) for dx in range(3)
+            for x in range(width)]
+    for shuffle in (False, True):
+        if shuffle:
+            rng.shuffle(uops)
+        insn = GemmInsn(uop_bgn=0, uop_end=len(uops), iter_out=oc_blocks, iter_in=rows,
+                        dst_factor_out=rows * width, dst_factor_in=width,
+                        src_factor_out=0, src_factor_in=stride * in_width,
+                        wgt_factor_out=9 * ic_blocks, wgt_factor_in=0)
+        sim = _sim(cfg, np.random.default_rng(11))
+        want = _gemm_by_loop(sim, insn, uops)
+        _put_uops([sim], uops, 0)
+        sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
+        assert sim.fast_gemms == 1
+        assert np.array_equal(sim.acc, want)
 
 
 def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop]) -> np.ndarray:
