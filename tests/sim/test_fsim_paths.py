@@ -4,6 +4,8 @@ a time, on index patterns built to hit every case (duplicates, read-after-write 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from vta.isa import AluInsn, AluOp, Config, FinishInsn, GemmInsn, Uop, encode_uop
@@ -144,8 +146,9 @@ def test_fsim_conv_gemm_takes_the_fast_path(stride: int) -> None:
         assert np.array_equal(sim.acc, want)
 
 
-def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop]) -> np.ndarray:
-    """One micro-op at a time, in order (the definition)."""
+def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop], width: int = 32
+                 ) -> np.ndarray:
+    """One micro-op at a time, in order (the definition), on ``width``-bit accumulators."""
     acc = acc.astype(np.int64)
     for o in range(insn.iter_out):
         for i in range(insn.iter_in):
@@ -167,14 +170,21 @@ def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop]) -> np.ndarray:
                     r = np.array([int(x) >> int(y) if y >= 0 else int(x) << min(-int(y), 40)
                                   for x, y in zip(a.ravel(), b.ravel())],
                                  dtype=object).reshape(a.shape)
-                acc[d] = np.array([((int(v) + (1 << 31)) % (1 << 32)) - (1 << 31)
+                half = 1 << (width - 1)
+                acc[d] = np.array([((int(v) + half) % (2 * half)) - half
                                    for v in np.ravel(r)]).reshape(a.shape)
     return acc
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("pattern", ["distinct", "chain", "reduce", "self", "random"])
-def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str) -> None:
+@pytest.mark.parametrize("acc_width", [32, 16])
+@pytest.mark.parametrize("pattern", ["distinct", "chain", "reduce", "self", "overlap", "random"])
+def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str,
+                                               acc_width: int) -> None:
+    """Every ALU operation, with an immediate or an accumulator operand, on 32- and 16-bit
+    accumulators, against one micro-op at a time."""
+    if acc_width == 16:
+        small_cfg = replace(small_cfg, LOG_ACC_WIDTH=4)
     rng = np.random.default_rng(len(pattern) * 101 + ord(pattern[0]))
     for trial in range(25):
         op = AluOp(int(rng.integers(0, 5)))
@@ -190,6 +200,9 @@ def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str) 
         elif pattern == "reduce":  # many sources into one destination
             uops = [Uop(0, 40 + k, 0) for k in range(3)]
             f = dict(dst_factor_out=1, dst_factor_in=0, src_factor_out=3, src_factor_in=9)
+        elif pattern == "overlap":  # runs of entries; each reads the next, written later
+            uops = [Uop(k, k + 1, 0) for k in range(3)]
+            f = dict(dst_factor_out=9, dst_factor_in=3, src_factor_out=9, src_factor_in=3)
         elif pattern == "self":  # acc[d] = op(acc[d], acc[d]), with repeats
             uops = [Uop(2, 2, 0), Uop(5, 5, 0), Uop(2, 2, 0)]
             f = dict(dst_factor_out=1, dst_factor_in=0, src_factor_out=1, src_factor_in=0)
@@ -203,7 +216,7 @@ def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str) 
         sim = _sim(small_cfg, np.random.default_rng(trial))
         if op == AluOp.SHR and not use_imm:  # keep some shift amounts small
             sim.acc[::2] = rng.integers(-40, 40, sim.acc[::2].shape)
-        want = _alu_by_loop(sim.acc, insn, uops)
+        want = _alu_by_loop(sim.acc, insn, uops, acc_width)
         _put_uops([sim], uops, 0)
         sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
         assert np.array_equal(sim.acc, want), f"{pattern} trial {trial}: {insn}"
