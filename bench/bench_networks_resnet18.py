@@ -26,6 +26,7 @@ from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.passes import optimize  # noqa: E402
 from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.compiler.graph.reference import run_float  # noqa: E402
 from vta.isa import Config  # noqa: E402
@@ -133,12 +134,13 @@ def main() -> None:
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), so,
                                 providers=["CPUExecutionProvider"])
+    fused = optimize(graph)  # what `vta run MODEL.onnx --target cpu` runs
     t_ort = best_of(args.repeat, lambda: sess.run(None, x))
-    t_float = best_of(args.repeat, lambda: run_float(graph, x))
+    t_float = best_of(args.repeat, lambda: run_float(fused, x))
     c_ort = cpu_best_of(args.repeat, lambda: sess.run(None, x))
-    c_float = cpu_best_of(args.repeat, lambda: run_float(graph, x))
+    c_float = cpu_best_of(args.repeat, lambda: run_float(fused, x))
     y_ort = sess.run(None, x)[0]
-    y_float = run_float(graph, x)[graph.outputs[0]]
+    y_float = run_float(fused, x)[graph.outputs[0]]
     err = float(np.abs(y_float - y_ort).max() / np.abs(y_ort).max())
     top1 = bool(y_float.argmax() == y_ort.argmax())
     fig["float_ms"], ref["onnxruntime_ms"] = t_float * 1e3, t_ort * 1e3

@@ -71,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
     images = [feeds] if count is None else \
         [{name: x[b] for name, x in feeds.items()} for b in range(count)]
     if module is None and args.target == "cpu":
-        runs = [_run_cpu(graph, image) for image in images]
+        from vta.compiler.graph.passes import optimize
+
+        fused = optimize(graph)  # BatchNormalization folded, activations fused (as onnxruntime)
+        runs = [_run_cpu(fused, image) for image in images]
         cfg = config_from_args(args)
     else:
         if module is None:
