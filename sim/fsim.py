@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random as _random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,6 +206,7 @@ class FunctionalSim:
         qdepth, tdepth = self.insn_queue_depth, self.token_queue_depth
         fetch_pc, n = 0, len(insns)
         schedule: list[tuple[int, str]] = []
+        steps: list[Callable[[np.ndarray, _Counts], None]] = []
         while True:
             while fetch_pc < n and len(queues[modules[fetch_pc]]) < qdepth:
                 queues[modules[fetch_pc]].append(fetch_pc)
@@ -220,7 +221,10 @@ class FunctionalSim:
             insn = insns[idx]
             for name in pops[idx]:
                 tokens[name].popleft()
-            self._execute(idx, insn, mem, stats)
+            stats.per_opcode[_OPCODE_NAMES[insn.opcode]] += 1
+            step = self._step(idx, insn)
+            step(mem, stats)
+            steps.append(step)
             for name in pushes[idx]:
                 q = tokens[name]
                 if len(q) >= tdepth:
@@ -239,7 +243,9 @@ class FunctionalSim:
         if self.order != "random":
             if len(self._ran) >= _PROGRAMS_KEPT:
                 self._ran.clear()
-            self._ran[self._run_key(prog, mem)] = (insns, tuple(schedule), dict(stats.per_module))
+            self._ran[self._run_key(prog, mem)] = (insns, tuple(schedule), tuple(steps),
+                                                   dict(stats.per_module),
+                                                   dict(stats.per_opcode))
         return stats.result(len(schedule), cfg)
 
     def _run_key(self, prog: bytes, mem: np.ndarray) -> tuple:
@@ -248,36 +254,37 @@ class FunctionalSim:
                 self.max_uops)
 
     def _replay(self, insns: list[Insn], schedule: tuple[tuple[int, str], ...],
-                per_module: dict[str, int], mem: np.ndarray) -> RunStats:
+                steps: tuple[Callable[[np.ndarray, _Counts], None], ...],
+                per_module: dict[str, int], per_opcode: dict[str, int],
+                mem: np.ndarray) -> RunStats:
         """Run a program that ran to FINISH before, in the order it ran then (the order
-        depends on the instructions' dependency flags alone, not on the data)."""
-        stats = _Counts(per_module=dict(per_module))
+        depends on the instructions' dependency flags alone, not on the data), by the steps
+        made for its instructions then."""
+        stats = _Counts(per_module=dict(per_module), per_opcode=dict(per_opcode))
         events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
         self.trace_events = events
-        execute = self._execute
-        for seq, (idx, module) in enumerate(schedule):
-            insn = insns[idx]
-            execute(idx, insn, mem, stats)
-            if events is not None:
-                events.append(_trace_event(idx, insn, module, seq))
+        for step in steps:
+            step(mem, stats)
+        if events is not None:
+            events += [_trace_event(idx, insns[idx], module, seq)
+                       for seq, (idx, module) in enumerate(schedule)]
         return stats.result(len(schedule), self.cfg)
 
     # ------------------------------------------------------------------ execution
-    def _execute(self, idx: int, insn: Insn, dram: np.ndarray, stats: _Counts) -> None:
-        stats.per_opcode[_OPCODE_NAMES[insn.opcode]] += 1
+    def _step(self, idx: int, insn: Insn) -> Callable[[np.ndarray, _Counts], None]:
+        """Instruction ``idx`` as a function of the DRAM image and the run's counts (a LOAD or
+        STORE with its SRAM views and DRAM offsets worked out once)."""
         if isinstance(insn, MemInsn):
-            if insn.opcode == Opcode.LOAD:
-                self._load(insn, dram, stats)
-            else:
-                self._store(insn, dram, stats)
-        elif isinstance(insn, GemmInsn):
-            self._gemm(idx, insn, stats)
-        elif isinstance(insn, AluInsn):
-            self._alu(idx, insn, stats)
+            return self._load(insn) if insn.opcode == Opcode.LOAD else self._store(insn)
+        if isinstance(insn, GemmInsn):
+            return lambda mem, stats: self._gemm(idx, insn, stats)
+        if isinstance(insn, AluInsn):
+            return lambda mem, stats: self._alu(idx, insn, stats)
+        return _no_work  # FINISH
 
-    def _load(self, insn: MemInsn, dram: np.ndarray, stats: _Counts) -> None:
+    def _load(self, insn: MemInsn) -> Callable[[np.ndarray, _Counts], None]:
         if insn.x_size == 0:
-            return
+            return _no_work
         mt = insn.memory_type
         buf = self._sram[mt]
         eb = self._elem_bytes[mt]
@@ -286,33 +293,41 @@ class FunctionalSim:
         block = buf[insn.sram_base:insn.sram_base + rows * width]
         block = block.reshape((rows, width) + buf.shape[1:])
         padded = rows != insn.y_size or width != insn.x_size
-        if padded:
-            block[...] = 0
-        if insn.y_size:
-            raw = _dram_rows(dram, insn.dram_base * eb, insn.y_size, insn.x_size * eb,
-                             insn.x_stride * eb)
-            data = np.ascontiguousarray(raw).view(buf.dtype.newbyteorder("<"))
-            block[insn.y_pad_0:insn.y_pad_0 + insn.y_size,
-                  insn.x_pad_0:insn.x_pad_0 + insn.x_size] = \
-                data.reshape((insn.y_size, insn.x_size) + buf.shape[1:])
-            stats.loaded[_MEM_NAMES[mt]] += insn.y_size * insn.x_size * eb
+        ys, xs = insn.y_size, insn.x_size
+        dest = block[insn.y_pad_0:insn.y_pad_0 + ys, insn.x_pad_0:insn.x_pad_0 + xs]
+        shape = (ys, xs) + buf.shape[1:]
+        dtype = buf.dtype.newbyteorder("<")
+        base, row, stride = insn.dram_base * eb, xs * eb, insn.x_stride * eb
+        name, nbytes = _MEM_NAMES[mt], ys * xs * eb
 
-    def _store(self, insn: MemInsn, dram: np.ndarray, stats: _Counts) -> None:
+        def load(mem: np.ndarray, stats: _Counts) -> None:
+            if padded:
+                block[...] = 0
+            if ys:
+                raw = _dram_rows(mem, base, ys, row, stride)
+                dest[...] = np.ascontiguousarray(raw).view(dtype).reshape(shape)
+                stats.loaded[name] += nbytes
+        return load
+
+    def _store(self, insn: MemInsn) -> Callable[[np.ndarray, _Counts], None]:
         if insn.x_size == 0 or insn.y_size == 0:
-            return
+            return _no_work
         eb = self._elem_bytes[MemType.OUT]
-        count = insn.y_size * insn.x_size
-        vals = self.acc[insn.sram_base:insn.sram_base + count].astype(self.out_dtype)
-        data = vals.astype(self.out_dtype.newbyteorder("<"), copy=False).view(np.uint8)
-        data = data.reshape(insn.y_size, insn.x_size * eb)
+        ys, count = insn.y_size, insn.y_size * insn.x_size
+        acc = self.acc[insn.sram_base:insn.sram_base + count]
+        dtype = self.out_dtype.newbyteorder("<")
         stride, row = insn.x_stride * eb, insn.x_size * eb
         base = insn.dram_base * eb
-        if stride >= row or insn.y_size == 1:
-            _dram_rows(dram, base, insn.y_size, row, stride)[...] = data
-        else:  # rows overlap: later rows win, as in program order
-            for y in range(insn.y_size):
-                dram[base + y * stride:base + y * stride + row] = data[y]
-        stats.stored += count * eb
+
+        def store(mem: np.ndarray, stats: _Counts) -> None:
+            data = acc.astype(dtype).view(np.uint8).reshape(ys, row)
+            if stride >= row or ys == 1:
+                _dram_rows(mem, base, ys, row, stride)[...] = data
+            else:  # rows overlap: later rows win, as in program order
+                for y in range(ys):
+                    mem[base + y * stride:base + y * stride + row] = data[y]
+            stats.stored += count * eb
+        return store
 
     def _loop_indices(self, idx: int, insn: GemmInsn | AluInsn, kind: str):
         """Micro-op fields and loop factors, bounds-checked; None when there is no work."""
@@ -541,6 +556,10 @@ def _alu_int64(op: AluOp, a: np.ndarray, b: np.ndarray | int, width: int) -> np.
 
 
 # ---------------------------------------------------------------------- helpers
+def _no_work(mem: np.ndarray, stats: _Counts) -> None:
+    """A step that does nothing (FINISH, a LOAD or STORE of no elements)."""
+
+
 def _as_slice(index: np.ndarray) -> np.ndarray | slice:
     """A run of consecutive indices as a slice (a view of the buffer, no gather)."""
     first = int(index[0])
