@@ -62,6 +62,7 @@ from .loops import (
     Grid,
     Groups,
     TooManyRounds,
+    acc_order,
     alu_rounds,
     dense_plan,
     rounds_by_rank,
@@ -383,7 +384,8 @@ class FunctionalSim:
             elif self.gemm_path == "auto":
                 grids = dense_plan(insn, d, s, w)
                 if grids is not None and _dense_bytes(grids, self.cfg) <= _DENSE_BYTES:
-                    plan = tuple(Grid(g) for g in grids)
+                    dg, sg, wg, n_major = acc_order(*grids)
+                    plan = (Grid(dg.T if n_major else dg), Grid(sg), Grid(wg), n_major)
             if len(self._plans) >= 512:
                 self._plans.clear()
             info = self._plans[key] = [d, s, w, plan, None]
@@ -446,8 +448,9 @@ class FunctionalSim:
         uniq = groups.uniq
         self.acc[uniq] = self.acc[uniq] + sums.astype(self.acc_dtype)
 
-    def _gemm_dense(self, dgrid: Grid, sgrid: Grid, wgrid: Grid) -> None:
-        """acc[D[m,n]] += sum_k inp[S[m,k]] @ wgt[W[n,k]]^T as one BLAS matrix product."""
+    def _gemm_dense(self, dgrid: Grid, sgrid: Grid, wgrid: Grid, n_major: bool) -> None:
+        """acc[D[m,n]] += sum_k inp[S[m,k]] @ wgt[W[n,k]]^T as one BLAS matrix product
+        (``dgrid`` is D, or D transposed when ``n_major``: its entries run n-major)."""
         cfg = self.cfg
         mt, kt = sgrid.shape
         nt = wgrid.shape[0]
@@ -458,6 +461,10 @@ class FunctionalSim:
         am = a.transpose(0, 2, 1, 3).reshape(mt * bsz, depth)
         bm = b.transpose(0, 2, 1, 3).reshape(nt * bout, depth)
         c = exact_matmul(am, bm)
+        if n_major:  # N x M consecutive entries (acc_order): add in place
+            view = self.acc[dgrid.start:dgrid.start + dgrid.size].reshape(nt, mt, bsz, bout)
+            view += c.reshape(mt, bsz, nt, bout).transpose(2, 0, 1, 3)
+            return
         if bsz == 1:
             c = c.reshape(mt * nt, 1, bout)
         else:

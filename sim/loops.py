@@ -186,6 +186,20 @@ def dense_plan(insn: GemmInsn, d: np.ndarray, s: np.ndarray, w: np.ndarray):
     return dgrid, sgrid, wgrid
 
 
+def acc_order(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """The grids of a dense product with the rows of S and of W reordered so that D's entries
+    are one run of consecutive accumulator entries, m-major (as the product's rows come out)
+    or n-major (a convolution's output channel blocks outermost), when they can be:
+    (D, S, W, n_major); D as given when not."""
+    rows = np.argsort(d[:, 0], kind="stable")
+    cols = np.argsort(d[0, :], kind="stable")
+    dp = d[rows][:, cols]
+    for n_major, flat in ((False, dp.ravel()), (True, dp.T.ravel())):
+        if np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+            return dp, s[rows], w[cols], n_major
+    return d, s, w, False
+
+
 def axis_offsets(axes: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """Offsets (for the two index kinds an axis role touches) over the product of the axes."""
     a = np.zeros(1, np.int64)
@@ -265,5 +279,5 @@ def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int, limit: int | None =
     return _split_by(levels, limit)
 
 
-__all__ = ["Groups", "GeneralPlan", "Grid", "factor_uops", "dense_plan", "rounds_by_rank",
-           "alu_rounds", "TooManyRounds"]
+__all__ = ["Groups", "GeneralPlan", "Grid", "factor_uops", "dense_plan", "acc_order",
+           "rounds_by_rank", "alu_rounds", "TooManyRounds"]
