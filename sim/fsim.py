@@ -89,9 +89,10 @@ MAX_ALU_ROUNDS = 1 << 16
 
 
 
-#: Programs whose checks and order of execution a simulator keeps (the graph executor runs each
-#: layer's program once per image; a network has a few dozen).
-_PROGRAMS_KEPT = 256
+#: Instructions (summed over programs) whose checks, order of execution and steps a simulator
+#: keeps for a replay (the graph executor runs each layer's program once per image; ResNet-18's
+#: 28 programs hold 7838 instructions); past it, the programs kept are dropped.
+_INSNS_KEPT = 1 << 18
 
 #: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
 _GEMM_CHUNK = 1 << 12
@@ -241,8 +242,8 @@ class FunctionalSim:
             if isinstance(insn, FinishInsn):
                 _check_finish(idx, insns, queues, tokens)
                 break
-        if self.order != "random":
-            if len(self._ran) >= _PROGRAMS_KEPT:
+        if self.order != "random" and len(insns) <= _INSNS_KEPT:
+            if sum(len(r[0]) for r in self._ran.values()) + len(insns) > _INSNS_KEPT:
                 self._ran.clear()
             self._ran[self._run_key(prog, mem)] = (insns, tuple(schedule), tuple(steps),
                                                    dict(stats.per_module),
