@@ -452,14 +452,15 @@ class FunctionalSim:
     def _gemm_dense(self, dgrid: Grid, sgrid: Grid, wgrid: Grid, n_major: bool) -> None:
         """acc[D[m,n]] += sum_k inp[S[m,k]] @ wgt[W[n,k]]^T as one BLAS matrix product
         (``dgrid`` is D, or D transposed when ``n_major``: its entries run n-major)."""
-        cfg = self.cfg
         mt, kt = sgrid.shape
         nt = wgrid.shape[0]
-        bsz, bin_, bout = cfg.batch, cfg.block_in, cfg.block_out
+        _, bsz, bin_ = self.inp.shape
+        bout = self.wgt.shape[1]
         a = sgrid.gather(self.inp)  # (M, K, batch, block_in)
         b = wgrid.gather(self.wgt)  # (N, K, block_out, block_in)
         depth = kt * bin_
-        am = a.transpose(0, 2, 1, 3).reshape(mt * bsz, depth)
+        am = a.reshape(mt, depth) if bsz == 1 else a.transpose(0, 2, 1, 3).reshape(mt * bsz,
+                                                                                    depth)
         bm = b.transpose(0, 2, 1, 3).reshape(nt * bout, depth)
         c = exact_matmul(am, bm)
         if n_major:  # N x M consecutive entries (acc_order): add in place
