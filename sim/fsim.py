@@ -265,11 +265,13 @@ class FunctionalSim:
         stats = _Counts(per_module=dict(per_module), per_opcode=dict(per_opcode))
         events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
         self.trace_events = events
-        for step in steps:
-            step(mem, stats)
-        if events is not None:
-            events += [_trace_event(idx, insns[idx], module, seq)
-                       for seq, (idx, module) in enumerate(schedule)]
+        if events is None:
+            for step in steps:
+                step(mem, stats)
+        else:  # an event per step as it runs (what ran before an error, for debugging)
+            for seq, (step, (idx, module)) in enumerate(zip(steps, schedule)):
+                step(mem, stats)
+                events.append(_trace_event(idx, insns[idx], module, seq))
         return stats.result(len(schedule), self.cfg)
 
     # ------------------------------------------------------------------ execution
