@@ -158,8 +158,8 @@ class FunctionalSim:
         self._elem_bytes = {mt.value: cfg.elem_bytes(mt) for mt in MemType}
         # loop nest + micro-op words -> (dst, src, wgt micro-op fields, fast-path grids)
         self._plans: dict[tuple, tuple] = {}
-        # _run_key -> (instructions, the order they ran in, count per module) of
-        # the programs that ran to FINISH under a fixed order (see _replay)
+        # _run_key -> (instructions, the order they ran in, their steps, counts per module and
+        # per opcode) of the programs that ran to FINISH under a fixed order (see _replay)
         self._ran: dict[tuple, tuple] = {}
         self._sram = {MemType.UOP: self.uop, MemType.WGT: self.wgt, MemType.INP: self.inp,
                       MemType.ACC: self.acc}
@@ -189,7 +189,8 @@ class FunctionalSim:
             return self._run(prog, mem)
 
     def _run(self, prog: bytes, mem: np.ndarray) -> RunStats:
-        """Check and schedule the program as it runs; remember the order it ran in."""
+        """Check and schedule the program as it runs; remember the order it ran in and the
+        steps made for its instructions (for :meth:`_replay`)."""
         cfg = self.cfg
         insns = check_program(prog, cfg)
         modules = check_insns(insns, cfg, mem.size)
