@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from .common import add_config_args, check_outputs, config_from_args
 
@@ -15,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("module", metavar="DIR|MODEL.onnx")
     p.add_argument("--input", required=True, metavar="X.npy|X.npz",
                    help="the input tensor (.npy), or for a model of several inputs a .npz with "
-                        "an array per input name")
+                        "an array per input name; a stack of B inputs [B, *input shape] runs "
+                        "B images in one process and writes outputs [B, *output shape]")
     p.add_argument("--target", default="fsim", type=_target, metavar="TARGET",
                    help="where VTA layers run: fsim (default), tsim, rtl, perf, cpu (everything "
                         "on the host) or virtual:BOARD (the board's generated top Verilog under "
@@ -51,7 +53,7 @@ def _target(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vta.compiler.graph.executor import feeds_for, load_arrays
+    from vta.compiler.graph.executor import batch_size, feeds_for, load_arrays
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
@@ -65,22 +67,50 @@ def run(args: argparse.Namespace) -> int:
     arrays = load_arrays(args.input)
     graph, module = _load_model(src, args, {k: x.shape for k, x in arrays.items()})
     feeds = feeds_for(graph.inputs, arrays, args.input)
+    count = batch_size(graph.inputs, feeds, f"input file {args.input}")
+    images = [feeds] if count is None else \
+        [{name: x[b] for name, x in feeds.items()} for b in range(count)]
     if module is None and args.target == "cpu":
-        outs, report = _run_cpu(graph, feeds)
+        from vta.compiler.graph.passes import optimize
+
+        fused = optimize(graph)  # BatchNormalization folded, activations fused (as onnxruntime)
+        runs = [_run_cpu(fused, image) for image in images]
         cfg = config_from_args(args)
     else:
         if module is None:
             module = _compile(graph, src, args)
-        outs, report = _run_module(module, feeds, args)
+        runs = _run_module(module, images, args)
         cfg = module.cfg
+    outs, report = runs[0] if count is None else _stacked(runs)
     _emit(args, graph, outs, report, cfg, module)
     return 0
+
+
+def _stacked(runs: list) -> tuple[dict, object]:
+    """The outputs of a batch's runs stacked ``[B, *shape]``, and one report whose times,
+    cycles and MACs are the sums over the images."""
+    import numpy as np
+    from vta.compiler.graph.executor import RunReport
+
+    outs = {name: np.stack([o[name] for o, _ in runs]) for name in runs[0][0]}
+    reports = [r for _, r in runs]
+    layers = []
+    for recs in zip(*(r.layers for r in reports)):
+        first = recs[0]
+        cycles = [r.cycles for r in recs]
+        gemm = [r.gemm_macs for r in recs]
+        layers.append(replace(first, macs=sum(r.macs for r in recs),
+                              seconds=sum(r.seconds for r in recs),
+                              cycles=None if None in cycles else sum(cycles),
+                              gemm_macs=None if None in gemm else sum(gemm)))
+    return outs, RunReport(reports[0].target, tuple(layers), sum(r.seconds for r in reports))
 
 
 def _load_model(src, args: argparse.Namespace, shapes: dict):  # noqa: ANN001, ANN202
     """(graph, module): a compiled module directory, or (graph, None) for an .onnx model, its
     inputs' symbolic dimensions sized by the input arrays' ``shapes`` (by input name; ``""``
-    for a model's only input)."""
+    for a model's only input), or by their shapes less the first dimension (a batch) when
+    those do not fit."""
     if src.is_dir():
         from vta.compiler.graph.module import load_module
 
@@ -92,9 +122,18 @@ def _load_model(src, args: argparse.Namespace, shapes: dict):  # noqa: ANN001, A
                               f"module with vta compile --config instead)")
         module = load_module(src)
         return module.graph, module
+    from vta.compiler.graph.errors import ModelError
     from vta.compiler.graph.onnx_frontend import load_onnx
 
-    return load_onnx(src, input_shapes=shapes), None
+    try:
+        return load_onnx(src, input_shapes=shapes), None
+    except ModelError as e:  # perhaps a batch: [B, *input shape]
+        if not all(len(s) > 1 for s in shapes.values()):
+            raise
+        try:
+            return load_onnx(src, input_shapes={k: s[1:] for k, s in shapes.items()}), None
+        except ModelError:
+            raise e from None
 
 
 def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
@@ -126,14 +165,18 @@ def _compile(graph, src, args: argparse.Namespace):  # noqa: ANN001, ANN202
     return compile_graph(graph, config_from_args(args), host=args.host)
 
 
-def _run_module(module, feeds: dict, args: argparse.Namespace):  # noqa: ANN001, ANN202
-    """(outputs, report) of the compiled module on ``args.target``."""
+def _run_module(module, images: list[dict], args: argparse.Namespace) -> list:  # noqa: ANN001
+    """(outputs, report) of the compiled module on ``args.target`` for each image (the device
+    is opened once)."""
     from vta.compiler.graph.executor import Executor, progress_printer
 
+    runs = []
     with Executor(module, args.target, progress=progress_printer(),
                   host=args.host) as ex:
-        outs = ex.run(feeds)
-        return outs, ex.last_report
+        for feeds in images:
+            outs = ex.run(feeds)
+            runs.append((outs, ex.last_report))
+    return runs
 
 
 def _emit(args: argparse.Namespace, graph, outs: dict, report, cfg,

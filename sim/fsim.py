@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random as _random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,7 @@ from .loops import (
     Grid,
     Groups,
     TooManyRounds,
+    acc_order,
     alu_rounds,
     dense_plan,
     rounds_by_rank,
@@ -87,6 +88,11 @@ _DENSE_BYTES = 1 << 28
 MAX_ALU_ROUNDS = 1 << 16
 
 
+
+#: Instructions (summed over programs) whose checks, order of execution and steps a simulator
+#: keeps for a replay (the graph executor runs each layer's program once per image; ResNet-18's
+#: 28 programs hold 7838 instructions); past it, the programs kept are dropped.
+_INSNS_KEPT = 1 << 18
 
 #: Micro-ops per chunk of the general GEMM path (bounds its temporary memory).
 _GEMM_CHUNK = 1 << 12
@@ -152,6 +158,9 @@ class FunctionalSim:
         self._elem_bytes = {mt.value: cfg.elem_bytes(mt) for mt in MemType}
         # loop nest + micro-op words -> (dst, src, wgt micro-op fields, fast-path grids)
         self._plans: dict[tuple, tuple] = {}
+        # _run_key -> (instructions, the order they ran in, their steps, counts per module and
+        # per opcode) of the programs that ran to FINISH under a fixed order (see _replay)
+        self._ran: dict[tuple, tuple] = {}
         self._sram = {MemType.UOP: self.uop, MemType.WGT: self.wgt, MemType.INP: self.inp,
                       MemType.ACC: self.acc}
 
@@ -171,14 +180,19 @@ class FunctionalSim:
         that cannot run; SRAM and DRAM then hold whatever the instructions before the failing
         one wrote.
         """
-        cfg = self.cfg
-        insns = check_program(as_program_bytes(program, cfg), cfg)
+        prog = as_program_bytes(program, self.cfg)
         mem = _as_writable_dram(dram)
         with blas_threads(self.blas_threads):
-            return self._run(insns, mem)
+            ran = self._ran.get(self._run_key(prog, mem))
+            if ran is not None:
+                return self._replay(*ran, mem)
+            return self._run(prog, mem)
 
-    def _run(self, insns: list[Insn], mem: np.ndarray) -> RunStats:
+    def _run(self, prog: bytes, mem: np.ndarray) -> RunStats:
+        """Check and schedule the program as it runs; remember the order it ran in and the
+        steps made for its instructions (for :meth:`_replay`)."""
         cfg = self.cfg
+        insns = check_program(prog, cfg)
         modules = check_insns(insns, cfg, mem.size)
         check_work(insns, self.max_uops, "fsim")
         pops = [tuple(DEP_QUEUES[m][f] for f in POP_FLAGS if getattr(i, f))
@@ -193,7 +207,9 @@ class FunctionalSim:
         self.trace_events = events  # also what ran before an error, for debugging
         priority = _PRIORITY[self.order]
         qdepth, tdepth = self.insn_queue_depth, self.token_queue_depth
-        fetch_pc, seq, n = 0, 0, len(insns)
+        fetch_pc, n = 0, len(insns)
+        schedule: list[tuple[int, str]] = []
+        steps: list[Callable[[np.ndarray, _Counts], None]] = []
         while True:
             while fetch_pc < n and len(queues[modules[fetch_pc]]) < qdepth:
                 queues[modules[fetch_pc]].append(fetch_pc)
@@ -208,7 +224,10 @@ class FunctionalSim:
             insn = insns[idx]
             for name in pops[idx]:
                 tokens[name].popleft()
-            self._execute(idx, insn, mem, stats)
+            stats.per_opcode[_OPCODE_NAMES[insn.opcode]] += 1
+            step = self._step(idx, insn)
+            step(mem, stats)
+            steps.append(step)
             for name in pushes[idx]:
                 q = tokens[name]
                 if len(q) >= tdepth:
@@ -219,29 +238,58 @@ class FunctionalSim:
                 q.append(idx)
             stats.per_module[module] += 1
             if events is not None:
-                events.append(_trace_event(idx, insn, module, seq))
-            seq += 1
+                events.append(_trace_event(idx, insn, module, len(schedule)))
+            schedule.append((idx, module))
             if isinstance(insn, FinishInsn):
                 _check_finish(idx, insns, queues, tokens)
                 break
-        return stats.result(seq, self.cfg)
+        if self.order != "random" and len(insns) <= _INSNS_KEPT:
+            if sum(len(r[0]) for r in self._ran.values()) + len(insns) > _INSNS_KEPT:
+                self._ran.clear()
+            self._ran[self._run_key(prog, mem)] = (insns, tuple(schedule), tuple(steps),
+                                                   dict(stats.per_module),
+                                                   dict(stats.per_opcode))
+        return stats.result(len(schedule), cfg)
+
+    def _run_key(self, prog: bytes, mem: np.ndarray) -> tuple:
+        """What a program's checks and order of execution depend on."""
+        return (prog, mem.size, self.order, self.insn_queue_depth, self.token_queue_depth,
+                self.max_uops)
+
+    def _replay(self, insns: list[Insn], schedule: tuple[tuple[int, str], ...],
+                steps: tuple[Callable[[np.ndarray, _Counts], None], ...],
+                per_module: dict[str, int], per_opcode: dict[str, int],
+                mem: np.ndarray) -> RunStats:
+        """Run a program that ran to FINISH before, in the order it ran then (the order
+        depends on the instructions' dependency flags alone, not on the data), by the steps
+        made for its instructions then."""
+        stats = _Counts(per_module=dict(per_module), per_opcode=dict(per_opcode))
+        events: list[dict[str, Any]] | None = _trace_header() if self.trace else None
+        self.trace_events = events
+        if events is None:
+            for step in steps:
+                step(mem, stats)
+        else:  # an event per step as it runs (what ran before an error, for debugging)
+            for seq, (step, (idx, module)) in enumerate(zip(steps, schedule)):
+                step(mem, stats)
+                events.append(_trace_event(idx, insns[idx], module, seq))
+        return stats.result(len(schedule), self.cfg)
 
     # ------------------------------------------------------------------ execution
-    def _execute(self, idx: int, insn: Insn, dram: np.ndarray, stats: _Counts) -> None:
-        stats.per_opcode[_OPCODE_NAMES[insn.opcode]] += 1
+    def _step(self, idx: int, insn: Insn) -> Callable[[np.ndarray, _Counts], None]:
+        """Instruction ``idx`` as a function of the DRAM image and the run's counts (a LOAD or
+        STORE with its SRAM views and DRAM offsets worked out once)."""
         if isinstance(insn, MemInsn):
-            if insn.opcode == Opcode.LOAD:
-                self._load(insn, dram, stats)
-            else:
-                self._store(insn, dram, stats)
-        elif isinstance(insn, GemmInsn):
-            self._gemm(idx, insn, stats)
-        elif isinstance(insn, AluInsn):
-            self._alu(idx, insn, stats)
+            return self._load(insn) if insn.opcode == Opcode.LOAD else self._store(insn)
+        if isinstance(insn, GemmInsn):
+            return lambda mem, stats: self._gemm(idx, insn, stats)
+        if isinstance(insn, AluInsn):
+            return lambda mem, stats: self._alu(idx, insn, stats)
+        return _no_work  # FINISH
 
-    def _load(self, insn: MemInsn, dram: np.ndarray, stats: _Counts) -> None:
+    def _load(self, insn: MemInsn) -> Callable[[np.ndarray, _Counts], None]:
         if insn.x_size == 0:
-            return
+            return _no_work
         mt = insn.memory_type
         buf = self._sram[mt]
         eb = self._elem_bytes[mt]
@@ -250,33 +298,41 @@ class FunctionalSim:
         block = buf[insn.sram_base:insn.sram_base + rows * width]
         block = block.reshape((rows, width) + buf.shape[1:])
         padded = rows != insn.y_size or width != insn.x_size
-        if padded:
-            block[...] = 0
-        if insn.y_size:
-            raw = _dram_rows(dram, insn.dram_base * eb, insn.y_size, insn.x_size * eb,
-                             insn.x_stride * eb)
-            data = np.ascontiguousarray(raw).view(buf.dtype.newbyteorder("<"))
-            block[insn.y_pad_0:insn.y_pad_0 + insn.y_size,
-                  insn.x_pad_0:insn.x_pad_0 + insn.x_size] = \
-                data.reshape((insn.y_size, insn.x_size) + buf.shape[1:])
-            stats.loaded[_MEM_NAMES[mt]] += insn.y_size * insn.x_size * eb
+        ys, xs = insn.y_size, insn.x_size
+        dest = block[insn.y_pad_0:insn.y_pad_0 + ys, insn.x_pad_0:insn.x_pad_0 + xs]
+        shape = (ys, xs) + buf.shape[1:]
+        dtype = buf.dtype.newbyteorder("<")
+        base, row, stride = insn.dram_base * eb, xs * eb, insn.x_stride * eb
+        name, nbytes = _MEM_NAMES[mt], ys * xs * eb
 
-    def _store(self, insn: MemInsn, dram: np.ndarray, stats: _Counts) -> None:
+        def load(mem: np.ndarray, stats: _Counts) -> None:
+            if padded:
+                block[...] = 0
+            if ys:
+                raw = _dram_rows(mem, base, ys, row, stride)
+                dest[...] = np.ascontiguousarray(raw).view(dtype).reshape(shape)
+                stats.loaded[name] += nbytes
+        return load
+
+    def _store(self, insn: MemInsn) -> Callable[[np.ndarray, _Counts], None]:
         if insn.x_size == 0 or insn.y_size == 0:
-            return
+            return _no_work
         eb = self._elem_bytes[MemType.OUT]
-        count = insn.y_size * insn.x_size
-        vals = self.acc[insn.sram_base:insn.sram_base + count].astype(self.out_dtype)
-        data = vals.astype(self.out_dtype.newbyteorder("<"), copy=False).view(np.uint8)
-        data = data.reshape(insn.y_size, insn.x_size * eb)
+        ys, count = insn.y_size, insn.y_size * insn.x_size
+        acc = self.acc[insn.sram_base:insn.sram_base + count]
+        dtype = self.out_dtype.newbyteorder("<")
         stride, row = insn.x_stride * eb, insn.x_size * eb
         base = insn.dram_base * eb
-        if stride >= row or insn.y_size == 1:
-            _dram_rows(dram, base, insn.y_size, row, stride)[...] = data
-        else:  # rows overlap: later rows win, as in program order
-            for y in range(insn.y_size):
-                dram[base + y * stride:base + y * stride + row] = data[y]
-        stats.stored += count * eb
+
+        def store(mem: np.ndarray, stats: _Counts) -> None:
+            data = acc.astype(dtype).view(np.uint8).reshape(ys, row)
+            if stride >= row or ys == 1:
+                _dram_rows(mem, base, ys, row, stride)[...] = data
+            else:  # rows overlap: later rows win, as in program order
+                for y in range(ys):
+                    mem[base + y * stride:base + y * stride + row] = data[y]
+            stats.stored += count * eb
+        return store
 
     def _loop_indices(self, idx: int, insn: GemmInsn | AluInsn, kind: str):
         """Micro-op fields and loop factors, bounds-checked; None when there is no work."""
@@ -327,10 +383,13 @@ class FunctionalSim:
             # first time this loop nest is seen: bounds checks and the fast-path analysis
             d, s, w = self._loop_indices(idx, insn, "GEMM")
             plan = None
-            if not insn.reset_reg and self.gemm_path == "auto":
+            if insn.reset_reg:  # the entries to clear
+                plan = _as_slice(self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in))
+            elif self.gemm_path == "auto":
                 grids = dense_plan(insn, d, s, w)
                 if grids is not None and _dense_bytes(grids, self.cfg) <= _DENSE_BYTES:
-                    plan = tuple(Grid(g) for g in grids)
+                    dg, sg, wg, n_major = acc_order(*grids)
+                    plan = (Grid(dg.T if n_major else dg), Grid(sg), Grid(wg), n_major)
             if len(self._plans) >= 512:
                 self._plans.clear()
             info = self._plans[key] = [d, s, w, plan, None]
@@ -339,7 +398,7 @@ class FunctionalSim:
         stats.gemm += n
         stats.useful += 0 if insn.reset_reg else n
         if insn.reset_reg:
-            self.acc[self._flat(d, insn, insn.dst_factor_out, insn.dst_factor_in)] = 0
+            self.acc[plan] = 0
         elif plan is not None:
             self._gemm_dense(*plan)
             self.fast_gemms += 1
@@ -393,18 +452,24 @@ class FunctionalSim:
         uniq = groups.uniq
         self.acc[uniq] = self.acc[uniq] + sums.astype(self.acc_dtype)
 
-    def _gemm_dense(self, dgrid: Grid, sgrid: Grid, wgrid: Grid) -> None:
-        """acc[D[m,n]] += sum_k inp[S[m,k]] @ wgt[W[n,k]]^T as one BLAS matrix product."""
-        cfg = self.cfg
+    def _gemm_dense(self, dgrid: Grid, sgrid: Grid, wgrid: Grid, n_major: bool) -> None:
+        """acc[D[m,n]] += sum_k inp[S[m,k]] @ wgt[W[n,k]]^T as one BLAS matrix product
+        (``dgrid`` is D, or D transposed when ``n_major``: its entries run n-major)."""
         mt, kt = sgrid.shape
         nt = wgrid.shape[0]
-        bsz, bin_, bout = cfg.batch, cfg.block_in, cfg.block_out
+        _, bsz, bin_ = self.inp.shape
+        bout = self.wgt.shape[1]
         a = sgrid.gather(self.inp)  # (M, K, batch, block_in)
         b = wgrid.gather(self.wgt)  # (N, K, block_out, block_in)
         depth = kt * bin_
-        am = a.transpose(0, 2, 1, 3).reshape(mt * bsz, depth)
+        am = a.reshape(mt, depth) if bsz == 1 else a.transpose(0, 2, 1, 3).reshape(mt * bsz,
+                                                                                    depth)
         bm = b.transpose(0, 2, 1, 3).reshape(nt * bout, depth)
         c = exact_matmul(am, bm)
+        if n_major:  # N x M consecutive entries (acc_order): add in place
+            view = self.acc[dgrid.start:dgrid.start + dgrid.size].reshape(nt, mt, bsz, bout)
+            view += c.reshape(mt, bsz, nt, bout).transpose(2, 0, 1, 3)
+            return
         if bsz == 1:
             c = c.reshape(mt * nt, 1, bout)
         else:
@@ -416,9 +481,9 @@ class FunctionalSim:
         if dgrid.start is not None:
             view = self.acc[dgrid.start:dgrid.start + dgrid.size]
             view += c
-        else:
-            flat = dgrid.flat
-            self.acc[flat] = self.acc[flat] + c
+        else:  # rows by np.take and a 2-D scatter: several times faster than acc[flat]
+            acc, flat = self.acc.reshape(self.acc.shape[0], -1), dgrid.flat
+            acc[flat] = np.take(acc, flat, axis=0) + c.reshape(-1, acc.shape[1])
 
     def _alu(self, idx: int, insn: AluInsn, stats: _Counts) -> None:
         if insn.uop_end == insn.uop_bgn or insn.iter_out == 0 or insn.iter_in == 0:
@@ -445,35 +510,76 @@ class FunctionalSim:
                     f"sequential steps (they update the same accumulator entries over and "
                     f"over), beyond fsim's bound of {MAX_ALU_ROUNDS} per instruction; split "
                     f"the loop") from None
+            steps = [(_as_slice(dd), ss if ss is None else _as_slice(ss)) for dd, ss in steps]
             if len(self._plans) >= 512:
                 self._plans.clear()
             self._plans[key] = steps
         stats.alu += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-        op = AluOp(insn.alu_opcode)
+        op, acc = AluOp(insn.alu_opcode), self.acc
         for dd, ss in steps:
-            self.acc[dd] = self._alu_op(op, self.acc[dd], insn.imm if ss is None else self.acc[ss])
+            b = insn.imm if ss is None else acc[ss]
+            if isinstance(dd, slice):  # a run of entries: in place on the view
+                self._alu_op(op, acc[dd], b)
+            else:
+                a = acc[dd]
+                self._alu_op(op, a, b)
+                acc[dd] = a
 
-    def _alu_op(self, op: AluOp, a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-        """One ALU operation on accumulator values; the result wraps to the accumulator width."""
+    def _alu_op(self, op: AluOp, a: np.ndarray, b: np.ndarray | int) -> None:
+        """``a = op(a, b)`` in place on accumulator values, wrapped to the accumulator width
+        (numpy's integer array arithmetic wraps; ``b`` may overlap ``a``)."""
         width = self.cfg.acc_width
-        if op == AluOp.MIN:
-            return np.minimum(a, b).astype(self.acc_dtype)
-        if op == AluOp.MAX:
-            return np.maximum(a, b).astype(self.acc_dtype)
-        a64 = a.astype(np.int64)
-        b64 = np.asarray(b, dtype=np.int64)
-        if op == AluOp.ADD:
-            r = a64 + b64
+        if op == AluOp.MIN:  # (a 16-bit immediate fits every accumulator type)
+            np.minimum(a, b, out=a)
+        elif op == AluOp.MAX:
+            np.maximum(a, b, out=a)
+        elif op == AluOp.ADD:
+            np.add(a, b, out=a)
         elif op == AluOp.MUL:
-            r = a64 * b64
-        else:  # SHR: arithmetic right shift; a negative amount shifts left
-            right = a64 >> np.clip(b64, 0, width - 1)
-            left = a64 << np.clip(-b64, 0, width)
-            r = np.where(b64 >= 0, right, left)
-        return r.astype(self.acc_dtype)
+            np.multiply(a, b, out=a)
+        elif not isinstance(b, int):  # SHR by per-entry amounts
+            a[...] = _alu_int64(op, a, b, width)
+        elif b >= 0:  # SHR: arithmetic right shift
+            np.right_shift(a, min(b, width - 1), out=a)
+        elif -b >= width:  # a left shift by the whole width or more
+            a[...] = 0
+        else:  # a negative amount shifts left, keeping the low bits
+            u = a.view(a.dtype.str.replace("i", "u"))
+            np.left_shift(u, -b, out=u)
+
+
+def _alu_int64(op: AluOp, a: np.ndarray, b: np.ndarray | int, width: int) -> np.ndarray:
+    """op(a, b) computed in int64 and wrapped to ``a``'s type (the general case)."""
+    a64 = a.astype(np.int64)
+    b64 = np.asarray(b, dtype=np.int64)
+    if op == AluOp.MIN:
+        r = np.minimum(a64, b64)
+    elif op == AluOp.MAX:
+        r = np.maximum(a64, b64)
+    elif op == AluOp.ADD:
+        r = a64 + b64
+    elif op == AluOp.MUL:
+        r = a64 * b64
+    else:  # SHR: arithmetic right shift; a negative amount shifts left
+        right = a64 >> np.clip(b64, 0, width - 1)
+        left = a64 << np.clip(-b64, 0, width)
+        r = np.where(b64 >= 0, right, left)
+    return r.astype(a.dtype)
 
 
 # ---------------------------------------------------------------------- helpers
+def _no_work(mem: np.ndarray, stats: _Counts) -> None:
+    """A step that does nothing (FINISH, a LOAD or STORE of no elements)."""
+
+
+def _as_slice(index: np.ndarray) -> np.ndarray | slice:
+    """A run of consecutive indices as a slice (a view of the buffer, no gather)."""
+    first = int(index[0])
+    if index.size > 1 and np.array_equal(index, np.arange(first, first + index.size)):
+        return slice(first, first + index.size)
+    return index
+
+
 def _as_writable_dram(dram: np.ndarray | bytearray) -> np.ndarray:
     if isinstance(dram, bytearray | memoryview):
         arr = np.frombuffer(dram, dtype=np.uint8)

@@ -65,8 +65,8 @@ class Grid:
         """buf[grid] (a view, without a copy, when the grid is contiguous)."""
         if self.start is not None:
             sel = buf[self.start:self.start + self.size]
-        else:
-            sel = buf[self.flat]
+        else:  # take of rows: several times faster than indexing buf[flat]
+            sel = buf.reshape(buf.shape[0], -1).take(self.flat, axis=0)
         return sel.reshape(self.shape + buf.shape[1:])
 
 
@@ -74,12 +74,26 @@ def factor_uops(d: np.ndarray, s: np.ndarray, w: np.ndarray):
     """Write micro-op triples as a dense block product, or return None.
 
     Finds grids Du[mu, nu], Su[mu, ku], Wu[nu, ku] such that the micro-ops are exactly the triples
-    (Du[m,n], Su[m,k], Wu[n,k]) over the whole (m, n, k) grid, each once. The labelling is a
-    heuristic; the result is always verified, so a None only means "use the general path".
+    (Du[m,n], Su[m,k], Wu[n,k]) over the whole (m, n, k) grid, each once. Two labellings of the
+    micro-ops are tried (:func:`_labels_by_first_use` for a matrix product, whose input and
+    weight entries each belong to one k; :func:`_labels_by_rank` for a convolution, whose input
+    entries serve several k); the result is always verified, so a None only means "use the
+    general path".
     """
-    u = len(d)
-    if u == 1:
+    if len(d) == 1:
         return d.reshape(1, 1), s.reshape(1, 1), w.reshape(1, 1)
+    for labelling in (_labels_by_first_use, _labels_by_rank):
+        labels = labelling(d, s, w)
+        grids = None if labels is None else _grids(d, s, w, *labels)
+        if grids is not None:
+            return grids
+    return None
+
+
+def _labels_by_first_use(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """(m, n, k) labels per micro-op: m from the first input entry of its accumulator entry, n
+    from the first weight entry, k from the first weight entry of its input entry."""
+    u = len(d)
     _, di = np.unique(d, return_inverse=True)
     _, si = np.unique(s, return_inverse=True)
     _, wi = np.unique(w, return_inverse=True)
@@ -92,6 +106,34 @@ def factor_uops(d: np.ndarray, s: np.ndarray, w: np.ndarray):
     _, mi = np.unique(m_of_d[di], return_inverse=True)
     _, ni = np.unique(n_of_d[di], return_inverse=True)
     _, ki = np.unique(k_of_s[si], return_inverse=True)
+    return mi, ni, ki
+
+
+def _labels_by_rank(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """(m, n, k) labels per micro-op, or None: k is the micro-op's rank among those of its
+    accumulator entry (ordered by weight, then input entry); accumulator entries with the same
+    row of input entries share an m, those with the same row of weight entries an n. A
+    convolution's micro-ops (an input entry read at several taps) factor this way."""
+    order = np.lexsort((s, w, d))
+    sd = d[order]
+    starts = np.flatnonzero(np.r_[True, sd[1:] != sd[:-1]])
+    groups, ku = starts.size, len(d) // starts.size
+    if groups * ku != len(d) or np.any(np.diff(starts) != ku):
+        return None
+    _, m_of_g = np.unique(s[order].reshape(groups, ku), axis=0, return_inverse=True)
+    _, n_of_g = np.unique(w[order].reshape(groups, ku), axis=0, return_inverse=True)
+    mi, ni, ki = (np.empty(len(d), np.int64) for _ in range(3))
+    mi[order] = np.repeat(m_of_g.ravel(), ku)
+    ni[order] = np.repeat(n_of_g.ravel(), ku)
+    ki[order] = np.tile(np.arange(ku), groups)
+    return mi, ni, ki
+
+
+def _grids(d: np.ndarray, s: np.ndarray, w: np.ndarray, mi: np.ndarray, ni: np.ndarray,
+           ki: np.ndarray):
+    """The grids (Du, Su, Wu) of labels (m, n, k) per micro-op, or None when the labels do not
+    describe a dense block product of these micro-ops."""
+    u = len(d)
     mu, nu, ku = mi.max() + 1, ni.max() + 1, ki.max() + 1
     if mu * nu * ku != u:
         return None
@@ -142,6 +184,20 @@ def dense_plan(insn: GemmInsn, d: np.ndarray, s: np.ndarray, w: np.ndarray):
     wgrid = (wu[:, None, :, None] + n_off_w[None, :, None, None]
              + k_off_w[None, None, None, :]).reshape(wu.shape[0] * n_off_w.size, -1)
     return dgrid, sgrid, wgrid
+
+
+def acc_order(d: np.ndarray, s: np.ndarray, w: np.ndarray):
+    """The grids of a dense product with the rows of S and of W reordered so that D's entries
+    are one run of consecutive accumulator entries, m-major (as the product's rows come out)
+    or n-major (a convolution's output channel blocks outermost), when they can be:
+    (D, S, W, n_major); D as given when not."""
+    rows = np.argsort(d[:, 0], kind="stable")
+    cols = np.argsort(d[0, :], kind="stable")
+    dp = d[rows][:, cols]
+    for n_major, flat in ((False, dp.ravel()), (True, dp.T.ravel())):
+        if np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+            return dp, s[rows], w[cols], n_major
+    return d, s, w, False
 
 
 def axis_offsets(axes: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -223,5 +279,5 @@ def alu_rounds(dst: np.ndarray, src: np.ndarray, depth: int, limit: int | None =
     return _split_by(levels, limit)
 
 
-__all__ = ["Groups", "GeneralPlan", "Grid", "factor_uops", "dense_plan", "rounds_by_rank",
-           "alu_rounds", "TooManyRounds"]
+__all__ = ["Groups", "GeneralPlan", "Grid", "factor_uops", "dense_plan", "acc_order",
+           "rounds_by_rank", "alu_rounds", "TooManyRounds"]

@@ -148,6 +148,36 @@ def feeds_for(names: Iterable[str], arrays: dict[str, np.ndarray],
     return {n: arrays[n] for n in names}
 
 
+#: The most images one input file may stack (``vta run``'s batches, calibration samples).
+MAX_BATCH = 4096
+
+
+def batch_size(inputs: Mapping[str, Any], feeds: Mapping[str, np.ndarray],
+               what: str) -> int | None:
+    """None when every array of ``feeds`` has its model input's shape (one image), B when each
+    stacks B of them (``[B, *shape]``, the same B for every input); else a one-line InputError
+    naming ``what`` (the file). ``inputs``: the graph's inputs (their ``shape``)."""
+    counts = set()
+    for name, x in feeds.items():
+        shape = tuple(inputs[name].shape)
+        if tuple(x.shape) == shape:
+            counts.add(None)
+        elif x.ndim == len(shape) + 1 and tuple(x.shape[1:]) == shape and x.shape[0] >= 1:
+            counts.add(int(x.shape[0]))
+        else:
+            where = what + (f" array {name!r}" if len(feeds) > 1 else "")
+            raise InputError(f"{where} has shape {list(x.shape)}; expected {list(shape)} or "
+                             f"a stack of them [B, {', '.join(map(str, shape))}]")
+    if len(counts) > 1:
+        raise InputError(f"{what}: its arrays hold different numbers of images; stack the same "
+                         f"number for every input")
+    count = counts.pop() if counts else None
+    if count is not None and count > MAX_BATCH:
+        raise InputError(f"{what} stacks {count} images, more than {MAX_BATCH}; split it into "
+                         f"several files")
+    return count
+
+
 def relocate(program: bytes, cfg: Config, base: int) -> bytes:
     """Add the arena base (bytes) to every LOAD/STORE dram_base (in elements of its type)."""
     if base == 0:

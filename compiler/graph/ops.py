@@ -1,7 +1,8 @@
 """Vectorised numpy kernels shared by the float reference and the int8 reference.
 
-Convolution is im2col + one matrix multiply per group (float32 BLAS for floats; for int8, the
-exact integer product of :func:`vta.sim.blas.exact_matmul`: :func:`int8_matmul`); depthwise
+Convolution is im2col + one matrix multiply per group (float32 BLAS for floats, in NCHW, and
+Winograd F(2x2, 3x3) for large 3x3 stride-1 ones; for int8, the exact integer product of
+:func:`vta.sim.blas.exact_matmul`: :func:`int8_matmul`); depthwise
 convolution (float64 for integers: exact) is a sum of
 shifted, scaled copies. Attributes are the canonical ones produced by the ONNX frontend
 (``pads`` is ``[top, left, bottom, right]``).
@@ -59,16 +60,20 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
         raise TypeError(f"an integer convolution takes int8 data and weights, not {x.dtype} "
                         f"and {w.dtype}")
     work = np.float64 if integer else acc_dtype
+    o, cg, kh, kw = w.shape
+    depthwise = cg == 1 and group == x.shape[1] and group > 1
+    if not integer and not depthwise:
+        return _conv2d_float(x.astype(work, copy=False), w.astype(work, copy=False), b,
+                             strides, pads, dilations, group).astype(np.float32, copy=False)
     # integers stay int8 up to the matrix products (int8_matmul), or the depthwise sums
     # (float64 weights)
     xp = np.ascontiguousarray(pad_nchw(x, pads) if integer else
                               pad_nchw(x, pads).astype(work, copy=False))
-    o, cg, kh, kw = w.shape
     n, c = xp.shape[:2]
     win = windows(xp, kh, kw, strides, dilations)  # N, C, OH, OW, KH, KW
     oh, ow = win.shape[2], win.shape[3]
     wf = w.astype(work, copy=False)
-    if cg == 1 and group == c and group > 1:
+    if depthwise:
         # depthwise (channel multiplier m = o // c): sum of shifted, scaled copies
         m = o // c
         out = np.zeros((n, o, oh, ow), dtype=work)
@@ -78,8 +83,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
                 out += xr[:, :, :, :, i, j] * wf[:, 0, i, j][None, :, None, None]
         if b is not None:
             out += b.astype(work, copy=False)[None, :, None, None]
-    else:
-        # channels-last im2col: each window row copies contiguous runs of C values
+    else:  # int8: channels-last im2col, each window row copies contiguous runs of C values
         og = o // group
         xh = np.ascontiguousarray(xp.transpose(0, 2, 3, 1))  # N, H, W, C
         st = xh.strides
@@ -88,18 +92,15 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
         cols6 = as_strided(xh, (n, oh, ow, kh, kw, c),
                            (st[0], st[1] * sh, st[2] * sw, st[1] * dh, st[2] * dw, st[3]),
                            writeable=False)
-        wk = w if integer else wf
-        out = None if group == 1 else np.empty((n, oh, ow, o), np.int64 if integer else work)
+        out = None if group == 1 else np.empty((n, oh, ow, o), np.int64)
         for g in range(group):
             cols = cols6[..., g * cg:(g + 1) * cg].reshape(n * oh * ow, kh * kw * cg)
-            wg = wk[g * og:(g + 1) * og].transpose(0, 2, 3, 1).reshape(og, kh * kw * cg)
-            prod = int8_matmul(cols, wg) if integer else cols @ wg.T
+            wg = w[g * og:(g + 1) * og].transpose(0, 2, 3, 1).reshape(og, kh * kw * cg)
+            prod = int8_matmul(cols, wg)
             if out is None:  # one group: the product is the output
                 out = prod.reshape(n, oh, ow, o)
             else:
                 out[..., g * og:(g + 1) * og] = prod.reshape(n, oh, ow, og)
-        if b is not None and not integer:  # in place, channels last (the same float32 sums)
-            out += b.astype(work, copy=False)
         out = out.transpose(0, 3, 1, 2)
     # one copy into a fresh NCHW array (integers: rounded in place first)
     res = np.empty((n, o, oh, ow), np.int64 if integer else np.float32)
@@ -109,6 +110,96 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
     if integer and out.dtype.kind != "f" and b is not None:  # the integer products: in int64
         res += np.asarray(b).astype(np.int64)[None, :, None, None]
     return res
+
+
+#: Winograd F(2x2, 3x3) pays (2.25 times fewer multiplications against its transforms) from
+#: this many 2x2 output tiles per image on (a 28x28 output); below, its 16 products are too
+#: narrow for BLAS and the weights' transform costs as much as it saves.
+_WINOGRAD_MIN_TILES = 196
+
+
+def _conv2d_float(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: list[int],
+                  pads: list[int], dilations: list[int], group: int) -> np.ndarray:
+    """A float convolution computed in NCHW: 3x3 stride-1 convolutions of enough tiles by
+    Winograd F(2x2, 3x3); the others as one product of the weights with the input's im2col
+    columns per image and group (the product's rows are the output channels, so it is NCHW
+    as it comes)."""
+    o, cg, kh, kw = w.shape
+    n = x.shape[0]
+    sh, sw = strides
+    if ((kh, kw, sh, sw) == (3, 3, 1, 1) and list(dilations) == [1, 1] and group == 1
+            and min(pads) >= 0):
+        oh, ow = x.shape[2] + pads[0] + pads[2] - 2, x.shape[3] + pads[1] + pads[3] - 2
+        if -(-oh // 2) * -(-ow // 2) >= _WINOGRAD_MIN_TILES:
+            return _winograd_3x3(x, w, b, pads)
+    xp = pad_nchw(x, pads)
+    win = windows(xp, kh, kw, strides, dilations)  # N, C, OH, OW, KH, KW
+    oh, ow = win.shape[2], win.shape[3]
+    og = o // group
+    out = np.empty((n, o, oh * ow), x.dtype)
+    for i in range(n):
+        for g in range(group):
+            if (kh, kw, sh, sw) == (1, 1, 1, 1):  # the input is its own im2col
+                cols = xp[i, g * cg:(g + 1) * cg].reshape(cg, oh * ow)
+            else:  # (C, KH, KW, OH, OW): rows of OW contiguous values
+                cols = win[i, g * cg:(g + 1) * cg].transpose(0, 3, 4, 1, 2).reshape(
+                    cg * kh * kw, oh * ow)
+            np.matmul(w[g * og:(g + 1) * og].reshape(og, cg * kh * kw), cols,
+                      out=out[i, g * og:(g + 1) * og])
+    if b is not None:
+        out += b.astype(x.dtype, copy=False)[None, :, None]
+    return out.reshape(n, o, oh, ow)
+
+
+def _winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+                  pads: list[int]) -> np.ndarray:
+    """A 3x3 stride-1 convolution by Winograd F(2x2, 3x3) (Lavin & Gray 2016): per 4x4 input
+    tile d and channel pair, the 2x2 output tile A^T [(G g G^T) * (B^T d B)] A; the
+    elementwise products over channels are 16 matrix products. The transforms add and
+    subtract rows and columns (B, A hold 0 and +-1; G halves), so the result stays within a
+    few float32 roundings of the direct sum."""
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    t, left, bot, r = pads
+    oh, ow = h + t + bot - 2, wd + left + r - 2
+    th, tw = -(-oh // 2), -(-ow // 2)
+    xp = np.zeros((c, n, 2 * th + 2, 2 * tw + 2), x.dtype)
+    xp[:, :, t:t + h, left:left + wd] = x.transpose(1, 0, 2, 3)
+    # B^T d B: rows of tiles first (on whole rows of the input), then their columns
+    rows = xp[:, :, 0:2 * th + 2]
+    e = [rows[:, :, k:k + 2 * th:2] for k in range(4)]  # row k of every tile: C, N, TH, W
+    bt = (e[0] - e[2], e[1] + e[2], e[2] - e[1], e[1] - e[3])
+    v = np.empty((4, 4, c, n, th, tw), x.dtype)
+    for a, ra in enumerate(bt):
+        q = [ra[..., k:k + 2 * tw:2] for k in range(4)]  # column k of every tile
+        np.subtract(q[0], q[2], out=v[a, 0])
+        np.add(q[1], q[2], out=v[a, 1])
+        np.subtract(q[2], q[1], out=v[a, 2])
+        np.subtract(q[1], q[3], out=v[a, 3])
+    # G g G^T, rows then columns: [g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2]
+    g = np.ascontiguousarray(w.transpose(2, 3, 0, 1))  # KH, KW, O, C
+    half = x.dtype.type(0.5)
+    gr = (g[0], (g[0] + g[1] + g[2]) * half, (g[0] - g[1] + g[2]) * half, g[2])
+    u = np.empty((4, 4, o, c), x.dtype)
+    for a, ga in enumerate(gr):
+        u[a, 0] = ga[0]
+        u[a, 1] = (ga[0] + ga[1] + ga[2]) * half
+        u[a, 2] = (ga[0] - ga[1] + ga[2]) * half
+        u[a, 3] = ga[2]
+    m = np.matmul(u.reshape(16, o, c), v.reshape(16, c, n * th * tw))
+    m = m.reshape(4, 4, o, n, th, tw)
+    # A^T m A: [m0 + m1 + m2, m1 - m2 - m3] on rows, then on columns
+    y = np.empty((n, o, th, 2, tw, 2), x.dtype)
+    yt = y.transpose(1, 0, 2, 3, 4, 5)  # O, N, TH, 2, TW, 2
+    for a, s in enumerate((m[0] + m[1] + m[2], m[1] - m[2] - m[3])):
+        np.add(s[0] + s[1], s[2], out=yt[:, :, :, a, :, 0])
+        np.subtract(s[1] - s[2], s[3], out=yt[:, :, :, a, :, 1])
+    y = y.reshape(n, o, 2 * th, 2 * tw)
+    if (2 * th, 2 * tw) != (oh, ow):
+        y = np.ascontiguousarray(y[:, :, :oh, :ow])
+    if b is not None:
+        y += b.astype(x.dtype, copy=False)[None, :, None, None]
+    return y
 
 
 def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -446,33 +446,17 @@ def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
     """Calibration inputs from .npy files (a model of one input) or .npz files (an array per
     input name): each array of its input's shape (one sample) or a stack of them ``[K,
     *shape]`` (K samples, the same K for every input of a file)."""
-    from .executor import feeds_for, load_arrays
+    from .executor import batch_size, feeds_for, load_arrays
 
     out = []
     for p in paths:
         feeds = feeds_for(g.inputs, load_arrays(p), p)
-        counts = {_sample_count(g, p, name, x, len(feeds) > 1) for name, x in feeds.items()}
-        if len(counts) > 1:
-            raise InputError(f"calibration file {p}: its arrays hold different numbers of "
-                             f"samples; stack the same number for every input")
-        k = counts.pop()
+        k = batch_size(g.inputs, feeds, f"calibration file {p}")
         if k is None:
             out.append({n: x.astype(np.float32) for n, x in feeds.items()})
         else:
             out += [{n: x[i].astype(np.float32) for n, x in feeds.items()} for i in range(k)]
     return out
-
-
-def _sample_count(g: Graph, path: str, name: str, x: np.ndarray, named: bool) -> int | None:
-    """None for one sample of input ``name``'s shape, K for a stack of K, else an error."""
-    shape = tuple(g.inputs[name].shape)
-    if tuple(x.shape) == shape:
-        return None
-    if tuple(x.shape[1:]) == shape:
-        return int(x.shape[0])
-    what = f"calibration file {path}" + (f" array {name!r}" if named else "")
-    raise InputError(f"{what} has shape {list(x.shape)}; expected {list(shape)} or "
-                     f"[K, {', '.join(map(str, shape))}]")
 
 
 def float_first_conv(g: Graph) -> str | None:

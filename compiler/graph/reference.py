@@ -70,7 +70,9 @@ def _bn(n: Node, a: list[Any]) -> list[np.ndarray]:
     x, g, b, m, v = a
     shape = (1, -1) + (1,) * (x.ndim - 2)
     s = g / np.sqrt(v + n.attrs["epsilon"])
-    return [(x * s.reshape(shape) + (b - m * s).reshape(shape)).astype(np.float32)]
+    y = (x * s.reshape(shape)).astype(np.float32, copy=False)
+    y += (b - m * s).reshape(shape)  # in place: one pass fewer over the activation
+    return [y]
 
 
 def _clip(n: Node, a: list[Any]) -> list[np.ndarray]:

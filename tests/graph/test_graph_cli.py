@@ -176,6 +176,48 @@ def test_a_model_of_two_inputs_takes_npz_files(tmp_path, capsys) -> None:
                             str(tmp_path / "bad.npz")], "has no array 'depth'")
 
 
+@pytest.mark.parametrize("batch", [1, pytest.param(3, marks=pytest.mark.slow)])
+def test_run_a_batch_equals_single_runs(work, tmp_path, capsys, batch: int) -> None:
+    """An input stack [B, *input shape] (.npy, or .npz per input name) runs B images in one
+    process: its output [B, *output shape] holds, row by row, what B single runs write (the
+    compiled module on fsim, the ONNX model on the CPU)."""
+    xs = np.random.default_rng(batch).standard_normal((batch, 1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "xs.npy", xs)
+    np.savez(tmp_path / "xs.npz", input=xs)
+    for model, target in ((work / "mod", "fsim"), (work / "r.onnx", "cpu")):
+        singles = []
+        for b in range(batch):
+            np.save(tmp_path / "x1.npy", xs[b])
+            assert main(["run", str(model), "--input", str(tmp_path / "x1.npy"), "--target",
+                         target, "-o", str(tmp_path / "y1.npy")]) == 0
+            singles.append(np.load(tmp_path / "y1.npy"))
+        for name in ("xs.npy", "xs.npz"):
+            assert main(["run", str(model), "--input", str(tmp_path / name), "--target",
+                         target, "-o", str(tmp_path / "ys.npy"), "--report"]) == 0
+            ys = np.load(tmp_path / "ys.npy")
+            assert ys.shape == (batch, *singles[0].shape) == (batch, 1, 10)
+            assert np.array_equal(ys, np.stack(singles)), (model, name)
+            report = capsys.readouterr().out
+            assert "total: " in report
+    capsys.readouterr()
+
+
+def test_bad_batches_are_one_line_errors(work, tmp_path, capsys, monkeypatch) -> None:
+    from vta.compiler.graph import executor
+
+    mod = str(work / "mod")
+    np.save(tmp_path / "bad.npy", np.zeros((2, 1, 3, 16, 16), np.float32))
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "bad.npy")],
+                   "shape [2, 1, 3, 16, 16]", "[B, 1, 3, 32, 32]")
+    np.save(tmp_path / "empty.npy", np.zeros((0, 1, 3, 32, 32), np.float32))
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "empty.npy")],
+                   "shape [0, 1, 3, 32, 32]")
+    np.save(tmp_path / "three.npy", np.zeros((3, 1, 3, 32, 32), np.float32))
+    monkeypatch.setattr(executor, "MAX_BATCH", 2)  # the bound, without a file of 4097 images
+    one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "three.npy")],
+                   "3 images", "more than 2")
+
+
 def test_bad_inputs_are_one_line_errors(work, tmp_path, capsys) -> None:
     mod, x = str(work / "mod"), str(work / "x.npy")
     np.save(tmp_path / "wrong_shape.npy", np.zeros((1, 3, 16, 16), np.float32))

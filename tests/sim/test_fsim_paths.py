@@ -4,6 +4,8 @@ a time, on index patterns built to hit every case (duplicates, read-after-write 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from vta.isa import AluInsn, AluOp, Config, FinishInsn, GemmInsn, Uop, encode_uop
@@ -94,22 +96,59 @@ def test_fsim_gemm_general_path_equals_per_uop_loop(small_cfg: Config) -> None:
                         **{f"{n}_factor_{w}": int(rng.integers(0, 3))
                            for n in ("dst", "src", "wgt") for w in ("out", "in")})
         sim = _sim(small_cfg, np.random.default_rng(1))
-        want = sim.acc.astype(np.int64)
+        want = _gemm_by_loop(sim, insn, uops)
         _put_uops([sim], uops, 0)
-        for o in range(insn.iter_out):
-            for i in range(insn.iter_in):
-                for u in uops:
-                    d = u.dst_idx + o * insn.dst_factor_out + i * insn.dst_factor_in
-                    s = u.src_idx + o * insn.src_factor_out + i * insn.src_factor_in
-                    w = u.wgt_idx + o * insn.wgt_factor_out + i * insn.wgt_factor_in
-                    want[d] += sim.inp[s].astype(np.int64) @ sim.wgt[w].astype(np.int64).T
         sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
-        wrapped = ((want + (1 << 31)) % (1 << 32)) - (1 << 31)
-        assert np.array_equal(sim.acc, wrapped)
+        assert np.array_equal(sim.acc, want)
 
 
-def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop]) -> np.ndarray:
-    """One micro-op at a time, in order (the definition)."""
+def _gemm_by_loop(sim: FunctionalSim, insn: GemmInsn, uops: list[Uop]) -> np.ndarray:
+    """The accumulators after ``insn``, one micro-op at a time (the definition), wrapped."""
+    want = sim.acc.astype(np.int64)
+    for o in range(insn.iter_out):
+        for i in range(insn.iter_in):
+            for u in uops:
+                d = u.dst_idx + o * insn.dst_factor_out + i * insn.dst_factor_in
+                s = u.src_idx + o * insn.src_factor_out + i * insn.src_factor_in
+                w = u.wgt_idx + o * insn.wgt_factor_out + i * insn.wgt_factor_in
+                want[d] += sim.inp[s].astype(np.int64) @ sim.wgt[w].astype(np.int64).T
+    return ((want + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("stride", [1, 2])
+def test_fsim_conv_gemm_takes_the_fast_path(stride: int) -> None:
+    """A convolution's GEMM as the compiler emits it (micro-ops over output columns x 3x3 taps x
+    input channel blocks, iter_out over output channel blocks, iter_in over output rows; an
+    input entry read at several taps), its micro-ops also shuffled: one matrix product, the
+    same accumulators as the per-micro-op loop, at stride 1 and 2."""
+    cfg = Config()
+    rng = np.random.default_rng(stride)
+    width, rows, oc_blocks, ic_blocks = 6, 3, 2, 2
+    in_width = (width - 1) * stride + 3
+    in_rows = (rows - 1) * stride + 3
+    uops = [Uop(x, c * in_rows * in_width + dy * in_width + x * stride + dx,
+                c * 9 + dy * 3 + dx)
+            for c in range(ic_blocks) for dy in range(3) for dx in range(3)
+            for x in range(width)]
+    for shuffle in (False, True):
+        if shuffle:
+            rng.shuffle(uops)
+        insn = GemmInsn(uop_bgn=0, uop_end=len(uops), iter_out=oc_blocks, iter_in=rows,
+                        dst_factor_out=rows * width, dst_factor_in=width,
+                        src_factor_out=0, src_factor_in=stride * in_width,
+                        wgt_factor_out=9 * ic_blocks, wgt_factor_in=0)
+        sim = _sim(cfg, np.random.default_rng(11))
+        want = _gemm_by_loop(sim, insn, uops)
+        _put_uops([sim], uops, 0)
+        sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
+        assert sim.fast_gemms == 1
+        assert np.array_equal(sim.acc, want)
+
+
+def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop], width: int = 32
+                 ) -> np.ndarray:
+    """One micro-op at a time, in order (the definition), on ``width``-bit accumulators."""
     acc = acc.astype(np.int64)
     for o in range(insn.iter_out):
         for i in range(insn.iter_in):
@@ -131,14 +170,21 @@ def _alu_by_loop(acc: np.ndarray, insn: AluInsn, uops: list[Uop]) -> np.ndarray:
                     r = np.array([int(x) >> int(y) if y >= 0 else int(x) << min(-int(y), 40)
                                   for x, y in zip(a.ravel(), b.ravel())],
                                  dtype=object).reshape(a.shape)
-                acc[d] = np.array([((int(v) + (1 << 31)) % (1 << 32)) - (1 << 31)
+                half = 1 << (width - 1)
+                acc[d] = np.array([((int(v) + half) % (2 * half)) - half
                                    for v in np.ravel(r)]).reshape(a.shape)
     return acc
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("pattern", ["distinct", "chain", "reduce", "self", "random"])
-def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str) -> None:
+@pytest.mark.parametrize("acc_width", [32, 16])
+@pytest.mark.parametrize("pattern", ["distinct", "chain", "reduce", "self", "overlap", "random"])
+def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str,
+                                               acc_width: int) -> None:
+    """Every ALU operation, with an immediate or an accumulator operand, on 32- and 16-bit
+    accumulators, against one micro-op at a time."""
+    if acc_width == 16:
+        small_cfg = replace(small_cfg, LOG_ACC_WIDTH=4)
     rng = np.random.default_rng(len(pattern) * 101 + ord(pattern[0]))
     for trial in range(25):
         op = AluOp(int(rng.integers(0, 5)))
@@ -154,6 +200,9 @@ def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str) 
         elif pattern == "reduce":  # many sources into one destination
             uops = [Uop(0, 40 + k, 0) for k in range(3)]
             f = dict(dst_factor_out=1, dst_factor_in=0, src_factor_out=3, src_factor_in=9)
+        elif pattern == "overlap":  # runs of entries; each reads the next, written later
+            uops = [Uop(k, k + 1, 0) for k in range(3)]
+            f = dict(dst_factor_out=9, dst_factor_in=3, src_factor_out=9, src_factor_in=3)
         elif pattern == "self":  # acc[d] = op(acc[d], acc[d]), with repeats
             uops = [Uop(2, 2, 0), Uop(5, 5, 0), Uop(2, 2, 0)]
             f = dict(dst_factor_out=1, dst_factor_in=0, src_factor_out=1, src_factor_in=0)
@@ -167,7 +216,7 @@ def test_fsim_alu_rounds_equal_sequential_loop(small_cfg: Config, pattern: str) 
         sim = _sim(small_cfg, np.random.default_rng(trial))
         if op == AluOp.SHR and not use_imm:  # keep some shift amounts small
             sim.acc[::2] = rng.integers(-40, 40, sim.acc[::2].shape)
-        want = _alu_by_loop(sim.acc, insn, uops)
+        want = _alu_by_loop(sim.acc, insn, uops, acc_width)
         _put_uops([sim], uops, 0)
         sim.run([insn, FinishInsn()], np.zeros(4, np.uint8))
         assert np.array_equal(sim.acc, want), f"{pattern} trial {trial}: {insn}"

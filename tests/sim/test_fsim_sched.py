@@ -315,3 +315,30 @@ def test_fsim_run_leaves_the_input_alone_and_keeps_its_length(cfg: Config) -> No
     assert np.array_equal(dram, mm.dram) and len(r.dram) == len(dram)
     r2 = fsim.run(mm.program, dram.tobytes(), cfg)
     assert np.array_equal(r.dram, r2.dram)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("order", ["compute-first", "load-first"])
+def test_fsim_program_run_again_equals_a_fresh_simulator(small_cfg: Config, order: str) -> None:
+    """A simulator that ran a program before replays the order it ran in: the same DRAM image,
+    statistics and trace as a fresh simulator (with the same SRAM contents), also on new data
+    (a matrix product's program on other matrices)."""
+    rng = np.random.default_rng(3)
+    random_prog, random_dram = random_program(small_cfg, 21, n_insns=60)
+    data = [(rng.integers(-128, 128, (8, 16)), rng.integers(-128, 128, (12, 16)))
+            for _ in range(3)]
+    mms = [matmul_program(small_cfg, 8, 12, 16, a=a, b=b) for a, b in data]
+    assert len({mm.program for mm in mms}) == 1  # one program, three data sets
+    runs = [(random_prog, random_dram)] * 2 + [(mm.program, mm.dram) for mm in mms]
+    warm = FunctionalSim(small_cfg, order=order, trace=True)
+    for program, dram in runs:
+        fresh = FunctionalSim(small_cfg, order=order, trace=True)
+        for buf in ("uop", "inp", "wgt", "acc"):  # SRAM contents carry over between runs
+            getattr(fresh, buf)[...] = getattr(warm, buf)
+        want_dram, got_dram = dram.copy(), dram.copy()
+        want = fresh.run(program, want_dram)
+        got = warm.run(program, got_dram)
+        assert np.array_equal(got_dram, want_dram)
+        assert got == want
+        assert warm.trace_events == fresh.trace_events
+    assert np.array_equal(mms[-1].plan.read_c(got_dram), mms[-1].plan.reference(*data[-1]))
