@@ -303,10 +303,16 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axes: 
 
 
 def softmax(x: np.ndarray, axis: int, legacy: bool) -> np.ndarray:
+    """Softmax along ``axis``. ``-inf`` counts as the lowest finite float, so a row masked
+    entirely (an attention mask of -inf everywhere) is uniform, as it is with the
+    ``finfo.min`` masks of Hugging Face models and in onnxruntime with those; onnxruntime
+    gives NaN for an all ``-inf`` row."""
     if legacy:  # opset < 13: coerce to 2D at axis
         shape = x.shape
         x2 = x.reshape(math.prod(shape[:axis]), -1)
         return softmax(x2, 1, False).reshape(shape)
+    if x.dtype.kind == "f":
+        x = np.maximum(x, np.finfo(x.dtype).min)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
 
