@@ -481,9 +481,10 @@ class _Converter:
             return
         for i in ins:
             if i and i not in self.params and self.dtype(i) != "float32":
-                ok = ", ".join(sorted(_INTEGER_OPS))
                 raise self.fail(op, name, f"input {i!r} is {self.dtype(i)}; integer and "
-                                          f"boolean tensors reach only {ok}")
+                                          f"boolean tensors (ids, masks) reach only "
+                                          f"comparisons, logic, Where, Cast, Gather and "
+                                          f"shape ops")
 
     def fold(self, onode: Any, name: str, ins: list[str]) -> None:
         """Evaluate a node of constant inputs with ONNX's reference implementation."""
@@ -943,6 +944,87 @@ def _where(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     c.emit("Where", name, ins[:3], outs[:1])
 
 
+_ATTENTION_ATTRS = {"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
+                    "scale", "softcap", "softmax_precision"}
+
+
+def _attention(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    """ONNX ``Attention`` (opset 23: what the dynamo exporter writes for
+    ``F.scaled_dot_product_attention`` from opset 23 on) as the ops it stands for:
+    ``softmax(Q·Kᵀ·scale (+ softcap) + mask + causal mask)·V``, 4-D ``[B, H, S, D]`` inputs or
+    3-D ``[B, S, H·D]`` ones with ``q_num_heads``; no KV cache, as many K/V heads as Q heads."""
+    for key in a:
+        if key not in _ATTENTION_ATTRS:
+            raise c.fail("Attention", name, f"attribute {key!r} is not supported")
+    if len(ins) > 4 and any(ins[4:]):
+        raise c.fail("Attention", name, "a KV cache (past_key, past_value, nonpad_kv_seqlen) "
+                                        "is not supported")
+    if c.extra_outputs_used(outs):
+        raise c.fail("Attention", name, "only the first output (Y) is supported")
+    q, k, v = ins[:3]
+    rank = len(c.shape(q))
+    heads = int(a.get("q_num_heads", 0))
+    if rank == 3:
+        if not heads or int(a.get("kv_num_heads", heads)) != heads:
+            raise c.fail("Attention", name, "3-D inputs need q_num_heads equal to kv_num_heads")
+        q, k, v = (_split_heads(c, f"{name}.{t}", x, heads) for t, x in zip("qkv", (q, k, v)))
+    elif rank != 4:
+        raise c.fail("Attention", name, f"inputs of rank {rank} are not supported (3 or 4)")
+    if c.shape(q)[1] != c.shape(k)[1] or c.shape(k)[1] != c.shape(v)[1]:
+        raise c.fail("Attention", name, "grouped K/V heads (fewer than Q's) are not supported")
+    sq, skv = c.shape(q)[2], c.shape(k)[2]
+    scale = float(a.get("scale", 1.0 / math.sqrt(c.shape(q)[3])))
+    c.emit("Transpose", f"{name}.kt", [k], [f"{name}.kt"], perm=[0, 1, 3, 2])
+    c.emit("MatMul", f"{name}.qk", [q, f"{name}.kt"], [f"{name}.qk"])
+    c.params[f"{name}.scale"] = np.asarray(scale, np.float32)
+    x = f"{name}.scores"
+    c.emit("Mul", x, [f"{name}.qk", f"{name}.scale"], [x])
+    softcap = float(a.get("softcap", 0.0))
+    if softcap > 0:
+        c.params[f"{name}.softcap"] = np.asarray(softcap, np.float32)
+        c.emit("Div", f"{name}.capped", [x, f"{name}.softcap"], [f"{name}.capped"])
+        c.emit("Tanh", f"{name}.tanh", [f"{name}.capped"], [f"{name}.tanh"])
+        x = f"{name}.soft"
+        c.emit("Mul", x, [f"{name}.tanh", f"{name}.softcap"], [x])
+    mask = ins[3] if len(ins) > 3 and ins[3] else None
+    if mask is not None:
+        if c.shape(mask)[-1] != skv:
+            raise c.fail("Attention", name, f"a mask of {c.shape(mask)[-1]} keys for {skv} "
+                                            f"keys is not supported")
+        if c.dtype(mask) == "bool":
+            c.params[f"{name}.zero"] = np.zeros((), np.float32)
+            c.params[f"{name}.ninf"] = np.full((), -np.inf, np.float32)
+            c.emit("Where", f"{name}.bias", [mask, f"{name}.zero", f"{name}.ninf"],
+                   [f"{name}.bias"])
+            mask = f"{name}.bias"
+        c.emit("Add", f"{name}.masked", [x, mask], [f"{name}.masked"])
+        x = f"{name}.masked"
+    if int(a.get("is_causal", 0)):
+        allowed = np.arange(skv)[None, :] <= np.arange(sq)[:, None]
+        c.params[f"{name}.causal"] = np.where(allowed, 0, -np.inf).astype(np.float32)
+        c.emit("Add", f"{name}.causal_masked", [x, f"{name}.causal"],
+               [f"{name}.causal_masked"])
+        x = f"{name}.causal_masked"
+    c.emit("Softmax", f"{name}.softmax", [x], [f"{name}.probs"], axis=-1, legacy=False)
+    if rank == 4:
+        c.emit("MatMul", name, [f"{name}.probs", v], outs[:1])
+        return
+    c.emit("MatMul", name, [f"{name}.probs", v], [f"{name}.heads"])
+    c.emit("Transpose", f"{name}.merge", [f"{name}.heads"], [f"{name}.merged"],
+           perm=[0, 2, 1, 3])
+    b, s, h, d = c.shape(f"{name}.merged")
+    _static_reshape(c, f"{name}.unheads", f"{name}.merged", outs[0], [b, s, h * d])
+
+
+def _split_heads(c: _Converter, name: str, x: str, heads: int) -> str:
+    """``[B, S, H·D]`` -> ``[B, H, S, D]``."""
+    b, s, hd = c.shape(x)
+    _static_reshape(c, f"{name}.heads", x, f"{name}.heads", [b, s, heads, hd // heads])
+    c.emit("Transpose", f"{name}.split", [f"{name}.heads"], [f"{name}.split"],
+           perm=[0, 2, 1, 3])
+    return f"{name}.split"
+
+
 def _softmax(op: str) -> Callable[..., None]:
     def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         legacy = c.opset < 13
@@ -1147,7 +1229,7 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
     "Shape": _shape, "Size": _size,
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
-    "Where": _where, "Not": _boolean("Not"),
+    "Where": _where, "Not": _boolean("Not"), "Attention": _attention,
     **{op: _boolean(op) for op in ("Equal", "Less", "Greater", "LessOrEqual",
                                    "GreaterOrEqual", "And", "Or", "Xor")},
 }
