@@ -1230,16 +1230,17 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "Shape": _shape, "Size": _size,
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
     "Where": _where, "Not": _boolean("Not"), "Attention": _attention,
+    "IsNaN": _boolean("IsNaN"), "IsInf": _simple("IsInf", detect_negative=1, detect_positive=1),
     **{op: _boolean(op) for op in ("Equal", "Less", "Greater", "LessOrEqual",
                                    "GreaterOrEqual", "And", "Or", "Xor")},
 }
 
 #: Ops that take integer or boolean activations (ids, masks): they select, move, compare or
-#: cast values (Gather of computed indices is a ``Take``).
-_INTEGER_OPS = frozenset({"Gather", "Where", "Not", "Equal", "Less", "Greater", "LessOrEqual",
-                          "GreaterOrEqual", "And", "Or", "Xor", "Cast", "Reshape", "Flatten",
-                          "Unsqueeze", "Squeeze", "Transpose", "Slice", "Split", "Concat",
-                          "Expand", "Identity", "Dropout", "Shape", "Size"})
+#: cast values (Gather of computed indices is a ``Take``; Attention takes a boolean mask).
+_INTEGER_OPS = frozenset({
+    "Gather", "Where", "Attention", "Not", "Equal", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "And", "Or", "Xor", "Cast", "Reshape", "Flatten", "Unsqueeze", "Squeeze",
+    "Transpose", "Slice", "Split", "Concat", "Expand", "Identity", "Dropout", "Shape", "Size"})
 
 #: Ops of one activation input (the first; the others scalars or, for BatchNormalization,
 #: per-channel constants) that run on the 4-D tensors of a 1-D network as they would on its

@@ -254,11 +254,14 @@ FLOAT_KERNELS: dict[str, Kernel] = {
                       ("And", np.logical_and), ("Or", np.logical_or),
                       ("Xor", np.logical_xor))},
     "Not": lambda n, a: [np.logical_not(a[0])],
+    "IsNaN": lambda n, a: [np.isnan(a[0])],
+    "IsInf": lambda n, a: [(np.isposinf(a[0]) & bool(n.attrs["detect_positive"]))
+                           | (np.isneginf(a[0]) & bool(n.attrs["detect_negative"]))],
 }
 
 #: Ops of boolean output (comparisons and logic): attention masks, on the CPU.
 BOOLEAN = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
-                     "Xor", "Not"})
+                     "Xor", "Not", "IsNaN", "IsInf"})
 
 #: Element-wise ops: the output has the inputs' broadcast shape.
 ELEMENTWISE = frozenset({
