@@ -981,6 +981,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
                                 list(n.outputs), dict(n.attrs)))
+            out = fenv.get(n.outputs[0])
+            if reason is None and isinstance(out, np.ndarray) and out.dtype.kind in "biu":
+                reason = "integer or boolean values (ids, masks)"
             info.float_reason = reason or ("no int8 kernel" if n.op not in _INT_CAPABLE
                                            and n.op not in ("Conv", "Dense")
                                            else "float input")
