@@ -462,3 +462,25 @@ def test_unsupported_op_on_ids_is_one_line() -> None:
         from_onnx(model)
     msg = str(e.value)
     assert "\n" not in msg and "'position_ids'" in msg and "CumSum" in msg
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_gpt_greedy_example_runs(capsys) -> None:
+    """examples/gpt_greedy.py: greedy decoding by re-running the fixed-length model; the kit's
+    float CPU path picks onnxruntime's tokens, the int8 module on fsim tokens of the
+    vocabulary (its agreement with float is printed, not asserted: int8 accuracy is later)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "gpt_greedy.py"
+    spec = importlib.util.spec_from_file_location("gpt_greedy", path)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    assert demo.main(["--steps", "6"]) == 0
+    rows = {line[:23].strip(): line[23:] for line in capsys.readouterr().out.splitlines()}
+    tokens = {k: [int(t) for t in v.strip(" []").split(",")] for k, v in rows.items()
+              if v.strip().startswith("[")}
+    assert tokens["kit, --target cpu"] == tokens["onnxruntime (float)"]
+    assert len(tokens["kit, int8 on fsim"]) == 6
+    assert all(0 <= t < demo.VOCAB for t in tokens["kit, int8 on fsim"])
