@@ -484,3 +484,43 @@ def test_gpt_greedy_example_runs(capsys) -> None:
     assert tokens["kit, --target cpu"] == tokens["onnxruntime (float)"]
     assert len(tokens["kit, int8 on fsim"]) == 6
     assert all(0 <= t < demo.VOCAB for t in tokens["kit, int8 on fsim"])
+
+
+def test_int32_ids_positions_and_bool_mask() -> None:
+    """int32 token ids and position ids into their tables, a boolean mask through Not and
+    Where into an additive bias, integer Cast: the kit's float path against onnxruntime;
+    synthetic calibration draws each id input below its own table's rows."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(4)
+    tok = rng.standard_normal((VOCAB, 8)).astype(np.float32)
+    pos = rng.standard_normal((T, 8)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["tok", "ids"], ["te"], name="tok"),
+             helper.make_node("Cast", ["positions"], ["p64"], name="cast", to=TensorProto.INT64),
+             helper.make_node("Gather", ["pos", "p64"], ["pe"], name="pos"),
+             helper.make_node("Add", ["te", "pe"], ["x"], name="add"),
+             helper.make_node("MatMul", ["x", "xt"], ["s"], name="scores"),
+             helper.make_node("Not", ["keep"], ["drop"], name="not"),
+             helper.make_node("Where", ["drop", "ninf", "zero"], ["bias"], name="where"),
+             helper.make_node("Add", ["s", "bias"], ["sb"], name="masked"),
+             helper.make_node("Softmax", ["sb"], ["y"], name="softmax", axis=-1)]
+    g = helper.make_graph(
+        nodes, "emb", [helper.make_tensor_value_info("ids", TensorProto.INT32, [1, T]),
+                       helper.make_tensor_value_info("positions", TensorProto.INT32, [1, T]),
+                       helper.make_tensor_value_info("keep", TensorProto.BOOL, [1, 1, T])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, T, T])],
+        [onnx.numpy_helper.from_array(a, k) for k, a in (
+            ("tok", tok), ("pos", pos), ("xt", rng.standard_normal((8, T)).astype(np.float32)),
+            ("ninf", np.array(-np.inf, np.float32)), ("zero", np.array(0, np.float32)))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    kit = from_onnx(model)
+    assert {k: v.dtype for k, v in kit.inputs.items()} == {"ids": "int32", "positions": "int32",
+                                                          "keep": "bool"}
+    assert index_bounds(kit) == {"ids": VOCAB, "positions": T}
+    x = {"ids": rng.integers(0, VOCAB, (1, T)).astype(np.int32),
+         "positions": np.arange(T, dtype=np.int32)[None], "keep": _padding(10).astype(bool)[None]}
+    assert_close_rel(run_float(kit, x)["y"], run_ort(model, x)[0], 1e-4)
+    for s in synthetic_samples(kit, count=4):
+        assert s["ids"].dtype == np.int32 and s["ids"].min() >= 0 and s["ids"].max() < VOCAB
+        assert s["positions"].min() >= 0 and s["positions"].max() < T
+        assert s["keep"].dtype == bool and s["keep"][..., 0].all()
