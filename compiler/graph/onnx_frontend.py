@@ -42,7 +42,7 @@ from vta.isa.errors import VTAError
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
 from .ops import ceil_mode_extra
-from .reference import output_shape
+from .reference import output_dtype, output_shape
 
 #: Node names the dynamo exporter generates (``node_Conv_109``): a layer with a weight named
 #: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
@@ -237,16 +237,23 @@ def _given_shapes(input_shapes: InputShapes, names: list[str],
     return given
 
 
+#: Element types of graph inputs: float32 data, and the integer and boolean inputs of language
+#: models (token, position and token-type ids, attention masks), which feed embedding tables,
+#: comparisons, Where and Cast on the CPU.
+_INPUT_TYPES = {"FLOAT": "float32", "INT64": "int64", "INT32": "int32", "BOOL": "bool"}
+
+
 def _tensor_info(vi: Any, source: str, given: tuple[int, ...] | None) -> TensorInfo:
-    """The input's static shape: its fixed dimensions, with the symbolic ones from ``given``
-    (whose fixed dimensions must agree), else a symbolic batch dimension as 1."""
+    """The input's static shape and dtype: its fixed dimensions, with the symbolic ones from
+    ``given`` (whose fixed dimensions must agree), else a symbolic batch dimension as 1."""
     import onnx
 
     tt = vi.type.tensor_type
-    if tt.elem_type != onnx.TensorProto.FLOAT:
-        name = onnx.TensorProto.DataType.Name(tt.elem_type) if tt.elem_type else "unknown"
-        raise UnsupportedOpError(f"{source}: input {vi.name!r} has element type {name}; only "
-                                 f"FLOAT (float32) inputs are supported")
+    type_name = onnx.TensorProto.DataType.Name(tt.elem_type) if tt.elem_type else "unknown"
+    dtype = _INPUT_TYPES.get(type_name)
+    if dtype is None:
+        raise UnsupportedOpError(f"{source}: input {vi.name!r} has element type {type_name}; "
+                                 f"the supported ones are {', '.join(_INPUT_TYPES)}")
     if not tt.HasField("shape"):
         raise ModelError(f"{source}: input {vi.name!r} has no shape; give the model a static "
                          f"input shape")
@@ -260,7 +267,7 @@ def _tensor_info(vi: Any, source: str, given: tuple[int, ...] | None) -> TensorI
             if fixed is not None and fixed != size:
                 raise ModelError(f"{source}: input {vi.name!r} dimension {k} is {fixed} in "
                                  f"the model, not {size}")
-        return TensorInfo(given, "float32")
+        return TensorInfo(given, dtype)
     dims = []
     for k, (fixed, d) in enumerate(zip(model_dims, tt.shape.dim)):
         if fixed is not None:
@@ -271,7 +278,7 @@ def _tensor_info(vi: Any, source: str, given: tuple[int, ...] | None) -> TensorI
             raise ModelError(f"{source}: input {vi.name!r} dimension {k} is symbolic "
                              f"({d.dim_param or '?'}); give the input's shape (--input-shape "
                              f"{vi.name}=D,D,...) or export the model with a static shape")
-    return TensorInfo(tuple(dims), "float32")
+    return TensorInfo(tuple(dims), dtype)
 
 
 class _Converter:
@@ -281,6 +288,8 @@ class _Converter:
                  opset: int, source: str):
         self.params, self.opset, self.source = params, opset, source
         self.shapes: dict[str, tuple[int, ...]] = {k: v.shape for k, v in inputs.items()}
+        #: dtypes of the activations that are not float32 (integer and boolean inputs, masks)
+        self.dtypes: dict[str, str] = {k: v.dtype for k, v in inputs.items()}
         self.alias: dict[str, str] = {}  # Identity-like outputs -> the tensor they forward
         self.nodes: list[Node] = []
         self.names: set[str] = set()
@@ -316,11 +325,17 @@ class _Converter:
             return tuple(self.params[tensor].shape)
         return self.shapes[self.qvalues.get(tensor, tensor)]
 
+    def dtype(self, tensor: str) -> str:
+        if tensor in self.params:
+            return str(self.params[tensor].dtype)
+        return self.dtypes.get(self.qvalues.get(tensor, tensor), "float32")
+
     def emit(self, op: str, name: str, ins: list[str], outs: list[str], **attrs: Any) -> None:
         n = Node(op, name, ins, outs, attrs)
         self.nodes.append(n)
         self.shapes[outs[0]] = output_shape(n, [self.shape(i) if i else None for i in ins],
                                             self.params)
+        self.dtypes[outs[0]] = output_dtype(n, [self.dtype(i) if i else None for i in ins])
 
     def forward(self, src: str, dst: str) -> None:
         """``dst`` is ``src`` (Identity, Dropout, float Cast)."""
@@ -328,6 +343,7 @@ class _Converter:
             self.params[dst] = self.params[src]
         else:
             self.alias[dst] = self.alias.get(src, src)
+            self.dtypes[dst] = self.dtype(src)
 
     def spatial(self, op: str, name: str, attrs: dict[str, Any], kernel: list[int],
                 x: str) -> tuple[list[int], list[int], list[int]]:
@@ -450,12 +466,25 @@ class _Converter:
                 self.qvalues.update((o, f"{o}.dq") for o in outs if o)
             else:
                 qop.check_float_inputs(self, op, name, ins)
+                self.check_integer_inputs(op, name, ins)
                 self.call(converters[op], op, name, ins, outs, attrs)
         except VTAError:
             raise
         except Exception as e:  # noqa: BLE001 - any converter failure is one line
             raise ModelError(f"{self.source}: node {name!r} ({op}) cannot be imported: "
                              f"{type(e).__name__}: {_first_line(e)}") from None
+
+    def check_integer_inputs(self, op: str, name: str, ins: list[str]) -> None:
+        """Integer and boolean activations (ids, masks) reach only the ops that take them:
+        a one-line UnsupportedOpError otherwise (the kit's arithmetic is float32)."""
+        if op in _INTEGER_OPS:
+            return
+        for i in ins:
+            if i and i not in self.params and self.dtype(i) != "float32":
+                raise self.fail(op, name, f"input {i!r} is {self.dtype(i)}; integer and "
+                                          f"boolean tensors (ids, masks) reach only "
+                                          f"comparisons, logic, Where, Cast, Gather and "
+                                          f"shape ops")
 
     def fold(self, onode: Any, name: str, ins: list[str]) -> None:
         """Evaluate a node of constant inputs with ONNX's reference implementation."""
@@ -627,15 +656,24 @@ def _forward(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     c.forward(ins[0], outs[0])
 
 
+#: Cast targets on activations: floats stay float32 (a float Cast forwards its input); integer
+#: and boolean ones are real casts (of masks and ids).
+_CAST_TYPES = {"FLOAT": "float32", "DOUBLE": "float32", "FLOAT16": "float32", "INT64": "int64",
+               "INT32": "int32", "INT8": "int8", "UINT8": "uint8", "BOOL": "bool"}
+
+
 def _cast(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     import onnx
 
-    to = int(a.get("to", 0))
-    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16):
-        raise c.fail("Cast", name, f"a cast of an activation to "
-                                   f"{onnx.TensorProto.DataType.Name(to)} is not supported "
-                                   f"(activations are float32)")
-    c.forward(ins[0], outs[0])
+    to_name = onnx.TensorProto.DataType.Name(int(a.get("to", 0)))
+    to = _CAST_TYPES.get(to_name)
+    if to is None:
+        raise c.fail("Cast", name, f"a cast of an activation to {to_name} is not supported "
+                                   f"({', '.join(_CAST_TYPES)})")
+    if to == c.dtype(ins[0]):
+        c.forward(ins[0], outs[0])
+    else:
+        c.emit("Cast", name, ins[:1], outs[:1], to=to)
 
 
 def _shape(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
@@ -870,8 +908,16 @@ def _split(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
 
 
 def _gather(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    """Constant indices: ``Gather`` (a selection of the input's values); indices computed at
+    run time (token ids into an embedding table): ``Take``, which checks their range."""
     xs = c.shape(ins[0])
     axis = c.axis(int(a.get("axis", 0)), len(xs))
+    if ins[1] not in c.params:
+        if c.dtype(ins[1]) not in ("int64", "int32"):
+            raise c.fail("Gather", name, f"indices {ins[1]!r} are {c.dtype(ins[1])}, not "
+                                         f"integers")
+        c.emit("Take", name, ins[:2], outs[:1], axis=axis)
+        return
     idx = c.const("Gather", name, ins[1], "the indices").astype(np.int64)
     idx = np.where(idx < 0, idx + xs[axis], idx)
     c.emit("Gather", name, ins[:1], outs[:1], axis=axis, indices=idx.tolist())
@@ -883,6 +929,100 @@ def _concat(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     ins = [i for i in ins if i and math.prod(c.shape(i)) > 0]  # empty parts add nothing
     rank = len(c.shape(ins[0]))
     c.emit("Concat", name, ins, outs[:1], axis=c.axis(int(a["axis"]), rank))
+
+
+def _boolean(op: str) -> Callable[..., None]:
+    """Comparisons and logic (attention masks): a boolean tensor."""
+    def conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+        c.emit(op, name, [i for i in ins if i], outs[:1])
+    return conv
+
+
+def _where(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    if c.dtype(ins[0]) != "bool":
+        raise c.fail("Where", name, f"condition {ins[0]!r} is {c.dtype(ins[0])}, not bool")
+    c.emit("Where", name, ins[:3], outs[:1])
+
+
+_ATTENTION_ATTRS = {"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
+                    "scale", "softcap", "softmax_precision"}
+
+
+def _attention(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
+    """ONNX ``Attention`` (opset 23: what the dynamo exporter writes for
+    ``F.scaled_dot_product_attention`` from opset 23 on) as the ops it stands for:
+    ``softmax(Q·Kᵀ·scale (+ softcap) + mask + causal mask)·V``, 4-D ``[B, H, S, D]`` inputs or
+    3-D ``[B, S, H·D]`` ones with ``q_num_heads``; no KV cache, as many K/V heads as Q heads."""
+    for key in a:
+        if key not in _ATTENTION_ATTRS:
+            raise c.fail("Attention", name, f"attribute {key!r} is not supported")
+    if len(ins) > 4 and any(ins[4:]):
+        raise c.fail("Attention", name, "a KV cache (past_key, past_value, nonpad_kv_seqlen) "
+                                        "is not supported")
+    if c.extra_outputs_used(outs):
+        raise c.fail("Attention", name, "only the first output (Y) is supported")
+    q, k, v = ins[:3]
+    rank = len(c.shape(q))
+    heads = int(a.get("q_num_heads", 0))
+    if rank == 3:
+        if not heads or int(a.get("kv_num_heads", heads)) != heads:
+            raise c.fail("Attention", name, "3-D inputs need q_num_heads equal to kv_num_heads")
+        q, k, v = (_split_heads(c, f"{name}.{t}", x, heads) for t, x in zip("qkv", (q, k, v)))
+    elif rank != 4:
+        raise c.fail("Attention", name, f"inputs of rank {rank} are not supported (3 or 4)")
+    if c.shape(q)[1] != c.shape(k)[1] or c.shape(k)[1] != c.shape(v)[1]:
+        raise c.fail("Attention", name, "grouped K/V heads (fewer than Q's) are not supported")
+    sq, skv = c.shape(q)[2], c.shape(k)[2]
+    scale = float(a.get("scale", 1.0 / math.sqrt(c.shape(q)[3])))
+    c.emit("Transpose", f"{name}.kt", [k], [f"{name}.kt"], perm=[0, 1, 3, 2])
+    c.emit("MatMul", f"{name}.qk", [q, f"{name}.kt"], [f"{name}.qk"])
+    c.params[f"{name}.scale"] = np.asarray(scale, np.float32)
+    x = f"{name}.scores"
+    c.emit("Mul", x, [f"{name}.qk", f"{name}.scale"], [x])
+    softcap = float(a.get("softcap", 0.0))
+    if softcap > 0:
+        c.params[f"{name}.softcap"] = np.asarray(softcap, np.float32)
+        c.emit("Div", f"{name}.capped", [x, f"{name}.softcap"], [f"{name}.capped"])
+        c.emit("Tanh", f"{name}.tanh", [f"{name}.capped"], [f"{name}.tanh"])
+        x = f"{name}.soft"
+        c.emit("Mul", x, [f"{name}.tanh", f"{name}.softcap"], [x])
+    mask = ins[3] if len(ins) > 3 and ins[3] else None
+    if mask is not None:
+        if c.shape(mask)[-1] != skv:
+            raise c.fail("Attention", name, f"a mask of {c.shape(mask)[-1]} keys for {skv} "
+                                            f"keys is not supported")
+        if c.dtype(mask) == "bool":
+            c.params[f"{name}.zero"] = np.zeros((), np.float32)
+            c.params[f"{name}.ninf"] = np.full((), -np.inf, np.float32)
+            c.emit("Where", f"{name}.bias", [mask, f"{name}.zero", f"{name}.ninf"],
+                   [f"{name}.bias"])
+            mask = f"{name}.bias"
+        c.emit("Add", f"{name}.masked", [x, mask], [f"{name}.masked"])
+        x = f"{name}.masked"
+    if int(a.get("is_causal", 0)):
+        allowed = np.arange(skv)[None, :] <= np.arange(sq)[:, None]
+        c.params[f"{name}.causal"] = np.where(allowed, 0, -np.inf).astype(np.float32)
+        c.emit("Add", f"{name}.causal_masked", [x, f"{name}.causal"],
+               [f"{name}.causal_masked"])
+        x = f"{name}.causal_masked"
+    c.emit("Softmax", f"{name}.softmax", [x], [f"{name}.probs"], axis=-1, legacy=False)
+    if rank == 4:
+        c.emit("MatMul", name, [f"{name}.probs", v], outs[:1])
+        return
+    c.emit("MatMul", name, [f"{name}.probs", v], [f"{name}.heads"])
+    c.emit("Transpose", f"{name}.merge", [f"{name}.heads"], [f"{name}.merged"],
+           perm=[0, 2, 1, 3])
+    b, s, h, d = c.shape(f"{name}.merged")
+    _static_reshape(c, f"{name}.unheads", f"{name}.merged", outs[0], [b, s, h * d])
+
+
+def _split_heads(c: _Converter, name: str, x: str, heads: int) -> str:
+    """``[B, S, H·D]`` -> ``[B, H, S, D]``."""
+    b, s, hd = c.shape(x)
+    _static_reshape(c, f"{name}.heads", x, f"{name}.heads", [b, s, heads, hd // heads])
+    c.emit("Transpose", f"{name}.split", [f"{name}.heads"], [f"{name}.split"],
+           perm=[0, 2, 1, 3])
+    return f"{name}.split"
 
 
 def _softmax(op: str) -> Callable[..., None]:
@@ -1089,7 +1229,18 @@ _CONVERTERS: dict[str, Callable[..., None]] = {
     "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
     "Shape": _shape, "Size": _size,
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
+    "Where": _where, "Not": _boolean("Not"), "Attention": _attention,
+    "IsNaN": _boolean("IsNaN"), "IsInf": _simple("IsInf", detect_negative=1, detect_positive=1),
+    **{op: _boolean(op) for op in ("Equal", "Less", "Greater", "LessOrEqual",
+                                   "GreaterOrEqual", "And", "Or", "Xor")},
 }
+
+#: Ops that take integer or boolean activations (ids, masks): they select, move, compare or
+#: cast values (Gather of computed indices is a ``Take``; Attention takes a boolean mask).
+_INTEGER_OPS = frozenset({
+    "Gather", "Where", "Attention", "Not", "Equal", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "And", "Or", "Xor", "Cast", "Reshape", "Flatten", "Unsqueeze", "Squeeze",
+    "Transpose", "Slice", "Split", "Concat", "Expand", "Identity", "Dropout", "Shape", "Size"})
 
 #: Ops of one activation input (the first; the others scalars or, for BatchNormalization,
 #: per-channel constants) that run on the 4-D tensors of a 1-D network as they would on its

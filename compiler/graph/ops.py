@@ -394,12 +394,22 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axes: 
 
 
 def softmax(x: np.ndarray, axis: int, legacy: bool) -> np.ndarray:
+    """Softmax along ``axis``; a row that is ``-inf`` everywhere (attention masked entirely) is
+    0, as in PyTorch's ``scaled_dot_product_attention`` and ONNX's ``Attention`` op (onnxruntime's
+    ``Softmax`` gives NaN there)."""
     if legacy:  # opset < 13: coerce to 2D at axis
         shape = x.shape
         x2 = x.reshape(math.prod(shape[:axis]), -1)
         return softmax(x2, 1, False).reshape(shape)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
+    m = x.max(axis=axis, keepdims=True)
+    masked = np.isneginf(m)
+    if masked.any():
+        m = np.where(masked, 0, m)
+    e = np.exp(x - m)
+    s = e.sum(axis=axis, keepdims=True)
+    if masked.any():
+        s = np.where(s == 0, 1, s)
+    return (e / s).astype(x.dtype)
 
 
 def conv_macs(x_shape: tuple[int, ...], w_shape: tuple[int, ...],

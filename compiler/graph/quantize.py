@@ -370,7 +370,9 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     :data:`_HIST_MIN` values per sample (a pooled vector, a squeeze-excitation gate: too few
     values for a histogram, and each one scales a whole channel downstream). An output's range
     gets :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an
-    input beyond the calibration samples would saturate them. ``unsigned``: tensors stored with
+    input beyond the calibration samples would saturate them. A tensor holding an infinite
+    (or NaN) value in any sample (an attention mask of ``-inf``) gets ``inf``: it has no int8
+    range, and the layers that read or write it stay float. ``unsigned``: tensors stored with
     :data:`UMAX` steps (see :func:`offset_groups`), whose mse threshold weighs the finer
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
     (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
@@ -394,6 +396,10 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             m = v.mean(axis=axes, dtype=np.float64) / len(samples)
             means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
         for k, v in _float_tensors(g, env):
+            if amax.get(k) == np.inf or (v.size and not np.isfinite(v.max() - v.min())):
+                amax[k] = np.inf  # -inf in an attention mask: no int8 range (stays float)
+                kept.pop(k, None)
+                continue
             lo = float(v.min()) if v.size else 0.0
             # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
             amax[k] = max(amax.get(k, 0.0), max(float(v.max()), -lo) if v.size else 0.0)
@@ -436,10 +442,51 @@ def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
 
 
 def synthetic_samples(g: Graph, count: int = 4, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """Standard-normal inputs (what the zoo's image inputs expect) when no data is given."""
+    """Inputs when no data is given: standard-normal floats (what the zoo's image inputs
+    expect); integer inputs that index a table (token, position, token-type ids) uniform
+    below its size (:func:`index_bounds`); other integer and boolean inputs (attention masks)
+    0/1, each row a run of ones then padding zeros (at least one 1)."""
     rng = np.random.default_rng(seed)
-    return [{k: rng.standard_normal(v.shape).astype(np.float32) for k, v in g.inputs.items()}
+    bounds = index_bounds(g)
+    return [{k: _synthetic(rng, v.shape, v.dtype, bounds.get(k)) for k, v in g.inputs.items()}
             for _ in range(count)]
+
+
+def _synthetic(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
+               bound: int | None) -> np.ndarray:
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if bound is not None:
+        return rng.integers(0, bound, shape).astype(dtype)
+    if not shape:
+        return np.ones((), dtype)
+    keep = rng.integers(1, shape[-1] + 1, (*shape[:-1], 1))  # ones, then padding
+    return (np.arange(shape[-1]) < keep).astype(dtype)
+
+
+#: Ops whose output values are their (first) input's values: an input reaching a table's
+#: indices through them indexes it too.
+_INDEX_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Cast", "Slice",
+                          "Expand", "Concat", "Gather"})
+
+
+def index_bounds(g: Graph) -> dict[str, int]:
+    """Integer graph inputs that index a table (a ``Take``'s indices, directly or through
+    :data:`_INDEX_MOVES`) -> the smallest size of the axes they index (the vocabulary)."""
+    reach = {k: {k} for k, v in g.inputs.items() if np.dtype(v.dtype).kind in "iu"}
+    out: dict[str, int] = {}
+    shapes: dict[str, tuple[int, ...]] | None = None
+    for n in g.nodes:
+        srcs = set().union(*(reach.get(i, set()) for i in n.inputs[:1]))
+        if n.op in _INDEX_MOVES and srcs:
+            reach[n.outputs[0]] = srcs
+        if n.op == "Take" and n.inputs[1] in reach:
+            if shapes is None:
+                shapes = infer_shapes(g)
+            size = shapes[n.inputs[0]][n.attrs["axis"]]
+            for k in reach[n.inputs[1]]:
+                out[k] = min(out.get(k, size), size)
+    return out
 
 
 def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
@@ -452,11 +499,24 @@ def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
     for p in paths:
         feeds = feeds_for(g.inputs, load_arrays(p), p)
         k = batch_size(g.inputs, feeds, f"calibration file {p}")
+        feeds = {n: _as_input(g, p, n, x) for n, x in feeds.items()}
         if k is None:
-            out.append({n: x.astype(np.float32) for n, x in feeds.items()})
+            out.append(feeds)
         else:
-            out += [{n: x[i].astype(np.float32) for n, x in feeds.items()} for i in range(k)]
+            out += [{n: x[i] for n, x in feeds.items()} for i in range(k)]
     return out
+
+
+def _as_input(g: Graph, path: str, name: str, x: np.ndarray) -> np.ndarray:
+    """A calibration array as its input's dtype: any numbers for a float input; integers (or
+    booleans) of the same values for an integer or boolean input."""
+    dtype = np.dtype(g.inputs[name].dtype)
+    if dtype.kind == "f":
+        return x.astype(dtype)
+    if x.dtype.kind not in "biu" or (x.size and not np.array_equal(x.astype(dtype), x)):
+        raise InputError(f"calibration file {path} array {name!r} is {x.dtype}; input "
+                         f"{name!r} takes {dtype} values (token ids, masks): save integers")
+    return x.astype(dtype)
 
 
 def float_first_conv(g: Graph) -> str | None:
@@ -466,7 +526,7 @@ def float_first_conv(g: Graph) -> str | None:
     if not convs:
         return None
     shapes = infer_shapes(g)
-    total = sum(node_macs(n, shapes, g.params) for n in g.nodes)
+    total = sum(node_macs(n, shapes, g.params) for n in g.nodes if n.op in ("Conv", "Dense"))
     first = convs[0]
     return first.name if node_macs(first, shapes, g.params) < FIRST_CONV_FLOAT_SHARE * total \
         else None
@@ -474,7 +534,13 @@ def float_first_conv(g: Graph) -> str | None:
 
 def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
               params: Mapping[str, np.ndarray]) -> int:
-    """Multiply-accumulates of a (float or int8) conv or dense node; 0 for other ops."""
+    """Multiply-accumulates of a (float or int8) conv or dense node, and of a matrix product
+    of two activations (``MatMul``, ``Gemm``: Q·Kᵀ and softmax·V of attention, on the CPU
+    for now); 0 for other ops."""
+    if n.op in ("MatMul", "Gemm"):
+        a = shapes[n.inputs[0]]
+        k = a[0] if n.op == "Gemm" and n.attrs.get("transA") else a[-1]
+        return int(np.prod(shapes[n.outputs[0]])) * int(k)
     if n.op in ("Conv", "QConv"):
         w = params[n.inputs[1]].shape
         st = n.attrs.get("input_strides", [1, 1])
@@ -879,6 +945,8 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         reason = None
         if n.name in float_layers:
             reason = "named by --float-layer"
+        elif any(th.get(t) == np.inf for t in [*acts, *n.outputs]):
+            reason = "infinite values (an attention mask of -inf)"
         elif n.name == first:
             reason = f"first convolution, under {FIRST_CONV_FLOAT_SHARE:.0%} of the MACs"
         if n.op in ("Conv", "Dense") and reason is None and len(acts) == 1:
@@ -897,6 +965,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
                                 list(n.outputs), dict(n.attrs)))
+            out = fenv.get(n.outputs[0])
+            if reason is None and isinstance(out, np.ndarray) and out.dtype.kind in "biu":
+                reason = "integer or boolean values (ids, masks)"
             info.float_reason = reason or ("no int8 kernel" if n.op not in _INT_CAPABLE
                                            and n.op not in ("Conv", "Dense")
                                            else "float input")

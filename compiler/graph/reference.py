@@ -132,6 +132,34 @@ def _slice(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [np.ascontiguousarray(a[0][tuple(idx)])]
 
 
+def _take(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """ONNX Gather whose indices are computed at run time (token ids feeding an embedding
+    table): an index outside ``[0, size)`` of the gathered axis is a one-line InputError (numpy,
+    and ONNX for negative indices, would take a row from the end)."""
+    data, idx = a[0], np.asarray(a[1])
+    size = data.shape[n.attrs["axis"]]
+    bad = (idx < 0) | (idx >= size)
+    if bad.any():
+        at = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise InputError(f"index {int(idx[at])} at {list(at)} of {n.inputs[1]!r} is outside "
+                         f"[0, {size}) (the rows of {n.inputs[0]!r}; node {n.name!r}, Gather): "
+                         f"give token ids below the vocabulary size {size}")
+    return [np.take(data, idx.astype(np.int64, copy=False), axis=n.attrs["axis"])]
+
+
+def _where(n: Node, a: list[Any]) -> list[np.ndarray]:
+    x, y = np.asarray(a[1]), np.asarray(a[2])
+    out = np.where(a[0], x, y)
+    if x.dtype.kind == "f" or y.dtype.kind == "f":
+        out = out.astype(np.float32, copy=False)
+    return [out]
+
+
+def _boolean(fn: Callable[[Any, Any], Any]) -> Kernel:
+    """A comparison or logic kernel of two inputs (a boolean tensor)."""
+    return lambda n, a: [np.asarray(fn(a[0], a[1]))]
+
+
 def _f32(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
     """An element-wise float kernel of one input."""
     return lambda n, a: [np.asarray(fn(a[0]), dtype=np.float32)]
@@ -219,7 +247,23 @@ FLOAT_KERNELS: dict[str, Kernel] = {
     "Resize": _resize,
     "Identity": lambda n, a: [a[0]],
     "FakeQuant": _fake_quant,
+    "Take": _take,
+    "Where": _where,
+    "Cast": lambda n, a: [np.asarray(a[0]).astype(n.attrs["to"])],
+    **{op: _boolean(fn)
+       for op, fn in (("Equal", np.equal), ("Less", np.less), ("Greater", np.greater),
+                      ("LessOrEqual", np.less_equal), ("GreaterOrEqual", np.greater_equal),
+                      ("And", np.logical_and), ("Or", np.logical_or),
+                      ("Xor", np.logical_xor))},
+    "Not": lambda n, a: [np.logical_not(a[0])],
+    "IsNaN": lambda n, a: [np.isnan(a[0])],
+    "IsInf": lambda n, a: [(np.isposinf(a[0]) & bool(n.attrs["detect_positive"]))
+                           | (np.isneginf(a[0]) & bool(n.attrs["detect_negative"]))],
 }
+
+#: Ops of boolean output (comparisons and logic): attention masks, on the CPU.
+BOOLEAN = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+                     "Xor", "Not", "IsNaN", "IsInf"})
 
 #: Element-wise ops: the output has the inputs' broadcast shape.
 ELEMENTWISE = frozenset({
@@ -343,7 +387,29 @@ SHAPE_RULES: dict[str, Callable[[Node, list[Shape]], Shape]] = {
     **{op: lambda n, s: s[0] for op in ("BatchNormalization", "LayerNormalization", "Softmax",
                                         "LogSoftmax")},
     "Expand": lambda n, s: tuple(n.attrs["shape"]),
+    "Take": lambda n, s: (*s[0][:n.attrs["axis"]], *s[1], *s[0][n.attrs["axis"] + 1:]),
+    "Cast": lambda n, s: s[0],
+    **{op: lambda n, s: tuple(np.broadcast_shapes(*s)) for op in (*BOOLEAN, "Where")},
 }
+
+
+def output_dtype(n: Node, in_dtypes: list[str | None]) -> str:
+    """The dtype of node ``n``'s (first) output from its inputs' dtypes: float32 for the
+    arithmetic ops, bool for comparisons and logic, the target of a Cast, the table's for a
+    Take, the common type of a Where's values, and the input's for the ops that move values."""
+    if n.op in BOOLEAN:
+        return "bool"
+    if n.op == "Cast":
+        return str(np.dtype(n.attrs["to"]))
+    if n.op == "Take":
+        return in_dtypes[0] or "float32"
+    if n.op == "Where":
+        kinds = {np.dtype(d).kind for d in in_dtypes[1:] if d}
+        return "float32" if "f" in kinds else str(np.result_type(*[d for d in in_dtypes[1:]
+                                                                    if d]))
+    if n.op in SHAPE_RULES:
+        return "float32"
+    return in_dtypes[0] if in_dtypes and in_dtypes[0] else "float32"
 
 
 def output_shape(n: Node, in_shapes: list[Shape | None],

@@ -617,14 +617,19 @@ def softmax(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
     x = te.placeholder((rows, cols), dtype, "x")
     r1 = te.reduce_axis((0, cols), "r1")
     mx = te.compute((rows,), lambda i: te.max(x[i, r1], axis=[r1]), name="mx")
+    # a row of -inf alone (attention masked entirely) is 0, as the numpy kernel's: its
+    # maximum counts as the lowest finite float (no inf - inf), and the output is selected
+    lowest = te.const(float(np.finfo(np.dtype(dtype)).min), dtype)
+    mxf = te.compute((rows,), lambda i: te.max(mx[i], lowest), name="mxf")
     expf = fast_exp if dtype == "float32" else te.exp
-    ex = te.compute((rows, cols), lambda i, j: expf(x[i, j] - mx[i]), name="ex")
+    ex = te.compute((rows, cols), lambda i, j: expf(x[i, j] - mxf[i]), name="ex")
     r2 = te.reduce_axis((0, cols), "r2")
     sm = te.compute((rows,), lambda i: te.sum(ex[i, r2], axis=[r2]), name="sm")
-    out = te.compute((rows, cols), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    out = te.compute((rows, cols), lambda i, j: te.if_then_else(
+        mx[i] < lowest, te.const(0.0, dtype), ex[i, j] / sm[i]), name="softmax")
     s = te.create_schedule(out.op)
     row = s[out].op.axis[0]
-    for t in (mx, ex, sm):  # one row at a time, in cache
+    for t in (mx, mxf, ex, sm):  # one row at a time, in cache
         s[t].compute_at(s[out], row)
     return CpuOp("softmax", s, [x, out], tuple(shape), dtype)
 
