@@ -425,6 +425,23 @@ def test_latency_without_a_board_is_at_the_default_boards_clock(work, tmp_path,
     assert _latency_figures(rep)[:3] == (cyc, ms, mhz) and "the default board" in rep
 
 
+def test_a_numbered_output_is_named_by_its_layer(tmp_path, capsys) -> None:
+    """TorchScript numbers anonymous outputs ("19"): the summary names the output's index and
+    the layer that makes it instead of a bare number."""
+    import onnx
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], name="/conv/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["19"], name="/relu/Relu")]
+    model = onnx_model(nodes, {"x": [1, 16, 8, 8]}, {"19": None},
+                       {"w": rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1})
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "mod")]) == 0
+    out = capsys.readouterr().out
+    assert "calibration input (output 0 of /conv/Conv (" in out and "tensor 19)" in out
+    assert "input (19)" not in out
+
+
 def test_compile_elementwise_on_the_cpu(work, capsys) -> None:
     """``--elementwise cpu`` keeps the residual adds on the CPU (int8 host kernels), with the
     reason in the summary and the notes; the output bits are the same."""
