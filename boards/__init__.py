@@ -12,6 +12,7 @@ place-and-route and resource/timing reports.
 """
 
 from .registry import (
+    DEFAULT_BOARD,
     FAMILIES,
     Board,
     BoardError,
@@ -22,5 +23,5 @@ from .registry import (
     get_board,
 )
 
-__all__ = ["FAMILIES", "Board", "BoardError", "Family", "Resources", "all_boards",
+__all__ = ["DEFAULT_BOARD", "FAMILIES", "Board", "BoardError", "Family", "Resources", "all_boards",
            "board_names", "get_board"]

@@ -227,6 +227,8 @@ _BOARDS: tuple[Board, ...] = (
 )
 
 _BY_NAME = {b.name: b for b in _BOARDS}
+#: the board a latency is quoted at when none is named: the one of the default configuration
+DEFAULT_BOARD = "pynq-z1"
 
 
 def all_boards() -> list[Board]:

@@ -217,13 +217,12 @@ def _g(v) -> str:  # noqa: ANN001
 
 def latency_line(m, board: str | None) -> str:  # noqa: ANN001
     """The VTA part's latency at the board's clock (the module's recorded cycles)."""
+    from vta.boards import DEFAULT_BOARD
     from vta.compiler.graph.summary import kernel_cycles, latency
 
     from .common import board_clock_mhz
 
     board = board or m.board
-    if board is None:
-        return "VTA latency: give --board B (see `vta boards`) for ms and frames/s at its clock"
-    lat = latency(kernel_cycles(m), board_clock_mhz(board),
+    lat = latency(kernel_cycles(m), board_clock_mhz(board or DEFAULT_BOARD),
                   "the module's recorded cycles: performance-model estimate")
-    return lat.format(board)
+    return lat.format(board or f"{DEFAULT_BOARD}, the default board; --board B for another")

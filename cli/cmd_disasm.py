@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     unit, what = (UOP_BYTES, "a micro-op buffer") if args.uops else (
         INSN_BYTES, "an instruction stream")
     if len(data) % unit:
-        raise FileError(f"{args.input} is {len(data)} bytes, not a multiple of {unit}: not a "
+        raise FileError(f"{args.input} is {len(data)} bytes, not a multiple of {unit}: not "
                         f"{what}" + ("" if args.uops else " (use --uops for a micro-op buffer)"))
     try:
         if args.uops:

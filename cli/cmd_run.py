@@ -226,18 +226,17 @@ def _output_bytes(path: str, names: list[str], outs: dict) -> bytes:
 def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
     """The VTA part at the board's clock: the target's own cycle counts when it has them
     (tsim, rtl, perf), the performance model's otherwise (fsim, cpu)."""
+    from vta.boards import DEFAULT_BOARD
     from vta.compiler.graph.summary import kernel_cycles, latency
 
     from .common import board_clock_mhz
 
     board = board or module.board
-    if board is None:
-        return ("VTA latency: give --board B (see `vta boards`) for ms and frames/s at its "
-                "clock")
+    shown = board or f"{DEFAULT_BOARD}, the default board; --board B for another"
     measured = {r.node: r.cycles for r in report.layers if r.cycles}
     if measured and len(measured) == len(module.kernels):
         cycles, source = measured, f"cycles counted by {report.target}"
     else:
         cycles = kernel_cycles(module)
         source = "the module's recorded cycles: performance-model estimate"
-    return latency(cycles, board_clock_mhz(board), source).format(board)
+    return latency(cycles, board_clock_mhz(board or DEFAULT_BOARD), source).format(shown)

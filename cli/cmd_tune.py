@@ -114,11 +114,19 @@ def run(args: argparse.Namespace) -> int:
         prior, log.records = log.records, []
     else:
         prior = []
+    resumed = {t.key: len(log.for_workload(t.key)) for t in tasks}
+    if args.resume and all(n >= args.trials for n in resumed.values()):
+        print(f"vta tune: {args.log} already holds {args.trials} trials of each of its "
+              f"{len(tasks)} workload{'s' if len(tasks) != 1 else ''}: nothing to resume "
+              "(raise --trials to tune further)")
+        return 0
     ex = make_executor(args.jobs, args.scheduler)
     rows = []
     try:
         for n, task in enumerate(tasks, 1):
-            bar = ProgressBar(args.trials, f"[{n}/{len(tasks)}] {task.name}")
+            before = resumed[task.key]  # trials the log already holds count, not show
+            bar = ProgressBar(max(0, args.trials - before), f"[{n}/{len(tasks)}] {task.name}"
+                              + (f" (resumed after {before} trials)" if before else ""))
             measurer = Measurer(args.measure, executor=ex, timeout=args.timeout,
                                 config=cfg.to_dict())
             tuner = TUNERS[args.tuner](task, seed=args.seed)
@@ -129,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                           file=sys.stderr)
             res = tuner.tune(args.trials, measurer, batch_size=args.batch, log=log,
                              early_stopping=args.early_stopping, progress=bar)
-            bar.update(res.trials, f"best {res.best_cost}", force=True)
+            bar.update(res.trials - before, f"best {res.best_cost}", force=True)
             bar.close()
             rows.append((task, res))
     finally:

@@ -113,7 +113,8 @@ class Tuner:
                 best_trial = result.trials
             if progress is not None:
                 dt = time.perf_counter() - t0
-                progress({"trials": result.trials, "n_trial": n_trial,
+                progress({"trials": result.trials - start_trials,  # of this run only
+                          "n_trial": max(0, n_trial - start_trials), "resumed": start_trials,
                           "best_cost": result.best_cost,
                           "rate": (result.trials - start_trials) / dt if dt > 0 else 0.0,
                           "errors": sum(1 for _, c, _ in result.history if c is None)})

@@ -100,10 +100,27 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
                                          f"notes)" if len(ns) > names else "")
         lines.append(f"    {r}: {len(ns)} ({share:.1f}% of MACs): {shown}")
     for o, a in m.agreement.items():
-        lines.append(f"  int8 vs float on the first calibration input ({o}): cosine "
+        lines.append(f"  int8 vs float on the first calibration input ({output_label(m.graph, o)}"
+                     f"): cosine "
                      f"{a['cosine']:.4f}, top-1 {'match' if a['top1'] else 'differs'}")
     lines += [f"  note: {n}" for n in m.notes if not n.startswith(FALLBACK)]
     return "\n".join(lines)
+
+
+def output_label(graph: Any, name: str) -> str:
+    """A graph output's name for people: the name itself, unless the exporter numbered it
+    (TorchScript's ``19``); then its index and the layer that makes it
+    (``output 0 of /fc/Gemm (Gemm), tensor 19``)."""
+    if not name.isdigit():
+        return name
+    made = {o: n for n in graph.nodes for o in n.outputs}
+    node = made.get(name)
+    while node is not None and node.op in {"Dequantize", "Quantize"} and node.inputs \
+            and node.inputs[0] in made:  # the layer, not the int8 -> float conversion
+        node = made[node.inputs[0]]
+    index = graph.outputs.index(name) if name in graph.outputs else 0
+    where = f" of {node.name} ({node.op})" if node is not None else ""
+    return f"output {index}{where}, tensor {name}"
 
 
 # ---------------------------------------------------------------------- latency

@@ -26,9 +26,16 @@ def test_tune_resume_and_plot(tmp_path, capsys) -> None:
     best = min(r["result"]["cost"] for r in first if r["result"]["cost"] is not None)
     assert f"{best:,.0f}" in out
     assert main([*args, "--trials", "9", "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "(resumed after 6 trials)" in err and " 3/3 " in err  # this run's trials only
     recs = _records(log)
     assert len(recs) == 9 and recs[:6] == first
     assert len({r["config"]["index"] for r in recs}) == 9  # resume re-measured nothing
+    # a complete log: one line saying so, nothing measured or appended
+    assert main([*args, "--trials", "9", "--resume"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.count("\n") == 1 and "already holds 9 trials" in cap.out and not cap.err
+    assert _records(log) == recs
     # another conv workload with the XGBoost tuner: the log's records prime its cost model
     other = ["tune", "--workload", "conv2d:H=8,W=8,CI=8,CO=8,K=1,S=1,P=0", "--preset", "small",
              "--batch", "3", "--trials", "3", "--log", str(log)]

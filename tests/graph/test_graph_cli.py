@@ -448,6 +448,42 @@ def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
                             "--board", "no-such-board"], "no-such-board")
 
 
+def test_latency_without_a_board_is_at_the_default_boards_clock(work, tmp_path,
+                                                                  capsys) -> None:
+    """A module compiled without --board: both reports give the cycles and the ms at the
+    default board's clock, naming that board; the run on fsim quotes the recorded cycles."""
+    from vta.boards import DEFAULT_BOARD, get_board
+
+    out = tmp_path / "nb"
+    assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--report"]) == 0
+    text = capsys.readouterr().out
+    cyc, ms, mhz, _ = _latency_figures(text)
+    assert f"({DEFAULT_BOARD}, the default board" in text and cyc > 0
+    assert mhz == get_board(DEFAULT_BOARD).clock_mhz
+    assert ms == pytest.approx(cyc / (mhz * 1e3), abs=1e-3)
+    assert main(["run", str(out), "--input", str(work / "x.npy"), "--target", "fsim",
+                 "--report"]) == 0
+    rep = capsys.readouterr().out
+    assert _latency_figures(rep)[:3] == (cyc, ms, mhz) and "the default board" in rep
+
+
+def test_a_numbered_output_is_named_by_its_layer(tmp_path, capsys) -> None:
+    """TorchScript numbers anonymous outputs ("19"): the summary names the output's index and
+    the layer that makes it instead of a bare number."""
+    import onnx
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], name="/conv/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["19"], name="/relu/Relu")]
+    model = onnx_model(nodes, {"x": [1, 16, 8, 8]}, {"19": None},
+                       {"w": rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1})
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "mod")]) == 0
+    out = capsys.readouterr().out
+    assert "calibration input (output 0 of /conv/Conv (" in out and "tensor 19)" in out
+    assert "input (19)" not in out
+
+
 def test_compile_elementwise_on_the_cpu(work, capsys) -> None:
     """``--elementwise cpu`` keeps the residual adds on the CPU (int8 host kernels), with the
     reason in the summary and the notes; the output bits are the same."""
