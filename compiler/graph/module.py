@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
+from vta.isa.fileio import loads_json, read_text
 
 from ..build import arena_align
 from ..topi import defaults
@@ -251,7 +252,7 @@ def load_module(path: str | Path) -> CompiledModule:
         raise ModuleError(f"{d} has no manifest.json; it is not a compiled module "
                           f"(vta compile MODEL.onnx -o {d})")
     try:
-        m = ModuleManifest.from_json(json.loads(mf.read_text()))
+        m = ModuleManifest.from_json(loads_json(read_text(mf, "manifest"), mf))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModuleError(f"{mf} is not valid JSON ({e}); recompile the module") from None
     except ModuleError as e:
@@ -261,7 +262,7 @@ def load_module(path: str | Path) -> CompiledModule:
         with np.load(d / m.params, allow_pickle=False) as z:
             params = {k: z[k] for k in z.files}
         graph = Graph.from_json(m.graph, params)
-        plan = MemoryPlan.from_dict(json.loads((d / m.memory_plan).read_text()))
+        plan = MemoryPlan.from_dict(loads_json((d / m.memory_plan).read_text(), m.memory_plan))
         const = (d / m.const_image).read_bytes()
         kernels = {name: Kernel.from_record(k, (d / k.program).read_bytes())
                    for name, k in m.kernels.items()}

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa.errors import VTAError
+from vta.isa.fileio import read_bytes
 
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
@@ -107,7 +108,7 @@ def _read_model(p: Path) -> tuple[Any, bytes | str]:
     import onnx
     from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
-    data = p.read_bytes()
+    data = read_bytes(p, "model file")
     model = onnx.load_model_from_string(data)
     if not any(uses_external_data(t) for t in _all_tensors(model.graph)):
         return model, data
