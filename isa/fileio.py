@@ -64,7 +64,7 @@ def large_input_limit() -> int:
 
 def format_size(n: int) -> str:
     """``n`` bytes for a message: ``16 MiB``, ``7.8 GiB``, ``512 bytes``."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift:
             v = n / (1 << shift)
             return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"

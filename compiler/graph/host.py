@@ -30,6 +30,7 @@ from math import inf, prod
 from typing import Any
 
 import numpy as np
+from vta.isa.fileio import loads_json
 
 from .ir import Node
 
@@ -102,7 +103,7 @@ def load_host_kernel(node: str, text: str) -> HostKernel:
 
         raise ModelError(f"host kernel of {node!r} has no signature line; recompile the "
                          "module")
-    sig = json.loads(head[len(_HEADER):])
+    sig = loads_json(head[len(_HEADER):], f"host kernel of {node!r}")
     return HostKernel(node, sig["name"], [(n, tuple(s), d) for n, s, d in sig["params"]],
                       tuple(sig["out_shape"]), ir,
                       [np.asarray(v, dtype=d) for v, d in sig["extra"]], sig.get("opts", {}))

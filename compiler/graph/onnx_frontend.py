@@ -43,7 +43,7 @@ from vta.isa.fileio import read_bytes
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
 from .ops import ceil_mode_extra
-from .reference import output_shape
+from .validate import check_external_data, checked_shape
 
 #: Node names the dynamo exporter generates (``node_Conv_109``): a layer with a weight named
 #: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
@@ -93,6 +93,8 @@ def load_onnx(path: str | Path, *, input_shapes: InputShapes | None = None) -> G
                          f"directory; vta compile needs an .onnx file)")
     try:
         model, checked = _read_model(p)
+    except VTAError:
+        raise
     except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(f"{p} is not a valid ONNX file ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else 'cannot parse'})") from None
@@ -112,6 +114,7 @@ def _read_model(p: Path) -> tuple[Any, bytes | str]:
     model = onnx.load_model_from_string(data)
     if not any(uses_external_data(t) for t in _all_tensors(model.graph)):
         return model, data
+    check_external_data(_all_tensors(model.graph), p.parent, str(p))
     load_external_data_for_model(model, str(p.parent))
     return model, str(p)
 
@@ -320,8 +323,8 @@ class _Converter:
     def emit(self, op: str, name: str, ins: list[str], outs: list[str], **attrs: Any) -> None:
         n = Node(op, name, ins, outs, attrs)
         self.nodes.append(n)
-        self.shapes[outs[0]] = output_shape(n, [self.shape(i) if i else None for i in ins],
-                                            self.params)
+        self.shapes[outs[0]] = checked_shape(n, [self.shape(i) if i else None for i in ins],
+                                             self.params, self.source)
 
     def forward(self, src: str, dst: str) -> None:
         """``dst`` is ``src`` (Identity, Dropout, float Cast)."""
@@ -522,6 +525,8 @@ def _conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         raise c.fail("Conv", name, f"only 1-D and 2-D convolutions are supported (weight rank "
                                    f"{w.ndim})")
     kernel = list(a.get("kernel_shape", w.shape[2:]))
+    if kernel != list(w.shape[2:]):
+        raise c.fail("Conv", name, f"kernel_shape {kernel} is not its weight's {list(w.shape[2:])}")
     strides, pads, dil = c.spatial("Conv", name, a, kernel, ins[0])
     if len(ins) > 2 and ins[2]:
         c.const("Conv", name, ins[2], "the bias")
