@@ -442,10 +442,11 @@ def synthetic_samples(g: Graph, count: int = 4, seed: int = 0) -> list[dict[str,
             for _ in range(count)]
 
 
-def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
+def load_samples(g: Graph, paths: Sequence[str]) -> list[dict[str, np.ndarray]]:
     """Calibration inputs from .npy files (a model of one input) or .npz files (an array per
     input name): each array of its input's shape (one sample) or a stack of them ``[K,
-    *shape]`` (K samples, the same K for every input of a file)."""
+    *shape]`` (K samples, the same K for every input of a file). An input whose samples are
+    all zeros is an InputError: it would calibrate every scale to a default."""
     from .executor import feeds_for, load_arrays
 
     out = []
@@ -460,6 +461,11 @@ def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
             out.append({n: x.astype(np.float32) for n, x in feeds.items()})
         else:
             out += [{n: x[i].astype(np.float32) for n, x in feeds.items()} for i in range(k)]
+    for name in g.inputs:
+        if out and not any(np.any(s[name]) for s in out):
+            raise InputError(f"calibration input {name!r} is all zeros in "
+                             f"{', '.join(map(str, paths))}: it gives no range to quantize "
+                             "with (every scale would be a guess); give real inputs")
     return out
 
 
