@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .errors import InputError, QuantizationError
+from .errors import InputError, ModelError, QuantizationError
 from .ir import Graph, Node
 from .reference import FLOAT_KERNELS, infer_shapes, run_float
 
@@ -385,7 +385,8 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
         if means is not None else {}
     for j, feeds in enumerate(samples):
-        env = run_float(g, feeds, keep=True)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            env = run_float(g, feeds, keep=True)
         if j == 0 and first is not None:
             first.update(env)
         for k, op in readers.items():
@@ -396,7 +397,12 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
         for k, v in _float_tensors(g, env):
             lo = float(v.min()) if v.size else 0.0
             # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
-            amax[k] = max(amax.get(k, 0.0), max(float(v.max()), -lo) if v.size else 0.0)
+            peak = max(float(v.max()), -lo) if v.size else 0.0
+            if not math.isfinite(peak):
+                raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float run "
+                                 f"of calibration input {j + 1} (float32 overflows); the int8 "
+                                 "path cannot represent them: check the model's weights")
+            amax[k] = max(amax.get(k, 0.0), peak)
             if lows is not None and k in unsigned and v.size:
                 lows[k] = min(lows.get(k, 0.0), lo)
             if method != "max" and v.size >= _HIST_MIN and k not in outputs:

@@ -92,6 +92,7 @@ MODELS = {
     "inf": {"w2": _w2_with(-np.inf)},
     "bn-overflow": {"w1": np.full((16, 3, 3, 3), 1e38, np.float32), "bn": True},
     "huge-input": {"xshape": (1, 3, 100000, 100000)},
+    "activation-overflow": {"w1": np.full((16, 3, 3, 3), 3e38, np.float32)},
 }
 
 
@@ -245,6 +246,9 @@ CASES: dict[str, tuple[list[str], str]] = {
     "model-external-tensor-of-33M-channels": (["compile", "{f}/ext/m.onnx", "-o", "{t}/m2"],
                                               "tensor 'w2' claims 33554432x16x1x1 values "
                                               "(2 GiB), more than the 1 GiB"),
+    "model-activation-overflows-float32": (["compile", "{b}/activation-overflow.onnx", "-o",
+                                            "{t}/m2"], "holds NaN or infinite values in the "
+                                                       "float run of calibration input 1"),
     # --- calibration
     "calibration-all-zeros": (["compile", "{t}/tiny.onnx", "-o", "{t}/m2", "--calib",
                                "{b}/zeros.npy"], "calibration input 'x' is all zeros"),
@@ -255,10 +259,20 @@ def run_main(argv: list[str], timeout: float = 120.0) -> int:
     """``main(argv)`` in a thread that must finish within ``timeout`` seconds (a FIFO opened
     for reading would block it forever: the test then fails instead of hanging)."""
     rc: list[int] = []
-    th = threading.Thread(target=lambda: rc.append(main(argv)), daemon=True)
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            rc.append(main(argv))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
+            raised.append(e)
+
+    th = threading.Thread(target=target, daemon=True)
     th.start()
     th.join(timeout)
     assert not th.is_alive(), f"{argv} did not finish within {timeout} s (blocked on input?)"
+    if raised:
+        raise raised[0]
     return rc[0]
 
 
