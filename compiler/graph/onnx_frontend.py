@@ -43,7 +43,7 @@ from vta.isa.fileio import read_bytes
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
 from .ops import ceil_mode_extra
-from .validate import check_external_data, checked_shape
+from .validate import check_external_data, check_folded_size, checked_shape
 
 #: Node names the dynamo exporter generates (``node_Conv_109``): a layer with a weight named
 #: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
@@ -474,6 +474,8 @@ class _Converter:
             self.params[onode.output[0]] = _dequantize(onode, [self.params[i] if i else None
                                                                for i in ins])
             return
+        check_folded_size(onode.op_type, name, [self.params[i] if i else None for i in ins],
+                          self.source)
         feeds = {orig: self.params[i] for orig, i in zip(onode.input, ins) if orig}
         g = helper.make_graph([onode], "fold", [onnx.ValueInfoProto(name=k) for k in feeds],
                               [onnx.ValueInfoProto(name=o) for o in onode.output if o])

@@ -61,6 +61,9 @@ def checked_shape(n: Node, in_shapes: Sequence[Shape | None],
         problem = rule(n, [s for s in in_shapes if s is not None])
         if problem:
             raise ModelError(f"{source}: node {n.name!r} ({n.op}): {problem}")
+    ahead = _PREDICT.get(n.op)
+    if ahead is not None and in_shapes and in_shapes[0] is not None:
+        _check_size(n, source, "output", ahead(n, in_shapes[0]), 4)  # before computing it
     out = output_shape(n, list(in_shapes), params)
     if any(d < 1 for d in out):
         raise ModelError(f"{source}: node {n.name!r} ({n.op}): its output shape {list(out)} "
@@ -84,6 +87,38 @@ def check_finite(a: np.ndarray, what: str) -> None:
     if peak > _F32_MAX:
         raise ModelError(f"{what} holds {peak:.3g}, beyond float32's finite range; the int8 "
                          "path cannot represent it")
+
+
+def check_folded_size(op: str, name: str, values: Sequence[np.ndarray | None],
+                      source: str) -> None:
+    """Before a node of constant inputs is evaluated at import: the ops whose output size
+    comes from an input's values (ConstantOfShape, Expand, Tile, Range) may make at most
+    :data:`MAX_TENSOR_BYTES`."""
+    try:
+        size = _folded_size(op, values)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return  # not a size: the evaluation reports it
+    if size is not None and size * 8 > MAX_TENSOR_BYTES:
+        raise ModelError(f"{source}: node {name!r} ({op}) of constant inputs would make "
+                         f"{size} values ({format_size(size * 8)} as int64), more than the "
+                         f"{format_size(MAX_TENSOR_BYTES)} a tensor may have")
+
+
+def _folded_size(op: str, v: Sequence[np.ndarray | None]) -> int | None:
+    if op == "ConstantOfShape" and v and v[0] is not None:
+        return math.prod(max(int(d), 0) for d in v[0].reshape(-1))
+    if op == "Expand" and len(v) > 1 and v[0] is not None and v[1] is not None:
+        dims = [int(d) for d in v[1].reshape(-1)]
+        shape = list(v[0].shape)
+        rank = max(len(dims), len(shape))
+        dims, shape = [1] * (rank - len(dims)) + dims, [1] * (rank - len(shape)) + shape
+        return math.prod(max(a, b) for a, b in zip(dims, shape))
+    if op == "Tile" and len(v) > 1 and v[0] is not None and v[1] is not None:
+        return v[0].size * math.prod(max(int(r), 0) for r in v[1].reshape(-1))
+    if op == "Range" and len(v) > 2 and all(x is not None for x in v[:3]):
+        start, limit, delta = (float(x.reshape(-1)[0]) for x in v[:3])
+        return max(math.ceil((limit - start) / delta), 0) if delta else None
+    return None
 
 
 def check_external_data(tensors: Iterable[Any], base: Path, source: str) -> None:
@@ -194,6 +229,26 @@ def _dense(n: Node, s: list[Shape]) -> str | None:
                 f"last dimension {s[0][-1] if s and s[0] else '?'}")
     return None
 
+
+def _pad_ahead(n: Node, s: Shape) -> Shape:
+    pads, rank = list(n.attrs["pads"]), len(s)
+    if len(pads) != 2 * rank:
+        return s
+    return tuple(d + max(pads[k], 0) + max(pads[k + rank], 0) for k, d in enumerate(s))
+
+
+def _resize_ahead(n: Node, s: Shape) -> Shape:
+    if n.attrs.get("sizes"):
+        return tuple(max(int(d), 0) for d in n.attrs["sizes"])
+    scales = n.attrs.get("scales") or []
+    if len(scales) != len(s):
+        return s
+    return tuple(int(d * max(float(f), 0.0)) if math.isfinite(f) else 0
+                 for d, f in zip(s, scales))
+
+
+#: the output shape of ops whose kernel would be run (and allocate) to learn it, told ahead
+_PREDICT = {"Pad": _pad_ahead, "Resize": _resize_ahead}
 
 _ATTR_RULES = {"Conv": _conv, "ConvTranspose": _conv_t, "MaxPool": _pool,
                "AveragePool": _pool, "Dense": _dense}

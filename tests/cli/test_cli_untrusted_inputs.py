@@ -71,6 +71,38 @@ def conv_model(path: Path, *, w2: np.ndarray | None = None, conv2: dict | None =
     path.write_bytes(m.SerializeToString())
 
 
+def op_model(path: Path, op: str, consts: dict[str, np.ndarray], **attrs) -> None:
+    """x [1, 3, 16, 16] -> ``op`` (x and the constants ``consts`` as its inputs) -> Add x -> y:
+    a constant-only ``op`` (no x among its inputs) is folded at import."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    names = list(consts)
+    ins = names if attrs.pop("folded", False) else ["x", *names]
+    nodes = [helper.make_node(op, ins, ["t"], name=op.lower(), **attrs),
+             helper.make_node("Add", ["x", "t"], ["y"], name="add")]
+    g = helper.make_graph(
+        nodes, "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path.write_bytes(m.SerializeToString())
+
+
+#: model file name -> op_model's arguments: ops whose output size comes from values
+OP_MODELS = {
+    "pad-huge": ("Pad", {"pads": np.array([0, 0, 100000, 100000] * 2, np.int64)}),
+    "resize-huge": ("Resize", {"roi": np.zeros(0, np.float32),
+                               "scales": np.array([1, 1, 10000, 10000], np.float32)}),
+    "constant-of-shape-huge": ("ConstantOfShape", {"shape": np.array([3, 30000, 30000],
+                                                                     np.int64)},
+                               {"folded": True}),
+    "expand-huge": ("Expand", {"one": np.ones(1, np.float32),
+                               "shape": np.array([100000, 100000], np.int64)},
+                    {"folded": True}),
+}
+
+
 def _w2_with(value: float) -> np.ndarray:
     w = np.random.default_rng(1).standard_normal((16, 16, 3, 3)).astype(np.float32)
     w[3, 4, 1, 1] = value
@@ -103,6 +135,8 @@ def bad(tmp_path_factory, work: Path) -> Path:  # noqa: F811 - the imported fixt
     t = tmp_path_factory.mktemp("untrusted")
     for name, kw in MODELS.items():
         conv_model(t / f"{name}.onnx", **kw)
+    for name, (op, consts, *attrs) in OP_MODELS.items():
+        op_model(t / f"{name}.onnx", op, consts, **(attrs[0] if attrs else {}))
     np.save(t / "zeros.npy", np.zeros((1, 3, 16, 16), np.float32))
     deep = "[" * 5000 + "]" * 5000
     (t / "deep.json").write_text(deep)
@@ -249,6 +283,17 @@ CASES: dict[str, tuple[list[str], str]] = {
     "model-activation-overflows-float32": (["compile", "{b}/activation-overflow.onnx", "-o",
                                             "{t}/m2"], "holds NaN or infinite values in the "
                                                        "float run of calibration input 1"),
+    "model-pad-100000": (["compile", "{b}/pad-huge.onnx", "-o", "{t}/m2"],
+                         "node 'pad' (Pad): its output 1x3x200016x200016 would take 447.1 GiB"),
+    "model-resize-scale-10000": (["compile", "{b}/resize-huge.onnx", "-o", "{t}/m2"],
+                                "node 'resize' (Resize): its output 1x3x160000x160000 would "
+                                "take 286.1 GiB"),
+    "model-constant-of-shape-huge": (["compile", "{b}/constant-of-shape-huge.onnx", "-o",
+                                      "{t}/m2"], "node 'constantofshape' (ConstantOfShape) of "
+                                                 "constant inputs would make 2700000000 values"),
+    "model-expand-huge": (["compile", "{b}/expand-huge.onnx", "-o", "{t}/m2"],
+                          "node 'expand' (Expand) of constant inputs would make 10000000000 "
+                          "values"),
     # --- calibration
     "calibration-all-zeros": (["compile", "{t}/tiny.onnx", "-o", "{t}/m2", "--calib",
                                "{b}/zeros.npy"], "calibration input 'x' is all zeros"),
