@@ -294,6 +294,14 @@ CASES: dict[str, tuple[list[str], str]] = {
     "model-expand-huge": (["compile", "{b}/expand-huge.onnx", "-o", "{t}/m2"],
                           "node 'expand' (Expand) of constant inputs would make 10000000000 "
                           "values"),
+    # --- workloads on the command line: the same bound
+    "workload-100000-squared": (["tune", "--workload", "conv2d:H=100000,W=100000,CI=64,CO=64,"
+                                 "K=3,S=1,P=1", "--trials", "1"],
+                                "its input of 640000000000 values would take 2.3 TiB"),
+    "workload-dense-huge": (["tune", "--workload", "dense:N=16,K=1048576,M=1048576",
+                             "--trials", "1"], "its weight of 1099511627776 values"),
+    "workload-stride-0": (["tune", "--workload", "conv2d:S=0", "--trials", "1"],
+                          "S=0 must be at least 1"),
     # --- calibration
     "calibration-all-zeros": (["compile", "{t}/tiny.onnx", "-o", "{t}/m2", "--calib",
                                "{b}/zeros.npy"], "calibration input 'x' is all zeros"),
