@@ -135,6 +135,14 @@ def bad(tmp_path_factory, work: Path) -> Path:  # noqa: F811 - the imported fixt
     t = tmp_path_factory.mktemp("untrusted")
     for name, kw in MODELS.items():
         conv_model(t / f"{name}.onnx", **kw)
+    import onnx
+
+    m = onnx.load(str(t / "group3.onnx"))
+    m.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 1 << 62
+    onnx.save(m, str(t / "dim-2-62.onnx"))
+    m = onnx.load(str(t / "group3.onnx"))
+    m.graph.initializer[1].dims[0] = 1 << 40  # 9216 bytes of data for 2^40 x 144 values
+    onnx.save(m, str(t / "dims-not-the-data.onnx"))
     for name, (op, consts, *attrs) in OP_MODELS.items():
         op_model(t / f"{name}.onnx", op, consts, **(attrs[0] if attrs else {}))
     np.save(t / "zeros.npy", np.zeros((1, 3, 16, 16), np.float32))
@@ -283,6 +291,11 @@ CASES: dict[str, tuple[list[str], str]] = {
     "model-activation-overflows-float32": (["compile", "{b}/activation-overflow.onnx", "-o",
                                             "{t}/m2"], "holds NaN or infinite values in the "
                                                        "float run of calibration input 1"),
+    "model-input-dim-2-62": (["compile", "{b}/dim-2-62.onnx", "-o", "{t}/m2"],
+                             "its input 'x' 1x3x4611686018427387904x16 would take"),
+    "model-dims-not-the-data": (["compile", "{b}/dims-not-the-data.onnx", "-o", "{t}/m2"],
+                                "raw_data size (9216 bytes) is too small for the declared "
+                                "shape"),
     "model-pad-100000": (["compile", "{b}/pad-huge.onnx", "-o", "{t}/m2"],
                          "node 'pad' (Pad): its output 1x3x200016x200016 would take 447.1 GiB"),
     "model-resize-scale-10000": (["compile", "{b}/resize-huge.onnx", "-o", "{t}/m2"],
