@@ -118,8 +118,9 @@ def _open_input(p: Path, what: str) -> int:
 def check_input_size(size: int, p: str | Path, what: str, limit: int) -> None:
     """A FileError naming ``p`` if ``size`` bytes are more than a ``what`` may have."""
     if size > limit:
+        article = "an" if what[:1] in "aeiou" else "a"
         raise FileError(f"{what} {p} is {format_size(size)}, more than the {format_size(limit)} "
-                        f"a {what} may have")
+                        f"{article} {what} may have")
 
 
 def read_bytes(path: str | Path, what: str = "file", *, limit: int | None = None) -> bytes:
@@ -189,16 +190,6 @@ def loads_json(text: str | bytes, where: str | Path, *, max_depth: int = JSON_MA
         return json.loads(text)
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise FileError(f"{where}: JSON nested too deeply") from None
-
-
-def read_json(path: str | Path, what: str = "JSON file", *, limit: int = SMALL_INPUT) -> Any:
-    """Read a JSON file (size and nesting bounded); a syntax error is a FileError giving
-    ``path:line:column``."""
-    text = read_text(path, what, limit=limit)
-    try:
-        return loads_json(text, f"{what} {path}")
-    except json.JSONDecodeError as e:
-        raise FileError(f"{what} {path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
 
 
 def _umask() -> int:
