@@ -86,8 +86,9 @@ class LogRecord:
                    _field(d, "version", str, optional=True) or "")
 
 
-class RecordError(ValueError):
-    """A tuning-log line that is not a record: a missing or mistyped field."""
+class RecordError(FileError):
+    """A tuning-log line that is not a record: a missing or mistyped field (:func:`iter_log`
+    names the file and line)."""
 
 
 _SCALARS = (int, float, str)
