@@ -13,7 +13,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -138,8 +138,8 @@ def read_bytes(path: str | Path, what: str = "file", *, limit: int | None = None
     return data
 
 
-def read_stream(stream: BinaryIO, what: str, *, limit: int = SMALL_INPUT) -> bytes:
-    """Read a stream (standard input) of at most ``limit`` bytes."""
+def read_stream(stream: TextIO, what: str, *, limit: int = SMALL_INPUT) -> str:
+    """Read a text stream (standard input) of at most ``limit`` characters."""
     data = stream.read(limit + 1)
     check_input_size(len(data), "<stdin>", what, limit)
     return data
