@@ -28,12 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vta.isa.asm import assemble_bytes, assemble_uops_bytes, encode_program, from_jsonl
-    from vta.isa.fileio import read_text, write_atomic
+    from vta.isa.fileio import read_stream, read_text, write_atomic
 
     cfg = config_from_args(args)
     check_outputs({"binary output": args.output}, inputs=(args.input, args.config))
     if args.input == "-":
-        text, name = sys.stdin.read(), "<stdin>"
+        text, name = read_stream(sys.stdin, "assembler input"), "<stdin>"
     else:
         text, name = read_text(args.input, "assembler file"), args.input
 

@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     data = read_bytes(args.input, "binary input")
     unit, what = (UOP_BYTES, "a micro-op buffer") if args.uops else (
         INSN_BYTES, "an instruction stream")
+    if not data:
+        raise FileError(f"{args.input} is empty: not {what}")
     if len(data) % unit:
         raise FileError(f"{args.input} is {len(data)} bytes, not a multiple of {unit}: not "
                         f"{what}" + ("" if args.uops else " (use --uops for a micro-op buffer)"))

@@ -33,6 +33,7 @@ import numpy as np
 from .config import Config
 from .deps import DEP_FLAGS, MODULE_FLAGS
 from .errors import AsmError, DecodeError, EncodeError
+from .fileio import JSON_MAX_DEPTH, json_depth
 from .insn import (
     AluInsn,
     FinishInsn,
@@ -468,6 +469,10 @@ def from_jsonl(text: str, cfg: Config, *, filename: str = "<input>") -> list[Ins
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
+        depth = json_depth(raw)
+        if depth > JSON_MAX_DEPTH:
+            raise AsmError(f"JSON nested {depth} levels deep, more than the {JSON_MAX_DEPTH} "
+                           "an instruction may have", file=filename, line=lineno, col=1)
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as e:

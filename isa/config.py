@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, FileError
+from .fileio import SMALL_INPUT, loads_json, read_bytes
 
 #: The nine parameters of vta_config.json, in TVM's order.
 PARAMS = (
@@ -123,13 +124,12 @@ class Config:
         """Read TVM's vta_config.json format (extra keys such as TARGET are kept)."""
         path = Path(path)
         try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist") from None
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_bytes(path, "config file", limit=SMALL_INPUT).decode("utf-8")
+            data = loads_json(text, f"config file {path}")
+        except FileError as e:
+            raise ConfigError(str(e)) from None
+        except UnicodeDecodeError as e:
             raise ConfigError(f"cannot read config file {path}: {e}") from None
-        try:
-            data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
         return cls.from_dict(data, source=str(path))

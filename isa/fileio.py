@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import re
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
 
 from .errors import FileError
 
@@ -37,6 +42,44 @@ def kit_version() -> str:
         return "0+unknown"
 
 
+#: The read limit of a small input (a config, a manifest, an assembler or JSON file, a line of
+#: a tuning log): what such a file holds is kilobytes; a bigger one is not one of them.
+SMALL_INPUT = 16 << 20
+
+#: The deepest nesting of arrays and objects a JSON input may have (the kit's own files nest a
+#: few levels; Python's parser recurses and would fail with a traceback near 1000).
+JSON_MAX_DEPTH = 64
+
+
+@functools.cache
+def large_input_limit() -> int:
+    """The read limit of a large input (a model, an .npz/.npy array, a program, a DRAM image, a
+    compiled module's files): half the machine's physical memory, so a read never fills it."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: say 8 GiB
+        phys = 8 << 30
+    return max(phys // 2, 256 << 20)
+
+
+def format_size(n: int) -> str:
+    """``n`` bytes for a message: ``16 MiB``, ``7.8 GiB``, ``512 bytes``."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            v = n / (1 << shift)
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{n} bytes"
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a non-regular, non-directory file of mode ``mode`` is (None for a regular one)."""
+    return next((kind for test, kind in _KINDS if test(mode)), None)
+
+
 @contextlib.contextmanager
 def _reading(p: Path, what: str) -> Iterator[None]:
     """Turn the OSError of reading ``p`` into a FileError naming it."""
@@ -50,28 +93,103 @@ def _reading(p: Path, what: str) -> Iterator[None]:
         raise FileError(f"cannot read {what} {p}: {e.strerror or e}") from None
 
 
-def read_bytes(path: str | Path, what: str = "file") -> bytes:
-    """Read a whole file; a missing or unreadable file is a FileError naming it."""
-    p = Path(path)
+def _check_regular(p: Path, mode: int, what: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise FileError(f"{what} {p} is a directory, not a file")
+    kind = _not_regular(mode)
+    if kind is not None:
+        raise FileError(f"{what} {p} is {kind}, not a regular file; give a file")
+
+
+def _open_input(p: Path, what: str) -> int:
+    """A descriptor of the regular file ``p``, opened without blocking (a FIFO or a device
+    would block or read forever; they are refused before and after opening)."""
     with _reading(p, what):
-        return p.read_bytes()
+        _check_regular(p, os.stat(p).st_mode, what)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _check_regular(p, os.fstat(fd).st_mode, what)  # replaced since the stat
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_input_size(size: int, p: str | Path, what: str, limit: int) -> None:
+    """A FileError naming ``p`` if ``size`` bytes are more than a ``what`` may have."""
+    if size > limit:
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise FileError(f"{what} {p} is {format_size(size)}, more than the {format_size(limit)} "
+                        f"{article} {what} may have")
+
+
+def read_bytes(path: str | Path, what: str = "file", *, limit: int | None = None) -> bytes:
+    """Read a whole regular file of at most ``limit`` bytes (default
+    :func:`large_input_limit`; :data:`SMALL_INPUT` for configs and other small inputs); a
+    missing, unreadable, non-regular (FIFO, device, socket) or too large file is a FileError
+    naming it."""
+    p = Path(path)
+    limit = large_input_limit() if limit is None else limit
+    fd = _open_input(p, what)
+    with os.fdopen(fd, "rb") as f, _reading(p, what):
+        check_input_size(os.fstat(fd).st_size, p, what, limit)
+        data = f.read(limit + 1)
+    check_input_size(len(data), p, what, limit)  # it grew while read
+    return data
+
+
+def read_stream(stream: TextIO, what: str, *, limit: int = SMALL_INPUT) -> str:
+    """Read a text stream (standard input) of at most ``limit`` characters."""
+    data = stream.read(limit + 1)
+    check_input_size(len(data), "<stdin>", what, limit)
+    return data
 
 
 def check_input_file(path: str | Path, what: str = "file") -> Path:
     """Fail now (the FileError :func:`read_bytes` would give) if ``path`` cannot be read, for
     an input that is only read after long work."""
     p = Path(path)
-    with _reading(p, what), open(p, "rb"):
-        pass
+    os.close(_open_input(p, what))
     return p
 
 
-def read_text(path: str | Path, what: str = "file") -> str:
-    data = read_bytes(path, what)
+def read_text(path: str | Path, what: str = "file", *, limit: int = SMALL_INPUT) -> str:
+    """Read a whole UTF-8 text file of at most ``limit`` bytes (as :func:`read_bytes`)."""
+    return decode_text(read_bytes(path, what, limit=limit), path, what)
+
+
+def decode_text(data: bytes, path: str | Path, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise FileError(f"{what} {path} is not UTF-8 text (byte {e.start})") from None
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deep arrays and objects nest in the JSON ``text`` (brackets inside strings do not
+    count); linear time, no recursion."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    data = _JSON_STRING.sub(b"", data)
+    b = np.frombuffer(data, dtype=np.uint8)
+    step = np.isin(b, (0x5B, 0x7B)).astype(np.int64) - np.isin(b, (0x5D, 0x7D))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def loads_json(text: str | bytes, where: str | Path, *, max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """``json.loads`` of an input, first refusing (a FileError naming ``where``) one that nests
+    deeper than ``max_depth``; a syntax error stays a ``json.JSONDecodeError`` for the caller
+    to place."""
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise FileError(f"{where}: JSON nested {depth} levels deep, more than the "
+                        f"{max_depth} an input may have")
+    try:
+        return json.loads(text)
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise FileError(f"{where}: JSON nested too deeply") from None
 
 
 def _umask() -> int:

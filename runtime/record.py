@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from vta.isa import Config
 from vta.isa.errors import FileError
-from vta.isa.fileio import read_bytes, write_atomic
+from vta.isa.fileio import loads_json, read_bytes, write_atomic
 from vta.isa.layout import INSN_BYTES
 
 from .counters import RecordStats
@@ -113,7 +113,7 @@ class RecordedProgram:
         n = int.from_bytes(data[len(MAGIC):len(MAGIC) + 4], "little")
         start = len(MAGIC) + 4
         try:
-            header = json.loads(data[start:start + n])
+            header = loads_json(data[start:start + n], source)
             cfg = Config.from_dict(header["config"], source=source)
             p0 = start + n
             p1 = p0 + int(header["insn_bytes"])

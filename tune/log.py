@@ -13,6 +13,7 @@ batch in flight, and a truncated last line is ignored when the log is read back.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -21,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from vta.isa.errors import FileError
-from vta.isa.fileio import kit_version
+from vta.isa.fileio import (
+    SMALL_INPUT,
+    check_input_size,
+    decode_text,
+    kit_version,
+    loads_json,
+    read_bytes,
+)
 
 
 @dataclass
@@ -50,12 +58,63 @@ class LogRecord:
                 "version": self.version or kit_version()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> LogRecord:
-        r = d["result"]
-        return cls(d["workload"], d.get("task", {}), d["config"], r.get("cost"), r.get("error"),
-                   r.get("kind", "ok" if r.get("error") is None else "error"),
-                   float(r.get("elapsed", 0.0)), d.get("tuner", ""), int(d.get("trial", 0)),
-                   float(d.get("time", 0.0)), d.get("version", ""))
+    def from_json(cls, d: Any) -> LogRecord:
+        """The record of a parsed log line, every field typed and checked (a
+        :class:`RecordError` naming the first bad one)."""
+        if not isinstance(d, dict):
+            raise RecordError(f"expected a JSON object, got {_kind(d)}")
+        r = _field(d, "result", dict)
+        config = _field(d, "config", dict)
+        _field(config, "index", int, where="config.index")
+        values = _field(config, "values", dict, where="config.values")
+        for k, v in values.items():
+            if not isinstance(v, _SCALARS) and not (
+                    isinstance(v, list) and all(isinstance(x, _SCALARS) for x in v)):
+                raise RecordError(f"config.values[{k!r}] is {_kind(v)}, not a knob value")
+        cost = _field(r, "cost", (int, float), where="result.cost", optional=True)
+        if cost is not None and not math.isfinite(cost):
+            raise RecordError(f"result.cost is {cost}, not a finite number")
+        error = _field(r, "error", str, where="result.error", optional=True)
+        kind = _field(r, "kind", str, where="result.kind", optional=True)
+        elapsed = _field(r, "elapsed", (int, float), where="result.elapsed", optional=True)
+        return cls(_field(d, "workload", str), _field(d, "task", dict, optional=True) or {},
+                   config, None if cost is None else float(cost), error,
+                   kind or ("ok" if error is None else "error"), float(elapsed or 0.0),
+                   _field(d, "tuner", str, optional=True) or "",
+                   _field(d, "trial", int, optional=True) or 0,
+                   float(_field(d, "time", (int, float), optional=True) or 0.0),
+                   _field(d, "version", str, optional=True) or "")
+
+
+class RecordError(FileError):
+    """A tuning-log line that is not a record: a missing or mistyped field (:func:`iter_log`
+    names the file and line)."""
+
+
+_SCALARS = (int, float, str)
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
+               float: "a number", bool: "a boolean", type(None): "null"}
+
+
+def _kind(v: Any) -> str:
+    return _TYPE_NAMES.get(type(v), type(v).__name__)
+
+
+def _field(d: dict[str, Any], key: str, types: type | tuple[type, ...], *,
+           where: str | None = None, optional: bool = False) -> Any:
+    """``d[key]``, which must be of ``types`` (a boolean is no number), or None when it is
+    ``optional`` and missing or null."""
+    where = where or key
+    if key not in d or d[key] is None:
+        if optional:
+            return None
+        raise RecordError(f"field {where!r} is missing")
+    v = d[key]
+    types = types if isinstance(types, tuple) else (types,)
+    if isinstance(v, bool) or not isinstance(v, types):
+        want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+        raise RecordError(f"field {where!r} is {_kind(v)} ({json.dumps(v)[:40]}), not {want}")
+    return v
 
 
 class TuningLog:
@@ -94,13 +153,12 @@ class TuningLog:
 
 def _cut_partial_tail(path: Path) -> None:
     """Drop an unterminated last line (a write cut short by a crash) so appends start clean."""
-    try:
-        with open(path, "rb+") as f:
-            data = f.read()
-            if data and not data.endswith(b"\n"):
-                f.truncate(data.rfind(b"\n") + 1)
-    except OSError as e:
-        raise FileError(f"cannot open tuning log {path}: {e.strerror or e}") from None
+    data = read_bytes(path, "tuning log")
+    if data and not data.endswith(b"\n"):
+        try:
+            os.truncate(path, data.rfind(b"\n") + 1)
+        except OSError as e:
+            raise FileError(f"cannot open tuning log {path}: {e.strerror or e}") from None
 
 
 def best_record(records: Iterable[LogRecord]) -> LogRecord | None:
@@ -109,22 +167,19 @@ def best_record(records: Iterable[LogRecord]) -> LogRecord | None:
 
 
 def iter_log(path: str | Path) -> Iterator[LogRecord]:
+    """The records of a log file; a line that is not one is a FileError giving its number
+    (except a last line cut short by a crash, which is ignored)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise FileError(f"tuning log {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise FileError(f"cannot read tuning log {p}: {e}") from None
+    lines = decode_text(read_bytes(p, "tuning log"), p, "tuning log").splitlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
-            yield LogRecord.from_json(d)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            if n == len(lines):  # a line cut short by a crash: ignore it
-                return
+            check_input_size(len(line), f"{p}:{n}", "tuning-log line", SMALL_INPUT)
+            yield LogRecord.from_json(loads_json(line, f"{p}:{n}"))
+        except (json.JSONDecodeError, RecordError) as e:
+            if n == len(lines) and isinstance(e, json.JSONDecodeError):
+                return  # a line cut short by a crash: ignore it
             raise FileError(f"{p}:{n}: not a tuning record ({e})") from None
 
 

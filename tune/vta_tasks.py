@@ -609,6 +609,11 @@ def tuning_lookup(log_path: str | Path, cfg: Config
         if rec is None:
             return None
         values = dict(rec.config["values"])
+        unknown = sorted(set(values) - set(t.space.knobs))
+        if unknown:
+            raise TuningLogError(f"{log_path}: unknown knob(s) {', '.join(unknown)} for "
+                                 f"{t.name} {list(t.args[:-1])} (its knobs: "
+                                 f"{', '.join(t.space.knobs)})")
         try:
             ok = t.space.is_valid(t.space.from_values(values).index)
         except (SpaceError, KeyError):

@@ -72,5 +72,33 @@ def parse_workload(spec: str, cfg: Config) -> Task:
             raise WorkloadError(f"workload {name}: {key}={val!r} is not an integer") from None
         if values[key] < 0:
             raise WorkloadError(f"workload {name}: {key}={val} must not be negative")
+    _check_bounds(name, values)
     args = w.make_args(values, cfg) if w.make_args else tuple(values.values())
     return Task.create(w.template, args)
+
+
+#: keys that count or size something: at least 1 (a padding, a clip bound may be 0)
+_SIZES = ("N", "H", "W", "C", "CI", "CO", "K", "S", "M")  # G: its own message
+
+
+def _check_bounds(name: str, v: dict[str, int]) -> None:
+    """Sizes at least 1, and no tensor of the workload (input, weight, output; int32 values)
+    beyond the bound of a model's tensors, before anything is allocated for it."""
+    from vta.compiler.graph.validate import MAX_TENSOR_BYTES
+    from vta.isa.fileio import format_size
+
+    for key in _SIZES:
+        if key in v and v[key] < 1:
+            raise WorkloadError(f"workload {name}: {key}={v[key]} must be at least 1")
+    n, h, w = v.get("N", 1), v.get("H", 1), v.get("W", 1)
+    ci, co = v.get("CI", v.get("C", 1)), v.get("CO", v.get("C", 1))
+    grow = v.get("S", 1) ** 2 if name == "conv2d_transpose" else 1
+    tensors = {"input": n * ci * h * w, "output": n * co * h * w * grow,
+               "weight": co * ci * v.get("K", 1) ** 2 if "CI" in v else 0}
+    if name == "dense":
+        tensors = {"input": n * v["K"], "weight": v["K"] * v["M"], "output": n * v["M"]}
+    for what, count in tensors.items():
+        if count * 4 > MAX_TENSOR_BYTES:
+            raise WorkloadError(f"workload {name}: its {what} of {count} values would take "
+                                f"{format_size(count * 4)}, more than the "
+                                f"{format_size(MAX_TENSOR_BYTES)} a tensor may have")

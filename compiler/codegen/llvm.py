@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa.errors import FileError
-from vta.isa.fileio import write_atomic
+from vta.isa.fileio import read_bytes, write_atomic
 
 from ..errors import CodegenError
 from ..lower import lower
@@ -472,17 +472,23 @@ def _mark_nontemporal(ir: str, name: str) -> str:
 
 
 def _store(path: Path, obj: bytes) -> None:
-    """Keep a compiled object (atomically; a cache that cannot be written is skipped)."""
+    """Keep a compiled object followed by its sha256 (atomically; a cache that cannot be
+    written is skipped)."""
     with contextlib.suppress(OSError, FileError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, obj, "compiled host kernel")
+        write_atomic(path, obj + hashlib.sha256(obj).digest(), "compiled host kernel")
 
 
 def _load(path: Path) -> bytes | None:
+    """The object :func:`_store` kept at ``path``, or None when there is none or it is
+    damaged (truncated, overwritten: its sha256 does not hold), so that it is rebuilt; the
+    JIT never loads a damaged object."""
     try:
-        return path.read_bytes()
-    except OSError:
+        data = read_bytes(path, "compiled host kernel")
+    except FileError:
         return None
+    obj, digest = data[:-32], data[-32:]
+    return obj if obj and hashlib.sha256(obj).digest() == digest else None
 
 
 class CpuModule:
@@ -542,8 +548,9 @@ class CpuModule:
                 llvm.get_host_cpu_name(), features, ".".join(map(str, llvm.llvm_version_info))
             ]).encode()).hexdigest()[:32]
             cached = object_cache / f"{key}.o"
+        cached_obj = _load(cached) if cached is not None else None
         self.optimized_ir = None
-        if cached is None or not cached.exists():
+        if cached_obj is None:
             pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
             pto.loop_vectorization = True
             pto.slp_vectorization = True
@@ -559,7 +566,7 @@ class CpuModule:
         self.engine = llvm.create_mcjit_compiler(mod, self.tm)
         if cached is not None:
             self.engine.set_object_cache(lambda _m, obj: _store(cached, obj),
-                                         lambda _m: _load(cached))
+                                         lambda _m: cached_obj)
         self.engine.finalize_object()
         if fast:
             _set_wrapper_globals(self.engine, params)

@@ -11,6 +11,7 @@ float kernels. ``target="cpu"`` runs every layer on the CPU.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
+from vta.isa.fileio import read_bytes
 from vta.isa.records import JsonRecord
 
 from ..topi.pack import unpack_activation
@@ -107,8 +109,9 @@ def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
     p = Path(path)
     if not p.exists():
         raise InputError(f"input file {p} does not exist")
+    raw = io.BytesIO(read_bytes(p, "input file"))
     try:
-        data = np.load(p, allow_pickle=False)
+        data = np.load(raw, allow_pickle=False)
         if isinstance(data, np.ndarray):
             arrays = {"": data}
         else:

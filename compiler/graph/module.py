@@ -46,6 +46,7 @@ from vta.isa.digest import (
     write_digest,
 )
 from vta.isa.errors import VTAError
+from vta.isa.fileio import loads_json, read_text
 
 from ..build import arena_align
 from ..topi import defaults
@@ -243,8 +244,9 @@ def _verify(d: Path) -> ModuleManifest:
     if not found.holds:
         raise ModuleError(f"module {d}: {_damage(d, found.files)}; recompile it")
     try:
-        m = ModuleManifest.from_json(json.loads((d / "manifest.json").read_bytes()))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        mf = d / "manifest.json"
+        m = ModuleManifest.from_json(loads_json(read_text(mf, "manifest"), mf))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModuleError(f"module {d}: manifest.json is not valid JSON ({e}); recompile "
                           "it") from None
     except OSError as e:
@@ -326,7 +328,7 @@ def load_module(path: str | Path) -> CompiledModule:
         with np.load(d / m.params, allow_pickle=False) as z:
             params = {k: z[k] for k in z.files}
         graph = Graph.from_json(m.graph, params)
-        plan = MemoryPlan.from_dict(json.loads((d / m.memory_plan).read_text()))
+        plan = MemoryPlan.from_dict(loads_json((d / m.memory_plan).read_text(), m.memory_plan))
         const = (d / m.const_image).read_bytes()
         kernels = {name: Kernel.from_record(k, (d / k.program).read_bytes())
                    for name, k in m.kernels.items()}

@@ -38,11 +38,13 @@ from typing import Any
 
 import numpy as np
 from vta.isa.errors import VTAError
+from vta.isa.fileio import read_bytes
 
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
 from .ops import ceil_mode_extra
-from .reference import output_dtype, output_shape
+from .reference import output_dtype
+from .validate import check_external_data, check_folded_size, checked_shape
 
 #: Node names the dynamo exporter generates (``node_Conv_109``): a layer with a weight named
 #: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
@@ -92,6 +94,8 @@ def load_onnx(path: str | Path, *, input_shapes: InputShapes | None = None) -> G
                          f"directory; vta compile needs an .onnx file)")
     try:
         model, checked = _read_model(p)
+    except VTAError:
+        raise
     except Exception as e:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(f"{p} is not a valid ONNX file ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else 'cannot parse'})") from None
@@ -107,10 +111,11 @@ def _read_model(p: Path) -> tuple[Any, bytes | str]:
     import onnx
     from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
-    data = p.read_bytes()
+    data = read_bytes(p, "model file")
     model = onnx.load_model_from_string(data)
     if not any(uses_external_data(t) for t in _all_tensors(model.graph)):
         return model, data
+    check_external_data(_all_tensors(model.graph), p.parent, str(p))
     load_external_data_for_model(model, str(p.parent))
     return model, str(p)
 
@@ -333,8 +338,8 @@ class _Converter:
     def emit(self, op: str, name: str, ins: list[str], outs: list[str], **attrs: Any) -> None:
         n = Node(op, name, ins, outs, attrs)
         self.nodes.append(n)
-        self.shapes[outs[0]] = output_shape(n, [self.shape(i) if i else None for i in ins],
-                                            self.params)
+        self.shapes[outs[0]] = checked_shape(n, [self.shape(i) if i else None for i in ins],
+                                             self.params, self.source)
         self.dtypes[outs[0]] = output_dtype(n, [self.dtype(i) if i else None for i in ins])
 
     def forward(self, src: str, dst: str) -> None:
@@ -499,6 +504,8 @@ class _Converter:
             self.params[onode.output[0]] = _dequantize(onode, [self.params[i] if i else None
                                                                for i in ins])
             return
+        check_folded_size(onode.op_type, name, [self.params[i] if i else None for i in ins],
+                          self.source)
         feeds = {orig: self.params[i] for orig, i in zip(onode.input, ins) if orig}
         g = helper.make_graph([onode], "fold", [onnx.ValueInfoProto(name=k) for k in feeds],
                               [onnx.ValueInfoProto(name=o) for o in onode.output if o])
@@ -550,6 +557,8 @@ def _conv(c: _Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
         raise c.fail("Conv", name, f"only 1-D and 2-D convolutions are supported (weight rank "
                                    f"{w.ndim})")
     kernel = list(a.get("kernel_shape", w.shape[2:]))
+    if kernel != list(w.shape[2:]):
+        raise c.fail("Conv", name, f"kernel_shape {kernel} is not its weight's {list(w.shape[2:])}")
     strides, pads, dil = c.spatial("Conv", name, a, kernel, ins[0])
     if len(ins) > 2 and ins[2]:
         c.const("Conv", name, ins[2], "the bias")

@@ -30,6 +30,7 @@ import numpy as np
 from . import ops
 from .ir import Graph, Node
 from .reference import ELEMENTWISE, FLOAT_KERNELS
+from .validate import check_finite
 
 Pass = Callable[[Graph], Graph]
 
@@ -89,6 +90,9 @@ def fold_batchnorm(g: Graph) -> Graph:
                  * s.reshape(grp, 1, og, 1, 1)).reshape(w.shape)
         b = g.params[src.inputs[2]].astype(np.float64) if len(src.inputs) > 2 else 0.0
         b = (b - mean) * s + beta
+        what = f"{g.name}: batch-norm {bn.name!r} folded into {src.op} {src.name!r}"
+        check_finite(w, f"{what}: its weight {src.inputs[1]!r}")
+        check_finite(b, f"{what}: its bias")
         wname, bname = f"{src.name}.weight_bn", f"{src.name}.bias_bn"
         g.params[wname] = w.astype(np.float32)
         g.params[bname] = np.asarray(b, dtype=np.float32)

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .errors import InputError, QuantizationError
+from .errors import InputError, ModelError, QuantizationError
 from .ir import Graph, Node
 from .reference import FLOAT_KERNELS, infer_shapes, run_float
 
@@ -387,7 +387,8 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
         if means is not None else {}
     for j, feeds in enumerate(samples):
-        env = run_float(g, feeds, keep=True)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            env = run_float(g, feeds, keep=True)
         if j == 0 and first is not None:
             first.update(env)
         for k, op in readers.items():
@@ -402,7 +403,12 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
                 continue
             lo = float(v.min()) if v.size else 0.0
             # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
-            amax[k] = max(amax.get(k, 0.0), max(float(v.max()), -lo) if v.size else 0.0)
+            peak = max(float(v.max()), -lo) if v.size else 0.0
+            if not math.isfinite(peak):
+                raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float run "
+                                 f"of calibration input {j + 1} (float32 overflows); the int8 "
+                                 "path cannot represent them: check the model's weights")
+            amax[k] = max(amax.get(k, 0.0), peak)
             if lows is not None and k in unsigned and v.size:
                 lows[k] = min(lows.get(k, 0.0), lo)
             if method != "max" and v.size >= _HIST_MIN and k not in outputs:
@@ -492,7 +498,8 @@ def index_bounds(g: Graph) -> dict[str, int]:
 def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
     """Calibration inputs from .npy files (a model of one input) or .npz files (an array per
     input name): each array of its input's shape (one sample) or a stack of them ``[K,
-    *shape]`` (K samples, the same K for every input of a file)."""
+    *shape]`` (K samples, the same K for every input of a file). A float input whose samples
+    are all zeros is an InputError: it would calibrate every scale to a default."""
     from .executor import batch_size, feeds_for, load_arrays
 
     out = []
@@ -504,6 +511,12 @@ def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
             out.append(feeds)
         else:
             out += [{n: x[i] for n, x in feeds.items()} for i in range(k)]
+    for name, info in g.inputs.items():
+        if (np.dtype(info.dtype).kind == "f" and out
+                and not any(np.any(s[name]) for s in out)):
+            raise InputError(f"calibration input {name!r} is all zeros in "
+                             f"{', '.join(map(str, paths))}: it gives no range to quantize "
+                             "with (every scale would be a guess); give real inputs")
     return out
 
 

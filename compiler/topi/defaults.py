@@ -37,7 +37,14 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import kit_version, user_cache_dir, write_atomic
+from vta.isa.fileio import (
+    SMALL_INPUT,
+    kit_version,
+    loads_json,
+    read_bytes,
+    user_cache_dir,
+    write_atomic,
+)
 from vta.isa.gcpause import paused_gc
 
 from ..errors import ScheduleError
@@ -306,12 +313,34 @@ def _entry_path(key: str) -> Path:
 def store(key: str, ch: Choice) -> None:
     """Write the cache entry ``key`` (what a search writes; :func:`search_unstored`)."""
     path = _entry_path(key)
+    entry = {"key": key, "knobs": ch.knobs, "cycles": ch.cycles, "evaluated": ch.evaluated}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"key": key, "knobs": ch.knobs, "cycles": ch.cycles,
-                                       "evaluated": ch.evaluated}), "knob cache entry")
+        write_atomic(path, json.dumps(entry | {"sha256": _entry_digest(entry)}),
+                     "knob cache entry")
     except (OSError, VTAError):
         pass  # a read-only cache only costs the search again
+
+
+def _entry_digest(entry: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+
+
+def _read_entry(path: Path, key: str) -> Choice | None:
+    """The cache entry at ``path`` if it is the one of ``key`` and whole (its sha256 holds and
+    its fields have their types); None otherwise (missing or damaged: it is searched again
+    and rewritten)."""
+    try:
+        d = loads_json(read_bytes(path, "knob cache entry", limit=SMALL_INPUT), path)
+        entry = {k: d[k] for k in ("key", "knobs", "cycles", "evaluated")}
+        if d["sha256"] != _entry_digest(entry) or entry["key"] != key:
+            return None
+        knobs = dict(entry["knobs"])
+        if not all(isinstance(k, str) and isinstance(v, int) for k, v in knobs.items()):
+            return None
+        return Choice(knobs, float(entry["cycles"]), int(entry["evaluated"]), True)
+    except (VTAError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]) -> Choice:
@@ -322,12 +351,9 @@ def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]
     for keys in (probing, unstored):
         if keys is not None:
             keys.append(key)
-    try:
-        d = json.loads(path.read_text())
-        if d.get("key") == key:
-            return Choice(dict(d["knobs"]), float(d["cycles"]), int(d["evaluated"]), True)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    hit = _read_entry(path, key)
+    if hit is not None:
+        return hit
     if probing is not None:
         raise _Miss(key)
     ch = compute()

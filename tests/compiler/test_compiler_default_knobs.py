@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import json
 
 import pytest
 from vta.compiler import lower_vta, topi
@@ -365,3 +366,26 @@ def test_search_starts_from_every_seed_key_per_thread_arrangement():
     assert defaults.search(space, valid, by_a, cost, budget=8).cycles > 1.0
     best = defaults.search(space, valid, by_b, cost, budget=8)
     assert best.cycles == 1.0 and best.knobs["b"] == 4 and best.knobs["oc_nthread"] == 1
+
+
+@pytest.mark.parametrize("damage", ["cycles-edited", "truncated", "garbage", "nested",
+                                    "knobs-mistyped"])
+def test_damaged_knob_cache_entry_is_searched_again(cfg, tmp_path, damage):
+    """A cache entry whose sha256 does not hold (edited, truncated, overwritten) or that is
+    not an entry at all is not trusted: the search runs again (``cached`` False), gives the
+    knobs of a fresh search, and rewrites a whole entry that the next call reads."""
+    epi = topi.Epilogue(bias=True, shift=7, relu=True, clip=(0, 127))
+    args = ((1, 1, 4, 4), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, cfg, epi)
+    first = defaults.conv2d_default(*args)
+    (entry,) = (tmp_path / "knobs").glob("*.json")
+    d = json.loads(entry.read_text())
+    text = {"cycles-edited": json.dumps(d | {"cycles": 1.0}),
+            "truncated": entry.read_text()[:40],
+            "garbage": "\x00\xff not json",
+            "nested": "[" * 3000 + "]" * 3000,
+            "knobs-mistyped": json.dumps(d | {"knobs": {"tile_h": "16"}})}[damage]
+    entry.write_text(text)
+    again = defaults.conv2d_default(*args)
+    assert not again.cached and (again.knobs, again.cycles) == (first.knobs, first.cycles)
+    third = defaults.conv2d_default(*args)
+    assert third.cached and (third.knobs, third.cycles) == (first.knobs, first.cycles)

@@ -44,3 +44,54 @@ def test_user_cache_dir_precedence(tmp_path, monkeypatch) -> None:
     assert user_cache_dir("a", "b") == tmp_path / "x" / "vta-kit" / "a" / "b"
     monkeypatch.setenv("XDG_CACHE_HOME", "")
     assert user_cache_dir() == Path.home() / ".cache" / "vta-kit"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("special,needle", [("fifo", "is a FIFO (named pipe)"),
+                                            ("/dev/zero", "is a character device"),
+                                            ("dir", "is a directory")])
+def test_read_refuses_what_is_not_a_regular_file(tmp_path, special: str, needle: str) -> None:
+    """A FIFO with no writer would block the read forever, /dev/zero would never end it."""
+    from vta.isa.fileio import check_input_file, read_text
+
+    path = {"fifo": tmp_path / "f", "dir": tmp_path}.get(special, special)
+    if special == "fifo":
+        os.mkfifo(path)
+    for read in (read_bytes, read_text, check_input_file):
+        with pytest.raises(FileError) as e:
+            read(path, "config file")
+        assert str(e.value).startswith(f"config file {path} {needle}")
+
+
+@pytest.mark.unit
+def test_read_limit(tmp_path) -> None:
+    from vta.isa.fileio import SMALL_INPUT, large_input_limit, read_text
+
+    p = tmp_path / "c.json"
+    p.write_bytes(b"x" * 100)
+    assert read_bytes(p, "config", limit=100) == b"x" * 100
+    with pytest.raises(FileError, match=r"config .* is 101 bytes, more than the 100 bytes a "
+                                        r"config may have"):
+        p.write_bytes(b"x" * 101)
+        read_bytes(p, "config", limit=100)
+    with open(p, "wb") as f:
+        f.truncate(SMALL_INPUT + 1)  # sparse
+    with pytest.raises(FileError, match="16.0 MiB, more than the 16 MiB"):
+        read_text(p, "config")
+    assert large_input_limit() >= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+@pytest.mark.unit
+def test_json_nesting_limit() -> None:
+    import json
+
+    from vta.isa.fileio import json_depth, loads_json
+
+    assert json_depth('{"a": [1, {"b": "[[[[{{"}], "c": "\\"[["}') == 3
+    assert json_depth("") == json_depth("7") == 0
+    ok = "[" * 64 + "]" * 64
+    assert loads_json(ok, "x") == json.loads(ok)
+    with pytest.raises(FileError, match="x: JSON nested 65 levels deep, more than the 64"):
+        loads_json("[" * 65 + "]" * 65, "x")
+    with pytest.raises(FileError, match="nested 100000 levels"):  # json.loads: RecursionError
+        loads_json("[" * 100000, "x")

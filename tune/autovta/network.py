@@ -29,7 +29,7 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import kit_version, user_cache_dir, write_atomic
+from vta.isa.fileio import kit_version, loads_json, read_bytes, user_cache_dir, write_atomic
 from vta.isa.stats import RunStats
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
@@ -161,7 +161,7 @@ def _model_bytes(model: str, zoo_kwargs: Mapping[str, Any]) -> tuple[str, bytes]
 
     if model in zoo.ZOO:
         return model, zoo.build(model, **dict(zoo_kwargs)).SerializeToString()
-    return Path(model).stem, Path(model).read_bytes()
+    return Path(model).stem, read_bytes(model, "model file")
 
 
 def check_model(model: str, zoo_kwargs: Mapping[str, Any],
@@ -241,8 +241,8 @@ def load_network(model: str, cfg: Config, *, use_cache: bool = True,
     path = cache_dir("networks") / f"{name}-{key}.json"
     if use_cache and path.exists():
         try:
-            return Network.from_json(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError):
+            return Network.from_json(loads_json(read_bytes(path, "network cache"), path))
+        except (ValueError, KeyError, TypeError, VTAError):
             pass  # a damaged cache entry: rebuild it
     net = extract_layers(data, name, cfg, model, input_shapes=input_shapes)
     if use_cache:

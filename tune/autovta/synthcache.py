@@ -21,7 +21,7 @@ from typing import Any
 
 from vta.isa import Config
 from vta.isa.errors import VTAError
-from vta.isa.fileio import kit_version, write_atomic
+from vta.isa.fileio import SMALL_INPUT, kit_version, loads_json, read_bytes, write_atomic
 
 from .network import cache_dir
 
@@ -84,14 +84,14 @@ def cached_synthesis(board: str, cfg: Config, bus_width: int, *,
     if not p.exists():
         return None
     try:
-        entry = json.loads(p.read_text())
+        entry = loads_json(read_bytes(p, "synthesis cache entry", limit=SMALL_INPUT), p)
         if entry.get("format") != SYNTH_FORMAT or "used" not in entry:
             return None
         entry["stale"] = entry.get("hw_hash") != hw_hash()
         if entry["stale"] and not allow_stale:
             return None
         return entry
-    except (OSError, ValueError):
+    except (OSError, ValueError, VTAError):
         return None
 
 
