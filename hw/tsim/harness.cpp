@@ -233,6 +233,10 @@ EXPORT int tsim_reset(void* p, int cycles) {
   for (int i = 0; i < cycles; i++)
     if (!s->tick()) return -1;
   s->top->rst = 0;
+  // The core's reset comes through a register (vta.hw.probe's reset stage): one more cycle for
+  // it to see rst low, so that it is out of reset when this returns, as without the stage (a
+  // core built without it idles for that cycle).
+  if (!s->tick()) return -1;
   s->memory.reset();
   s->memory.drive(*s->top);
   s->top->eval();

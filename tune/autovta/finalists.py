@@ -9,7 +9,6 @@ simulator, and compares its cycles with the performance model's estimate of the 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -50,8 +49,12 @@ def tsim_available() -> str | None:
         import vta.hw.tsim  # noqa: F401
     except ImportError:
         return "vta.hw.tsim is not available"
-    if shutil.which("verilator") is None:
-        return "verilator is not installed"
+    from vta.hw.verilator import ToolMissingError, find_verilator
+
+    try:
+        find_verilator()
+    except ToolMissingError as e:
+        return str(e)
     return None
 
 
