@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -54,9 +55,44 @@ def _finish(proc: subprocess.Popen, sig: int) -> tuple[int, str]:
     return proc.returncode, err
 
 
+class _Lines:
+    """A process's stderr read line by line in a thread: ``wait_for(prefix)`` returns when a
+    line starting with ``prefix`` has come (an event of the command, not a time)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stderr:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self.lines.append(None)  # end of output
+            self._cond.notify_all()
+
+    def wait_for(self, prefix: str, limit: float = 300.0) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: any(ln is None or ln.startswith(prefix)
+                                                   for ln in self.lines), timeout=limit):
+                pytest.fail(f"no line starting with {prefix!r} within {limit:.0f} s")
+            if None in self.lines and not any(ln and ln.startswith(prefix) for ln in self.lines):
+                pytest.fail(f"the command ended before a line {prefix!r}: {self.text()}")
+
+    def text(self) -> str:
+        self._thread.join(timeout=60)
+        return "".join(ln for ln in self.lines if ln is not None)
+
+
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_during_rtl_sim_leaves_no_vcd_and_no_output(tmp_path: Path, sig: int,
                                                            status: int) -> None:
+    """The signal lands once the simulation prints its first progress line (it is then in
+    its cycle loop, which also raises a signal whose exception Python dropped inside a
+    ``__del__``): the command stops, one line, nothing left."""
     from vta.cli.main import main
 
     (tmp_path / "long.s").write_text(LONG_PROGRAM)
@@ -65,12 +101,66 @@ def test_signal_during_rtl_sim_leaves_no_vcd_and_no_output(tmp_path: Path, sig: 
     proc = subprocess.Popen(
         [sys.executable, "-m", "vta.cli.main", "sim", "long.bin", "--dram", "d.bin", "-o",
          "o.bin", "--backend", "rtl", "--vcd", "w.vcd", "--stats", "s.json", "--max-cycles",
-         "1000000000"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for(proc, lambda: any(tmp_path.glob(".w.vcd.*")), "temporary waveform")
-    time.sleep(0.3)  # well inside the simulation
-    rc, err = _finish(proc, sig)
-    assert rc == status, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+         "1000000000", "--opt", "progress=0.01"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    err = _Lines(proc)
+    err.wait_for("rtl: ")
+    assert any(tmp_path.glob(".w.vcd.*"))  # the waveform is being written
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the command did not stop within 60 s of the signal")
+    assert proc.returncode == status, err.text()
+    lines = [ln for ln in err.text().splitlines() if not ln.startswith("rtl: ")]
+    assert len(lines) == 1 and lines[0].startswith("vta sim: ") and "Traceback" not in lines[0], \
+        err.text()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["d.bin", "long.bin", "long.s"], left
+
+
+@pytest.mark.slow
+def test_a_signal_whose_exception_was_dropped_still_stops_the_rtl_sim(tmp_path: Path) -> None:
+    """A Ctrl-C raised inside a ``__del__`` is printed and dropped by Python; the simulation's
+    cycle loop raises it again (here the handler runs, as it may, while an object is
+    finalized: the command must still stop with one line and leave nothing)."""
+    from vta.cli.main import main
+
+    (tmp_path / "long.s").write_text(LONG_PROGRAM)
+    assert main(["asm", str(tmp_path / "long.s"), "-o", str(tmp_path / "long.bin")]) == 0
+    (tmp_path / "d.bin").write_bytes(bytes(4096))
+    proc = _start("""
+        import os, signal, sys
+        from vta.hw import simulate
+
+        class Finalized:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)  # its KeyboardInterrupt is dropped here
+                for _ in range(1000):  # (the handler runs between bytecodes)
+                    pass
+
+        real = simulate._run_job
+
+        async def run_job(*args, **kwargs):
+            Finalized()
+            print("dropped", file=sys.stderr, flush=True)
+            return await real(*args, **kwargs)
+
+        simulate._run_job = run_job
+        from vta.cli.main import entry
+        sys.argv = ["vta", "sim", "long.bin", "--dram", "d.bin", "-o", "o.bin", "--backend",
+                    "rtl", "--vcd", "w.vcd", "--max-cycles", "1000000000"]
+        entry()
+    """, tmp_path)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the simulation went on after its dropped Ctrl-C")
+    assert proc.returncode == 130, err
+    assert "Exception ignored" in err and "dropped" in err, err  # Python did drop it
+    assert err.splitlines()[-1] == "vta sim: interrupted", err
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["d.bin", "long.bin", "long.s"], left
 
