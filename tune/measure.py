@@ -123,16 +123,22 @@ def make_executor(jobs: int = 1, scheduler: str | None = None) -> cf.Executor:
         raise MeasureError(f"--jobs must be at least 1, not {jobs}")
     if jobs == 1:
         return InlineExecutor()
-    import multiprocessing as mp
+    from vta.compiler.graph.workers import new_pool
 
-    return cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
+    return new_pool(jobs)  # its workers ignore Ctrl-C and die with this process
 
 
 def close_executor(ex: cf.Executor) -> None:
+    """Close an executor of :func:`make_executor`; a local pool's workers are killed at once
+    (after an interrupt one may still be measuring: the command must not wait for it)."""
     client = getattr(ex, "_vta_client", None)
     if client is not None:
         ex.shutdown(wait=False)
         client.close()
+    elif isinstance(ex, cf.ProcessPoolExecutor):
+        from vta.compiler.graph.workers import kill_pool
+
+        kill_pool(ex)
     else:
         ex.shutdown(wait=False, cancel_futures=True)
 
@@ -168,10 +174,7 @@ class Measurer:
         return out
 
     def _restart_pool(self) -> None:
-        import multiprocessing as mp
-
-        from vta.compiler.graph.workers import kill_pool
+        from vta.compiler.graph.workers import kill_pool, new_pool
 
         workers = kill_pool(self.executor)
-        self.executor = cf.ProcessPoolExecutor(max_workers=max(1, workers),
-                                               mp_context=mp.get_context("fork"))
+        self.executor = new_pool(max(1, workers))

@@ -6,6 +6,7 @@ exists (so the signal lands mid-work, deterministically), signals it and checks 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -188,3 +189,56 @@ def test_sigterm_during_build_removes_its_temporary_folder(tmp_path: Path) -> No
     assert rc == 143, err
     assert len(err.splitlines()) == 1 and "terminated" in err and "Traceback" not in err, err
     assert not (tmp_path / "b").exists()  # made by the build, empty: removed
+
+
+#: ``vta tune --jobs 2`` whose measurements, once running in a worker, write a marker file
+#: named by the worker's pid into the folder ``argv[1]`` and wait there until stopped.
+_BLOCKED_TUNE = """
+import os, sys, threading
+from pathlib import Path
+from vta.tune import measure
+
+marks = Path(sys.argv[1])
+
+def evaluate(*args):
+    (marks / f"{os.getpid()}.tmp").write_text("")
+    os.replace(marks / f"{os.getpid()}.tmp", marks / str(os.getpid()))
+    threading.Event().wait()  # until stopped
+
+measure.evaluate = evaluate
+from vta.cli.main import entry
+sys.argv = ["vta", "tune", "--workload", "conv2d:H=14,W=14,CI=64,CO=64,K=3,S=1,P=1",
+            "--tuner", "random", "--trials", "8", "--jobs", "2", "--log", "t.jsonl"]
+entry()
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_to_tune_jobs_is_one_line_and_leaves_no_worker(tmp_path: Path, sig: int,
+                                                              status: int) -> None:
+    """Ctrl-C in a terminal (the signal goes to the whole process group) while both workers
+    measure: one line, no worker traceback, no worker left."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _BLOCKED_TUNE, str(marks)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _wait_for(proc, lambda: sum(p.name.isdigit() for p in marks.iterdir()) == 2,
+              "two measuring workers", limit=300)
+    workers = [int(p.name) for p in marks.iterdir() if p.name.isdigit()]
+    os.killpg(proc.pid, sig)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("vta tune did not stop within 60 s of the signal")
+    assert proc.returncode == status, err
+    assert len(err.splitlines()) == 1 and err.startswith("vta tune: "), err
+    assert all(_gone(w) for w in workers), workers
