@@ -46,11 +46,13 @@ def stop(proc: subprocess.Popen, *, group: bool = False,
          grace: float = GRACE_SECONDS) -> None:
     """Stop ``proc`` (and, with ``group``, every process of its process group): SIGTERM, up
     to ``grace`` seconds to exit, then SIGKILL; the process is reaped before this returns."""
-    _signal(proc, signal.SIGTERM, group)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace)
-    _signal(proc, signal.SIGKILL, group)  # (the group's other members too)
-    proc.wait()
+    try:
+        _signal(proc, signal.SIGTERM, group)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    finally:  # (a second Ctrl-C during the grace time ends it)
+        _signal(proc, signal.SIGKILL, group)  # (the group's other members too)
+        proc.wait()
 
 
 def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:

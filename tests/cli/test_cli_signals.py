@@ -6,6 +6,7 @@ exists (so the signal lands mid-work, deterministically), signals it and checks 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -213,13 +214,6 @@ entry()
 """
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_to_tune_jobs_is_one_line_and_leaves_no_worker(tmp_path: Path, sig: int,
                                                               status: int) -> None:
@@ -241,4 +235,99 @@ def test_signal_to_tune_jobs_is_one_line_and_leaves_no_worker(tmp_path: Path, si
         pytest.fail("vta tune did not stop within 60 s of the signal")
     assert proc.returncode == status, err
     assert len(err.splitlines()) == 1 and err.startswith("vta tune: "), err
-    assert all(_gone(w) for w in workers), workers
+    assert not [w for w in workers if _alive(w)], workers
+
+
+def _children(pid: int) -> list[int]:
+    """The live children of ``pid`` (all its threads')."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_signal_during_synthesis_leaves_no_tool_and_no_temporary_folder(tmp_path: Path,
+                                                                       sig: int) -> None:
+    """A signal to ``vta synth`` while yosys (YoWASP) runs: the tool is stopped, and neither
+    its ``yowasp_*`` folder nor the command's work folder stays in TMPDIR (before, the
+    SIGKILLed tool left its folder behind)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vta.cli.main", "synth", "--board", "ulx3s-85f", "--preset",
+         "small", "-q", "--json", "r.json"], cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(proc, lambda: any(tmp.rglob("yowasp_*")), "yowasp temporary folder",
+              limit=300)
+    tools = _children(proc.pid)
+    assert tools
+    rc, err = _finish(proc, sig)
+    assert rc == 128 + sig, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert sorted(tmp.rglob("*")) == [], sorted(tmp.rglob("*"))
+    assert not (tmp_path / "r.json").exists()
+    assert all(not Path(f"/proc/{t}").exists() for t in tools), tools  # reaped by vta synth
+
+
+def _with_env(entry: str) -> list[int]:
+    """Live processes whose environment holds ``entry`` (KEY=VALUE): a command's
+    descendants, even those its exit left to init."""
+    out = []
+    for d in Path("/proc").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, PermissionError):
+            if d.name.isdigit() and entry.encode() in (d / "environ").read_bytes().split(b"\0") \
+                    and _alive(int(d.name)):
+                out.append(int(d.name))
+    return out
+
+
+def _names(pids: list[int]) -> list[str]:
+    out = []
+    for p in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            out.append(Path(f"/proc/{p}/comm").read_text().strip())
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running (not exited: gone, or a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.tsim
+@pytest.mark.slow
+def test_sigterm_during_a_tsim_build_stops_its_compilers(tmp_path: Path) -> None:
+    """SIGTERM to ``vta sim --backend tsim`` while Verilator's make runs the C++ compiler
+    (a cold build cache): the whole build (verilator, make, g++) stops with the command
+    (before, they ran on for about 15 s), and no build folder stays in the cache."""
+    from vta.cli.main import main
+
+    (tmp_path / "f.s").write_text("finish\n")
+    assert main(["asm", str(tmp_path / "f.s"), "-o", str(tmp_path / "f.bin")]) == 0
+    (tmp_path / "d.bin").write_bytes(bytes(4096))
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vta.cli.main", "sim", "f.bin", "--dram", "d.bin", "-o",
+         "o.bin", "--backend", "tsim", "--preset", "small"], cwd=tmp_path,
+        env=dict(os.environ, VTA_CACHE_DIR=str(cache)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+    mark = f"VTA_CACHE_DIR={cache}"  # what the command and each of its tools inherit
+
+    def compiling() -> bool:  # make has built an object file and runs the compiler again
+        return any(cache.rglob("obj/*.o")) and "cc1plus" in _names(_with_env(mark))
+
+    _wait_for(proc, compiling, "C++ compiler of the tsim build", limit=300)
+    rc, err = _finish(proc, signal.SIGTERM)
+    assert rc == 143, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    # all SIGKILLed (the build's group at once) before vta sim removed its folder and exited
+    assert _names(_with_env(mark)) == []
+    assert not any(p.name.startswith(".") and p.is_dir() for p in (cache / "tsim").rglob("*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "d.bin", "f.bin", "f.s"]
