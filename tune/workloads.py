@@ -20,6 +20,12 @@ class WorkloadError(VTAError):
     """A workload spec that cannot be parsed or is not known."""
 
 
+#: The largest tensor a workload may ask for, in bytes (counting 4 bytes an element, the
+#: int32 of the accumulators): a conv2d of H=W=100000 would otherwise allocate until the
+#: machine's memory is gone.
+MAX_TENSOR_BYTES = 1 << 30
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -28,6 +34,10 @@ class Workload:
     doc: str = ""
     #: builds the template's argument tuple from the parsed keys and the Config
     make_args: Callable[[dict[str, int], Config], tuple[Any, ...]] | None = None
+    #: the element count of each tensor the workload allocates (by name), from its keys
+    tensors: Callable[[dict[str, int]], dict[str, int]] | None = None
+    #: keys that may be 0 (paddings, clip bounds); every other key is at least 1
+    may_be_zero: frozenset[str] = frozenset()
 
     def usage(self) -> str:
         return f"{self.name}:" + ",".join(f"{k}={v}" for k, v in self.keys)
@@ -72,5 +82,22 @@ def parse_workload(spec: str, cfg: Config) -> Task:
             raise WorkloadError(f"workload {name}: {key}={val!r} is not an integer") from None
         if values[key] < 0:
             raise WorkloadError(f"workload {name}: {key}={val} must not be negative")
+    check_sizes(w, values)
     args = w.make_args(values, cfg) if w.make_args else tuple(values.values())
     return Task.create(w.template, args)
+
+
+def check_sizes(w: Workload, values: dict[str, int]) -> None:
+    """Every key but ``w.may_be_zero`` at least 1, and no tensor of the workload above
+    :data:`MAX_TENSOR_BYTES` (a WorkloadError naming it), before anything is allocated."""
+    for key, v in values.items():
+        if v < 1 and key not in w.may_be_zero:
+            raise WorkloadError(f"workload {w.name}: {key}={v} must be at least 1")
+    for tensor, count in (w.tensors(values) if w.tensors else {}).items():
+        if count < 1:
+            raise WorkloadError(f"workload {w.name}: its {tensor} would be empty (a kernel "
+                                "larger than the padded input?)")
+        if count * 4 > MAX_TENSOR_BYTES:
+            raise WorkloadError(f"workload {w.name}: its {tensor} would take "
+                                f"{count * 4 / 2**30:,.1f} GiB ({count:,} elements); at most "
+                                f"{MAX_TENSOR_BYTES >> 30} GiB, make the workload smaller")
