@@ -295,6 +295,7 @@ def test_interrupt_stops_the_compile_and_its_workers(sig, status, tmp_path) -> N
     assert all(_gone(w) for w in workers), workers  # reaped by the compile
 
 
+@pytest.mark.slow
 def test_workers_die_with_a_killed_compile(tmp_path) -> None:
     """SIGKILL of the compile alone (nothing can clean up): its two workers, blocked on a
     search, are killed by the kernel with it instead of waiting forever."""
