@@ -8,17 +8,21 @@ compiles its WebAssembly (about 30 s), later calls use the cache.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from vta.isa import VTAError
+from vta.isa.procs import stop
 
 #: A progress sink: called with one line of human-readable progress.
 Progress = Callable[[str], None]
@@ -70,34 +74,30 @@ def run_tool(name: str, args: Sequence[str], *, cwd: Path, log: Path,
 
     Lines of the output that match ``watch`` are passed to ``progress`` with the elapsed time.
     A nonzero exit or a timeout raises :class:`ToolError` quoting the tool's last error line.
+    Stopped early (a timeout, an error, a signal), the tool gets SIGTERM and time to clean
+    up, then SIGKILL (:func:`vta.isa.procs.stop`); whatever it leaves in its temporary
+    folder (YoWASP's ``yowasp_*``, which a killed tool cannot remove) goes with the private
+    ``TMPDIR`` it runs with.
     """
     argv = [*tool_argv(name), *args]
     start = time.monotonic()
     what = what or name
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace")
-    except OSError as e:
-        raise ToolError(f"cannot run {argv[0]}: {e.strerror or e}") from None
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    tail: list[str] = []
-    try:
-        with open(log, "w", buffering=1) as f:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                f.write(line)
-                tail.append(line.rstrip())
-                del tail[:-40]
-                if progress and watch is not None and watch.search(line):
-                    progress(f"[{time.monotonic() - start:7.1f}s] {what}: {line.strip()}")
-        rc = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        timer.cancel()
+    with _private_tmpdir() as env:
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    text=True, errors="replace", env=env)
+        except OSError as e:
+            raise ToolError(f"cannot run {argv[0]}: {e.strerror or e}") from None
+        timer = threading.Timer(timeout, stop, args=(proc,))
+        timer.start()
+        try:
+            rc, tail = _follow(proc, log, progress, watch, start, what)
+        except BaseException:  # an error or a signal: the tool gets SIGTERM, then SIGKILL
+            stop(proc)
+            raise
+        finally:
+            timer.cancel()
     elapsed = time.monotonic() - start
     if elapsed >= timeout and rc != 0:
         raise ToolError(f"{what} did not finish within {timeout:.0f} s (log: {log})")
@@ -106,3 +106,30 @@ def run_tool(name: str, args: Sequence[str], *, cwd: Path, log: Path,
         reason = (errors or [t for t in tail if t.strip()] or ["no output"])[-1].strip()
         raise ToolError(f"{what} failed (exit {rc}): {reason} (log: {log})")
     return elapsed
+
+
+def _follow(proc: subprocess.Popen, log: Path, progress: Progress | None,
+            watch: re.Pattern[str] | None, start: float, what: str) -> tuple[int, list[str]]:
+    """Copy the tool's output to ``log`` (progress lines to ``progress``) until it exits;
+    its exit status and its last 40 lines."""
+    tail: list[str] = []
+    with open(log, "w", buffering=1) as f:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            f.write(line)
+            tail.append(line.rstrip())
+            del tail[:-40]
+            if progress and watch is not None and watch.search(line):
+                progress(f"[{time.monotonic() - start:7.1f}s] {what}: {line.strip()}")
+    return proc.wait(), tail
+
+
+@contextlib.contextmanager
+def _private_tmpdir() -> Iterator[dict[str, str]]:
+    """The environment for a tool whose ``TMPDIR`` is a folder of its own (inside the
+    user's), removed after the tool, however it ended."""
+    tmp = tempfile.mkdtemp(prefix="vta-tool-")
+    try:
+        yield dict(os.environ, TMPDIR=tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -129,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     zoo_kw = {"image_size": args.image_size} if args.image_size else {}
     input_shapes = input_shapes_from_args(args)
     check_model(args.model, zoo_kw, input_shapes)
+    if args.scheduler:  # a wrong address is an error now, not after loading the network
+        from vta.tune.measure import check_scheduler
+
+        check_scheduler(args.scheduler)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

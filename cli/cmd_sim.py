@@ -198,6 +198,10 @@ def _run_backend(backend: Any, program: Any, dram: Any, cfg: Any, opts: dict[str
         if opts and "keyword argument" in str(e):
             raise BackendError(f"backend {args.backend} does not accept an option given: {e}") \
                 from None
+        if args.opt:  # an --opt value of the wrong type (a word where a number belongs)
+            given = ", ".join(args.opt)
+            raise BackendError(f"backend {args.backend} cannot use the value of --opt {given} "
+                               f"({e})") from None
         raise
     except ValueError as e:  # an option value the backend rejects
         if args.opt or args.order:

@@ -30,6 +30,11 @@ class VerilogError(VTAError):
     """Verilog generation failed or was asked for something unsupported."""
 
 
+#: The longest ``--name``: it names the files ``<name>.v`` and ``<name>.json``, which file
+#: systems limit to 255 bytes.
+MAX_NAME = 200
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "verilog", help="generate the core's Verilog",
@@ -61,8 +66,11 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     check_outputs({}, dirs={"output directory": args.output}, inputs=(args.config,))
     if not args.name.isidentifier():
-        raise VerilogError(f"module name {args.name!r} is not a valid identifier; use letters, "
-                           "digits and underscores")
+        raise VerilogError(f"module name {args.name[:40]!r}{'...' if len(args.name) > 40 else ''}"
+                           " is not a valid identifier; use letters, digits and underscores")
+    if len(args.name) > MAX_NAME:  # it names the files <name>.v and <name>.json
+        raise VerilogError(f"module name of {len(args.name)} characters is too long (at most "
+                           f"{MAX_NAME})")
     if args.board:
         if args.bus_width is not None:
             raise VerilogError("--bus-width cannot be combined with --board (the board fixes "
@@ -78,15 +86,15 @@ def run(args: argparse.Namespace) -> int:
             print(path)
         return 0
     from vta.hw.verilog import describe_core, generate
-    from vta.isa.fileio import atomic_paths, make_output_dir
+    from vta.isa.fileio import atomic_paths, output_dir
 
     bus_width = _bus_width(args.bus_width, cfg, args.config)
     options = core_options_from_args(args)
     text = generate(cfg, bus_width=bus_width, name=args.name, options=options)
-    make_output_dir(out)
     v_path, j_path = out / f"{args.name}.v", out / f"{args.name}.json"
     desc = describe_core(cfg, bus_width=bus_width, name=args.name, options=options)
-    with atomic_paths() as stage:  # both files or neither
+    # both files or neither, and no empty directory left when they cannot be written
+    with output_dir(out), atomic_paths() as stage:
         stage(v_path, "Verilog file").write_text(text)
         stage(j_path, "core description").write_text(json.dumps(desc, indent=2) + "\n")
     print(v_path)

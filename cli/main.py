@@ -3,8 +3,9 @@
 Each subcommand lives in ``vta.cli.cmd_<name>`` and defines ``register(subparsers)`` (which adds
 its parser and sets ``func``) and keeps heavy imports inside its run function so that ``vta
 --help`` stays fast. Every :class:`vta.isa.VTAError` (and every usage error) becomes a one-line
-message and exit status 2. SIGTERM and SIGHUP are raised like Ctrl-C while a command runs, so
-its temporary files and folders are removed on the way out (exit status 128 + the signal).
+message and exit status 2. SIGTERM and SIGHUP are raised like Ctrl-C while a command runs
+(:mod:`vta.isa.signals`), so its temporary files and folders are removed on the way out (exit
+status 128 + the signal).
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import os
 import signal
 import sys
-import threading
 import warnings
-from collections.abc import Iterator
 from typing import NoReturn
 
 from vta.isa import VTAError
+from vta.isa.signals import Terminated, signals_raise
 
 #: Subcommand modules, in the order ``vta --help`` lists them.
 COMMANDS = [
@@ -65,52 +64,6 @@ def _version() -> str:
         return "unknown"
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised like Ctrl-C so that every ``finally`` and ``except
-    BaseException`` on the way out runs: temporary files and folders are removed, tools are
-    killed, a tuning log keeps its completed batches."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    # a second signal while cleaning up is ignored: the cleanup finishes (SIGKILL still works)
-    for sig in _TERMINATING:
-        signal.signal(sig, signal.SIG_IGN)
-    raise Terminated(signum)
-
-
-_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
-
-
-def _default_signals_in_child() -> None:
-    """Forked workers (vta tune --jobs N, vta explore --jobs N) die of SIGTERM as before: the
-    parent does the cleaning up."""
-    if signal.getsignal(signal.SIGTERM) is _raise_terminated:
-        for sig in _TERMINATING:
-            signal.signal(sig, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_default_signals_in_child)
-
-
-@contextlib.contextmanager
-def _terminating_signals_raise() -> Iterator[None]:
-    """While the command runs, a terminating signal raises :class:`Terminated` (only the main
-    thread can install handlers; elsewhere, as in some test runners, nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {sig: signal.signal(sig, _raise_terminated) for sig in _TERMINATING}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -121,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with _terminating_signals_raise():
+        with signals_raise():
             rc = args.func(args)
     except VTAError as e:
         print(f"vta {args.command}: error: {e}", file=sys.stderr)
@@ -145,7 +98,24 @@ def entry() -> None:
         # the one-line error is out; objects dropped half-way (an Amaranth design interrupted
         # before simulation, a coroutine never started) must not add warnings at exit
         warnings.simplefilter("ignore")
+    if rc > 128:  # stopped by a signal, its cleanup done: exit at once (see _exit_now)
+        _exit_now(rc)
     sys.exit(rc)
+
+
+def _exit_now(rc: int) -> NoReturn:
+    """Exit without tearing the heap down: after an interrupted RTL simulation, freeing its
+    millions of objects one by one took 6-10 s on a loaded machine, after the command had
+    stopped and said so. The exit functions still run and the standard streams are flushed
+    (every output was closed or removed on the way out)."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(rc)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from vta.isa.checks import MAX_UOPS_PER_INSN, check_insns, check_work
 from vta.isa.errors import VTAError
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
+from vta.isa.signals import raise_if_signalled
 from vta.isa.stats import AxiCounts
 
 from .axi_model import AxiMemory
@@ -258,6 +259,7 @@ async def _run_job(ctx: Any, host: Any, job: Job, *, poll_interval: int, idle_li
     while True:
         for _ in range(poll_interval):  # (not ``repeat``: it cannot be closed mid-wait)
             await ctx.tick()
+        raise_if_signalled()  # a Ctrl-C or SIGTERM whose exception a __del__ swallowed
         if await host.read(ctx, reg["control"]) & CONTROL_FINISHED:
             break
         now = memory.cycle

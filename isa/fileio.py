@@ -317,6 +317,26 @@ def _rename_target(p: Path) -> Path:
 
 
 @contextlib.contextmanager
+def output_dir(path: str | Path, what: str = "output directory") -> Iterator[Path]:
+    """:func:`make_output_dir` for a block that writes into the directory: when the block
+    raises (an error, a full disk, a signal), the directories it made (``path`` and missing
+    parents) are removed again if they are still empty, so a failed command leaves no empty
+    output directory behind."""
+    p = Path(path)
+    made = [d for d in (p, *p.parents) if not d.exists()]
+    make_output_dir(p, what)
+    try:
+        yield p
+    except BaseException:
+        for d in made:  # deepest first; a directory something was written into stays
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | Path, what: str = "output file") -> Iterator[Path]:
     """A temporary file name beside ``path`` (same directory and suffix) for a writer that
     wants a file name (a waveform dumper, a tool); it becomes ``path`` when the block ends

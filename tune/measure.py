@@ -10,6 +10,7 @@ invalid measurements; they never stop the tuner.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -104,6 +105,58 @@ class InlineExecutor(cf.Executor):
         return fut
 
 
+#: Seconds allowed to connect to a Dask scheduler and complete the handshake.
+SCHEDULER_TIMEOUT = 10
+
+
+def check_scheduler(address: str) -> None:
+    """A MeasureError (one line) unless a Dask scheduler at ``address`` completes Dask's
+    handshake within :data:`SCHEDULER_TIMEOUT` (+ 5) seconds: distributed's ``Client``
+    bounds the connection but not the handshake (a server that never answers hung it, one
+    that answers garbage made it allocate exabytes). Commands call it before their long
+    work."""
+    try:
+        from distributed.comm import connect
+    except ImportError:
+        raise MeasureError("--scheduler needs the 'distributed' package "
+                           "(pip install 'dask[distributed]')") from None
+    try:
+        _handshake(address, connect)
+    except (OSError, TimeoutError) as e:
+        why = str(e) or f"no Dask handshake within {SCHEDULER_TIMEOUT + 5} s"
+        raise MeasureError(f"cannot reach Dask scheduler {address}: {why}") from None
+    except Exception as e:  # noqa: BLE001 - a server that is not a Dask scheduler: its
+        # answer read as Dask messages can be anything (a 3 EiB frame length...)
+        raise MeasureError(f"{address} did not answer as a Dask scheduler "
+                           f"({type(e).__name__}); check the address and port") from None
+
+
+def _handshake(address: str, connect: Any) -> None:
+    import asyncio
+
+    async def probe() -> None:
+        # (connect's own timeout covers the connection, with its own message; this one
+        # the handshake after it)
+        comm = await asyncio.wait_for(connect(address, timeout=SCHEDULER_TIMEOUT),
+                                      SCHEDULER_TIMEOUT + 5)
+        await comm.close()
+
+    failed: list[BaseException] = []
+
+    def run() -> None:  # its own event loop, whatever the caller runs
+        try:
+            asyncio.run(probe())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            failed.append(e)
+
+    # a daemon thread: a Ctrl-C while it waits ends the command without waiting for it
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
 def make_executor(jobs: int = 1, scheduler: str | None = None) -> cf.Executor:
     """A local process pool (``jobs`` > 1), inline (1), or a Dask cluster at ``scheduler``."""
     if scheduler:
@@ -112,8 +165,9 @@ def make_executor(jobs: int = 1, scheduler: str | None = None) -> cf.Executor:
         except ImportError:
             raise MeasureError("--scheduler needs the 'distributed' package "
                                "(pip install 'dask[distributed]')") from None
+        check_scheduler(scheduler)
         try:
-            client = Client(scheduler, timeout=10)
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except (OSError, TimeoutError) as e:
             raise MeasureError(f"cannot reach Dask scheduler {scheduler}: {e}") from None
         ex = client.get_executor()
@@ -123,16 +177,22 @@ def make_executor(jobs: int = 1, scheduler: str | None = None) -> cf.Executor:
         raise MeasureError(f"--jobs must be at least 1, not {jobs}")
     if jobs == 1:
         return InlineExecutor()
-    import multiprocessing as mp
+    from vta.compiler.graph.workers import new_pool
 
-    return cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
+    return new_pool(jobs)  # its workers ignore Ctrl-C and die with this process
 
 
 def close_executor(ex: cf.Executor) -> None:
+    """Close an executor of :func:`make_executor`; a local pool's workers are killed at once
+    (after an interrupt one may still be measuring: the command must not wait for it)."""
     client = getattr(ex, "_vta_client", None)
     if client is not None:
         ex.shutdown(wait=False)
         client.close()
+    elif isinstance(ex, cf.ProcessPoolExecutor):
+        from vta.compiler.graph.workers import kill_pool
+
+        kill_pool(ex)
     else:
         ex.shutdown(wait=False, cancel_futures=True)
 
@@ -168,10 +228,7 @@ class Measurer:
         return out
 
     def _restart_pool(self) -> None:
-        import multiprocessing as mp
-
-        from vta.compiler.graph.workers import kill_pool
+        from vta.compiler.graph.workers import kill_pool, new_pool
 
         workers = kill_pool(self.executor)
-        self.executor = cf.ProcessPoolExecutor(max_workers=max(1, workers),
-                                               mp_context=mp.get_context("fork"))
+        self.executor = new_pool(max(1, workers))

@@ -436,10 +436,39 @@ def _dense_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     return (v["N"] // cfg.batch, v["K"] // cfg.block_in, v["M"] // cfg.block_out, cfg.params)
 
 
+def _conv_tensors(v: dict[str, int]) -> dict[str, int]:
+    """Element counts of a (grouped: G) conv2d's tensors."""
+    n, h, w, k, s, p = (v[x] for x in ("N", "H", "W", "K", "S", "P"))
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    return {"input": n * v["CI"] * h * w, "weight": v["CO"] * v["CI"] * k * k // v.get("G", 1),
+            "output": n * v["CO"] * max(oh, 0) * max(ow, 0)}
+
+
+def _transpose_tensors(v: dict[str, int]) -> dict[str, int]:
+    """Element counts of a conv2d_transpose's tensors (the zero-interleaved, padded input
+    of the conv it runs as included)."""
+    n, h, w, k, s, p = (v[x] for x in ("N", "H", "W", "K", "S", "P"))
+    oh, ow = (h - 1) * s - 2 * p + k, (w - 1) * s - 2 * p + k
+    q = max(k - 1 - p, 0)
+    return {"input": n * v["CI"] * h * w, "weight": v["CO"] * v["CI"] * k * k,
+            "interleaved input": n * v["CI"] * ((h - 1) * s + 1 + 2 * q)
+            * ((w - 1) * s + 1 + 2 * q),
+            "output": n * v["CO"] * max(oh, 0) * max(ow, 0)}
+
+
+def _clip_tensors(v: dict[str, int]) -> dict[str, int]:
+    return {"tensor": v["N"] * v["C"] * v["H"] * v["W"]}
+
+
+def _dense_tensors(v: dict[str, int]) -> dict[str, int]:
+    return {"input": v["N"] * v["K"], "weight": v["K"] * v["M"], "output": v["N"] * v["M"]}
+
+
 register_workload(Workload(
     "conv2d", "vta.conv2d",
     (("N", 1), ("H", 56), ("W", 56), ("CI", 64), ("CO", 64), ("K", 3), ("S", 1), ("P", 1)),
-    "packed int8 conv2d with shift/relu/clip epilogue", _conv_args))
+    "packed int8 conv2d with shift/relu/clip epilogue", _conv_args, _conv_tensors,
+    frozenset({"P"})))
 def _group_conv_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     """A group conv: CI/G input and CO/G output channels per group in whole channel tiles, or a
     depthwise conv (G = CI = CO), which runs as CI/BLOCK groups of one block-diagonal tile."""
@@ -488,19 +517,20 @@ register_workload(Workload(
     (("N", 1), ("H", 14), ("W", 14), ("CI", 64), ("CO", 64), ("K", 3), ("S", 1), ("P", 1),
      ("G", 64)),
     "packed int8 group conv (G groups of whole channel tiles; G=CI=CO: depthwise)",
-    _group_conv_args))
+    _group_conv_args, _conv_tensors, frozenset({"P"})))
 register_workload(Workload(
     "conv2d_transpose", "vta.conv2d_transpose",
     (("N", 1), ("H", 8), ("W", 8), ("CI", 64), ("CO", 32), ("K", 4), ("S", 2), ("P", 1)),
     "packed int8 transposed conv (ONNX padding P), output phases as sub-kernel convs",
-    _transpose_args))
+    _transpose_args, _transpose_tensors, frozenset({"P"})))
 register_workload(Workload(
     "clip", "vta.elementwise", (("N", 1), ("C", 64), ("H", 14), ("W", 14), ("LO", 0),
                                 ("HI", 127)),
-    "int8 clip on the ALU (an element-wise layer not fused into a conv)", _clip_args))
+    "int8 clip on the ALU (an element-wise layer not fused into a conv)", _clip_args,
+    _clip_tensors, frozenset({"LO", "HI"})))
 register_workload(Workload(
     "dense", "vta.dense", (("N", 16), ("K", 512), ("M", 1024)),
-    "packed int8 dense with shift/relu/clip epilogue", _dense_args))
+    "packed int8 dense with shift/relu/clip epilogue", _dense_args, _dense_tensors))
 
 #: ResNet-18's conv layers C2-C12 (TVM paper, Table 2), batch 1: H=W, CI, CO, K, S, P.
 RESNET18_LAYERS = {

@@ -10,14 +10,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vta.compiler.graph.validate import MAX_TENSOR_BYTES
 from vta.isa import Config
 from vta.isa.errors import VTAError
+from vta.isa.fileio import format_size
 
 from .task import Task
 
 
 class WorkloadError(VTAError):
     """A workload spec that cannot be parsed or is not known."""
+
+
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,10 @@ class Workload:
     doc: str = ""
     #: builds the template's argument tuple from the parsed keys and the Config
     make_args: Callable[[dict[str, int], Config], tuple[Any, ...]] | None = None
+    #: the element count of each tensor the workload allocates (by name), from its keys
+    tensors: Callable[[dict[str, int]], dict[str, int]] | None = None
+    #: keys that may be 0 (paddings, clip bounds); every other key is at least 1
+    may_be_zero: frozenset[str] = frozenset()
 
     def usage(self) -> str:
         return f"{self.name}:" + ",".join(f"{k}={v}" for k, v in self.keys)
@@ -72,33 +80,26 @@ def parse_workload(spec: str, cfg: Config) -> Task:
             raise WorkloadError(f"workload {name}: {key}={val!r} is not an integer") from None
         if values[key] < 0:
             raise WorkloadError(f"workload {name}: {key}={val} must not be negative")
-    _check_bounds(name, values)
+    check_sizes(w, values)
     args = w.make_args(values, cfg) if w.make_args else tuple(values.values())
     return Task.create(w.template, args)
 
 
-#: keys that count or size something: at least 1 (a padding, a clip bound may be 0)
-_SIZES = ("N", "H", "W", "C", "CI", "CO", "K", "S", "M")  # G: its own message
-
-
-def _check_bounds(name: str, v: dict[str, int]) -> None:
-    """Sizes at least 1, and no tensor of the workload (input, weight, output; int32 values)
-    beyond the bound of a model's tensors, before anything is allocated for it."""
-    from vta.compiler.graph.validate import MAX_TENSOR_BYTES
-    from vta.isa.fileio import format_size
-
-    for key in _SIZES:
-        if key in v and v[key] < 1:
-            raise WorkloadError(f"workload {name}: {key}={v[key]} must be at least 1")
-    n, h, w = v.get("N", 1), v.get("H", 1), v.get("W", 1)
-    ci, co = v.get("CI", v.get("C", 1)), v.get("CO", v.get("C", 1))
-    grow = v.get("S", 1) ** 2 if name == "conv2d_transpose" else 1
-    tensors = {"input": n * ci * h * w, "output": n * co * h * w * grow,
-               "weight": co * ci * v.get("K", 1) ** 2 if "CI" in v else 0}
-    if name == "dense":
-        tensors = {"input": n * v["K"], "weight": v["K"] * v["M"], "output": n * v["M"]}
-    for what, count in tensors.items():
+def check_sizes(w: Workload, values: dict[str, int]) -> None:
+    """Every key but ``w.may_be_zero`` at least 1, and no tensor of the workload above
+    the bound of a model's tensors, :data:`vta.compiler.graph.validate.MAX_TENSOR_BYTES`,
+    counting 4 bytes (the accumulators' int32) a value (a WorkloadError naming it), before
+    anything is allocated: a conv2d of H=W=100000 would otherwise allocate until the
+    machine's memory is gone."""
+    for key, v in values.items():
+        if v < 1 and key not in w.may_be_zero:
+            raise WorkloadError(f"workload {w.name}: {key}={v} must be at least 1")
+    for tensor, count in (w.tensors(values) if w.tensors else {}).items():
+        if count < 1:
+            raise WorkloadError(f"workload {w.name}: its {tensor} would be empty (a kernel "
+                                "larger than the padded input?)")
         if count * 4 > MAX_TENSOR_BYTES:
-            raise WorkloadError(f"workload {name}: its {what} of {count} values would take "
+            raise WorkloadError(f"workload {w.name}: its {tensor} of {count} values would take "
                                 f"{format_size(count * 4)}, more than the "
-                                f"{format_size(MAX_TENSOR_BYTES)} a tensor may have")
+                                f"{format_size(MAX_TENSOR_BYTES)} a tensor may have; make the "
+                                "workload smaller")

@@ -7,10 +7,12 @@ than one item, by ``fork`` (the workers inherit every module the parent has impo
 import nothing new), and is reused by later maps. Results come back in the items' order
 whatever the order they finish in, so what a compile makes of them does not depend on N. The
 workers ignore SIGINT: on Ctrl-C (or a terminating signal, which the CLI raises like it) the
-parent gets the KeyboardInterrupt and kills them, so none is left behind. A worker killed from
-outside (e.g. by the out-of-memory killer) ends the map with a one-line :class:`WorkerError`
-instead of a wait for its result. Where ``fork`` does not exist, or in a daemonic process (a
-worker of a multiprocessing pool, which may not have children), every map runs in-process.
+parent gets the KeyboardInterrupt and kills them, so none is left behind; a parent killed
+outright (SIGKILL) takes its workers with it (the kernel's parent-death signal). A worker
+killed from outside (e.g. by the out-of-memory killer) ends the map with a one-line
+:class:`WorkerError` instead of a wait for its result. Where ``fork`` does not exist, or in
+a daemonic process (a worker of a multiprocessing pool, which may not have children), every
+map runs in-process.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from vta.isa.errors import VTAError
+from vta.isa.procs import die_with_parent
 
 from .errors import InputError
 
@@ -70,13 +73,24 @@ def _collect(results: Iterable[R], total: int, done: Callable[[int, int], None] 
     return out
 
 
-def _init_worker() -> None:
-    """A forked worker ignores SIGINT (the parent stops it) and moves every object it
-    inherited to the collector's permanent generation (``gc.freeze``): its full collections
-    then traverse what it makes, not the parent's whole heap again (a compile inside a
-    process that imported PyTorch inherits ~170k objects, 70 ms a traversal)."""
+def _init_worker(parent: int) -> None:
+    """A forked worker ignores SIGINT (the parent stops it: no worker traceback on Ctrl-C),
+    dies with its parent (:func:`~vta.isa.procs.die_with_parent`: a parent killed by SIGKILL
+    leaves no worker blocked on its task queue) and moves every object it inherited to the
+    collector's permanent generation (``gc.freeze``): its full collections then traverse
+    what it makes, not the parent's whole heap again (a compile inside a process that
+    imported PyTorch inherits ~170k objects, 70 ms a traversal)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
     gc.freeze()
+
+
+def new_pool(jobs: int) -> cf.ProcessPoolExecutor:
+    """A pool of ``jobs`` forked worker processes (:func:`_init_worker`), for the compile's
+    maps and for the tuner's measurements. Make it, and submit to it, from the main thread:
+    its workers die with the thread that forked them."""
+    return cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"),
+                                  initializer=_init_worker, initargs=(os.getpid(),))
 
 
 class Workers:
@@ -119,8 +133,7 @@ class Workers:
 
     def _executor(self) -> Any:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("fork"),
-                                                initializer=_init_worker)
+            self._pool = new_pool(self.jobs)
         return self._pool  # an idle worker takes the next item
 
     def __enter__(self) -> Workers:
@@ -156,4 +169,4 @@ def kill_pool(pool: cf.ProcessPoolExecutor) -> int:
     return len(procs)
 
 
-__all__ = ["WorkerError", "Workers", "available_cpus", "check_jobs", "kill_pool"]
+__all__ = ["WorkerError", "Workers", "available_cpus", "check_jobs", "kill_pool", "new_pool"]

@@ -17,7 +17,6 @@ import ctypes
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ from vta.isa.errors import VTAError
 from vta.isa.fileio import user_cache_dir, write_atomic
 from vta.isa.image import RunResult, as_dram, as_program_bytes, check_program
 from vta.isa.insn import Insn
+from vta.isa.procs import run_group
 from vta.isa.stats import AxiCounts
 
 from ..axi_model import AxiAccessError, AxiProtocolError
@@ -229,7 +229,9 @@ def _write_index(index: Path, key: str) -> None:
 
 
 def _run(cmd: list[str], cwd: Path, verbose: bool, what: str) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=not verbose, text=True)
+    # in a process group of its own, stopped as a whole if the build is interrupted: make's
+    # compilers die with the command instead of running on
+    proc = run_group(cmd, cwd=cwd, capture=not verbose)
     if proc.returncode:
         tail = "\n".join(((proc.stderr or "") + (proc.stdout or "")).strip().splitlines()[-15:])
         raise TsimBuildError(f"{what} failed (exit {proc.returncode}) in {cwd}:\n{tail}")

@@ -5,6 +5,7 @@ compile and its workers at once."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -230,41 +231,89 @@ def test_progress_only_on_a_terminal_and_after_a_while() -> None:
                                "\rdefault knobs: 3/3 workloads\n")
 
 
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(c) for c in path.read_text().split()] if path.exists() else []
+#: ``vta compile --jobs 2`` whose workers, once in a knob search, write a marker file named
+#: by their pid into the folder ``argv[1]`` and wait there until they are stopped: the test
+#: signals a compile that cannot have finished.
+_BLOCKED_COMPILE = """
+import os, sys, threading
+from pathlib import Path
+from vta.compiler.topi import defaults
+
+marks = Path(sys.argv[1])
+
+def search_unstored(choose):
+    (marks / f"{os.getpid()}.tmp").write_text("")
+    os.replace(marks / f"{os.getpid()}.tmp", marks / str(os.getpid()))
+    threading.Event().wait()  # until killed
+
+defaults.search_unstored = search_unstored
+from vta.cli.main import entry
+sys.argv = ["vta", "compile", *sys.argv[2:], "--jobs", "2"]
+entry()
+"""
+
+
+def _blocked_compile(tmp_path: Path, workers: int) -> tuple[subprocess.Popen, list[int]]:
+    """A compile of ResNet-18 with its workers blocked in their searches (in a session of
+    its own); returns it once ``workers`` of them are there, with their pids."""
+    model, marks = tmp_path / "r.onnx", tmp_path / "marks"
+    onnx.save(zoo.build("resnet18"), str(model))
+    marks.mkdir()
+    env = dict(os.environ, VTA_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-c", _BLOCKED_COMPILE, str(marks), str(model),
+                             "-o", str(tmp_path / "m")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    end = time.monotonic() + 300  # a guard against a hang, not a wait for the work
+    while len(pids := [int(p.name) for p in marks.iterdir() if p.name.isdigit()]) < workers:
+        if proc.poll() is not None or time.monotonic() > end:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no {workers} blocked workers: {proc.communicate()}")
+        time.sleep(0.05)
+    return proc, pids
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (reaped, or a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_stops_the_compile_and_its_workers(sig, status, tmp_path) -> None:
-    """A signal to the whole process group (as Ctrl-C in a terminal) while the workers search:
+    """A signal to the whole process group (as Ctrl-C in a terminal) while a worker searches:
     the compile ends at once, one line, no module, no worker left."""
-    model = tmp_path / "r.onnx"
-    onnx.save(zoo.build("resnet18"), str(model))
-    env = dict(os.environ, VTA_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.Popen([sys.executable, "-m", "vta.cli.main", "compile", str(model),
-                             "-o", str(tmp_path / "m"), "--jobs", "2"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    end = time.monotonic() + 120
-    workers: list[int] = []
-    while len(workers) < 2:
-        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
-        time.sleep(0.05)
-        workers = _children(proc.pid)
-    time.sleep(0.5)  # inside the searches
+    proc, workers = _blocked_compile(tmp_path, 1)
     os.killpg(proc.pid, sig)
     try:
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("vta compile did not stop within 30 s of the signal")
+        pytest.fail("vta compile did not stop within 60 s of the signal")
     assert proc.returncode == status, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "m").exists()
-    for w in workers:  # reaped by the compile: gone
-        assert not Path(f"/proc/{w}").exists() or \
-            Path(f"/proc/{w}/stat").read_text().split()[2] == "Z", w
+    assert all(_gone(w) for w in workers), workers  # reaped by the compile
+
+
+@pytest.mark.slow
+def test_workers_die_with_a_killed_compile(tmp_path) -> None:
+    """SIGKILL of the compile alone (nothing can clean up): its two workers, blocked on a
+    search, are killed by the kernel with it instead of waiting forever."""
+    proc, workers = _blocked_compile(tmp_path, 2)
+    proc.kill()
+    proc.wait()  # (not communicate: surviving workers would hold its pipes open)
+    proc.stdout.close()
+    proc.stderr.close()
+    end = time.monotonic() + 60  # a guard: the kernel kills them at once
+    while not all(_gone(w) for w in workers):
+        if time.monotonic() > end:
+            for w in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w, signal.SIGKILL)
+            pytest.fail("the workers outlived their compile")
+        time.sleep(0.05)
 
 
 def _compile_in_a_pool_worker(onnx_bytes: bytes) -> int:
