@@ -384,6 +384,7 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     amax: dict[str, float] = {}
     kept: dict[str, list[np.ndarray]] = {}
     outputs = output_sources(g)
+    producers = g.producers()
     readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
         if means is not None else {}
     for j, feeds in enumerate(samples):
@@ -398,16 +399,17 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
         for k, v in _float_tensors(g, env):
             if amax.get(k) == np.inf or (v.size and not np.isfinite(v.max() - v.min())):
-                amax[k] = np.inf  # -inf in an attention mask: no int8 range (stays float)
+                if _made_non_finite(producers.get(k), env, g.params):
+                    raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float "
+                                     f"run of calibration input {j + 1} (float32 overflows); "
+                                     "the int8 path cannot represent them: check the model's "
+                                     "weights")
+                amax[k] = np.inf  # -inf of an attention mask: no int8 range (stays float)
                 kept.pop(k, None)
                 continue
             lo = float(v.min()) if v.size else 0.0
             # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
             peak = max(float(v.max()), -lo) if v.size else 0.0
-            if not math.isfinite(peak):
-                raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float run "
-                                 f"of calibration input {j + 1} (float32 overflows); the int8 "
-                                 "path cannot represent them: check the model's weights")
             amax[k] = max(amax.get(k, 0.0), peak)
             if lows is not None and k in unsigned and v.size:
                 lows[k] = min(lows.get(k, 0.0), lo)
@@ -493,6 +495,20 @@ def index_bounds(g: Graph) -> dict[str, int]:
             for k in reach[n.inputs[1]]:
                 out[k] = min(out.get(k, size), size)
     return out
+
+
+def _made_non_finite(node: Node | None, env: Mapping[str, Any],
+                     params: Mapping[str, np.ndarray]) -> bool:
+    """Whether ``node`` made a NaN or an infinity of finite inputs (float32 overflowed): a
+    non-finite value that comes from one in an input (the ``-inf`` of an attention mask) is
+    carried, not made."""
+    if node is None:
+        return False
+    for i in node.inputs:
+        x = env.get(i, params.get(i)) if i else None
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and not np.isfinite(x).all():
+            return False
+    return True
 
 
 def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:

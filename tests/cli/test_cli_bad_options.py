@@ -57,7 +57,7 @@ WORKLOADS = {
     # were: allocation until the machine's memory was gone (SIGTERM ignored meanwhile)
     "conv2d:H=100000,W=100000,CI=16,CO=16,K=3,S=1,P=1":
         "its input of 160000000000 values would take 596.0 GiB",
-    "dense:N=16,K=65536,M=65536": "its weight of 4294967296 values would take 16.0 GiB",
+    "dense:N=16,K=65536,M=65536": "its weight of 4294967296 values would take 16 GiB",
     "conv2d_transpose:H=30000,W=30000,CI=16,CO=16,K=4,S=2,P=1":
         "more than the 1 GiB a tensor may have",
     "group_conv2d:H=8,W=8,CI=16,CO=16,K=3,S=1,P=1,G=0": "G=0 must be at least 1",

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from vta.cli.main import main
+from vta.compiler.graph.manifest import FORMAT, VERSION
+from vta.isa.digest import write_digest
 
 from .test_cli_bad_inputs import tiny_onnx, tree, work  # noqa: F401 - work is a fixture
 
@@ -152,6 +154,7 @@ def bad(tmp_path_factory, work: Path) -> Path:  # noqa: F811 - the imported fixt
     (t / "deep-log.jsonl").write_text(deep + "\n" + deep + "\n")
     shutil.copytree(work / "mod", t / "deepmod")
     (t / "deepmod" / "manifest.json").write_text('{"a": ' + deep + "}")
+    write_digest(t / "deepmod", FORMAT, VERSION)  # the digest holds: the manifest is read
     (t / "empty.bin").write_bytes(b"")
     _tuning_logs(t)
     return t

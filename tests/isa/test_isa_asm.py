@@ -287,7 +287,7 @@ def test_reserved_bits_are_noted(cfg: Config) -> None:
 
 def test_docs_example_assembles(cfg: Config) -> None:
     doc = DOCS.read_text()
-    block = re.search(r"```\n(# C\[1x16\].*?)```", doc, re.S).group(1)
+    block = re.search(r"```\w*\n(# C\[1x16\].*?)```", doc, re.S).group(1)
     warnings: list[str] = []
     data = assemble_bytes(block, cfg, filename="asm.md", warn=warnings.append)
     assert warnings == []
