@@ -34,7 +34,13 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors as one line (``vta CMD: error: ...``) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: a line break or another control character in it (a name that
+    a file gave, say) is written as its escape (``\\n``, ``\\x1e``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         with signals_raise():
             rc = args.func(args)
     except VTAError as e:
-        print(f"vta {args.command}: error: {e}", file=sys.stderr)
+        print(f"vta {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except Terminated as e:
         name = signal.Signals(e.signum).name

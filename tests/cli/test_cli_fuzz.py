@@ -1,14 +1,17 @@
-"""Fuzzing the promise on bad input (issue #35): mutants of a valid ONNX model, a tuning log
-and an assembler file go through the CLI, which must either succeed or exit 2 with one line on
-stderr naming a problem: no traceback, no other status, no hang, and nothing written on failure.
+"""Fuzzing the promise on bad input (issue #35): mutants of a valid ONNX model, a compiled
+module, a tuning log and an assembler file go through the CLI, which must either succeed or exit
+2 with one line on stderr naming a problem: no traceback, no other status, no hang, and nothing
+written on failure.
 
 The mutations are structured (an attribute, a dimension, a weight value, a JSON field, a
 token) and raw (bytes flipped, cut, inserted); integer values stay small enough that a mutant
 that is valid compiles in a second or two (the huge values have their own cases in
 tests/cli/test_cli_untrusted_inputs.py). The default run takes about a minute in all; the
 ``slow`` variants run ten times the examples. Under ``CI=true`` the examples are derandomized
-and no example database is kept. The compiled-module mutation is left to the module-digest
-work (a module is checked by its digest before anything in it is read).
+and no example database is kept. A module's mutants are of two kinds: damaged (a file's bytes
+changed, the digest left as it was: refused before anything is read) and forged (a manifest
+field or a host kernel's IR changed and every checksum rewritten, as a forger would: what the
+module then says is checked, and it runs or is refused in one line).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .test_cli_bad_inputs import EXAMPLES, tiny_onnx
+from .test_cli_trust import _resign
 from .test_cli_untrusted_inputs import run_main
 
 pytestmark = pytest.mark.unit
@@ -57,6 +62,11 @@ def seeds(tmp_path_factory) -> Path:
              for k, i in enumerate(valid)]
     (d / "log.jsonl").write_text("\n".join(lines) + "\n")
     (d / "m.s").write_text((EXAMPLES / "matmul.s").read_text())
+    from vta.cli.main import main
+
+    np.save(d / "x.npy", np.random.default_rng(0).standard_normal((1, 3, 16, 16))
+            .astype(np.float32))
+    assert main(["compile", str(d / "tiny.onnx"), "-o", str(d / "mod"), "-j", "1"]) == 0
     return d
 
 
@@ -163,6 +173,78 @@ def test_fuzz_onnx_model(seeds: Path, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_fuzz_onnx_model_long(seeds: Path, data: st.DataObject) -> None:
     _fuzz_model(seeds, data)
+
+
+# ------------------------------------------------------------------------ compiled modules
+def _mutate_manifest(m: dict, draw: Callable) -> None:
+    """One field of the manifest (at any depth) replaced by an arbitrary JSON value."""
+    node: Any = m
+    while True:
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            return
+        key = draw(st.sampled_from(keys))
+        child = node[key]
+        if isinstance(child, (dict, list)) and child and draw(st.booleans()):
+            node = child
+            continue
+        node[key] = draw(_JSON)
+        return
+
+
+def _fuzz_module(seeds: Path, data: st.DataObject) -> None:
+    import shutil
+
+    with tempfile.TemporaryDirectory() as d:
+        wd = Path(d)
+        mod = wd / "mod"
+        shutil.copytree(seeds / "mod", mod)
+        kind = data.draw(st.sampled_from(["damaged", "forged manifest", "forged kernel"]))
+        if kind == "damaged":
+            f = data.draw(st.sampled_from(sorted(p for p in mod.rglob("*") if p.is_file())))
+            f.write_bytes(_raw(f.read_bytes(), data.draw))
+        elif kind == "forged manifest":
+            m = json.loads((mod / "manifest.json").read_text())
+            _mutate_manifest(m, data.draw)
+            _resign(mod, m)
+        else:
+            lls = sorted(mod.rglob("*.ll"))
+            if not lls:
+                return
+            f = data.draw(st.sampled_from(lls))
+            f.write_bytes(_raw(f.read_bytes(), data.draw))
+            _resign(mod)
+        out = wd / "y.npy"
+        check_promise(["run", str(mod), "--input", str(seeds / "x.npy"), "--target", "fsim",
+                       "-o", str(out)], out, wd)
+
+
+def test_a_forged_field_name_with_line_breaks_is_still_one_line(seeds: Path) -> None:
+    """The fuzzer's first find: a manifest key holding a line break and a control character
+    was echoed into the error, which then took two lines."""
+    import shutil
+
+    with tempfile.TemporaryDirectory() as d:
+        wd = Path(d)
+        shutil.copytree(seeds / "mod", wd / "mod")
+        m = json.loads((wd / "mod" / "manifest.json").read_text())
+        m["inputs"] = {"\x1e\nx": None}
+        _resign(wd / "mod", m)
+        assert check_promise(["run", str(wd / "mod"), "--input", str(seeds / "x.npy"), "-o",
+                              str(wd / "y.npy")], wd / "y.npy", wd) == 2
+
+
+@fuzz_settings(15)
+@given(data=st.data())
+def test_fuzz_module(seeds: Path, data: st.DataObject) -> None:
+    _fuzz_module(seeds, data)
+
+
+@pytest.mark.slow
+@fuzz_settings(150)
+@given(data=st.data())
+def test_fuzz_module_long(seeds: Path, data: st.DataObject) -> None:
+    _fuzz_module(seeds, data)
 
 
 # ------------------------------------------------------------------------ tuning logs
