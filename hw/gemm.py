@@ -110,8 +110,9 @@ class GemmPair(wiring.Component):
     """The dot products of two accumulator lanes (batch row ``b``, output columns ``n`` and
     ``n + 1``) whose products share their input operand, two per multiplier
     (:mod:`vta.hw.packed`): in stage M each multiplier computes ``x[k] * A[k]`` with
-    ``A[k] = w1[k] * 2**s + w0[k]`` into a register marked :data:`~vta.hw.packed.PACKED_ATTR`
-    (``pprod_{b}_{n}_{k}``; on Xilinx parts it is the DSP slice's product register). Lane
+    ``A[k] = w1[k] * 2**s + w0[k]`` (``pmul_{b}_{n}_{k}``, marked
+    :data:`~vta.hw.packed.PACKED_ATTR`) into a register (``pprod_{b}_{n}_{k}``; on Xilinx parts
+    the DSP slice's product register). Lane
     ``n`` sums the products' low halves; lane ``n + 1`` their high halves, plus the count of
     low halves that are negative (a term of its own in T1). Stage C (``operand_stage``)
     copies ``x[k]`` and ``A[k]``; the stages' enables are those of :class:`GemmLane`, per lane
@@ -141,7 +142,10 @@ class GemmPair(wiring.Component):
             if self.operand_stage:
                 xa = _replica(m, xa, f"inp_c_{b}_{n}_{k}", self.en_c)
                 a = _replica(m, a, f"wgt_c_{b}_{n}_{k}", self.en_c)
-            p = _reg(m, a * xa, f"pprod_{b}_{n}_{k}", self.en_m, {PACKED_ATTR: 1})
+            product = Signal(signed(len(a) + len(xa)), name=f"pmul_{b}_{n}_{k}",
+                             attrs={PACKED_ATTR: 1})
+            m.d.comb += product.eq(a * xa)
+            p = _reg(m, product, f"pprod_{b}_{n}_{k}", self.en_m)
             lo, hi, sign = split_product(p, self.inp_width, self.wgt_width)
             low.append(lo)
             high.append(hi)

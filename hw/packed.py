@@ -34,7 +34,7 @@ from amaranth.hdl import Cat, Value
 __all__ = ["PACKED_ATTR", "packed_operand", "packed_width", "split_product",
            "packed_operand_np", "split_np"]
 
-#: Attribute of the registers that hold packed products (one DSP slice, two products each):
+#: Attribute of the signals that packed products drive (one multiplier, two products each):
 #: ``vta synth`` names the multipliers that drive them ``vta_pmul_N`` and counts them as pairs.
 PACKED_ATTR = "vta_packed"
 
