@@ -12,9 +12,8 @@ them are ``floor(P / 2**s) = w1 * x - [w0 * x < 0]``, and ``w0 * x < 0`` exactly
 ``s - 1`` of ``P`` (the low half's sign bit) is set, so ``w1 * x = P[s:2s] + P[s - 1]`` (the
 high half read as a signed ``s``-bit number: ``w1 * x`` minus one bit fits ``s`` bits).
 
-``A`` is built without a wide adder: its low ``s`` bits are ``w0`` sign-extended to ``s`` bits,
-and its high bits are ``w1 - sign(w0)`` (one ``wgt_width + 1``-bit decrement), since
-``w1 * 2**s + w0 = (w1 - sign(w0)) * 2**s + (w0 mod 2**s)``.
+``A`` is one addition, ``(w1 << s) + w0``: yosys maps it to the DSP48 slice's pre-adder (the
+25-bit ``A + D`` of DSP48E1, 27-bit on DSP48E2), so it costs no fabric.
 
 The packed products cannot be summed across ``block_in`` before they are split (the low half has
 no guard bits), so the adder trees stay in fabric: the GEMM lanes sum the low halves of one
@@ -29,7 +28,7 @@ form against it).
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Value
+from amaranth.hdl import Value
 
 __all__ = ["PACKED_ATTR", "packed_operand", "packed_width", "split_product",
            "packed_operand_np", "split_np"]
@@ -41,19 +40,15 @@ PACKED_ATTR = "vta_packed"
 
 def packed_width(inp_width: int, wgt_width: int) -> int:
     """Bits of the packed operand ``A`` (25 for int8): two weights ``inp + wgt`` bits apart,
-    the upper one corrected by the lower's sign."""
+    plus one (``w1 * 2**s + w0`` reaches ``-128 * 2**16 - 128`` for int8)."""
     return inp_width + 2 * wgt_width + 1
 
 
 def packed_operand(w0: Value, w1: Value, inp_width: int) -> Value:
-    """``A = w1 * 2**s + w0`` (``s = inp_width + wgt_width``) as a signed value: ``w0``
-    sign-extended to ``s`` bits below ``w1 - sign(w0)``."""
-    wgt_width = len(w0)
-    s = inp_width + wgt_width
-    sign = w0[-1]
-    low = Cat(w0, sign.replicate(s - wgt_width))
-    high = (w1.as_signed() - sign)[:wgt_width + 1]
-    return Cat(low, high).as_signed()
+    """``A = w1 * 2**s + w0`` (``s = inp_width + wgt_width``) as a signed value of
+    :func:`packed_width` bits: one addition, for the DSP slice's pre-adder."""
+    s = inp_width + len(w0)
+    return w1.as_signed().shift_left(s) + w0.as_signed()  # s + wgt_width + 1 bits
 
 
 def split_product(p: Value, inp_width: int, wgt_width: int) -> tuple[Value, Value, Value]:
@@ -65,13 +60,11 @@ def split_product(p: Value, inp_width: int, wgt_width: int) -> tuple[Value, Valu
 
 def packed_operand_np(w0: np.ndarray, w1: np.ndarray, inp_width: int = 8,
                       wgt_width: int = 8) -> np.ndarray:
-    """numpy model of :func:`packed_operand` (int64): the same bits, assembled the same way."""
+    """numpy model of :func:`packed_operand` (int64): ``(w1 << s) + w0`` in
+    :func:`packed_width` signed bits."""
     s = inp_width + wgt_width
     w0, w1 = np.asarray(w0, np.int64), np.asarray(w1, np.int64)
-    sign = (w0 >> (wgt_width - 1)) & 1
-    low = w0 & ((1 << s) - 1)  # w0 sign-extended to s bits, as an unsigned bit field
-    high = _wrap(w1 - sign, wgt_width + 1)
-    return high * (1 << s) + low
+    return _wrap((w1 << s) + w0, packed_width(inp_width, wgt_width))
 
 
 def split_np(p: np.ndarray, inp_width: int = 8, wgt_width: int = 8
