@@ -41,9 +41,10 @@ class CoreOptions:
     ``pack_multipliers``: output channels ``2j`` and ``2j + 1`` share their multipliers, two
     signed products per multiplier (:mod:`vta.hw.packed`, :class:`vta.hw.gemm.GemmPair`): half
     as many GEMM multipliers, each ``inp x (inp + 2 wgt + 1)`` bits (8 x 25 for int8, one
-    DSP48E1 or DSP48E2 slice), a small decrement per weight pair and a popcount per lane
-    pair. No extra latency. For the Xilinx families; on ECP5 a 25x8 product takes two
-    MULT18X18D, twice what the two 8x8 products take.
+    DSP48E1 or DSP48E2 slice, ``(w1 << 16) + w0`` in its pre-adder) and a popcount per lane
+    pair; the adder trees' first levels stay in the fabric. No extra latency. For the Xilinx
+    families; on ECP5 a 25x8 product takes two MULT18X18D, as many as the two 8x8 products it
+    replaces.
     """
 
     replicate_control: bool = False

@@ -183,8 +183,9 @@ FEATURE_NAMES = ("const", "mac_lanes", "alu_lanes", "bus_bytes")
 SOFT_MULT_LUTS: dict[str, float] = {"xc7": 134.0, "xcup": 134.0}
 
 
-#: LUTs the fabric of one packed multiplier adds (:mod:`vta.hw.packed`: the weight pair's
-#: decrement, its share of the popcount): measured with yosys on a GemmPair of block_in 16
+#: LUTs the fabric of one packed multiplier adds (:mod:`vta.hw.packed`: its share of the
+#: popcount, and adder-tree levels that two plain products would sum in the DSP slices'
+#: post-adders): measured with yosys on a GemmPair of block_in 16
 #: against two GemmLanes (``synth_xilinx``: 563 against 256 LUTs for 16 packed multipliers).
 PACKED_PAIR_LUTS: dict[str, float] = {"xc7": (563 - 256) / 16, "xcup": (563 - 256) / 16}
 
