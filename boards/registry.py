@@ -143,6 +143,10 @@ class Board:
 #: The PYNQ config of TVM, shared by the processor-based boards.
 _PYNQ_CONFIG: dict[str, int] = {}
 
+#: The Xilinx boards' core: two GEMM products per DSP48 slice (vta.hw.packed). The ECP5 and
+#: Cyclone V boards keep one product per multiplier (docs/boards.md says why).
+_XILINX_OPTIONS = {"pack_multipliers": True}
+
 #: The ULX3S-85F's configuration: the 1x4x4 GEMM of the ``small`` preset (16 multipliers; 1 KiB
 #: micro-op, input and weight, 2 KiB accumulator buffers), which closes timing at the board's
 #: 90 MHz (docs/boards.md: 94.5 MHz with the default seed; the core before the ALU chains
@@ -176,7 +180,8 @@ _BOARDS: tuple[Board, ...] = (
                "ps_slave": "S_AXI_HP0", "ps_ddr_segment": "S_AXI_HP0/HP0_DDR_LOWOCM",
                "ddr_window": (0x0, 0x2000_0000), "reg_window": (0x4000_0000, 0x4000_0000),
                "ps_clk": "FCLK_CLK0", "ps_rst": "FCLK_RESET0_N",
-               "board_part": "www.digilentinc.com:pynq-z1:part0:1.0"}),
+               "board_part": "www.digilentinc.com:pynq-z1:part0:1.0"},
+        core_options=_XILINX_OPTIONS),
     Board(
         name="ultra96-v2", title="Ultra96-V2", family="xcup", part="xczu3eg-sbva484-1-e",
         # ZU3EG: 70,560 LUTs, 141,120 FFs, 216 RAMB36 (7.6 Mb), 360 DSP48E2 (DS891).
@@ -184,7 +189,8 @@ _BOARDS: tuple[Board, ...] = (
         clock_mhz=200.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
         config_params=_PYNQ_CONFIG,
         notes="Zynq UltraScale+; VTA on M_AXI_HPM0_FPD, memory through S_AXI_HP0_FPD (128-bit)",
-        extra={**_ZYNQMP_PS, "board_part": "avnet.com:ultra96v2:part0:1.2"}),
+        extra={**_ZYNQMP_PS, "board_part": "avnet.com:ultra96v2:part0:1.2"},
+        core_options=_XILINX_OPTIONS),
     Board(
         name="zcu104", title="ZCU104", family="xcup", part="xczu7ev-ffvc1156-2-e",
         # ZU7EV: 230,400 LUTs, 460,800 FFs, 312 RAMB36 (11 Mb), 96 UltraRAM, 1,728 DSP48E2.
@@ -192,7 +198,8 @@ _BOARDS: tuple[Board, ...] = (
         clock_mhz=250.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
         config_params=_PYNQ_CONFIG,
         notes="Zynq UltraScale+; 96 UltraRAM blocks (27 Mb) not counted in the BRAM budget",
-        extra={**_ZYNQMP_PS, "board_part": "xilinx.com:zcu104:part0:1.1"}),
+        extra={**_ZYNQMP_PS, "board_part": "xilinx.com:zcu104:part0:1.1"},
+        core_options=_XILINX_OPTIONS),
     Board(
         name="de10-nano", title="DE10-Nano", family="cyclonev", part="5CSEBA6U23I7",
         # Cyclone V SE A6: 41,509 ALMs, 166,036 registers, 5,570 Kb of M10K (557 blocks),

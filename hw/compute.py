@@ -84,7 +84,7 @@ from .alu import AluLane, TailLane
 from .axi import rdata_layout, req_layout
 from .decode import uop_layout
 from .dma import DMARead
-from .gemm import GemmLane
+from .gemm import GemmLane, GemmPair
 from .loop_issuer import BASES, LoopIssuer
 from .options import REPLICA_ATTR, CoreOptions
 from .queues import TokenPopSignature, TokenPushSignature
@@ -159,7 +159,9 @@ class Compute(wiring.Component):
 
     ``options`` (:class:`~vta.hw.options.CoreOptions`) selects the variants: per-lane copies
     of the control registers (``replicate_control``) and a GEMM stage C between D and M in
-    which every multiplier loads a private copy of its operands (``replicate_operands``).
+    which every multiplier loads a private copy of its operands (``replicate_operands``);
+    output columns that share their multipliers in pairs (``pack_multipliers``,
+    :class:`~vta.hw.gemm.GemmPair`).
     """
 
     def __init__(self, cfg: Config, *, insn_layout: data.Layout, bus_bytes: int,
@@ -541,12 +543,26 @@ class Compute(wiring.Component):
         # load zero (a flip-flop's synchronous reset, not a multiplexer in A)
         t2_zero = lane_regs(t1_valid & t1_reset, "t2_zero")
         sums = []
+        widths = dict(block_in=BI, inp_width=net.cfg.inp_width, wgt_width=net.cfg.wgt_width,
+                      operand_stage=stage_c)
+        # packed: output columns (2j, 2j + 1) share their multipliers (an odd last one not)
+        paired = BO - BO % 2 if self.options.pack_multipliers else 0
         for b in range(B):
-            for n in range(BO):
+            for n in range(0, paired, 2):
                 k_lane = b * BO + n
-                m.submodules[f"gemm_lane_{b}_{n}"] = lane = GemmLane(
-                    block_in=BI, inp_width=net.cfg.inp_width, wgt_width=net.cfg.wgt_width,
-                    operand_stage=stage_c, name=(b, n))
+                m.submodules[f"gemm_pair_{b}_{n}"] = pair = GemmPair(**widths, name=(b, n))
+                m.d.comb += [pair.x[k].eq(x[b * BI + k]) for k in range(BI)]
+                m.d.comb += [pair.w0[k].eq(wv[n * BI + k]) for k in range(BI)]
+                m.d.comb += [pair.w1[k].eq(wv[(n + 1) * BI + k]) for k in range(BI)]
+                m.d.comb += [pair.en_c.eq(pre_valids[k_lane]), pair.en_m.eq(m_valids[k_lane])]
+                for j in range(2):
+                    m.d.comb += [pair.en_t1[j].eq(t1_valids[k_lane + j]),
+                                 pair.en_t2[j].eq(t2_valids[k_lane + j]),
+                                 pair.zero[j].eq(t2_zero[k_lane + j])]
+                sums += [pair.sum[0], pair.sum[1]]
+            for n in range(paired, BO):
+                k_lane = b * BO + n
+                m.submodules[f"gemm_lane_{b}_{n}"] = lane = GemmLane(**widths, name=(b, n))
                 m.d.comb += [lane.x[k].eq(x[b * BI + k]) for k in range(BI)]
                 m.d.comb += [lane.w[k].eq(wv[n * BI + k]) for k in range(BI)]
                 m.d.comb += [lane.en_c.eq(pre_valids[k_lane]), lane.en_m.eq(m_valids[k_lane]),

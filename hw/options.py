@@ -37,10 +37,19 @@ class CoreOptions:
     which every multiplier loads a private copy of its two operands: the long wires from the
     block RAMs to distant multipliers (ECP5's DSP rows) then end in a flip-flop. One more
     cycle per GEMM pipeline drain and ``batch * block_in * block_out`` operand-register pairs.
+
+    ``pack_multipliers``: output channels ``2j`` and ``2j + 1`` share their multipliers, two
+    signed products per multiplier (:mod:`vta.hw.packed`, :class:`vta.hw.gemm.GemmPair`): half
+    as many GEMM multipliers, each ``inp x (inp + 2 wgt + 1)`` bits (8 x 25 for int8, one
+    DSP48E1 or DSP48E2 slice, ``(w1 << 16) + w0`` in its pre-adder) and a popcount per lane
+    pair; the adder trees' first levels stay in the fabric. No extra latency. For the Xilinx
+    families; on ECP5 a 25x8 product takes two MULT18X18D, as many as the two 8x8 products it
+    replaces.
     """
 
     replicate_control: bool = False
     replicate_operands: bool = False
+    pack_multipliers: bool = False
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> CoreOptions:

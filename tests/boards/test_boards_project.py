@@ -186,3 +186,21 @@ def test_board_commands_take_core_options(tmp_path, capsys) -> None:
         err = capsys.readouterr().err
         assert "fast_please" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.unit
+def test_xilinx_boards_pack_multipliers_by_default(tmp_path) -> None:
+    """The Xilinx boards' core has packed multipliers (two GEMM products per DSP48), the ECP5
+    and Cyclone V boards' not; ``--core-options ''`` builds the plain core."""
+    from vta.boards import all_boards
+    from vta.cli.main import main
+
+    packing = {b.name: b.core_options.get("pack_multipliers", False) for b in all_boards()}
+    assert packing == {"pynq-z1": True, "ultra96-v2": True, "zcu104": True,
+                       "de10-nano": False, "ulx3s-85f": False}
+    assert main(["verilog", "--board", "pynq-z1", "--preset", "small",
+                 "-o", str(tmp_path / "p")]) == 0
+    assert "vta_packed" in (tmp_path / "p" / "vta_core.v").read_text()
+    assert main(["verilog", "--board", "pynq-z1", "--preset", "small", "--core-options", "",
+                 "-o", str(tmp_path / "q")]) == 0
+    assert "vta_packed" not in (tmp_path / "q" / "vta_core.v").read_text()

@@ -226,12 +226,33 @@ def test_replica_registers_survive_synthesis(tmp_path, replica: bool) -> None:
     assert r.dsp_cells == 2
 
 
+@pytest.mark.synth
+@pytest.mark.parametrize("name", ["pynq-z1", pytest.param("ultra96-v2", marks=pytest.mark.slow)])
+def test_packed_products_take_one_dsp_slice_each(tmp_path, name: str) -> None:
+    """A GemmPair of block_in 4 (four 25x8 products of two int8 products each): the report
+    counts four packed pairs, and yosys maps each to one DSP48 slice, none to logic (the
+    fabric left is the weight decrements, the split and the adder trees)."""
+    from amaranth.back import verilog
+    from vta.hw.gemm import GemmPair
+
+    src = tmp_path / "pair.v"
+    pair = GemmPair(block_in=4, inp_width=8, wgt_width=8, operand_stage=False)
+    src.write_text(verilog.convert(pair, name="pair"))
+    r = synthesize(name, [src], "pair", workdir=tmp_path / "work")
+    assert r.multipliers == [(25, 8)] * 4 and r.packed_pairs == 4
+    assert r.dsp_cells == 4 and r.soft_multipliers == 0 and r.problems == []
+    assert r.used.lut < 200  # four 8x8 multipliers in logic would take some 500
+    assert r.to_dict()["multipliers"]["packed_pairs"] == 4
+    assert "4 of them packed (two products each)" in r.table()
+
+
 # --------------------------------------------------------------------------- the VTA core
 @pytest.mark.synth
 @pytest.mark.slow
 def test_small_core_on_pynq_through_the_cli(tmp_path, small_cfg, capsys) -> None:
     """``vta synth`` of the small config: LUTs used, every scratchpad in block RAM, every GEMM
-    multiplier (batch x block x block of them, 8x8) in a DSP."""
+    multiplier in a DSP (the board packs two 8x8 products per multiplier: batch x block x
+    block / 2 of them, 25x8)."""
     from vta.cli.main import main
 
     out = tmp_path / "r.json"
@@ -248,7 +269,9 @@ def test_small_core_on_pynq_through_the_cli(tmp_path, small_cfg, capsys) -> None
     assert all(m["mapped"] == "block RAM" for m in r["memories"] if m["scratchpad"])
     spad_bits = sum(small_cfg.depth(t) * small_cfg.elem_bytes(t) * 8 for t in range(4))
     assert r["resources"]["bram"]["used"] * 36 * 1024 >= spad_bits
-    gemm = small_cfg.batch * small_cfg.block_in * small_cfg.block_out
-    assert r["multipliers"]["shapes"]["8x8"] >= gemm
+    gemm = small_cfg.batch * small_cfg.block_in * small_cfg.block_out // 2
+    assert r["core_options"] == {"pack_multipliers": True}
+    assert r["multipliers"]["shapes"]["25x8"] == r["multipliers"]["packed_pairs"] == gemm
+    assert "8x8" not in r["multipliers"]["shapes"]
     assert r["multipliers"]["dsp_cells"] >= gemm and r["resources"]["dsp"]["used"] >= gemm
     assert r["problems"] == []

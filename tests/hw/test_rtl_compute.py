@@ -215,6 +215,31 @@ def test_gemm_back_to_back_same_accumulator(small_cfg: Config) -> None:
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("options", [
+    CoreOptions(pack_multipliers=True),
+    pytest.param(CoreOptions(pack_multipliers=True, replicate_control=True,
+                             replicate_operands=True), marks=pytest.mark.slow)],
+    ids=["packed", "packed+control+operands"])
+def test_gemm_packed_multipliers_same_results_and_cycles(small_cfg: Config,
+                                                         options: CoreOptions) -> None:
+    """Two products per multiplier: random loops (with resets) and back-to-back micro-ops on
+    one entry give the reference's results, in the cycles of the same core without packing
+    (the packed product register is the plain product register)."""
+    rng = random.Random(39)
+    uops = random_uops(rng, 24, dst=16, src=64, wgt=16)
+    insns: list[Insn] = [GemmInsn(reset_reg=int(k == 2), uop_bgn=k, uop_end=k + 6,
+                                  iter_out=2, iter_in=3, dst_factor_out=rng.randint(0, 4),
+                                  dst_factor_in=rng.randint(0, 2), src_factor_out=7,
+                                  src_factor_in=3, wgt_factor_out=1, wgt_factor_in=2)
+                         for k in range(4)]
+    insns.append(GemmInsn(uop_bgn=0, uop_end=1, iter_out=3, iter_in=4, src_factor_in=1))
+    plain = dataclasses.replace(options, pack_multipliers=False)
+    got, expected, cycles = run_compute(small_cfg, insns, uops, seed=39, options=options)
+    np.testing.assert_array_equal(got, expected)
+    _, _, plain_cycles = run_compute(small_cfg, insns, uops, seed=39, options=plain)
+    assert cycles == plain_cycles
+
+
 def test_gemm_empty_loops_are_noops(small_cfg: Config) -> None:
     uops = [Uop(1, 1, 1), Uop(2, 2, 2)]
     insns = [GemmInsn(uop_bgn=0, uop_end=2, iter_out=0, iter_in=3),

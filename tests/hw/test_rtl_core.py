@@ -43,11 +43,18 @@ def test_matmul_matches_fsim(small_cfg: Config, bus_width: int) -> None:
 
 @pytest.mark.sim
 @pytest.mark.parametrize("options", [{}, {"replicate_control": True},
-                                     {"replicate_control": True, "replicate_operands": True}],
-                         ids=["plain", "control", "control+operands"])
+                                     {"replicate_control": True, "replicate_operands": True},
+                                     {"pack_multipliers": True},
+                                     pytest.param({"pack_multipliers": True,
+                                                   "replicate_control": True,
+                                                   "replicate_operands": True},
+                                                  marks=pytest.mark.slow)],
+                         ids=["plain", "control", "control+operands", "packed",
+                              "packed+control+operands"])
 def test_random_programs_match_fsim(small_cfg: Config, options: dict) -> None:
     """Token-correct random programs (every LOAD/STORE/GEMM/ALU feature) on one core, also
-    on the hardware variants (per-lane control copies; the extra GEMM operand stage)."""
+    on the hardware variants (per-lane control copies; the extra GEMM operand stage; two
+    products per multiplier)."""
     from vta.hw.simulate import run_programs
     from vta.sim.progen import random_program
 
@@ -71,14 +78,20 @@ VARIANTS = {
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("variant,bus_width", [("batch2", 64), ("int16", 128), ("acc16", 64)])
-def test_config_variants_match_fsim(variant: str, bus_width: int) -> None:
+@pytest.mark.parametrize("variant,bus_width,options", [
+    ("batch2", 64, None), ("int16", 128, None), ("acc16", 64, None),
+    pytest.param("batch2", 64, {"pack_multipliers": True}, marks=pytest.mark.slow),
+    pytest.param("int16", 128, {"pack_multipliers": True}, marks=pytest.mark.slow)],
+    ids=["batch2", "int16", "acc16", "batch2-packed", "int16-packed"])
+def test_config_variants_match_fsim(variant: str, bus_width: int, options) -> None:
+    """Configurations unlike the presets, also with two products per multiplier (batch rows
+    sharing the packed weights; 16-bit operands packed 32 bits apart)."""
     from vta.hw.simulate import run_programs
     from vta.sim.progen import random_program
 
     cfg = Config(**VARIANTS[variant])
     jobs = [random_program(cfg, seed, n_insns=24) for seed in (1, 2)]
-    results = run_programs(jobs, cfg, bus_width=bus_width, mem_stall=0.2)
+    results = run_programs(jobs, cfg, bus_width=bus_width, mem_stall=0.2, options=options)
     for (program, dram), res in zip(jobs, results):
         np.testing.assert_array_equal(res.dram, _fsim(program, dram, cfg).dram)
 
@@ -174,7 +187,8 @@ def test_bus_width_is_validated(small_cfg: Config) -> None:
 @pytest.mark.parametrize("preset,bus_width,options", [
     ("small", 64, None), pytest.param("small", 128, None, marks=pytest.mark.slow),
     pytest.param("default", 64, None, marks=pytest.mark.slow),
-    ("small", 64, {"replicate_control": True, "replicate_operands": True})])
+    ("small", 64, {"replicate_control": True, "replicate_operands": True}),
+    ("small", 64, {"pack_multipliers": True})])
 def test_verilog_lints_clean(preset: str, tmp_path, bus_width: int, options) -> None:
     verilator = require_tool("verilator")
     from vta.hw.verilog import generate

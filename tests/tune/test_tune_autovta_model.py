@@ -10,8 +10,10 @@ import pytest
 from vta.isa import Config
 from vta.isa.errors import ConfigError
 from vta.tune.autovta.resources import (
+    PACKED_PAIR_LUTS,
     ResourceModel,
     buffer_brams,
+    dsp_ceiling,
     features,
     multipliers,
     soft_multipliers,
@@ -69,6 +71,47 @@ def test_soft_multipliers_follow_the_dsp_budget_by_hand() -> None:
     with_budget = ResourceModel(dsp_budget=220).estimate(Config(), 64)["lut"]
     without = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
     assert with_budget - without == pytest.approx(84 * 134)
+
+
+@pytest.mark.unit
+def test_packed_multipliers_count_one_dsp_per_pair_by_hand() -> None:
+    # Packed, the small preset's 16 GEMM products take 8 multipliers of 8 x 25 bits (one
+    # DSP48E1 each) beside the 12 ALU partial products: 20 DSPs; the default 1x16x16 core
+    # takes 128 + 48 = 176 of PYNQ-Z1's 220, none in logic (unpacked: 84 in logic).
+    small = Config.preset("small")
+    assert multipliers(small, packed=True) == [(8, 25, 8), (16, 16, 12)]
+    assert soft_multipliers(Config(), "xc7", 220, packed=True) == (128 + 48, 0, 0)
+    assert soft_multipliers(Config(), "xcup", 360, packed=True) == (128 + 48, 0, 0)
+    # on ECP5 a 25 x 8 product takes two MULT18X18D: packing saves nothing there
+    assert soft_multipliers(small, "ecp5", None, packed=True) == \
+        soft_multipliers(small, "ecp5", None)
+    pynq = ResourceModel.for_board("pynq-z1")
+    assert pynq.packed and not ResourceModel.for_board("ulx3s-85f").packed
+    assert not ResourceModel.for_board("de10-nano").packed
+    assert pynq.estimate(small, 64)["dsp"] == 20
+    assert pynq.estimate(Config(), 64)["dsp"] == 176
+    # LUTs: no soft multipliers, plus the packing fabric per packed multiplier
+    plain = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
+    assert pynq.estimate(Config(), 64)["lut"] - plain == pytest.approx(
+        128 * PACKED_PAIR_LUTS["xc7"])
+    assert ResourceModel.from_json(pynq.to_json()).packed
+
+
+@pytest.mark.unit
+def test_dsp_ceiling_by_hand() -> None:
+    """The largest square GEMM core whose multipliers all fit the DSPs, by hand: PYNQ-Z1 (220)
+    holds 2x8x8 unpacked (128 + 48 = 176; 1x16x16 needs 256 + 48 = 304) and 1x16x16 packed
+    (128 + 48; 2x16x16 needs 256 + 96 = 352); the ZCU104 (1,728) 1x32x32 unpacked (1,024 +
+    96) and 2x32x32 packed (1,024 + 192; 1x64x64 needs 2,048 + 192); ECP5 gains nothing."""
+    base = Config()
+    assert dsp_ceiling("xc7", 220, base) == (2, 8)
+    assert dsp_ceiling("xc7", 220, base, packed=True) == (1, 16)
+    assert dsp_ceiling("xcup", 1728, base) == (1, 32)
+    assert dsp_ceiling("xcup", 1728, base, packed=True) == (2, 32)
+    assert dsp_ceiling("ecp5", 156, base) == dsp_ceiling("ecp5", 156, base, packed=True) \
+        == (1, 8)
+    assert dsp_ceiling("xc7", 10, base) == (1, 2)  # 4 + 6
+    assert dsp_ceiling("xc7", 9, base) is None
 
 
 @pytest.mark.unit

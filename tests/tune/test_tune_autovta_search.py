@@ -252,6 +252,13 @@ def test_cli_explore_and_verilog_round_trip(env: Path, tmp_path: Path, capsys) -
     assert {p["bus_width"] for p in rep["points"]} == {64, 128}
     best = rep["best"]
     assert best["fits"] and best["speedup_vs_reference"] > 0
+    # PYNQ-Z1's 220 DSP48E1 hold 1x16x16 packed (128 + 48 ALU), 2x8x8 without (128 + 48)
+    assert rep["dsp_ceiling"] == {
+        "packed": True, "with_packing": {"batch": 1, "block": 16, "macs_per_cycle": 256},
+        "without_packing": {"batch": 2, "block": 8, "macs_per_cycle": 128}}
+    assert ("DSP ceiling (the largest GEMM with every multiplier in a DSP): 1x16x16 (256 MACs) "
+            "with packed multipliers, 2x8x8 (128 MACs) without; this board's core packs"
+            ) in capsys.readouterr().out
     vdir = tmp_path / "v"
     assert main(["verilog", "--config", str(out / "vta_config.json"), "--bus-width",
                  str(best["bus_width"]), "-o", str(vdir)]) == 0

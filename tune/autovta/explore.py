@@ -27,7 +27,7 @@ from ..task import Task
 from ..tuner import TUNERS
 from .network import Network, network_cycles
 from .pareto import pareto_front
-from .resources import KINDS, ResourceModel
+from .resources import KINDS, ResourceModel, dsp_ceiling
 from .space import DEFAULT_RANGES, HardwareCandidate, candidate_from_values
 from .template import MEASURER, TEMPLATE
 
@@ -105,6 +105,18 @@ class ExploreResult:
             return None
         return self.reference.cycles / b.cycles
 
+    def dsp_ceilings(self) -> dict[str, Any]:
+        """The board's DSP ceiling (:func:`~vta.tune.autovta.resources.dsp_ceiling`: the
+        square GEMM core with the most MACs whose multipliers all fit its DSPs) with and
+        without packed multipliers, and whether the model (the board's core) packs."""
+        out: dict[str, Any] = {"packed": self.model.packed}
+        for key, packed in (("with_packing", True), ("without_packing", False)):
+            c = dsp_ceiling(self.model.family, self.budget["dsp"], self.reference.cand.cfg,
+                            packed)
+            out[key] = None if c is None else {"batch": c[0], "block": c[1],
+                                               "macs_per_cycle": c[0] * c[1] * c[1]}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         best = self.best
         return {
@@ -120,6 +132,7 @@ class ExploreResult:
                        "objectives": ["cycles", "lut", "dsp", "bram"]},
             "resource_model": self.model.to_json(),
             "calibration_error": self.model.calibration_error,
+            "dsp_ceiling": self.dsp_ceilings(),
             "reference": self.reference.to_json(),
             "best": None if best is None else {**best.to_json(),
                                                "speedup_vs_reference": self.speedup},

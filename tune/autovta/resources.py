@@ -8,14 +8,17 @@ It follows the structure of :class:`vta.hw.core.VTACore`:
   the three 128-bit instruction queues. Each memory is tiled with the
   family's best block-RAM aspect ratio (a half-size block counts 0.5, as the board budgets do).
 - DSP blocks from the multipliers: ``batch x block_out x block_in`` GEMM multipliers
-  (inp x wgt bits) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode;
+  (inp x wgt bits; packed, half as many of inp x (inp + 2 wgt + 1) bits: one DSP48 per pair
+  of products) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode;
   :func:`multipliers`), each costing what
   :func:`vta.boards.synth.dsp_cost` says. When they need more DSPs than the board has,
   synthesis builds the smallest ones from logic (:func:`soft_multipliers` mirrors
   :mod:`vta.boards.synth`), which then cost LUTs instead.
 - LUTs and flip-flops linear in a few structural features (:func:`features`), with coefficients
   fitted by least squares to yosys reports (:meth:`ResourceModel.calibrate`), plus the LUTs of
-  the multipliers built from logic (a measured constant per multiplier, :data:`SOFT_MULT_LUTS`).
+  the multipliers built from logic (a measured constant per multiplier, :data:`SOFT_MULT_LUTS`)
+  and, on a core with packed multipliers (``ResourceModel.packed``, the board's
+  ``pack_multipliers`` core option), their fabric (:data:`PACKED_PAIR_LUTS` per multiplier).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from vta.hw.packed import packed_width
 from vta.isa import INSN_BITS, INSN_QUEUE_DEPTH, Config
 
 KINDS = ("lut", "ff", "bram", "dsp")
@@ -84,14 +88,27 @@ def memories(cfg: Config) -> list[Memory]:
 FIXED_MULTIPLIERS: tuple[tuple[int, int, int], ...] = ()
 
 
-def multipliers(cfg: Config) -> list[tuple[int, int, int]]:
-    """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt), the ALU's MUL
-    (per lane, three half-width partial products of the acc-width operands; the ALU chains'
-    stages around it have none) and the fixed address multipliers (:data:`FIXED_MULTIPLIERS`)."""
-    lanes = cfg.batch * cfg.block_out
-    half = cfg.acc_width // 2
-    return [(cfg.inp_width, cfg.wgt_width, lanes * cfg.block_in),
-            (half, half, 3 * lanes), *FIXED_MULTIPLIERS]
+def multipliers(cfg: Config, packed: bool = False) -> list[tuple[int, int, int]]:
+    """(a bits, b bits, count) of the core's multipliers: GEMM (inp x wgt; ``packed``: pairs
+    of output columns share one inp x :func:`~vta.hw.packed.packed_width` multiplier per input
+    element, :mod:`vta.hw.packed`), the ALU's MUL (per lane, three half-width partial products
+    of the acc-width operands; the ALU chains' stages around it have none) and the fixed
+    address multipliers (:data:`FIXED_MULTIPLIERS`)."""
+    return _multipliers(cfg.batch, cfg.block_in, cfg.block_out, cfg.inp_width, cfg.wgt_width,
+                        cfg.acc_width, packed)
+
+
+def _multipliers(batch: int, block_in: int, block_out: int, inp_width: int, wgt_width: int,
+                 acc_width: int, packed: bool) -> list[tuple[int, int, int]]:
+    lanes = batch * block_out
+    half = acc_width // 2
+    gemm = [(inp_width, wgt_width, lanes * block_in)]
+    if packed:
+        pairs = batch * (block_out // 2) * block_in
+        single = batch * (block_out % 2) * block_in
+        gemm = [(inp_width, packed_width(inp_width, wgt_width), pairs),
+                *([(inp_width, wgt_width, single)] if single else [])]
+    return [*gemm, (half, half, 3 * lanes), *FIXED_MULTIPLIERS]
 
 
 def dsp_cost(family: str, a: int, b: int) -> float:
@@ -114,13 +131,13 @@ def dsp_cells(family: str, a: int, b: int) -> float:
     return dsp_cost(family, a, b)
 
 
-def soft_multipliers(cfg: Config, family: str, dsp_budget: float | None
-                     ) -> tuple[float, int, int]:
+def soft_multipliers(cfg: Config, family: str, dsp_budget: float | None,
+                     packed: bool = False) -> tuple[float, int, int]:
     """(DSPs used, datapath multipliers built from logic, their a*b bits). Like
     :mod:`vta.boards.synth`, the smallest multipliers go to logic until the rest fit
     ``dsp_budget`` (None: no limit) by :func:`dsp_cost`; the DSPs used are counted with
-    :func:`dsp_cells`."""
-    muls = sorted(multipliers(cfg), key=lambda m: m[0] * m[1])
+    :func:`dsp_cells`. ``packed``: the GEMM's products two per multiplier."""
+    muls = sorted(multipliers(cfg, packed), key=lambda m: m[0] * m[1])
     need = sum(n * dsp_cost(family, a, b) for a, b, n in muls)
     used = sum(n * dsp_cells(family, a, b) for a, b, n in muls)
     soft, soft_bits = 0, 0
@@ -138,12 +155,39 @@ def soft_multipliers(cfg: Config, family: str, dsp_budget: float | None
     return used, soft, soft_bits
 
 
+def dsp_ceiling(family: str, dsp_budget: float, base: Config, packed: bool = False, *,
+                log_batches: Sequence[int] = (0, 1, 2), log_blocks: Sequence[int] = range(1, 7)
+                ) -> tuple[int, int] | None:
+    """(batch, block) of the GEMM core with the most MACs per cycle (square blocks, ``base``'s
+    data widths) whose multipliers all fit ``dsp_budget`` DSPs by :func:`dsp_cost`, none in
+    logic (fewer batch rows first on a tie); None when not even the smallest fits.
+    ``packed``: two GEMM products per multiplier. (Buffer sizes are not chosen here: they do
+    not change the multipliers.)"""
+    best: tuple[int, int] | None = None
+    for batch in (1 << lb for lb in log_batches):
+        for block in (1 << lk for lk in log_blocks):
+            muls = _multipliers(batch, block, block, base.inp_width, base.wgt_width,
+                                base.acc_width, packed)
+            need = sum(n * dsp_cost(family, a, b) for a, b, n in muls)
+            if need <= dsp_budget + 1e-9 and (
+                    best is None or batch * block * block > best[0] * best[1] ** 2):
+                best = (batch, block)
+    return best
+
+
 FEATURE_NAMES = ("const", "mac_lanes", "alu_lanes", "bus_bytes")
 
 #: LUTs of one 8x8 signed multiplier built from logic, per family: measured with yosys on a
 #: lone multiplier (``synth_xilinx -nodsp``: 134 LUT2..LUT6 and 4 CARRY4 on xc7). Multipliers
 #: the DSP budget pushes to logic add this many LUTs per 64 multiplier bits (not fitted).
 SOFT_MULT_LUTS: dict[str, float] = {"xc7": 134.0, "xcup": 134.0}
+
+
+#: LUTs the fabric of one packed multiplier adds (:mod:`vta.hw.packed`: its share of the
+#: popcount, and adder-tree levels that two plain products would sum in the DSP slices'
+#: post-adders): measured with yosys on a GemmPair of block_in 16
+#: against two GemmLanes (``synth_xilinx``: 563 against 256 LUTs for 16 packed multipliers).
+PACKED_PAIR_LUTS: dict[str, float] = {"xc7": (563 - 256) / 16, "xcup": (563 - 256) / 16}
 
 
 def features(cfg: Config, bus_width: int) -> np.ndarray:
@@ -190,14 +234,18 @@ class ResourceModel:
     source: str = "shipped xc7 calibration"
     calibration_method: str = "leave-one-out"
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
+    #: the GEMM's products two per multiplier (the board's ``pack_multipliers`` core option)
+    packed: bool = False
 
     @classmethod
     def for_board(cls, board: Any) -> ResourceModel:
         """The model for a board (its family and DSP budget), shipped coefficients."""
         from vta.boards import get_board
+        from vta.hw.options import CoreOptions
 
         b = get_board(board)
-        model = cls(family=b.family, dsp_budget=float(b.budget.dsp))
+        model = cls(family=b.family, dsp_budget=float(b.budget.dsp),
+                    packed=CoreOptions.from_dict(b.core_options).pack_multipliers)
         if b.family not in ("xc7", "xcup"):
             model.source = f"shipped xc7 calibration (not calibrated for {b.family})"
         return model
@@ -208,14 +256,17 @@ class ResourceModel:
                          for m in memories(cfg)))
 
     def soft_luts(self, cfg: Config) -> float:
-        """LUTs of the multipliers built from logic for lack of DSPs."""
-        _, _, bits = soft_multipliers(cfg, self.family, self.dsp_budget)
-        return bits / 64.0 * SOFT_MULT_LUTS.get(self.family, SOFT_MULT_LUTS["xc7"])
+        """LUTs of the multipliers built from logic for lack of DSPs, and of the packed
+        multipliers' fabric (:data:`PACKED_PAIR_LUTS` per packed multiplier)."""
+        _, _, bits = soft_multipliers(cfg, self.family, self.dsp_budget, self.packed)
+        pairs = cfg.batch * (cfg.block_out // 2) * cfg.block_in if self.packed else 0
+        return (bits / 64.0 * SOFT_MULT_LUTS.get(self.family, SOFT_MULT_LUTS["xc7"])
+                + pairs * PACKED_PAIR_LUTS.get(self.family, PACKED_PAIR_LUTS["xc7"]))
 
     def estimate(self, cfg: Config, bus_width: int = 64) -> dict[str, float]:
         """{lut, ff, bram, dsp} of the core for ``cfg`` and ``bus_width``."""
         f = features(cfg, bus_width)
-        dsp, _, _ = soft_multipliers(cfg, self.family, self.dsp_budget)
+        dsp, _, _ = soft_multipliers(cfg, self.family, self.dsp_budget, self.packed)
         return {"lut": float(max(0.0, f @ self.lut_coef)) + self.soft_luts(cfg),
                 "ff": float(max(0.0, f @ self.ff_coef)),
                 "bram": self.bram(cfg), "dsp": float(math.ceil(dsp - 1e-9))}
@@ -252,7 +303,7 @@ class ResourceModel:
             for kind in ("lut", "ff"):
                 e = []
                 for k, (c, b, r) in enumerate(samples):
-                    sub = ResourceModel(self.family, self.dsp_budget)
+                    sub = ResourceModel(self.family, self.dsp_budget, packed=self.packed)
                     sub._fit(samples[:k] + samples[k + 1:])
                     e.append(abs(sub.estimate(c, b)[kind] - r[kind]) / max(r[kind], 1.0))
                 err[kind] = float(np.mean(e))
@@ -286,7 +337,8 @@ class ResourceModel:
                 "ff_coef": [float(v) for v in self.ff_coef],
                 "calibration_error": dict(self.calibration_error),
                 "calibration_method": self.calibration_method,
-                "calibration_samples": self.calibration_samples, "source": self.source}
+                "calibration_samples": self.calibration_samples, "source": self.source,
+                "packed": self.packed}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ResourceModel:
@@ -294,7 +346,8 @@ class ResourceModel:
                    np.array(d["lut_coef"], dtype=np.float64),
                    np.array(d["ff_coef"], dtype=np.float64),
                    dict(d.get("calibration_error", {})), d.get("source", ""),
-                   d.get("calibration_method", ""), int(d.get("calibration_samples", 0)))
+                   d.get("calibration_method", ""), int(d.get("calibration_samples", 0)),
+                   bool(d.get("packed", False)))
 
 
 def _nnls(a: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
