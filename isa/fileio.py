@@ -323,17 +323,28 @@ def output_dir(path: str | Path, what: str = "output directory") -> Iterator[Pat
     parents) are removed again if they are still empty, so a failed command leaves no empty
     output directory behind."""
     p = Path(path)
-    made = [d for d in (p, *p.parents) if not d.exists()]
+    made = _missing_dirs(p)
     make_output_dir(p, what)
     try:
         yield p
     except BaseException:
-        for d in made:  # deepest first; a directory something was written into stays
-            try:
-                d.rmdir()
-            except OSError:
-                break
+        _remove_empty(made)
         raise
+
+
+def _missing_dirs(p: Path) -> list[Path]:
+    """``p`` and its parents that do not exist yet, deepest first (what making ``p`` makes)."""
+    return [d for d in (p, *p.parents) if not d.exists()]
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove the directories of :func:`_missing_dirs` again, deepest first, while they are
+    empty (a directory something was written into stays)."""
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 @contextlib.contextmanager
@@ -409,13 +420,15 @@ def atomic_dir(path: str | Path, what: str = "output directory", *,
     normally (an existing ``path`` is replaced only when ``replaceable(path)`` says it is an
     earlier output of the same kind; by default only an empty one) and is removed when the
     block raises, so ``path`` is either the old directory or the whole new one. Missing
-    parents of ``path`` are made."""
+    parents of ``path`` are made (and removed again, while empty, when the block raises)."""
     out = Path(path)
     _check_replaceable(out, what, replaceable)
+    made = _missing_dirs(_parent(out))
     parent = make_output_dir(_parent(out), f"directory of the {what}")
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
     except OSError as e:
+        _remove_empty(made)
         raise FileError(f"cannot write {what} {out}: {e.strerror or e}") from None
     try:
         yield tmp
@@ -429,6 +442,7 @@ def atomic_dir(path: str | Path, what: str = "output directory", *,
             os.replace(tmp, out)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(made)
         if isinstance(e, OSError):
             raise FileError(f"cannot write {what} {out}: {e.strerror or e}") from None
         raise

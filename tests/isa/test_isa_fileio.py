@@ -95,3 +95,23 @@ def test_json_nesting_limit() -> None:
         loads_json("[" * 65 + "]" * 65, "x")
     with pytest.raises(FileError, match="nested 100000 levels"):  # json.loads: RecursionError
         loads_json("[" * 100000, "x")
+
+
+@pytest.mark.parametrize("fail", [RuntimeError, KeyboardInterrupt])
+def test_a_failed_output_directory_leaves_no_parent_it_made(tmp_path, fail) -> None:
+    """`vta compile -o a/b/mod` that fails (an error, Ctrl-C) leaves neither the module nor the
+    parents it made; a parent that existed, and one something else was written into, stay."""
+    from vta.isa.fileio import atomic_dir
+
+    with pytest.raises(fail), atomic_dir(tmp_path / "a" / "b" / "mod") as d:
+        (d / "manifest.json").write_text("{}")
+        raise fail()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "a").mkdir()
+    with pytest.raises(fail), atomic_dir(tmp_path / "a" / "b" / "mod") as d:
+        (tmp_path / "a" / "mine.txt").write_text("mine")
+        raise fail()
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["mine.txt"]
+    with atomic_dir(tmp_path / "c" / "mod") as d:
+        (d / "f").write_text("x")
+    assert (tmp_path / "c" / "mod" / "f").read_text() == "x"
