@@ -17,6 +17,9 @@ about twice as fast. A harness holding ``rst`` for one more cycle sees the same 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
@@ -35,7 +38,8 @@ class ProbedCore(wiring.Component):
     """:class:`VTACore` plus ``debug_*`` output ports (see the module docstring)."""
 
     def __init__(self, cfg: Config, *, bus_width: int = 64,
-                 options: CoreOptions | None = None, reset_stage: bool = False) -> None:
+                 options: CoreOptions | Mapping[str, Any] | None = None,
+                 reset_stage: bool = False) -> None:
         self.core = VTACore(cfg, bus_width=bus_width, options=options)
         self.core._MustUse__silence = True  # elaborated through this wrapper
         self.cfg = cfg
@@ -71,12 +75,13 @@ class ProbedCore(wiring.Component):
 
 
 def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
-             reset_stage: bool = True) -> str:
+             reset_stage: bool = True,
+             options: CoreOptions | Mapping[str, Any] | None = None) -> str:
     """Verilog of :class:`ProbedCore`, by default with its reset stage (the tsim harness's
-    design)."""
+    design); ``options``: its hardware variant (:class:`~vta.hw.options.CoreOptions`)."""
     from amaranth.back import verilog
 
-    core = ProbedCore(cfg, bus_width=bus_width, reset_stage=reset_stage)
+    core = ProbedCore(cfg, bus_width=bus_width, reset_stage=reset_stage, options=options)
     return verilog.convert(core, name=name, emit_src=False)
 
 

