@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from vta.runtime.backends import module_targets
+
 from .common import add_config_args, check_outputs, config_from_args
 
 
@@ -19,9 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "an array per input name; a stack of B inputs [B, *input shape] runs "
                         "B images in one process and writes outputs [B, *output shape]")
     p.add_argument("--target", default="fsim", type=_target, metavar="TARGET",
-                   help="where VTA layers run: fsim (default), tsim, rtl, perf, cpu (everything "
-                        "on the host) or virtual:BOARD (the board's generated top Verilog under "
-                        "Verilator, driven by the board's runtime device; e.g. virtual:pynq-z1)")
+                   help=f"where VTA layers run: {', '.join(module_targets())} (default: fsim; "
+                        "cpu runs everything on the host) or virtual:BOARD (the board's "
+                        "generated top Verilog under Verilator, driven by the board's runtime "
+                        "device; e.g. virtual:pynq-z1)")
     p.add_argument("-o", "--output", metavar="Y.npy|Y.npz",
                    help="write the output here: Y.npz holds every output of the model under "
                         "its name, Y.npy the first")
@@ -43,11 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _target(text: str) -> str:
-    if text in ("fsim", "tsim", "rtl", "perf", "cpu") or (
+    if text in module_targets() or (
             text.startswith("virtual:") and len(text) > len("virtual:")):
         return text
-    raise argparse.ArgumentTypeError(f"invalid target {text!r}: choose fsim, tsim, rtl, perf, "
-                                     f"cpu or virtual:BOARD")
+    raise argparse.ArgumentTypeError(f"invalid target {text!r}: choose "
+                                     f"{', '.join(module_targets())} or virtual:BOARD")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """``vta sim``: run a program image on a simulator backend (the program image contract).
 
-``vta sim PROGRAM.bin --dram DRAM.bin -o OUT.bin [--backend fsim|rtl|tsim|perf] [--stats S.json]
-[--trace T.json] [--check-races]``: OUT.bin is the whole DRAM image after FINISH, same length as
-DRAM.bin; the perf backend computes no data and takes no ``-o``. Every backend is a function
+``vta sim PROGRAM.bin --dram DRAM.bin -o OUT.bin [--backend NAME] [--stats S.json]
+[--trace T.json] [--check-races]`` (NAME: a program runner of :mod:`vta.runtime.backends`).
+OUT.bin is the whole DRAM image after FINISH, same length as DRAM.bin; the perf backend computes
+no data and takes no ``-o``. Every backend is a function
 ``run_program(program, dram, cfg, **options) -> RunResult`` imported lazily; nothing is written
 unless the run succeeds.
 """
@@ -18,16 +19,10 @@ from typing import Any
 
 from vta.isa import VTAError
 from vta.isa.stats import RunStats
+from vta.runtime import backends
+from vta.runtime.backends import programs
 
 from .common import add_config_args, check_outputs, config_from_args, positive_int, seed_int
-
-#: backend name -> (module, function); all share fsim.run's signature and return a RunResult.
-BACKENDS = {
-    "fsim": ("vta.sim.fsim", "run"),
-    "rtl": ("vta.hw.simulate", "run_program"),
-    "tsim": ("vta.hw.tsim", "run_program"),
-    "perf": ("vta.sim.perf", "run_program"),
-}
 
 
 class BackendError(VTAError):
@@ -38,8 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sim", help="run a program image on a simulator",
         description="Run a VTA instruction stream against a DRAM image and write the DRAM image "
-                    "after FINISH (same length). Backends: fsim (functional golden model), rtl "
-                    "(Amaranth/Verilog simulation), tsim (Verilator), perf (cycle model).")
+                    f"after FINISH (same length). Backends: {backends.described(programs())}.")
     p.add_argument("program", metavar="PROGRAM.bin", help="instruction stream ending with FINISH")
     p.add_argument("--dram", required=True, metavar="DRAM.bin",
                    help="initial device memory (byte address 0 at offset 0)")
@@ -47,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="DRAM image after FINISH (required, except with --backend perf, which "
                         "computes no data and writes none)")
     add_config_args(p)
-    p.add_argument("--backend", choices=sorted(BACKENDS), default="fsim",
+    p.add_argument("--backend", choices=sorted(programs()), default="fsim",
                    help="simulator (default: fsim)")
     p.add_argument("--stats", metavar="STATS.json", help="write statistics as JSON")
     p.add_argument("--trace", metavar="TRACE.json",
@@ -76,9 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_backend(name: str):
     """The ``run_program`` function of a backend, or a BackendError saying why not."""
-    if name not in BACKENDS:
-        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    module, func = BACKENDS[name]
+    if name not in programs():
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(programs())}")
+    module, func = backends.REGISTRY[name].program
     try:
         mod = importlib.import_module(module)
     except ImportError as e:

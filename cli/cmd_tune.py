@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vta.runtime.backends import programs
+
 from .common import (
     add_config_args,
     add_input_shape_arg,
@@ -16,6 +18,9 @@ from .common import (
     scheduler_address,
     seed_int,
 )
+
+#: The backends a tuning candidate is measured on (all program runners but rtl, too slow).
+MEASURERS = tuple(b for b in programs() if b != "rtl")
 
 EPILOG = """\
 examples:
@@ -41,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", action="append", metavar="SPEC",
                    help="a single workload NAME:key=value,... (repeatable; see --list)")
     p.add_argument("--list", action="store_true", help="list the known workloads and exit")
-    p.add_argument("--measure", choices=["perf", "tsim", "fsim"], default="perf",
+    p.add_argument("--measure", choices=MEASURERS, default="perf",
                    help="how candidates are measured: perf model (fast, default), tsim "
                         "(cycle-accurate), fsim (checks results against numpy; costs are "
                         "GEMM + ALU micro-op counts)")

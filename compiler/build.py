@@ -13,6 +13,7 @@ import numpy as np
 from vta.isa import Config, MemType
 from vta.isa.gcpause import paused_gc
 from vta.isa.stats import RunStats
+from vta.runtime import backends
 
 from .errors import CodegenError
 from .lower import lower
@@ -29,11 +30,13 @@ from .schedule import Schedule
 from .te.tensor import PlaceholderOp, Tensor
 from .tir.stmt import Buffer, PrimFunc
 
-VTA_TARGETS = ("fsim", "tsim", "rtl", "perf", "pynq")
+#: The VTA targets: the runtime's devices (simulators, the performance model and the boards).
+VTA_TARGETS = backends.devices()
 
 #: Devices shared by the compiled modules of one process, per (target, configuration).
 _SHARED_DEVICES: dict[tuple[str, Config], Any] = {}
-TARGETS = VTA_TARGETS + ("cpu", "llvm")
+#: Every target: the VTA ones and the CPU (LLVM JIT) under its names.
+TARGETS = VTA_TARGETS + backends.names("cpu", aliases=True)
 
 
 def vta_pipeline(cfg: Config, *, verify_each: bool = True, dump: Any = None) -> Pipeline:
@@ -252,15 +255,16 @@ def build(sch: Schedule, args: Sequence[Tensor], target: str = "fsim",
           config: Config | None = None, name: str = "main", **opts: Any) -> Any:
     """Compile a schedule into a callable on numpy arrays.
 
-    ``target``: "fsim", "tsim", "rtl", "perf", "pynq", "virtual:BOARD" (VTA, through
-    vta.runtime; ``config``, the VTA configuration, is required) or "cpu" (LLVM JIT, no
+    ``target``: one of :data:`VTA_TARGETS` (the runtime's devices: "fsim", "rtl", "tsim",
+    "perf", "pynq", "de10-nano", "ulx3s") or "virtual:BOARD" (VTA, through vta.runtime;
+    ``config``, the VTA configuration, is required), or "cpu" (alias "llvm"; LLVM JIT, no
     configuration).
     """
     if target not in TARGETS and not target.startswith("virtual:"):
         raise CodegenError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)} "
                            f"or virtual:BOARD")
     cfg = config
-    if target in ("cpu", "llvm"):
+    if target in backends.names("cpu", aliases=True):
         from .codegen.llvm import build_cpu
 
         return build_cpu(sch, args, name=name, **opts)

@@ -20,15 +20,11 @@ from vta.isa.checks import check_insns
 from vta.isa.image import as_program_bytes, check_program
 from vta.isa.stats import RunStats, program_stats
 
+from . import backends
 from .arena import Arena, DeviceBuffer
 from .errors import DeviceError, DeviceUnavailableError
 from .kernel import UopCache, UopKernel
 
-#: Default arena sizes (bytes) per target.
-DEFAULT_ARENA: dict[str, int | None] = {
-    "fsim": 64 << 20, "perf": 64 << 20, "pynq": 64 << 20, "de10-nano": 64 << 20,
-    "ulx3s": None,  # the device memory of the board, less the instruction area
-    "rtl": 1 << 20, "tsim": 4 << 20, "virtual": 4 << 20}
 #: Entry-point group of platform plugins: ``open("KIND:NAME")`` loads the entry point KIND and
 #: calls it with (NAME, config, **options) for a platform (``mmio``, ``allocate``) that the PYNQ
 #: driver runs on. vta.boards provides ``virtual`` (a board's generated top under Verilator).
@@ -197,11 +193,9 @@ class FsimDevice(_SimDevice):
 class _RunProgramDevice(_SimDevice):
     """A backend with the ``run_program(program, dram, cfg, **opts) -> RunResult`` contract."""
 
-    module = ""
-
     def __init__(self, cfg: Config, *, arena_size: int, arena_base: int = 0,
                  **opts: Any) -> None:
-        self._mod = _import(self.module, self.target)
+        self._mod = _import(self.module(), self.target)
         if opts.get("vcd") is not None:  # a waveform file: fail at open, not after a run
             from vta.hw.harness import check_vcd_path
 
@@ -220,12 +214,16 @@ class _RunProgramDevice(_SimDevice):
             self.dram[:] = out
         return result.stats
 
+    @classmethod
+    def module(cls) -> str:
+        """The module of the backend's ``run_program`` (from the backend registry)."""
+        return backends.REGISTRY[cls.target].program[0]
+
 
 class RtlDevice(_RunProgramDevice):
     """The Amaranth RTL simulation of the core (vta.hw.simulate); slow, use small programs."""
 
     target = "rtl"
-    module = "vta.hw.simulate"
     keeps_sram = False
 
 
@@ -233,7 +231,6 @@ class TsimDevice(_RunProgramDevice):
     """The Verilator build of the core (vta.hw.tsim)."""
 
     target = "tsim"
-    module = "vta.hw.tsim"
     keeps_sram = False
 
     def __init__(self, cfg: Config, **kw: Any) -> None:
@@ -250,7 +247,6 @@ class PerfDevice(_RunProgramDevice):
     """The performance model (vta.sim.perf): statistics and cycle estimates, no data."""
 
     target = "perf"
-    module = "vta.sim.perf"
     keeps_sram = True
     computes_results = False
 
@@ -264,7 +260,8 @@ def _import(module: str, target: str):
             f"use another target (fsim is always built in)") from None
 
 
-TARGETS = ("fsim", "rtl", "tsim", "perf", "pynq", "de10-nano", "ulx3s")
+#: The device names :func:`open` accepts (besides "KIND:NAME"), from the backend registry.
+TARGETS = backends.devices()
 
 
 def _config(config: Config | str | Path | None) -> Config:
@@ -293,8 +290,8 @@ def _plugin_platform(kind: str, name: str, cfg: Config, opts: dict[str, Any]) ->
 
 def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A001
          arena_size: int | None = None, **opts: Any) -> Device:
-    """Open a device: "fsim", "rtl", "tsim", "perf", "pynq", "de10-nano", "ulx3s" or
-    "virtual:BOARD".
+    """Open a device: one of :data:`TARGETS` (the backend registry's devices: "fsim", "rtl",
+    "tsim", "perf", "pynq", "de10-nano", "ulx3s") or "virtual:BOARD".
 
     "virtual:BOARD" (e.g. "virtual:pynq-z1", "virtual:de10-nano", "virtual:ulx3s-85f") is the
     board's device (PYNQ's, the DE10-Nano's, the ULX3S's) on a virtual board: the board's
@@ -316,7 +313,7 @@ def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A00
         timeout = opts.pop("timeout", 60.0)
         platform = _plugin_platform(kind.lower(), name, cfg, opts)
         size = (arena_size if arena_size is not None
-                else getattr(platform, "default_arena", DEFAULT_ARENA["virtual"]))
+                else getattr(platform, "default_arena", backends.REGISTRY["virtual"].arena))
         # the platform says which board device drives it (PYNQ's or the DE10-Nano's)
         return open(getattr(platform, "runtime_device", "pynq"), cfg, arena_size=size,
                     platform=platform, timeout=timeout)
@@ -325,20 +322,9 @@ def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A00
                                      f"{', '.join(TARGETS)}")
     target = target.lower()
     cfg = _config(config)
-    size = arena_size if arena_size is not None else DEFAULT_ARENA[target]
-    if target == "pynq":
-        from .pynq import PynqDevice
-
-        return PynqDevice(cfg, arena_size=size, **opts)
-    if target == "de10-nano":
-        from .de10nano import De10NanoDevice
-
-        return De10NanoDevice(cfg, arena_size=size, **opts)
-    if target == "ulx3s":
-        from .ulx3s import Ulx3sDevice
-
-        return Ulx3sDevice(cfg, arena_size=size, **opts)
-    cls = {"fsim": FsimDevice, "rtl": RtlDevice, "tsim": TsimDevice, "perf": PerfDevice}[target]
+    entry = backends.REGISTRY[target]
+    size = arena_size if arena_size is not None else entry.arena
+    cls = backends.resolve(entry.device)
     return cls(cfg, arena_size=size, **opts)
 
 

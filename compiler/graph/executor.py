@@ -26,6 +26,7 @@ from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
 from vta.isa.fileio import read_bytes
 from vta.isa.records import JsonRecord
+from vta.runtime import backends
 
 from ..topi.pack import unpack_activation
 from .errors import InputError
@@ -34,7 +35,9 @@ from .module import CompiledModule
 from .quantize import kernel_for
 from .reference import check_feeds
 
-TARGETS = ("cpu", "fsim", "tsim", "rtl", "perf")
+#: Where a module runs: the CPU, or VTA on a simulator or the performance model (the backend
+#: registry's; a virtual board is "virtual:BOARD").
+TARGETS = backends.module_targets()
 
 
 class _Record(JsonRecord):

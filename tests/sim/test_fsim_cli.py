@@ -112,10 +112,13 @@ def test_fsim_cli_passes_backend_options(images, capsys) -> None:
 
 @pytest.mark.sim
 def test_fsim_cli_missing_backend_is_one_line(images, monkeypatch, capsys) -> None:
-    from vta.cli import cmd_sim
+    from dataclasses import replace
+
+    from vta.runtime import backends
 
     tmp, _, _ = images
-    monkeypatch.setitem(cmd_sim.BACKENDS, "perf", ("vta.sim.no_such_module", "run_program"))
+    missing = replace(backends.REGISTRY["perf"], program=("vta.sim.no_such_module", "run_program"))
+    monkeypatch.setitem(backends.REGISTRY, "perf", missing)
     err = _fails(["sim", str(tmp / "prog.bin"), "--dram", str(tmp / "dram.bin"),
                   "--stats", str(tmp / "s.json"), "--preset", "small", "--backend", "perf"],
                  capsys)
