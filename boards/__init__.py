@@ -21,7 +21,8 @@ from .registry import (
     all_boards,
     board_names,
     get_board,
+    get_family,
 )
 
 __all__ = ["DEFAULT_BOARD", "FAMILIES", "Board", "BoardError", "Family", "Resources", "all_boards",
-           "board_names", "get_board"]
+           "board_names", "get_board", "get_family"]

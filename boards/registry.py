@@ -16,6 +16,7 @@ Budget units, per family:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +42,28 @@ class Resources:
         return {k: getattr(self, k) for k in self.KINDS}
 
 
+#: Block-RAM aspect ratios (depth, width) of a Xilinx RAMB36 (7-series and UltraScale+ alike).
+_RAMB36_SHAPES = ((32768, 1), (16384, 2), (8192, 4), (4096, 9), (2048, 18), (1024, 36), (512, 72))
+#: ... and of its half, the RAMB18 (0.5 of the budget unit).
+_RAMB18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+
+#: LUTs of one 8x8 signed multiplier built from logic: measured with yosys on a lone multiplier
+#: (``synth_xilinx -nodsp``: 134 LUT2..LUT6 and 4 CARRY4 on xc7). Not measured on the other
+#: families, which use the same figure.
+_SOFT_MULT_LUTS = 134.0
+#: LUTs the fabric of one packed multiplier adds (:mod:`vta.hw.packed`: its share of the
+#: popcount, and adder-tree levels that two plain products would sum in the DSP slices'
+#: post-adders): measured with yosys on a GemmPair of block_in 16 against two GemmLanes
+#: (``synth_xilinx``: 563 against 256 LUTs for 16 packed multipliers). Only the Xilinx boards
+#: pack; the other families use the same figure.
+_PACKED_PAIR_LUTS = (563 - 256) / 16
+
+
 @dataclass(frozen=True)
 class Family:
-    """What a device family calls its resources and how yosys synthesises for it."""
+    """What a device family calls its resources, how yosys synthesises for it, and the shapes
+    and costs of its block RAMs and multipliers (read by the CLI, :mod:`vta.boards.synth` and
+    the AutoVTA resource model)."""
 
     name: str
     vendor: str
@@ -51,32 +71,81 @@ class Family:
     units: dict[str, str]
     #: The yosys synthesis command (without ``-top``), or ``None`` when yosys has none.
     synth: str
+    #: Data bytes of one block RAM budget unit (ECP5: an 18 Kb EBR holds 16 Kb of data).
+    bram_bytes: int
+    #: Block-RAM aspect ratios (depth, width) of one budget unit.
+    bram_shapes: tuple[tuple[int, int], ...]
+    #: Regular expression of the netlist cell types that are DSP multipliers.
+    dsp_cell: str
+    #: Operand widths (a, b) of one DSP multiplier (two's-complement for Xilinx DSP48s).
+    dsp_operands: tuple[int, int]
+    #: Aspect ratios of a half block (Xilinx RAMB18: 0.5 of the budget unit): yosys uses one for
+    #: a memory that fits it, and tiles larger memories with full blocks.
+    bram_half_shapes: tuple[tuple[int, int], ...] = ()
+    #: LUTs per 64 multiplier bits of a multiplier built from logic (the DSP budget's overflow).
+    soft_mult_luts: float = _SOFT_MULT_LUTS
+    #: LUTs the fabric of one packed multiplier (two GEMM products) adds.
+    packed_pair_luts: float = _PACKED_PAIR_LUTS
     #: True when the figures are a yosys-based estimate rather than the vendor flow's mapping.
     estimate_note: str = ""
+
+    def dsp_cost(self, a: int, b: int) -> float:
+        """Estimated DSP budget one ``a`` x ``b`` multiplier takes when yosys maps it."""
+        a, b = max(a, b), min(a, b)
+        wa, wb = self.dsp_operands
+        if self.vendor == "xilinx":
+            return float(math.ceil(max(a - 1, 1) / (wa - 1)) * math.ceil(max(b - 1, 1) / (wb - 1)))
+        if self.vendor == "lattice":
+            return float(math.ceil(a / wa) * math.ceil(b / wb))
+        # Cyclone V: one 27x27, two 18x19 or three 9x9 multipliers per DSP block
+        if a <= 9:
+            return 1 / 3
+        if a <= 18:
+            return 0.5
+        return float(math.ceil(a / wa) * math.ceil(b / wb))
 
 
 FAMILIES: dict[str, Family] = {
     "xc7": Family(
         "xc7", "xilinx",
         {"lut": "LUT6", "ff": "FF", "bram": "RAMB36", "dsp": "DSP48E1"},
-        "synth_xilinx -family xc7 -flatten -noiopad -noclkbuf"),
+        "synth_xilinx -family xc7 -flatten -noiopad -noclkbuf",
+        bram_bytes=4096, bram_shapes=_RAMB36_SHAPES, bram_half_shapes=_RAMB18_SHAPES,
+        dsp_cell=r"DSP48", dsp_operands=(25, 18)),
     "xcup": Family(
         "xcup", "xilinx",
         {"lut": "LUT6", "ff": "FF", "bram": "RAMB36", "dsp": "DSP48E2"},
-        "synth_xilinx -family xcup -flatten -noiopad -noclkbuf"),
+        "synth_xilinx -family xcup -flatten -noiopad -noclkbuf",
+        bram_bytes=4096, bram_shapes=_RAMB36_SHAPES, bram_half_shapes=_RAMB18_SHAPES,
+        dsp_cell=r"DSP48", dsp_operands=(27, 18)),
     "cyclonev": Family(
         "cyclonev", "intel",
         {"lut": "ALM", "ff": "register", "bram": "M10K", "dsp": "DSP block"},
         "synth_intel_alm -family cyclonev -noiopad -noclkbuf",
-        "estimate: yosys synth_intel_alm maps to Cyclone V ALUTs, M10Ks and multipliers; ALMs "
-        "are counted as one per 6-input ALUT and one per two smaller or arithmetic ALUTs, and "
-        "DSP blocks as one per 27x27, 1/2 per 18x18 and 1/3 per 9x9 multiplier; Quartus packs "
-        "differently"),
+        bram_bytes=1024,
+        bram_shapes=((8192, 1), (4096, 2), (2048, 4), (1024, 8), (512, 16), (256, 32)),
+        dsp_cell=r"MISTRAL_MUL", dsp_operands=(27, 27),
+        estimate_note=(
+            "estimate: yosys synth_intel_alm maps to Cyclone V ALUTs, M10Ks and multipliers; ALMs "
+            "are counted as one per 6-input ALUT and one per two smaller or arithmetic ALUTs, and "
+            "DSP blocks as one per 27x27, 1/2 per 18x18 and 1/3 per 9x9 multiplier; Quartus packs "
+            "differently")),
     "ecp5": Family(
         "ecp5", "lattice",
         {"lut": "LUT4", "ff": "FF", "bram": "EBR (DP16KD)", "dsp": "MULT18X18D"},
-        "synth_ecp5 -abc9"),
+        "synth_ecp5 -abc9",
+        bram_bytes=2048,
+        bram_shapes=((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+        dsp_cell=r"MULT18X18D", dsp_operands=(18, 18)),
 }
+
+
+def get_family(name: str) -> Family:
+    """The FPGA family called ``name`` (``xc7``, ``xcup``, ``cyclonev``, ``ecp5``)."""
+    fam = FAMILIES.get(name)
+    if fam is None:
+        raise BoardError(f"unknown FPGA family {name!r}; known families: {', '.join(FAMILIES)}")
+    return fam
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from vta.isa import Config, VTAError
 
-from .registry import Board, Resources, get_board
+from .registry import Board, Resources, get_board, get_family
 from .tools import Progress, ToolError, run_tool
 
 #: Name parts that mark a memory as one of VTA's scratchpads (input, weight, accumulator,
@@ -102,26 +102,6 @@ def _intel_cost(cell: str) -> tuple[str, float] | None:
 
 _COST = {"xc7": _xilinx_cost, "xcup": _xilinx_cost, "ecp5": _ecp5_cost,
          "cyclonev": _intel_cost}
-
-#: Cell types that are DSP multipliers, per family.
-_DSP_CELL = {"xc7": re.compile(r"DSP48"), "xcup": re.compile(r"DSP48"),
-             "ecp5": re.compile(r"MULT18X18D"), "cyclonev": re.compile(r"MISTRAL_MUL")}
-
-
-def dsp_cost(family: str, a: int, b: int) -> float:
-    """Estimated DSP budget one ``a`` x ``b`` multiplier takes when yosys maps it."""
-    a, b = max(a, b), min(a, b)
-    if family in ("xc7", "xcup"):
-        wa = 25 if family == "xc7" else 27
-        return math.ceil(max(a - 1, 1) / (wa - 1)) * math.ceil(max(b - 1, 1) / 17)
-    if family == "ecp5":
-        return math.ceil(a / 18) * math.ceil(b / 18)
-    if a <= 9:
-        return 1 / 3
-    if a <= 18:
-        return 0.5
-    return math.ceil(a / 27) * math.ceil(b / 27)
-
 
 def count_resources(family: str, cells: dict[str, int]) -> Resources:
     """Resources used by a synthesized netlist's cells, in the family's units (rounded up)."""
@@ -340,12 +320,13 @@ def _scan_checkpoint(il_text: str) -> tuple[list[tuple[str, int, int]],
 
 def _choose_soft(family: str, muls: list[tuple[str, int, int]], budget: float) -> list[str]:
     """Names of the smallest multipliers to build from logic so the rest fit ``budget`` DSPs."""
-    total = sum(dsp_cost(family, a, b) for _, a, b in muls)
+    fam = get_family(family)
+    total = sum(fam.dsp_cost(a, b) for _, a, b in muls)
     soft = []
     for name, a, b in sorted(muls, key=lambda m: (m[1] * m[2], m[0])):
         if total <= budget + 1e-9:
             break
-        total -= dsp_cost(family, a, b)
+        total -= fam.dsp_cost(a, b)
         soft.append(name)
     return soft
 
@@ -439,7 +420,7 @@ def synthesize(board: str | Board, sources: Sequence[Path], top: str, *,
     memories = [MemoryInfo(name, w, d, *mapping.get(name, ("logic", "")),
                            scratchpad=name in pads, read_ports=read_ports.get(name, 1))
                 for name, w, d in sorted(mems)]
-    dsp_cells = sum(n for c, n in cells.items() if _DSP_CELL[family].match(c))
+    dsp_cells = sum(n for c, n in cells.items() if re.match(board.fam.dsp_cell, c))
     report = SynthReport(board=board, top=top, used=count_resources(family, cells), cells=cells,
                          memories=memories, multipliers=[(a, b) for _, a, b in muls],
                          soft_multipliers=len(soft), dsp_cells=dsp_cells,

@@ -22,9 +22,6 @@ from .common import (
 #: enough that a typo (5000 for 50) is caught before synthesis.
 MAX_CLOCK_MHZ = 1000.0
 
-#: Data bytes of one block RAM, per family (ECP5: an 18 Kb EBR holds 16 Kb of data).
-BRAM_DATA_BYTES = {"ecp5": 2048, "xc7": 4096, "xcup": 4096, "cyclonev": 1024}
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -74,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if ram < 1 or ram & (ram - 1) or ram > limit:
         raise BoardError(f"--ram-kib {ram}: give a power of two from 1 to {limit} (the "
                          f"{board.title} has {board.budget.bram:g} block RAMs of "
-                         f"{BRAM_DATA_BYTES[board.family] // 1024} KiB)")
+                         f"{board.fam.bram_bytes // 1024} KiB)")
     cfg = board_config_from_args(args, board)
     # checked now, not after minutes of synthesis and place-and-route
     check_outputs({"JSON report": args.json}, dirs={"output directory": args.output},
@@ -104,5 +101,5 @@ def run(args: argparse.Namespace) -> int:
 def max_ram_kib(board: Any) -> int:
     """The largest power-of-two device memory (KiB) the board's block RAM can hold at all (the
     core's own buffers need some too; synthesis reports an overflow of what is left)."""
-    total_kib = int(board.budget.bram * BRAM_DATA_BYTES[board.family]) // 1024
+    total_kib = int(board.budget.bram * board.fam.bram_bytes) // 1024
     return 1 << (max(total_kib, 1).bit_length() - 1)

@@ -547,23 +547,29 @@ def resnet18_task(layer: str, cfg: Config) -> Task:
     return Task.create("vta.conv2d", _conv_args(v, cfg))
 
 
+def quantized_model(g: Any, cfg: Config) -> tuple[Any, dict[str, tuple[int, ...]]]:
+    """The loaded model ``g`` (a :class:`vta.compiler.graph.ir.Graph`) as `vta compile`
+    quantizes it for ``cfg`` (default quantization with synthetic calibration samples, a light
+    first conv kept in float), nothing lowered: the quantized graph and every tensor's shape.
+    The one extraction the tuning tasks (:func:`model_layers`) and AutoVTA's networks
+    (:func:`vta.tune.autovta.network.extract_layers`) read their VTA layers from."""
+    from vta.compiler.graph.module import compile_graph
+
+    module = compile_graph(g, cfg, vta_ops=())
+    return module.graph, {k: tuple(v) for k, v in module.shapes.items()}
+
+
 def model_layers(path: str | Path, cfg: Config, *,
                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Any]:
-    """The VTA layers `vta compile` plans for an ONNX model (default quantization with
-    synthetic calibration samples; ``input_shapes`` as `vta compile --input-shape`): conv2d
-    (plain, grouped, depthwise), conv2d_transpose, dense and element-wise ALU layers; layers
-    that do not fit the configuration are left out (they run on the CPU)."""
+    """The VTA layers `vta compile` plans for an ONNX model (:func:`quantized_model`;
+    ``input_shapes`` as `vta compile --input-shape`): conv2d (plain, grouped, depthwise),
+    conv2d_transpose, dense and element-wise ALU layers; layers that do not fit the
+    configuration are left out (they run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
     from vta.compiler.graph.module import LOWERED_OPS
     from vta.compiler.graph.onnx_frontend import load_onnx
-    from vta.compiler.graph.passes import optimize
-    from vta.compiler.graph.quantize import quantize_graph, run_quantized, synthetic_samples
 
-    g = optimize(load_onnx(path, input_shapes=input_shapes))
-    samples = synthetic_samples(g)
-    qg = quantize_graph(g, samples).graph
-    env = run_quantized(qg, samples[0], keep=True)
-    shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
+    qg, shapes = quantized_model(load_onnx(path, input_shapes=input_shapes), cfg)
     layers = []
     for n in qg.nodes:
         if n.op in LOWERED_OPS:
@@ -691,7 +697,7 @@ def knob_values(entity: Any) -> dict[str, Any]:
 
 
 __all__ = ["N_FEATURES", "N_RELATIVE", "RESNET18_LAYERS", "TuningLogError",
-           "resnet18_task", "tasks_from_model", "model_layers", "layer_task",
+           "resnet18_task", "tasks_from_model", "quantized_model", "model_layers", "layer_task",
            "tuning_lookup",
            "ir_features", "relative_features",
            "measure_perf", "measure_tsim", "default_knobs_cost", "knob_values"]

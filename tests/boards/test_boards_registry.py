@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from vta.boards import BoardError, all_boards, get_board
+from vta.boards import BoardError, all_boards, get_board, get_family
 from vta.cli.main import main
 
 EXPECTED = {  # name: (part, bus width, family)
@@ -97,3 +97,20 @@ def test_cli_build_refuses_vendor_boards(capsys, tmp_path) -> None:
     err = capsys.readouterr().err
     assert "vta verilog --board zcu104" in err and "Vivado" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.unit
+def test_family_block_ram_bytes_bound_the_build_memory() -> None:
+    """`vta build --ram-kib` tops out at the largest power of two of the device's block RAM:
+    PYNQ-Z1 140 x 4 KiB = 560 KiB, ZCU104 312 x 4 KiB, DE10-Nano 557 x 1 KiB, ULX3S 208 x 2 KiB."""
+    from vta.cli.cmd_build import max_ram_kib
+
+    want = {"pynq-z1": 512, "ultra96-v2": 512, "zcu104": 1024, "de10-nano": 512,
+            "ulx3s-85f": 256}
+    assert {b.name: max_ram_kib(b) for b in all_boards()} == want
+
+
+@pytest.mark.unit
+def test_unknown_family_is_a_board_error() -> None:
+    with pytest.raises(BoardError, match="unknown FPGA family 'xc9'"):
+        get_family("xc9")

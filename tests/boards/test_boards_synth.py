@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-from vta.boards import Resources, get_board
+from vta.boards import Resources, get_board, get_family
 from vta.boards.synth import (
     MemoryInfo,
     SynthReport,
@@ -19,7 +19,6 @@ from vta.boards.synth import (
     _memory_mapping,
     _scan_checkpoint,
     count_resources,
-    dsp_cost,
     scratchpads,
     synthesize,
 )
@@ -47,9 +46,12 @@ def test_ecp5_and_intel_cells() -> None:
 
 @pytest.mark.unit
 def test_dsp_cost_and_budget_split() -> None:
-    assert dsp_cost("xc7", 8, 8) == 1 and dsp_cost("xc7", 32, 32) == 4
-    assert dsp_cost("ecp5", 8, 8) == 1 and dsp_cost("ecp5", 32, 32) == 4
-    assert dsp_cost("cyclonev", 8, 8) == pytest.approx(1 / 3)
+    xc7, xcup, ecp5 = get_family("xc7"), get_family("xcup"), get_family("ecp5")
+    assert xc7.dsp_cost(8, 8) == 1 and xc7.dsp_cost(32, 32) == 4
+    # a signed 26-bit operand needs two DSP48E1s (25-bit port) but one DSP48E2 (27-bit port)
+    assert xc7.dsp_cost(26, 8) == 2 and xcup.dsp_cost(26, 8) == 1
+    assert ecp5.dsp_cost(8, 8) == 1 and ecp5.dsp_cost(32, 32) == 4
+    assert get_family("cyclonev").dsp_cost(8, 8) == pytest.approx(1 / 3)
     muls = [(f"m{i}", 8, 8) for i in range(10)] + [("big0", 32, 32), ("big1", 32, 32)]
     assert _choose_soft("xc7", muls, 100) == []
     soft = _choose_soft("xc7", muls, 12)  # 10 + 8 needed: six small ones go to logic

@@ -10,7 +10,6 @@ import pytest
 from vta.isa import Config
 from vta.isa.errors import ConfigError
 from vta.tune.autovta.resources import (
-    PACKED_PAIR_LUTS,
     ResourceModel,
     buffer_brams,
     dsp_ceiling,
@@ -93,7 +92,7 @@ def test_packed_multipliers_count_one_dsp_per_pair_by_hand() -> None:
     # LUTs: no soft multipliers, plus the packing fabric per packed multiplier
     plain = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
     assert pynq.estimate(Config(), 64)["lut"] - plain == pytest.approx(
-        128 * PACKED_PAIR_LUTS["xc7"])
+        128 * (563 - 256) / 16)
     assert ResourceModel.from_json(pynq.to_json()).packed
 
 
@@ -187,3 +186,24 @@ def test_model_json_round_trip() -> None:
     for c in (Config(), Config.preset("small")):
         assert m2.estimate(c, 128) == m.estimate(c, 128)
     assert m2.calibration_error == m.calibration_error
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("board", "params", "want"), [
+    ("pynq-z1", {}, {"bram": 116, "dsp": 176, "ff": 18143.5, "lut": 28177.56}),
+    ("zcu104", {"LOG_BATCH": 1, "LOG_BLOCK": 5},
+     {"bram": 173, "dsp": 1216, "ff": 69553.34, "lut": 128394.68}),
+    ("ulx3s-85f", {"LOG_BLOCK": 2, "LOG_UOP_BUFF_SIZE": 10, "LOG_INP_BUFF_SIZE": 10,
+                   "LOG_WGT_BUFF_SIZE": 10, "LOG_ACC_BUFF_SIZE": 11},
+     {"bram": 23, "dsp": 28, "ff": 7698.7, "lut": 8633.56}),
+    ("de10-nano", {}, {"bram": 492, "dsp": 110, "ff": 18143.5, "lut": 25721.56}),
+])
+def test_estimates_unchanged_by_family_facts_in_the_registry(
+        board: str, params: dict[str, int], want: dict[str, float]) -> None:
+    """The estimates of the model before its FPGA family facts (block-RAM shapes, DSP operand
+    widths, soft and packed multiplier LUTs) moved to vta.boards.registry, 2026-12-02."""
+    from vta.boards import get_board
+
+    b = get_board(board)
+    got = ResourceModel.for_board(b.name).estimate(Config(**params), b.bus_width)
+    assert got == pytest.approx(want, abs=0.01)

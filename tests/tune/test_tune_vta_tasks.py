@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from vta.isa import Config
@@ -201,3 +203,24 @@ def test_tasks_of_a_dynamic_size_model_at_a_given_shape(tmp_path, small: Config)
     tasks = tasks_from_model(dyn, small, input_shapes={"": (1, 3, 64, 64)})
     assert [t.key for t in tasks] == [t.key for t in tasks_from_model(static, small)]
     assert {t.args[2] for t in tasks if t.name == "vta.conv2d"} == {16, 8, 4, 2}
+
+
+@pytest.mark.sim
+def test_tuning_tasks_and_autovta_read_the_same_layers(tmp_path, small: Config) -> None:
+    """The tuning tasks' layers and AutoVTA's network come from one extraction
+    (quantized_model): AutoVTA's conv and dense layers, planned on a configuration, are the
+    conv and dense layers `vta tune` plans there, in the same order."""
+    import onnx
+    from vta.compiler.graph import zoo
+    from vta.compiler.graph.lowering import LayerError
+    from vta.tune.autovta.network import load_network
+    from vta.tune.vta_tasks import model_layers
+
+    path = tmp_path / "mb.onnx"
+    onnx.save(zoo.mobilenet_v1(image_size=32, num_classes=10, width=0.25), str(path))
+    planned = []
+    for layer in load_network(str(path), small, use_cache=False).layers:
+        with contextlib.suppress(LayerError):
+            planned.append(layer.plan(small))
+    tuned = [la for la in model_layers(path, small) if la.template != "elementwise"]
+    assert len(planned) == 27 and repr(planned) == repr(tuned)

@@ -31,6 +31,7 @@ from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import kit_version, loads_json, read_bytes, user_cache_dir, write_atomic
 from vta.isa.stats import RunStats
+from vta.tune.vta_tasks import quantized_model
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
 LAYERS_FORMAT = 5
@@ -196,7 +197,7 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     shaped by ``input_shapes`` as `vta compile --input-shape`) and keep its VTA layers'
     geometry and requantization parameters."""
     import onnx
-    from vta.compiler.graph.module import VTA_OPS, compile_graph
+    from vta.compiler.graph.module import VTA_OPS
     from vta.compiler.graph.onnx_frontend import from_onnx
 
     try:
@@ -205,8 +206,7 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
         raise NetworkError(f"{source or name} is not a valid ONNX file "
                            f"({type(e).__name__})") from None
     graph = from_onnx(proto, source=source or name, input_shapes=input_shapes)
-    module = compile_graph(graph, cfg, vta_ops=())  # the quantized graph: nothing lowered
-    qg, shapes = module.graph, module.shapes
+    qg, shapes = quantized_model(graph, cfg)
     layers, cpu = [], []
     for n in qg.nodes:
         if n.op not in VTA_OPS:

@@ -11,14 +11,16 @@ It follows the structure of :class:`vta.hw.core.VTACore`:
   (inp x wgt bits; packed, half as many of inp x (inp + 2 wgt + 1) bits: one DSP48 per pair
   of products) and ``batch x block_out`` ALU multipliers (acc x acc bits, the MUL opcode;
   :func:`multipliers`), each costing what
-  :func:`vta.boards.synth.dsp_cost` says. When they need more DSPs than the board has,
+  :meth:`vta.boards.registry.Family.dsp_cost` says. When they need more DSPs than the board has,
   synthesis builds the smallest ones from logic (:func:`soft_multipliers` mirrors
   :mod:`vta.boards.synth`), which then cost LUTs instead.
 - LUTs and flip-flops linear in a few structural features (:func:`features`), with coefficients
   fitted by least squares to yosys reports (:meth:`ResourceModel.calibrate`), plus the LUTs of
-  the multipliers built from logic (a measured constant per multiplier, :data:`SOFT_MULT_LUTS`)
-  and, on a core with packed multipliers (``ResourceModel.packed``, the board's
-  ``pack_multipliers`` core option), their fabric (:data:`PACKED_PAIR_LUTS` per multiplier).
+  the multipliers built from logic (a measured constant per multiplier, the family's
+  ``soft_mult_luts``) and, on a core with packed multipliers (``ResourceModel.packed``, the
+  board's ``pack_multipliers`` core option), their fabric (``packed_pair_luts`` per multiplier).
+  The family facts (block-RAM shapes, DSP operand widths, these LUT costs) are
+  :class:`vta.boards.registry.Family`'s.
 """
 
 from __future__ import annotations
@@ -29,30 +31,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from vta.boards.registry import get_family
 from vta.hw.packed import packed_width
 from vta.isa import INSN_BITS, INSN_QUEUE_DEPTH, Config
 
 KINDS = ("lut", "ff", "bram", "dsp")
 
-#: Block-RAM aspect ratios per family: (depth, width). Xilinx budgets count RAMB36.
-BRAM_SHAPES: dict[str, tuple[tuple[int, int], ...]] = {
-    "xc7": ((32768, 1), (16384, 2), (8192, 4), (4096, 9), (2048, 18), (1024, 36), (512, 72)),
-    "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
-    "cyclonev": ((8192, 1), (4096, 2), (2048, 4), (1024, 8), (512, 16), (256, 32)),
-}
-BRAM_SHAPES["xcup"] = BRAM_SHAPES["xc7"]
-#: Xilinx half blocks (RAMB18, 0.5 of the budget unit): yosys uses one for a memory that fits
-#: a single RAMB18, and tiles larger memories with RAMB36.
-HALF_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
-
 
 def buffer_brams(depth: int, width: int, family: str = "xc7") -> float:
     """Block RAMs (budget units) for a ``depth`` x ``width``-bit memory as yosys maps it: one
-    RAMB18 (0.5) when it fits one, else the cheapest full-block aspect ratio, tiled."""
-    if family in ("xc7", "xcup") and any(depth <= d and width <= w for d, w in HALF_SHAPES):
+    half block (0.5; Xilinx RAMB18) when it fits one, else the cheapest full-block aspect ratio
+    of the family (:attr:`vta.boards.registry.Family.bram_shapes`), tiled."""
+    fam = get_family(family)
+    if any(depth <= d and width <= w for d, w in fam.bram_half_shapes):
         return 0.5
-    shapes = BRAM_SHAPES.get(family, BRAM_SHAPES["xc7"])
-    return float(min(math.ceil(width / w) * math.ceil(depth / d) for d, w in shapes))
+    return float(min(math.ceil(width / w) * math.ceil(depth / d) for d, w in fam.bram_shapes))
 
 
 @dataclass(frozen=True)
@@ -112,18 +105,17 @@ def _multipliers(batch: int, block_in: int, block_out: int, inp_width: int, wgt_
 
 
 def dsp_cost(family: str, a: int, b: int) -> float:
-    """DSP budget one ``a`` x ``b`` multiplier takes by :func:`vta.boards.synth.dsp_cost` (the
-    estimate synthesis uses to decide which multipliers go to logic)."""
-    from vta.boards.synth import dsp_cost as _cost
-
-    return float(_cost(family, a, b))
+    """DSP budget one ``a`` x ``b`` multiplier takes by the family's
+    :meth:`~vta.boards.registry.Family.dsp_cost` (the estimate synthesis uses to decide which
+    multipliers go to logic)."""
+    return get_family(family).dsp_cost(a, b)
 
 
 def dsp_cells(family: str, a: int, b: int) -> float:
     """DSPs one ``a`` x ``b`` multiplier really takes after mapping. On Xilinx parts a 1-bit
     operand is logic, and a product truncated to its operand width drops the high partial
     product (a 32x32 ALU multiply keeping 32 bits takes 3 DSP48s, not 4)."""
-    if family in ("xc7", "xcup"):
+    if get_family(family).vendor == "xilinx":
         if min(a, b) <= 1:
             return 0.0
         full = dsp_cost(family, a, b)
@@ -176,19 +168,6 @@ def dsp_ceiling(family: str, dsp_budget: float, base: Config, packed: bool = Fal
 
 
 FEATURE_NAMES = ("const", "mac_lanes", "alu_lanes", "bus_bytes")
-
-#: LUTs of one 8x8 signed multiplier built from logic, per family: measured with yosys on a
-#: lone multiplier (``synth_xilinx -nodsp``: 134 LUT2..LUT6 and 4 CARRY4 on xc7). Multipliers
-#: the DSP budget pushes to logic add this many LUTs per 64 multiplier bits (not fitted).
-SOFT_MULT_LUTS: dict[str, float] = {"xc7": 134.0, "xcup": 134.0}
-
-
-#: LUTs the fabric of one packed multiplier adds (:mod:`vta.hw.packed`: its share of the
-#: popcount, and adder-tree levels that two plain products would sum in the DSP slices'
-#: post-adders): measured with yosys on a GemmPair of block_in 16
-#: against two GemmLanes (``synth_xilinx``: 563 against 256 LUTs for 16 packed multipliers).
-PACKED_PAIR_LUTS: dict[str, float] = {"xc7": (563 - 256) / 16, "xcup": (563 - 256) / 16}
-
 
 def features(cfg: Config, bus_width: int) -> np.ndarray:
     """Structural features the LUT and FF counts are linear in (see :data:`FEATURE_NAMES`):
@@ -257,11 +236,12 @@ class ResourceModel:
 
     def soft_luts(self, cfg: Config) -> float:
         """LUTs of the multipliers built from logic for lack of DSPs, and of the packed
-        multipliers' fabric (:data:`PACKED_PAIR_LUTS` per packed multiplier)."""
+        multipliers' fabric (the family's ``soft_mult_luts`` per 64 multiplier bits and
+        ``packed_pair_luts`` per packed multiplier, :class:`vta.boards.registry.Family`)."""
         _, _, bits = soft_multipliers(cfg, self.family, self.dsp_budget, self.packed)
         pairs = cfg.batch * (cfg.block_out // 2) * cfg.block_in if self.packed else 0
-        return (bits / 64.0 * SOFT_MULT_LUTS.get(self.family, SOFT_MULT_LUTS["xc7"])
-                + pairs * PACKED_PAIR_LUTS.get(self.family, PACKED_PAIR_LUTS["xc7"]))
+        fam = get_family(self.family)
+        return bits / 64.0 * fam.soft_mult_luts + pairs * fam.packed_pair_luts
 
     def estimate(self, cfg: Config, bus_width: int = 64) -> dict[str, float]:
         """{lut, ff, bram, dsp} of the core for ``cfg`` and ``bus_width``."""
