@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import vta.runtime as rt
-from vta.compiler import Env, build, te
+from vta.compiler import Env, build
 from vta.compiler.build import TARGETS as BUILD_TARGETS
 from vta.compiler.build import VTA_TARGETS
 from vta.compiler.errors import CodegenError
@@ -17,6 +17,8 @@ from vta.compiler.graph.executor import TARGETS as EXECUTOR_TARGETS
 from vta.isa import Config
 from vta.runtime import backends
 from vta.runtime.regmodel import SimulatedBoard
+
+from .compiler.test_compiler_passes import _tutorial_gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("isa", "sim", "hw", "runtime", "boards", "compiler", "tune", "cli")
@@ -71,39 +73,11 @@ def test_readers_derive_from_the_registry() -> None:
     assert backends.get("llvm") is backends.REGISTRY["cpu"] and backends.get("gpu") is None
 
 
-def _gemm(env: Env):
-    """TVM's first VTA tutorial (matrix multiply), as in tests/compiler/test_compiler_passes."""
-    A = te.placeholder((1, 4, env.BATCH, env.BLOCK_IN), name="A", dtype=env.inp_dtype)
-    B = te.placeholder((4, 4, env.BLOCK_OUT, env.BLOCK_IN), name="B", dtype=env.wgt_dtype)
-    A_buf = te.compute(A.shape, lambda *i: A(*i), "A_buf")
-    B_buf = te.compute(B.shape, lambda *i: B(*i), "B_buf")
-    ko = te.reduce_axis((0, 4), name="ko")
-    ki = te.reduce_axis((0, env.BLOCK_IN), name="ki")
-    C_buf = te.compute(
-        (1, 4, env.BATCH, env.BLOCK_OUT),
-        lambda bo, co, bi, ci: te.sum(A_buf[bo, ko, bi, ki].astype(env.acc_dtype)
-                                      * B_buf[co, ko, ci, ki].astype(env.acc_dtype),
-                                      axis=[ko, ki]), name="C_buf")
-    C = te.compute(C_buf.shape, lambda *i: C_buf(*i).astype(env.inp_dtype), name="C")
-    s = te.create_schedule(C.op)
-    s[A_buf].set_scope(env.inp_scope)
-    s[B_buf].set_scope(env.wgt_scope)
-    s[C_buf].set_scope(env.acc_scope)
-    s[C_buf].reorder(ko, *s[C_buf].op.axis, ki)
-    s[A_buf].compute_at(s[C_buf], ko)
-    s[B_buf].compute_at(s[C_buf], ko)
-    s[A_buf].pragma(s[A_buf].op.axis[0], env.dma_copy)
-    s[B_buf].pragma(s[B_buf].op.axis[0], env.dma_copy)
-    s[C].pragma(s[C].op.axis[0], env.dma_copy)
-    s[C_buf].tensorize(s[C_buf].op.axis[2], env.gemm)
-    return s, [A, B, C]
-
-
 @pytest.mark.sim
 def test_build_runs_on_a_de10_nano(small_cfg: Config) -> None:
     """The compiler's build takes the boards it used to refuse: a de10-nano module runs on the
     DE10-Nano device (over a register-level board model) and matches numpy."""
-    s, args = _gemm(Env(small_cfg))
+    s, args = _tutorial_gemm(Env(small_cfg))
     board = SimulatedBoard(small_cfg, mem_size=8 << 20)
     dev = rt.open("de10-nano", small_cfg, platform=board, arena_size=1 << 20)
     f = build(s, args, "de10-nano", small_cfg, device=dev)
@@ -119,7 +93,7 @@ def test_build_runs_on_a_de10_nano(small_cfg: Config) -> None:
 @pytest.mark.unit
 @pytest.mark.parametrize("target", ["de10-nano", "ulx3s"])
 def test_build_accepts_every_board(small_cfg: Config, target: str) -> None:
-    s, args = _gemm(Env(small_cfg))
+    s, args = _tutorial_gemm(Env(small_cfg))
     assert build(s, args, target, small_cfg).target == target
     with pytest.raises(CodegenError, match="unknown target 'gpu'; choose one of .*ulx3s"):
         build(s, args, "gpu", small_cfg)
