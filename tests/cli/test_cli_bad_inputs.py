@@ -337,6 +337,16 @@ def no_long_work(monkeypatch) -> None:
     monkeypatch.setattr(network, "load_network", started)
 
 
+def assert_one_line_error(rc: int, err: str, argv: list[str], needle: str) -> None:
+    """Exit status 2 and one line ``vta CMD: error: ...`` on stderr holding ``needle``."""
+    assert rc == 2, (rc, err)
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"vta {argv[0]}"), err
+    assert "error" in lines[0] and needle in lines[0], err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_one_line_and_writes_nothing(case: str, work: Path, capsys,
                                                   no_long_work: None) -> None:
@@ -346,12 +356,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case: str, work: Path, capsys,
     capsys.readouterr()
     rc = main(argv)
     err = capsys.readouterr().err
-    assert rc == 2, (rc, err)
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"vta {argv[0]}"), err
-    assert "error" in lines[0] and needle in lines[0], err
-    assert "Traceback" not in err
+    assert_one_line_error(rc, err, argv, needle)
     assert tree(work) == before  # no output, no temporary file, no input changed
 
 
