@@ -198,16 +198,18 @@ def _qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
                      dilations=n.attrs["dilations"], group=n.attrs["group"],
                      input_strides=n.attrs.get("input_strides"))
     acc = acc + a[2].astype(np.int64)[None, :, None, None]
-    return [_requant(n, acc)]
+    return [_requant(n, acc, a)]
 
 
-def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
-    return requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
-                      n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
+def _requant(n: Node, acc: np.ndarray, a: list[Any]) -> np.ndarray:
+    y = requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
+                   n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
+    r = n.attrs.get("residual")  # a QAdd fused into the epilogue (vta.compiler.graph.fuse)
+    return y if r is None else _qadd(Node("QAdd", n.name, [], [], r), [y, a[3]])[0]
 
 
 def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
+    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64), a)]
 
 
 def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:

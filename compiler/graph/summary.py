@@ -85,6 +85,12 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
     for n in m.graph.nodes:
         if m.partition.get(n.name) == "vta" and n.op in ALU_KINDS:
             alu[n.op] = alu.get(n.op, 0) + 1
+    fused = [n.name for n in m.graph.nodes
+             if m.partition.get(n.name) == "vta" and "residual" in n.attrs]
+    if fused:
+        lines.insert(2, f"    of which {len(fused)} with the residual add fused into the epilogue: "
+                        + ", ".join(fused[:names])
+                        + (f", ... ({len(fused) - names} more)" if len(fused) > names else ""))
     if alu:
         lines.insert(2, f"    of which {sum(alu.values())} element-wise on VTA's ALU (int8): "
                         + ", ".join(f"{op} {c}" for op, c in sorted(alu.items())))

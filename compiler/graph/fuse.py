@@ -1,0 +1,102 @@
+"""Graph-level fusion on VTA: a residual add in the epilogue of the layer that produces one of
+its operands.
+
+A ``QAdd`` of two int8 tensors of one shape (its rescale and clip, a fused Relu/Clip
+included), one of them the output of a ``QConv`` or ``QDense`` that nothing else reads,
+becomes one node: that layer with the add's attributes as its ``residual`` attribute and the
+add's other operand as its fourth input, named ``<layer>+<add>``, at the add's place in the
+graph (the layer's inputs are all computed by then). Its int8 rule is the layer's, then the
+add's on that int8 result (:mod:`vta.compiler.graph.quantize`), so the fused graph computes the
+same bits as the unfused one. On VTA the add runs while the layer's result is still in the
+accumulator (:mod:`vta.compiler.topi.residual`), so neither that result nor the add's own
+program goes through DRAM.
+
+:func:`candidates` finds the pairs; the compile (:mod:`vta.compiler.graph.module`) keeps a
+fusion when the performance model's cycles of the fused layer are fewer than those of the two
+layers it replaces, and :func:`apply` rewrites the graph. ``vta compile --no-fuse`` keeps them
+apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .ir import Graph, Node
+
+#: Layers whose epilogue takes a residual add.
+EPILOGUE_OPS = ("QConv", "QDense")
+#: Element-wise ops fused into such an epilogue.
+FUSED_OPS = ("QAdd",)
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """A layer and the add fused into its epilogue, and the node that replaces both."""
+
+    layer: str
+    add: str
+    tensor: str  #: the layer's output, which the fused node no longer writes
+    node: Node
+
+
+def candidates(g: Graph, on_vta: Iterable[str]) -> list[Fusion]:
+    """Every add of ``g`` that can be fused into the epilogue of the layer producing one of
+    its operands, both on VTA (``on_vta``: node names): that layer's output has no other
+    reader and is no graph output, the other operand is another tensor of the same shape
+    (:func:`vta.compiler.graph.lowering.plan_alu` has checked the shapes for an add on VTA),
+    and the layer is not a transposed conv. Of two such layers the later one is taken."""
+    vta = set(on_vta)
+    readers: dict[str, int] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers[i] = readers.get(i, 0) + 1
+    made = {o: (k, n) for k, n in enumerate(g.nodes) for o in n.outputs}
+    out: list[Fusion] = []
+    taken: set[str] = set()
+    for n in g.nodes:
+        if n.op not in FUSED_OPS or n.name not in vta or len(n.inputs) != 2 or \
+                n.inputs[0] == n.inputs[1]:
+            continue
+        best: tuple[int, int, Node] | None = None
+        for k, t in enumerate(n.inputs):
+            pk, p = made.get(t, (-1, None))
+            if p is None or not _fusable(p, t, g, vta, readers) or p.name in taken:
+                continue
+            if best is None or pk > best[0]:
+                best = (pk, k, p)
+        if best is None:
+            continue
+        _, k, p = best
+        out.append(Fusion(p.name, n.name, n.inputs[k], fused_node(p, n, k)))
+        taken.add(p.name)
+    return out
+
+
+def _fusable(p: Node, t: str, g: Graph, vta: set[str], readers: dict[str, int]) -> bool:
+    return (p.op in EPILOGUE_OPS and p.name in vta and readers.get(t) == 1
+            and t not in g.outputs and "residual" not in p.attrs and len(p.inputs) == 3
+            and list(p.attrs.get("input_strides", [1, 1])) == [1, 1])
+
+
+def fused_node(layer: Node, add: Node, k: int) -> Node:
+    """``layer`` with ``add`` (whose operand ``k`` is the layer's output) in its epilogue."""
+    a = add.attrs
+    ma, mb = (a["mul_a"], a["mul_b"]) if k == 0 else (a["mul_b"], a["mul_a"])
+    residual = {"mul_a": int(ma), "mul_b": int(mb), "shift": int(a["shift"]),
+                "lo": int(a["lo"]), "hi": int(a["hi"])}
+    return Node(layer.op, f"{layer.name}+{add.name}", [*layer.inputs, add.inputs[1 - k]],
+                list(add.outputs), {**layer.attrs, "residual": residual})
+
+
+def apply(g: Graph, fusions: Sequence[Fusion]) -> Graph:
+    """``g`` with each fusion's node in place of its add, and its layer removed."""
+    if not fusions:
+        return g
+    at = {f.add: f.node for f in fusions}
+    gone = {f.layer for f in fusions}
+    nodes = [at.get(n.name, n) for n in g.nodes if n.name not in gone]
+    return Graph(nodes, dict(g.inputs), list(g.outputs), g.params, g.name)
+
+
+__all__ = ["EPILOGUE_OPS", "FUSED_OPS", "Fusion", "candidates", "fused_node", "apply"]
