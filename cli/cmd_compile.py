@@ -53,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Clip/ReLU6 not fused into a conv, LeakyRelu, HardSigmoid, HardSwish): "
                         "vta (default: on its ALU, the whole block stays on VTA) or cpu (int8 "
                         "host kernels; fewer VTA cycles, see docs/networks.md)")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="keep each residual add a layer of its own; by default an add goes "
+                        "into the epilogue of the conv or dense layer that makes one of its "
+                        "operands, where the performance model finds that faster (same bits)")
     p.add_argument("--calibration", choices=CALIBRATIONS, default=CALIBRATIONS[0],
                    help="how each activation's int8 range is chosen from the calibration "
                         "runs: mse (default: the least quantization error), max, or "
@@ -138,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                            host=args.host, per_channel=args.per_channel,
                            calibration=args.calibration, pow2=args.pow2_scales,
                            bias_correction=args.bias_correction,
-                           jobs=args.jobs, progress=search_progress())
+                           jobs=args.jobs, progress=search_progress(), fuse=not args.no_fuse)
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
                             f"{len(module.tuned_knobs)} VTA layer(s)")

@@ -11,9 +11,10 @@ same bits as the unfused one. On VTA the add runs while the layer's result is st
 accumulator (:mod:`vta.compiler.topi.residual`), so neither that result nor the add's own
 program goes through DRAM.
 
-:func:`candidates` finds the pairs; the compile (:mod:`vta.compiler.graph.module`) keeps a
-fusion when the performance model's cycles of the fused layer are fewer than those of the two
-layers it replaces, and :func:`apply` rewrites the graph. ``vta compile --no-fuse`` keeps them
+:func:`candidates` finds the pairs; the compile (:mod:`vta.compiler.graph.module`) times each
+fused layer on the performance model and keeps, per add, the fusion that saves most cycles
+against the two layers it replaces, if any (:func:`choose`); :func:`apply` rewrites the
+graph. ``vta compile --no-fuse`` keeps them
 apart.
 """
 
@@ -41,36 +42,38 @@ class Fusion:
 
 
 def candidates(g: Graph, on_vta: Iterable[str]) -> list[Fusion]:
-    """Every add of ``g`` that can be fused into the epilogue of the layer producing one of
+    """Every way an add of ``g`` can be fused into the epilogue of the layer producing one of
     its operands, both on VTA (``on_vta``: node names): that layer's output has no other
-    reader and is no graph output, the other operand is another tensor of the same shape
-    (:func:`vta.compiler.graph.lowering.plan_alu` has checked the shapes for an add on VTA),
-    and the layer is not a transposed conv. Of two such layers the later one is taken."""
+    reader and is no graph output, the other operand is another tensor (of the same shape:
+    :func:`vta.compiler.graph.lowering.plan_alu` has checked that for an add on VTA), and the
+    layer is not a transposed conv. An add whose two operands are such layers' outputs has two
+    candidates; the compile keeps at most one fusion per add (:func:`choose`)."""
     vta = set(on_vta)
     readers: dict[str, int] = {}
     for n in g.nodes:
         for i in n.inputs:
             readers[i] = readers.get(i, 0) + 1
-    made = {o: (k, n) for k, n in enumerate(g.nodes) for o in n.outputs}
+    made = {o: n for n in g.nodes for o in n.outputs}
     out: list[Fusion] = []
-    taken: set[str] = set()
     for n in g.nodes:
         if n.op not in FUSED_OPS or n.name not in vta or len(n.inputs) != 2 or \
                 n.inputs[0] == n.inputs[1]:
             continue
-        best: tuple[int, int, Node] | None = None
         for k, t in enumerate(n.inputs):
-            pk, p = made.get(t, (-1, None))
-            if p is None or not _fusable(p, t, g, vta, readers) or p.name in taken:
-                continue
-            if best is None or pk > best[0]:
-                best = (pk, k, p)
-        if best is None:
-            continue
-        _, k, p = best
-        out.append(Fusion(p.name, n.name, n.inputs[k], fused_node(p, n, k)))
-        taken.add(p.name)
+            p = made.get(t)
+            if p is not None and _fusable(p, t, g, vta, readers):
+                out.append(Fusion(p.name, n.name, t, fused_node(p, n, k)))
     return out
+
+
+def choose(saved: Sequence[tuple[Fusion, float]]) -> list[Fusion]:
+    """Of the candidates and the cycles each saves, the one that saves most per add (ties: the
+    first), where it saves any."""
+    best: dict[str, tuple[Fusion, float]] = {}
+    for f, s in saved:
+        if s > 0 and (f.add not in best or s > best[f.add][1]):
+            best[f.add] = (f, s)
+    return [f for f, _ in best.values()]
 
 
 def _fusable(p: Node, t: str, g: Graph, vta: set[str], readers: dict[str, int]) -> bool:
@@ -99,4 +102,4 @@ def apply(g: Graph, fusions: Sequence[Fusion]) -> Graph:
     return Graph(nodes, dict(g.inputs), list(g.outputs), g.params, g.name)
 
 
-__all__ = ["EPILOGUE_OPS", "FUSED_OPS", "Fusion", "candidates", "fused_node", "apply"]
+__all__ = ["EPILOGUE_OPS", "FUSED_OPS", "Fusion", "candidates", "choose", "fused_node", "apply"]

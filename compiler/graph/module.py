@@ -512,8 +512,9 @@ def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
              ) -> list[tuple[fusion_pass.Fusion, VtaLayer, Choice]]:
     """The residual adds to fuse (:func:`vta.compiler.graph.fuse.candidates` of the layers
     that have knobs, ``wanted``): each fused layer with its layer's knobs (or its own default
-    when the extra operand's buffers do not fit them), timed by vta.sim.perf in the workers,
-    and kept when its cycles are fewer than the layer's and the add's together."""
+    when the extra operand's buffers do not fit them), timed by vta.sim.perf in the workers;
+    per add the one that saves most against the layer's and the add's cycles together, if any
+    (:func:`vta.compiler.graph.fuse.choose`)."""
     ok = [k for k, w in wanted.items() if not isinstance(w, str)]
     jobs = []
     for f in fusion_pass.candidates(qg, ok):
@@ -524,8 +525,11 @@ def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         jobs.append((f, layer, wanted[f.layer][1], wanted[f.layer][2] + wanted[f.add][2]))
     timed = workers.map(_fused_choice, [(replace(layer, node=""), knobs, cfg, threads)
                                         for _, layer, knobs, _ in jobs])
-    return [(f, replace(layer, node=""), ch) for (f, layer, _, both), ch in zip(jobs, timed)
-            if not isinstance(ch, str) and ch.cycles < both]
+    found = {f.node.name: (replace(layer, node=""), ch)
+             for (f, layer, _, _), ch in zip(jobs, timed) if not isinstance(ch, str)}
+    keep = fusion_pass.choose([(f, both - found[f.node.name][1].cycles)
+                               for f, _, _, both in jobs if f.node.name in found])
+    return [(f, *found[f.node.name]) for f in keep]
 
 
 def _fused_choice(task: tuple[VtaLayer, dict[str, int], Config, bool]) -> Choice | str:
