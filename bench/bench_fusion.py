@@ -2,7 +2,7 @@
 layer that produces one of its operands (vta.compiler.graph.fuse), against the unfused compile
 (``compile_graph(..., fuse=False)``, ``vta compile --no-fuse``) measured in the same run.
 
-For each network: compile time (best of two, alternating), the VTA layers' cycles on the
+For each network: compile time (best of three, alternating), the VTA layers' cycles on the
 performance model and (``--tsim``, Verilator RTL) on tsim, fused and unfused, and whether the
 fused module's outputs are the unfused graph's int8 reference, bit for bit. Goal: ResNet-18's
 whole VTA part (convs, dense and adds) <= 7.3M tsim cycles; no network's VTA cycles or compile
@@ -18,7 +18,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import shutil  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -45,7 +44,7 @@ def run_net(name: str, cfg: Config, tsim: bool) -> tuple[dict, dict]:
     compile_graph(graph, cfg)  # fills the knob cache: both compiles below read it
     best = {True: float("inf"), False: float("inf")}
     mods = {}
-    for _ in range(2):
+    for _ in range(3):
         for fuse in (False, True):
             mods[fuse], t = _compile(graph, cfg, fuse)
             best[fuse] = min(best[fuse], t)
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tsim", action="store_true")
     args = ap.parse_args(argv)
     cfg = Config()
-    tsim = args.tsim and shutil.which("verilator") is not None
+    tsim = args.tsim and _have_verilator()
     if args.tsim and not tsim:
         print("tsim: skipped (verilator is not installed)")
     figs, refs = {}, {}
@@ -92,6 +91,16 @@ def main(argv: list[str] | None = None) -> int:
         figs[n], refs[n] = run_net(n, cfg, tsim)
     write_record("bench_fusion", figs, refs, params=vars(args))
     return 0
+
+
+def _have_verilator() -> bool:
+    from vta.hw.verilator import ToolMissingError, find_verilator
+
+    try:
+        find_verilator()
+    except ToolMissingError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

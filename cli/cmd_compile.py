@@ -198,9 +198,11 @@ def quant_report(m) -> str:  # noqa: ANN001
     head = (f"{'layer':<{width}} {'op':<18} {'where':<5} {'in scale':>9} {'w scale':>19} "
             f"{'out scale':>9} {'requant':>24} {'rel.err':>8}")
     lines = [head, "-" * len(head)]
+    # a layer and an add fused into one node (vta.compiler.graph.fuse) run where it runs
+    into = {k: n.name for n in m.graph.nodes for k in n.attrs.get("fused", ())}
     for i in m.layers:
         err = "-" if i.rel_error is None else f"{i.rel_error:.4f}"
-        where = m.partition.get(i.node, "cpu")
+        where = m.partition.get(into.get(i.node, i.node), "cpu")
         tag = f"  (float: {i.float_reason})" if i.float_reason else ""
         if i.op == "Add" and isinstance(i.mul, list):  # a * ma + b * mb, rounded >> shift
             rq = f"*{i.mul[0]} + *{i.mul[1]} >>{i.shift}"

@@ -4,8 +4,8 @@ its operands.
 A ``QAdd`` of two int8 tensors of one shape (its rescale and clip, a fused Relu/Clip
 included), one of them the output of a ``QConv`` or ``QDense`` that nothing else reads,
 becomes one node: that layer with the add's attributes as its ``residual`` attribute and the
-add's other operand as its fourth input, named ``<layer>+<add>``, at the add's place in the
-graph (the layer's inputs are all computed by then). Its int8 rule is the layer's, then the
+add's other operand as its fourth input, named ``<layer>+<add>`` (its ``fused`` attribute
+names the two), at the add's place in the graph (the layer's inputs are all computed by then). Its int8 rule is the layer's, then the
 add's on that int8 result (:mod:`vta.compiler.graph.quantize`), so the fused graph computes the
 same bits as the unfused one. On VTA the add runs while the layer's result is still in the
 accumulator (:mod:`vta.compiler.topi.residual`), so neither that result nor the add's own
@@ -89,7 +89,8 @@ def fused_node(layer: Node, add: Node, k: int) -> Node:
     residual = {"mul_a": int(ma), "mul_b": int(mb), "shift": int(a["shift"]),
                 "lo": int(a["lo"]), "hi": int(a["hi"])}
     return Node(layer.op, f"{layer.name}+{add.name}", [*layer.inputs, add.inputs[1 - k]],
-                list(add.outputs), {**layer.attrs, "residual": residual})
+                list(add.outputs), {**layer.attrs, "residual": residual,
+                                    "fused": [layer.name, add.name]})
 
 
 def apply(g: Graph, fusions: Sequence[Fusion]) -> Graph:
