@@ -88,6 +88,18 @@ def test_every_add_is_fused_and_bit_exact_on_fsim(modules) -> None:
             assert {r.node for r in ex.last_report.layers if r.where == "fsim"} >= set(res)
 
 
+def test_per_channel_requantization_then_the_add(modules) -> None:
+    """Per-channel shift and multiplier vectors in the conv epilogue, then the fused add."""
+    g, _, _ = modules
+    _, plain = _compile(Config(), fuse=False, per_channel=True)
+    _, fused = _compile(Config(), per_channel=True)
+    res = [n for n in fused.graph.nodes if "residual" in n.attrs]
+    assert res and any(isinstance(n.attrs["shift"], list) for n in res)
+    x = rand_input(g, 15)
+    with Executor(fused, "fsim") as ex:
+        np.testing.assert_array_equal(ex.run(x)["y"], run_quantized(plain.graph, x)["y"])
+
+
 def test_fused_layers_take_fewer_cycles(modules) -> None:
     _, plain, fused = modules
     assert sum(k.cycles for k in fused.kernels.values()) < \
