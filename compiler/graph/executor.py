@@ -283,8 +283,7 @@ class Executor:
             else:
                 where = "cpu"
                 args = [env[i] if i else None for i in n.inputs]
-                hk = self._host.get(n.name)
-                res = [hk(args)] if hk is not None else kernel_for(n.op)(n, args)
+                res = self._run_cpu(n, args)
             dt = time.perf_counter() - t0
             for o, v in zip(n.outputs, res):
                 env[o] = v
@@ -296,6 +295,18 @@ class Executor:
             self.progress(total, total, "")
         self.last_report = RunReport(self.target, tuple(layers), time.perf_counter() - t_start)
         return {o: env[o] for o in g.outputs}
+
+    def _run_cpu(self, n: Any, args: list[Any]) -> list[np.ndarray]:
+        """Node ``n`` on the CPU: its host kernel, else its reference kernel. A kernel that
+        fails on the node's attributes (a module whose graph was edited after compilation:
+        the digest only says the files are those the manifest lists) is a one-line error
+        naming the node, as onnxruntime names the node that failed."""
+        hk = self._host.get(n.name)
+        try:
+            return [hk(args)] if hk is not None else kernel_for(n.op)(n, args)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise InputError(f"node {n.name} ({n.op}) failed on the CPU ({type(e).__name__}: "
+                             f"{e}); if its module was edited, recompile it") from None
 
     def _run_vta(self, n: Any, inputs: list[tuple[str, np.ndarray]]
                  ) -> tuple[np.ndarray | None, int | None]:

@@ -52,7 +52,7 @@ from ..build import arena_align
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
-from .errors import InputError, ModuleError
+from .errors import InputError, ModelError, ModuleError
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
     ALU_KINDS,
@@ -81,6 +81,7 @@ from .quantize import (
     CALIBRATIONS,
     QuantInfo,
     float_first_conv,
+    has_kernel,
     layer_errors,
     node_macs,
     offset_tensors,
@@ -314,6 +315,49 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
 
 
+def _check_consistent(m: ModuleManifest, g: Graph, plan: MemoryPlan) -> None:
+    """The manifest's other fields agree with its graph (a :class:`ModelError` otherwise): a
+    shape for every tensor a node makes, a place for every node, a kernel for exactly the VTA
+    nodes, whose arena buffers the memory plan holds, and the graph's outputs those the
+    manifest lists."""
+    for n in g.nodes:
+        if not has_kernel(n.op):
+            raise ModelError(f"node {n.name} has op {n.op!r}, which this kit does not run")
+    made = [o for n in g.nodes for o in n.outputs]
+    for t in [*made, *g.inputs]:
+        if t not in m.shapes:
+            raise ModelError(f"tensor {t!r} has no shape")
+    for n in g.nodes:
+        if m.partition.get(n.name) not in ("vta", "cpu"):
+            raise ModelError(f"node {n.name} is placed neither on vta nor on the cpu")
+    vta = {n.name: n for n in g.nodes if m.partition[n.name] == "vta"}
+    if set(m.partition) != {n.name for n in g.nodes} or set(m.kernels) != set(vta):
+        raise ModelError("the partition or the kernels do not name the graph's nodes")
+    for name, k in m.kernels.items():
+        n = vta[name]
+        if k.input not in n.inputs or k.output not in n.outputs:
+            raise ModelError(f"kernel {name}'s operands are not its node's")
+        for t in [*n.inputs, *n.outputs]:
+            if t and t not in g.params:
+                _check_buffer(plan, t, m.shapes[t], m.config)
+    if set(m.outputs) != set(g.outputs) or set(m.inputs) != set(g.inputs):
+        raise ModelError("the module's inputs or outputs are not its graph's")
+
+
+def _check_buffer(plan: MemoryPlan, t: str, shape: Sequence[int], cfg: Config) -> None:
+    """Tensor ``t`` of a VTA layer has an arena buffer inside the arena that holds it packed
+    (``shape``: NC or NCHW)."""
+    b = plan.buffers.get(t)
+    if b is None:
+        raise ModelError(f"tensor {t!r} of a VTA layer has no arena buffer")
+    if len(shape) not in (2, 4):
+        raise ModelError(f"tensor {t!r} of a VTA layer has shape {list(shape)} (not NC or NCHW)")
+    n, c, h, w = (*shape, 1, 1) if len(shape) == 2 else shape
+    packed = -(-n // cfg.batch) * cfg.batch * -(-c // cfg.block) * cfg.block * h * w
+    if not 0 <= b.offset <= b.offset + packed <= min(b.offset + b.size, plan.size):
+        raise ModelError(f"tensor {t!r} does not fit its arena buffer")
+
+
 def load_module(path: str | Path) -> CompiledModule:
     """Read a module directory written by :meth:`CompiledModule.save`, after verifying its
     digest and its manifest's paths (:func:`_verify`)."""
@@ -333,6 +377,9 @@ def load_module(path: str | Path) -> CompiledModule:
         kernels = {name: Kernel.from_record(k, (d / k.program).read_bytes())
                    for name, k in m.kernels.items()}
         host_ir = {h.node: (d / h.llvm_ir).read_text() for h in m.host_kernels}
+        _check_consistent(m, graph, plan)
+    except ModelError as e:
+        raise ModuleError(f"module {d}: its graph is inconsistent ({e}); recompile it") from None
     except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None

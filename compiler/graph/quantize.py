@@ -287,6 +287,11 @@ def kernel_for(op: str):  # noqa: ANN201 - a Kernel
     return INT_KERNELS.get(op) or FLOAT_KERNELS[op]
 
 
+def has_kernel(op: str) -> bool:
+    """Whether the int8 or the float reference runs ``op``."""
+    return op in INT_KERNELS or op in FLOAT_KERNELS
+
+
 # ---------------------------------------------------------------- calibration
 @dataclass
 class QuantInfo:
