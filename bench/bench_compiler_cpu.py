@@ -144,7 +144,8 @@ def network_ops(names: list[str], repeat: int) -> list[dict]:
     from vta.compiler.graph.host import module_host_kernels
     from vta.compiler.graph.module import compile_graph
     from vta.compiler.graph.onnx_frontend import from_onnx
-    from vta.compiler.graph.quantize import kernel_for, run_quantized
+    from vta.compiler.graph.quantize import run_quantized
+    from vta.compiler.ops import kernel_for
     from vta.isa import Config
 
     rows = []

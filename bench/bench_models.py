@@ -151,11 +151,11 @@ def perturbed_run(og, feeds: dict, scales: dict, perturb=None,  # noqa: ANN001
     """The float model's output with ``weights`` in place of its parameters of those names and
     ``perturb(key, y)`` applied to every tensor the int8 graph quantizes (``key``: its name
     there, see :func:`scale_key`)."""
-    from vta.compiler.graph.reference import FLOAT_KERNELS
+    from vta.compiler import ops
 
     env = dict(og.params) | dict(feeds) | (weights or {})
     for n in og.nodes:
-        y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
+        y = ops.get(n.op).float_kernel(n, [env[i] if i else None for i in n.inputs])[0]
         key = scale_key(scales, n.outputs[0])
         if perturb is not None and key is not None:
             y = perturb(key, y).astype(np.float32)

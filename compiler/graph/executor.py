@@ -28,11 +28,11 @@ from vta.isa.fileio import read_bytes
 from vta.isa.records import JsonRecord
 from vta.runtime import backends
 
+from ..ops import kernel_for
 from ..topi.pack import unpack_activation
 from .errors import InputError
 from .lowering import packed_input
 from .module import CompiledModule
-from .quantize import kernel_for
 from .reference import check_feeds
 
 #: Where a module runs: the CPU, or VTA on a simulator or the performance model (the backend

@@ -28,6 +28,7 @@ from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.runtime.record import RecordedProgram, Relocation
 
+from .. import ops
 from ..errors import CompilerError
 from ..topi.pack import (
     ceil_div,
@@ -230,12 +231,6 @@ def _transposed(n: Node, x_shape: Sequence[int], w_shape: Sequence[int],
     return layer
 
 
-#: Quantized element-wise ops the ALU runs (vta.compiler.topi.elementwise) and their template
-#: op; the node's attributes are the template's.
-ALU_KINDS = {"QAdd": "add", "QClip": "clip", "QLeakyRelu": "leaky_relu",
-             "QHardSigmoid": "hard_sigmoid", "QHardSwish": "hard_swish"}
-
-
 @dataclass(frozen=True)
 class AluLayer:
     """One element-wise VTA layer: its int8 rule (a topi.elementwise Spec) over ``tiles``
@@ -273,7 +268,7 @@ def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLa
     """The ALU layer of a quantized element-wise node, or LayerError saying why not."""
     from vta.compiler.topi.elementwise import OPS, Spec
 
-    kind = ALU_KINDS[n.op]
+    kind = ops.alu_kind(n.op)  # the registry's ALU kind: the template op
     xs = [tuple(shapes[i]) for i in n.inputs]
     if len(set(xs)) != 1 or len(xs[0]) not in (2, 4):
         raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one NCHW or NC "
@@ -287,7 +282,7 @@ def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLa
 def plan_node(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, np.ndarray],
               cfg: Config) -> VtaLayer | AluLayer:
     """The VTA layer of a QConv / QDense (:func:`plan_layer`) or element-wise node."""
-    if n.op in ALU_KINDS:
+    if ops.alu_kind(n.op) is not None:
         return plan_alu(n, shapes, cfg)
     return plan_layer(n, shapes[n.inputs[0]], params[n.inputs[1]].shape, cfg)
 
@@ -350,6 +345,6 @@ def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
     return pack_activation(x4, cfg.batch, cfg.block)
 
 
-__all__ = ["LayerError", "VtaLayer", "AluLayer", "ALU_KINDS", "plan_layer", "plan_alu",
+__all__ = ["LayerError", "VtaLayer", "AluLayer", "plan_layer", "plan_alu",
            "plan_node", "Recorded", "record_layer", "place",
            "gemm_macs", "packed_input"]

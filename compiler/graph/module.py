@@ -48,14 +48,15 @@ from vta.isa.digest import (
 from vta.isa.errors import VTAError
 from vta.isa.fileio import loads_json, read_text
 
+from .. import ops
 from ..build import arena_align
+from ..ops import node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
 from .errors import InputError, ModuleError
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
-    ALU_KINDS,
     AluLayer,
     Recorded,
     VtaLayer,
@@ -82,7 +83,6 @@ from .quantize import (
     QuantInfo,
     float_first_conv,
     layer_errors,
-    node_macs,
     offset_tensors,
     qdq_ranges,
     quantize_graph,
@@ -93,11 +93,11 @@ from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
 
-VTA_OPS = ("QConv", "QDense")
-#: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
-ALU_OPS = tuple(ALU_KINDS)
-#: Every op the partitioner sends to VTA (``vta_ops`` of :func:`compile_graph`).
-LOWERED_OPS = VTA_OPS + ALU_OPS
+#: The ops that run on VTA's GEMM core, and every op the partitioner sends to VTA (``vta_ops``
+#: of :func:`compile_graph`; the GEMM ops and the element-wise ones of VTA's ALU): the op
+#: registry's.
+VTA_OPS = ops.names(lambda o: o.gemm)
+LOWERED_OPS = ops.names(lambda o: o.lowered)
 
 #: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
 #: its workload (built by vta.tune.vta_tasks.tuning_lookup; the compiler does not import tune).
@@ -444,7 +444,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
     for n in qg.nodes:
-        if n.op not in vta_ops or n.op not in LOWERED_OPS or n.name in cpu_layers:
+        if n.op not in vta_ops or not ops.has(n.op, "lowered") or n.name in cpu_layers:
             continue
         try:
             layer = plan_node(n, shapes, qg.params, cfg)

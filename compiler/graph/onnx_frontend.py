@@ -29,7 +29,6 @@ line naming the node and the op type; any other failure inside a converter becom
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -40,9 +39,10 @@ import numpy as np
 from vta.isa.errors import VTAError
 from vta.isa.fileio import read_bytes
 
+from .. import ops
+from ..ops.kernels import ceil_mode_extra
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo
-from .ops import ceil_mode_extra
 from .reference import output_dtype
 from .validate import check_external_data, check_folded_size, checked_shape
 
@@ -50,33 +50,6 @@ from .validate import check_external_data, check_folded_size, checked_shape
 #: ``<module path>.weight`` takes the module path instead, as the TorchScript exporter's names
 #: (``/layer1/layer1.0/conv1/Conv``) carry it.
 _GENERATED_NAME = re.compile(r"node_\w+")
-_WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
-
-#: Ops that are never evaluated at import time even when their inputs are constant.
-_NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
-                         "RandomUniformLike", "Multinomial", "Bernoulli"})
-
-#: Attributes each op accepts (others are rejected by name); an op missing here accepts any.
-_ATTRS: dict[str, set[str]] = {
-    "Conv": {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
-    "ConvTranspose": {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
-                      "output_padding"},
-    "Gemm": {"alpha", "beta", "transA", "transB", "broadcast"},
-    "BatchNormalization": {"epsilon", "momentum", "spatial", "training_mode", "is_test"},
-    "MaxPool": {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides",
-                "storage_order"},
-    "AveragePool": {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
-                    "strides", "dilations"},
-    "Pad": {"mode", "pads", "value"},
-    "Resize": {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
-               "exclude_outside", "extrapolation_value", "antialias", "axes",
-               "keep_aspect_ratio_policy"},
-    "Upsample": {"mode", "scales", "height_scale", "width_scale"},
-    "QuantizeLinear": {"axis", "saturate", "block_size", "output_dtype", "precision"},
-    "DequantizeLinear": {"axis", "block_size", "output_dtype"},
-}
-
-
 #: ``input_shapes``: graph input name -> its shape; the key ``""`` names a model's only input.
 InputShapes = Mapping[str, Sequence[int]]
 
@@ -375,7 +348,7 @@ class _Converter:
     def as2d(self, x: str) -> str:
         """The [N, C, 1, L] tensor of a 1-D layer's [N, C, L] input ``x``: a Conv1d runs as a
         Conv2d of height 1, and the ops between two of them (activations, pooling, residual
-        adds, :data:`_VIEW_OPS`) run on that 4-D tensor too, so the 2-D passes (fusion,
+        adds, :func:`_view_op`) run on that 4-D tensor too, so the 2-D passes (fusion,
         folding) and VTA see one 2-D network; a 3-D tensor is reshaped only where another op
         reads it (the reshapes nothing reads are dropped with the unused nodes)."""
         if x not in self.view2d:
@@ -414,9 +387,9 @@ class _Converter:
     def viewed(self, op: str, ins: list[str]) -> list[str] | None:
         """The inputs of an op that runs on the 4-D tensors of 1-D layers' tensors (its
         activation inputs have them), else None."""
-        if op in _VIEW_OPS and ins and ins[0] in self.view2d:
+        if _view_op(op) and ins and ins[0] in self.view2d:
             return [self.view2d[ins[0]], *ins[1:]]
-        if op in _VIEW_BINARY and len(ins) == 2 and all(i in self.view2d for i in ins) \
+        if _view_binary(op) and len(ins) == 2 and all(i in self.view2d for i in ins) \
                 and self.shape(ins[0]) == self.shape(ins[1]):
             return [self.view2d[i] for i in ins]
         return None
@@ -430,7 +403,8 @@ class _Converter:
 
         op = onode.op_type
         name = onode.name or f"{op}_{k}"
-        if _GENERATED_NAME.fullmatch(name) and op in _WEIGHTED and len(onode.input) > 1 and \
+        if _GENERATED_NAME.fullmatch(name) and ops.has(op, "named_by_weight") \
+                and len(onode.input) > 1 and \
                 onode.input[1].endswith(".weight"):
             name = onode.input[1][:-len(".weight")]  # the PyTorch module's path
         while name in self.names:
@@ -438,26 +412,26 @@ class _Converter:
         self.names.add(name)
         from . import onnx_qoperator as qop
 
-        converters, ms_converters, supported = _tables()
-        if onode.domain == "com.microsoft" and op in ms_converters:
-            converters = ms_converters
-        elif onode.domain not in ("", "ai.onnx"):
+        desc = ops.get(op)
+        microsoft = onode.domain == "com.microsoft" and desc is not None \
+            and desc.domain == "com.microsoft" and desc.onnx is not None
+        if not microsoft and onode.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(
                 f"{self.source}: node {name!r} has op type {onode.domain}::{op}; only the "
                 f"default ONNX domain (and onnxruntime's com.microsoft QLinear ops) is "
                 f"supported")
         ins = [self.alias.get(i, i) for i in onode.input]
         outs = list(onode.output)
-        if all(not i or i in self.params for i in ins) and op not in _NEVER_FOLD and \
-                converters is not ms_converters:
+        if all(not i or i in self.params for i in ins) and not ops.has(op, "never_fold") and \
+                not microsoft:
             self.fold(onode, name, ins)
             return
-        if op not in converters:
+        if desc is None or desc.onnx is None or (desc.domain != "" and not microsoft):
             raise UnsupportedOpError(
                 f"{self.source}: node {name!r} has unsupported op type {op} (on a non-constant "
-                f"input); supported: {supported}")
+                f"input); supported: {_supported()}")
         attrs = {a.name: helper.get_attribute_value(a) for a in onode.attribute}
-        allowed = _ATTRS.get(op)
+        allowed = desc.onnx_attrs
         for key in attrs:
             if allowed is not None and key not in allowed:
                 raise self.fail(op, name, f"attribute {key!r} is not supported (supported: "
@@ -466,13 +440,13 @@ class _Converter:
         try:
             if qop.moves_values(op, attrs) and ins and ins[0] in self.qvalues:
                 # on the float values of a QOperator model's integer activations
-                self.call(converters[op], op, name, [self.qvalues.get(i, i) for i in ins],
+                self.call(desc.onnx, op, name, [self.qvalues.get(i, i) for i in ins],
                           [f"{o}.dq" for o in outs], attrs)
                 self.qvalues.update((o, f"{o}.dq") for o in outs if o)
             else:
                 qop.check_float_inputs(self, op, name, ins)
                 self.check_integer_inputs(op, name, ins)
-                self.call(converters[op], op, name, ins, outs, attrs)
+                self.call(desc.onnx, op, name, ins, outs, attrs)
         except VTAError:
             raise
         except Exception as e:  # noqa: BLE001 - any converter failure is one line
@@ -482,7 +456,7 @@ class _Converter:
     def check_integer_inputs(self, op: str, name: str, ins: list[str]) -> None:
         """Integer and boolean activations (ids, masks) reach only the ops that take them:
         a one-line UnsupportedOpError otherwise (the kit's arithmetic is float32)."""
-        if op in _INTEGER_OPS:
+        if ops.has(op, "integer_inputs"):
             return
         for i in ins:
             if i and i not in self.params and self.dtype(i) != "float32":
@@ -1213,62 +1187,101 @@ def _fake_quant(c: _Converter, op: str, name: str, x: str, out: str, scale: np.n
                   zero_point=int(zp.reshape(-1)[0]), qmin=int(info.min), qmax=int(info.max))
 
 
-_CONVERTERS: dict[str, Callable[..., None]] = {
-    "Conv": _conv, "ConvTranspose": _conv_t, "Gemm": _gemm, "MatMul": _matmul,
-    **{op: _binary(op) for op in ("Add", "Sub", "Mul", "Div", "Pow")},
-    **{op: _simple(op) for op in ("Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Neg",
-                                  "Abs", "Reciprocal", "HardSwish")},
-    "GlobalAveragePool": _global_pool("GlobalAveragePool"),
-    "GlobalMaxPool": _global_pool("GlobalMaxPool"),
-    **{op: _simple(op) for op in ("Softplus", "Mish")},
-    "Elu": _simple("Elu", alpha=1.0),
-    "Max": _minmax("Max"), "Min": _minmax("Min"), "Expand": _expand,
-    "HardSigmoid": _simple("HardSigmoid", alpha=0.2, beta=0.5),
-    "LeakyRelu": _simple("LeakyRelu", alpha=0.01),
-    "Gelu": _simple("Gelu", approximate="none"),
-    "PRelu": _prelu, "Clip": _clip, "BatchNormalization": _bn,
-    "LayerNormalization": _layernorm,
-    "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
-    "ReduceMean": _reduce("ReduceMean", "GlobalAveragePool"),
-    "ReduceMax": _reduce("ReduceMax", "GlobalMaxPool"),
-    "Flatten": _flatten, "Reshape": _reshape, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
-    "Transpose": _transpose, "Slice": _slice, "Split": _split, "Gather": _gather,
-    "Concat": _concat, "Softmax": _softmax("Softmax"), "LogSoftmax": _softmax("LogSoftmax"),
-    "Pad": _pad, "Resize": _resize,
-    "Upsample": _upsample, "Identity": _forward, "Dropout": _forward, "Cast": _cast,
-    "Shape": _shape, "Size": _size,
-    "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
-    "Where": _where, "Not": _boolean("Not"), "Attention": _attention,
-    "IsNaN": _boolean("IsNaN"), "IsInf": _simple("IsInf", detect_negative=1, detect_positive=1),
-    **{op: _boolean(op) for op in ("Equal", "Less", "Greater", "LessOrEqual",
-                                   "GreaterOrEqual", "And", "Or", "Xor")},
-}
+def _converts(name: str, fn: Callable[..., None]) -> None:
+    ops.attach(name, onnx=fn)
 
-#: Ops that take integer or boolean activations (ids, masks): they select, move, compare or
-#: cast values (Gather of computed indices is a ``Take``; Attention takes a boolean mask).
-_INTEGER_OPS = frozenset({
-    "Gather", "Where", "Attention", "Not", "Equal", "Less", "Greater", "LessOrEqual",
-    "GreaterOrEqual", "And", "Or", "Xor", "Cast", "Reshape", "Flatten", "Unsqueeze", "Squeeze",
-    "Transpose", "Slice", "Split", "Concat", "Expand", "Identity", "Dropout", "Shape", "Size"})
 
-#: Ops of one activation input (the first; the others scalars or, for BatchNormalization,
-#: per-channel constants) that run on the 4-D tensors of a 1-D network as they would on its
-#: 3-D ones (:meth:`_Converter.as2d`).
-_VIEW_OPS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSwish",
-                       "HardSigmoid", "Elu", "Softplus", "Mish", "Erf", "Gelu", "Abs", "Neg",
-                       "Exp", "Sqrt", "Reciprocal", "GlobalAveragePool", "GlobalMaxPool",
-                       "BatchNormalization"})
-#: Element-wise ops of two activations of one shape that do the same.
-_VIEW_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
+_converts("Conv", _conv)
+_converts("ConvTranspose", _conv_t)
+_converts("Gemm", _gemm)
+_converts("MatMul", _matmul)
+_converts("Add", _binary("Add"))
+_converts("Sub", _binary("Sub"))
+_converts("Mul", _binary("Mul"))
+_converts("Div", _binary("Div"))
+_converts("Pow", _binary("Pow"))
+_converts("Relu", _simple("Relu"))
+_converts("Tanh", _simple("Tanh"))
+_converts("Sigmoid", _simple("Sigmoid"))
+_converts("Erf", _simple("Erf"))
+_converts("Sqrt", _simple("Sqrt"))
+_converts("Exp", _simple("Exp"))
+_converts("Neg", _simple("Neg"))
+_converts("Abs", _simple("Abs"))
+_converts("Reciprocal", _simple("Reciprocal"))
+_converts("HardSwish", _simple("HardSwish"))
+_converts("Softplus", _simple("Softplus"))
+_converts("Mish", _simple("Mish"))
+_converts("GlobalAveragePool", _global_pool("GlobalAveragePool"))
+_converts("GlobalMaxPool", _global_pool("GlobalMaxPool"))
+_converts("Elu", _simple("Elu", alpha=1.0))
+_converts("Max", _minmax("Max"))
+_converts("Min", _minmax("Min"))
+_converts("Expand", _expand)
+_converts("HardSigmoid", _simple("HardSigmoid", alpha=0.2, beta=0.5))
+_converts("LeakyRelu", _simple("LeakyRelu", alpha=0.01))
+_converts("Gelu", _simple("Gelu", approximate="none"))
+_converts("PRelu", _prelu)
+_converts("Clip", _clip)
+_converts("BatchNormalization", _bn)
+_converts("LayerNormalization", _layernorm)
+_converts("MaxPool", _pool("MaxPool"))
+_converts("AveragePool", _pool("AveragePool"))
+_converts("ReduceMean", _reduce("ReduceMean", "GlobalAveragePool"))
+_converts("ReduceMax", _reduce("ReduceMax", "GlobalMaxPool"))
+_converts("Flatten", _flatten)
+_converts("Reshape", _reshape)
+_converts("Unsqueeze", _unsqueeze)
+_converts("Squeeze", _squeeze)
+_converts("Transpose", _transpose)
+_converts("Slice", _slice)
+_converts("Split", _split)
+_converts("Gather", _gather)
+_converts("Concat", _concat)
+_converts("Softmax", _softmax("Softmax"))
+_converts("LogSoftmax", _softmax("LogSoftmax"))
+_converts("Pad", _pad)
+_converts("Resize", _resize)
+_converts("Upsample", _upsample)
+_converts("Identity", _forward)
+_converts("Dropout", _forward)
+_converts("Cast", _cast)
+_converts("Shape", _shape)
+_converts("Size", _size)
+_converts("QuantizeLinear", _quantize_linear)
+_converts("DequantizeLinear", _dequantize_linear)
+_converts("Where", _where)
+_converts("Attention", _attention)
+_converts("IsInf", _simple("IsInf", detect_negative=1, detect_positive=1))
+_converts("Not", _boolean("Not"))
+_converts("IsNaN", _boolean("IsNaN"))
+_converts("Equal", _boolean("Equal"))
+_converts("Less", _boolean("Less"))
+_converts("Greater", _boolean("Greater"))
+_converts("LessOrEqual", _boolean("LessOrEqual"))
+_converts("GreaterOrEqual", _boolean("GreaterOrEqual"))
+_converts("And", _boolean("And"))
+_converts("Or", _boolean("Or"))
+_converts("Xor", _boolean("Xor"))
 
-@functools.cache
-def _tables() -> tuple[dict[str, Callable[..., None]], dict[str, Callable[..., None]], str]:
-    """The converters of the default domain (the standard ops and onnxruntime's QOperator
-    ones), those of the com.microsoft domain, and the list of the ops imported on
-    activations for the error message (any standard op is also evaluated on constants). Made
-    on first use: :mod:`.onnx_qoperator` imports this module."""
-    from . import onnx_qoperator as qop
 
-    default = _CONVERTERS | qop.CONVERTERS
-    supported = [*sorted(default), *(f"com.microsoft::{op}" for op in sorted(qop.MS_CONVERTERS))]
-    return default, qop.MS_CONVERTERS, ", ".join(supported)
+def _view_op(op: str) -> bool:
+    """An op of one activation input (the first; the others scalars or, for
+    BatchNormalization, per-channel constants) that runs on the 4-D tensors of a 1-D network
+    as it would on its 3-D ones (:meth:`_Converter.as2d`)."""
+    o = ops.get(op)
+    return o is not None and o.view and not _view_binary(op)
+
+
+def _view_binary(op: str) -> bool:
+    """An element-wise op of two activations of one shape that does the same."""
+    o = ops.get(op)
+    return o is not None and o.view and o.elementwise and not o.unary
+
+
+def _supported() -> str:
+    """The ops imported on activations, for the error message (any standard op is also
+    evaluated on constants)."""
+    default = sorted(o.name for o in ops.all_ops() if o.onnx and not o.domain)
+    ms = sorted(f"{o.domain}::{o.name}" for o in ops.all_ops() if o.onnx and o.domain)
+    return ", ".join([*default, *ms])

@@ -10,7 +10,7 @@ followed by a ``FakeQuant`` of its output's scale and zero point; integer weight
 become the float constants they stand for. A ``QuantizeLinear`` of a float tensor is a
 ``FakeQuant`` where an op reads it, a ``DequantizeLinear`` forwards the float values, and the
 standard ops that only move or select values (max pooling, shape ops, Slice, Gather, Concat,
-nearest Resize: :data:`MOVING_OPS`) run on the float values as they are.
+nearest Resize: :func:`moves_values`) run on the float values as they are.
 
 The quantizer then gives every tensor its scale from the model (as for QDQ), so the int8 graph
 VTA runs rounds where onnxruntime rounds; it is not bit-exact with onnxruntime's integer
@@ -24,18 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from . import onnx_frontend as fe
-
-#: Standard ops that only move or select values: on integer activations they run on the float
-#: values those stand for (their outputs stand for the moved values at the same scale).
-MOVING_OPS = frozenset({"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
-                        "Slice", "Gather", "Split", "Identity", "GlobalMaxPool", "Concat"})
 
 
 def moves_values(op: str, attrs: dict[str, Any]) -> bool:
-    """Whether standard op ``op`` only moves or selects its input's values (nearest Resize
-    too)."""
-    return op in MOVING_OPS or (op in ("Resize", "Upsample")
+    """Whether standard op ``op`` only moves or selects its input's values (the registry's
+    ``moves`` and ``selecting`` ops; nearest Resize too): on integer activations it runs on the
+    float values those stand for (its outputs stand for the moved values at the same
+    scale)."""
+    return ops.has(op, "moves") or ops.has(op, "selecting") or (op in ("Resize", "Upsample")
                                 and attrs.get("mode", "nearest") == "nearest")
 
 
@@ -43,7 +41,7 @@ def check_float_inputs(c: Any, op: str, name: str, ins: list[str]) -> None:
     """A standard op that computes on values reads float tensors: an integer activation of
     the QOperator format is an error naming it (Shape and Size read only its shape, a
     DequantizeLinear its values, the QOperator ops their integers)."""
-    if op in ("Shape", "Size", "DequantizeLinear") or op in CONVERTERS or op in MS_CONVERTERS:
+    if ops.has(op, "reads_integers"):
         return
     for x in ins:
         if x in c.qvalues:
@@ -155,7 +153,7 @@ def _qlinear_unary(float_op: str, *, attrs: tuple[str, ...] = ()) -> Callable[..
         x = dq_input(c, op, name, ins[0])
         kept = {k: v for k, v in a.items() if k in attrs}
         _requantized(c, op, name, ins, outs, 3,
-                     lambda out: c.call(fe._CONVERTERS[float_op], float_op, name, [x], [out],
+                     lambda out: c.call(ops.get(float_op).onnx, float_op, name, [x], [out],
                                         kept))
     return conv
 
@@ -166,23 +164,18 @@ def _qlinear_concat(c: Any, name: str, ins: list[str], outs: list[str], a: dict)
     xs = [dq_input(c, op, name, ins[k]) for k in range(2, len(ins), 3)]
     fe_attrs = {"axis": a["axis"]}
     _requantized(c, op, name, ins, outs, 0,
-                 lambda out: fe._CONVERTERS["Concat"](c, name, xs, [out], fe_attrs))
+                 lambda out: ops.get("Concat").onnx(c, name, xs, [out], fe_attrs))
 
 
-#: QOperator ops of the default domain.
-CONVERTERS: dict[str, Callable[..., None]] = {
-    "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
-}
-
-#: QOperator ops of the com.microsoft domain.
-MS_CONVERTERS: dict[str, Callable[..., None]] = {
-    "QGemm": _qgemm,
-    "QLinearAdd": _qlinear_binary("Add"), "QLinearMul": _qlinear_binary("Mul"),
-    "QLinearGlobalAveragePool": _qlinear_unary("GlobalAveragePool"),
-    "QLinearAveragePool": _qlinear_unary(
-        "AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
-                              "pads", "strides")),
-    "QLinearSigmoid": _qlinear_unary("Sigmoid"),
-    "QLinearLeakyRelu": _qlinear_unary("LeakyRelu", attrs=("alpha",)),
-    "QLinearConcat": _qlinear_concat,
-}
+ops.attach("QLinearConv", onnx=_qlinear_conv)
+ops.attach("QLinearMatMul", onnx=_qlinear_matmul)
+ops.attach("QGemm", onnx=_qgemm)
+ops.attach("QLinearAdd", onnx=_qlinear_binary("Add"))
+ops.attach("QLinearMul", onnx=_qlinear_binary("Mul"))
+ops.attach("QLinearGlobalAveragePool", onnx=_qlinear_unary("GlobalAveragePool"))
+ops.attach("QLinearAveragePool", onnx=_qlinear_unary(
+    "AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
+                          "strides")))
+ops.attach("QLinearSigmoid", onnx=_qlinear_unary("Sigmoid"))
+ops.attach("QLinearLeakyRelu", onnx=_qlinear_unary("LeakyRelu", attrs=("alpha",)))
+ops.attach("QLinearConcat", onnx=_qlinear_concat)

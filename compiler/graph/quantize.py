@@ -46,15 +46,21 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
+from .. import ops
+from ..ops import kernel_for, node_macs
+from ..ops.int8 import (
+    MUL_BITS,
+    OFFSET,
+    QMAX,
+    QMIN,
+    UMAX,
+    fixed_point,
+    scale_for,
+)
 from .errors import InputError, ModelError, QuantizationError
 from .ir import Graph, Node
-from .reference import FLOAT_KERNELS, infer_shapes, run_float
+from .reference import infer_shapes, run_float
 
-QMIN, QMAX = -128, 127
-#: A tensor that is never negative (a conv's Relu/Clip output) and that only convs read is
-#: stored as ``q - OFFSET`` with ``q`` in ``[0, UMAX]``: twice the steps of a signed scale.
-OFFSET, UMAX = 128, 255
 #: The first convolution stays float on the CPU while it holds less than this share of the
 #: network's MACs (:func:`float_first_conv`); a heavier one (ShuffleNet v2's 7x7 stem: 24%) is
 #: quantized and runs on VTA. Its input, an image of 3 channels, pads to a whole channel block
@@ -68,8 +74,6 @@ FIRST_CONV_FLOAT_SHARE = 0.15
 #: default.
 CALIBRATIONS = ("mse", "max", "percentile")
 PERCENTILE = 99.99
-#: Bits of a fixed-point multiplier: the ALU's MUL immediate is 16-bit signed.
-MUL_BITS = 15
 #: Bits of a conv/dense requantization multiplier (see :func:`requant_params`).
 REQUANT_BITS = 11
 _BINS = 2048
@@ -78,86 +82,6 @@ _SUBSAMPLE = 1 << 18
 OUTPUT_HEADROOM = 1.25
 #: Fewest values per sample for which percentile/mse calibration clips (see :func:`calibrate`).
 _HIST_MIN = 4096
-
-#: Ops that run on int8 tensors when their input is quantized (scale unchanged).
-_PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Pad", "Transpose",
-                "Slice", "Gather", "GlobalMaxPool"}
-
-
-def exponent_for(max_abs: float, bits: int = 8) -> int:
-    """The largest ``e`` with ``max_abs * 2**e <= 2**(bits-1) - 1`` (0 for an all-zero tensor)."""
-    if not np.isfinite(max_abs) or max_abs <= 0:
-        return 0
-    return int(math.floor(math.log2(((1 << (bits - 1)) - 1) / max_abs)))
-
-
-def scale_for(max_abs: float, pow2: bool = False) -> float:
-    """The scale mapping ``[-max_abs, max_abs]`` onto int8 (a power of two with ``pow2``)."""
-    if pow2:
-        return 2.0 ** -exponent_for(max_abs)
-    if not np.isfinite(max_abs) or max_abs <= 0:
-        return 1.0
-    return float(max_abs) / QMAX
-
-
-def quantize_array(x: np.ndarray, scale: float | np.ndarray, offset: int = 0) -> np.ndarray:
-    """``clip(rint(x / scale) - offset)`` to int8 (see :data:`OFFSET`)."""
-    q = np.rint(x.astype(np.float64) / scale)
-    return np.clip(q - offset if offset else q, QMIN, QMAX).astype(np.int8)
-
-
-def dequantize_array(q: np.ndarray, scale: float, offset: int = 0) -> np.ndarray:
-    return ((q.astype(np.float64) + offset) * scale).astype(np.float32)
-
-
-def wrap_int32(v: np.ndarray) -> np.ndarray:
-    """``v`` wrapped to int32 (two's complement, as int64): numpy's int64 -> int32 cast keeps
-    the low 32 bits (``((v + 2**31) mod 2**32) - 2**31`` without an integer division)."""
-    a = np.asarray(v)
-    return (a if a.dtype == np.int64 else a.astype(np.int64)).astype(np.int32).astype(np.int64)
-
-
-def shr(v: np.ndarray, k: int | np.ndarray) -> np.ndarray:
-    """The ALU's SHR on int32: arithmetic right shift, a negative amount shifts left (wraps)."""
-    k = np.asarray(k, np.int64)
-    if k.ndim == 0:  # one amount: one shift
-        return wrap_int32(v >> min(int(k), 31) if k >= 0 else v << min(-int(k), 32))
-    return wrap_int32(np.where(k >= 0, v >> np.clip(k, 0, 31), v << np.clip(-k, 0, 32)))
-
-
-def rescale(v: np.ndarray, m: int, k: int) -> np.ndarray:
-    """``(v * m + 2**(k-1)) >> k`` in int64 (the callers keep it within int32)."""
-    v = np.asarray(v).astype(np.int64) * int(m)
-    return (v + (1 << (k - 1))) >> k if k > 0 else v
-
-
-def fixed_point(r: float, bits: int = MUL_BITS, kmax: int = 30) -> tuple[int, int]:
-    """``(m, k)`` with ``m * 2**-k ~= r``, ``0 < m < 2**bits`` and ``0 <= k <= kmax``."""
-    if r <= 0:
-        return 0, 0
-    k = max(0, min(kmax, bits - 1 - math.floor(math.log2(r))))
-    m = int(round(r * 2.0 ** k))
-    while m >= 1 << bits and k > 0:
-        k -= 1
-        m = int(round(r * 2.0 ** k))
-    return m, k
-
-
-def requantize(acc: np.ndarray, shift: int | list[int], lo: int, hi: int, mul: int | list[int]
-               = 1, shift2: int = 0) -> np.ndarray:
-    """The VTA epilogue after the bias: SHR ``shift`` (one amount or one per output channel,
-    axis 1), then (when ``mul`` is not 1) MUL ``mul``, ADD ``2**(shift2-1)``, SHR ``shift2``;
-    then MAX ``lo``, MIN ``hi``. Every step wraps to int32."""
-    acc = wrap_int32(acc)
-    shape = (1, -1) + (1,) * (acc.ndim - 2)
-    sh = np.asarray(shift, np.int64)
-    acc = shr(acc, sh.reshape(shape) if sh.ndim else sh)
-    m = np.asarray(mul, np.int64)
-    if m.ndim or int(m) != 1:
-        acc = wrap_int32(acc * (m.reshape(shape) if m.ndim else m))
-        if shift2 > 0:
-            acc = shr(wrap_int32(acc + (1 << (shift2 - 1))), shift2)
-    return np.clip(acc, lo, hi).astype(np.int8)
 
 
 def requant_params(r: np.ndarray, bound: np.ndarray, pow2: bool
@@ -190,101 +114,6 @@ def _fits(bound: int, s1: int, m: int, s2: int) -> bool:
     bound (with the first shift's own rounding term in the bias)."""
     v = (bound + (1 << s1 >> 1)) >> s1 if s1 >= 0 else bound << -s1
     return v < 1 << 31 and (v + 1) * m + (1 << s2 >> 1) < 1 << 31
-
-
-# ------------------------------------------------------------------ int kernels
-def _qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
-    acc = ops.conv2d(a[0], a[1], None, strides=n.attrs["strides"], pads=n.attrs["pads"],
-                     dilations=n.attrs["dilations"], group=n.attrs["group"],
-                     input_strides=n.attrs.get("input_strides"))
-    acc = acc + a[2].astype(np.int64)[None, :, None, None]
-    return [_requant(n, acc)]
-
-
-def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
-    return requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
-                      n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
-
-
-def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
-
-
-def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
-    s = a[0].astype(np.int64) * n.attrs["mul_a"] + a[1].astype(np.int64) * n.attrs["mul_b"]
-    return [np.clip(rescale(s, 1, n.attrs["shift"]), n.attrs["lo"], n.attrs["hi"])
-            .astype(np.int8)]
-
-
-def _qavg(n: Node, a: list[Any]) -> list[np.ndarray]:
-    x = a[0]
-    if n.op == "QGlobalAveragePool":
-        s = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
-        cnt = np.int64(x.shape[2] * x.shape[3])
-    else:
-        s, cnt = ops.pool_sum_count(x, n.attrs["kernel_shape"], n.attrs["strides"],
-                                    n.attrs["pads"], n.attrs["count_include_pad"],
-                                    n.attrs.get("ceil_extra"))
-    num = s * n.attrs["mul"]
-    den = cnt * (1 << n.attrs["shift"])
-    return [np.clip((2 * num + den) // (2 * den), QMIN, QMAX).astype(np.int8)]
-
-
-def _qconcat(n: Node, a: list[Any]) -> list[np.ndarray]:
-    parts = [np.clip(rescale(x, m, k), QMIN, QMAX) for x, (m, k) in zip(a, n.attrs["rescale"])]
-    return [np.concatenate(parts, axis=n.attrs["axis"]).astype(np.int8)]
-
-
-def _qpad(n: Node, a: list[Any]) -> list[np.ndarray]:
-    pads = n.attrs["pads"]
-    r = a[0].ndim
-    width = [(pads[i], pads[i + r]) for i in range(r)]
-    if n.attrs["mode"] == "constant":
-        return [np.pad(a[0], width, constant_values=n.attrs["qvalue"])]
-    return [np.pad(a[0], width, mode=n.attrs["mode"])]
-
-
-def _qleaky(n: Node, a: list[Any]) -> list[np.ndarray]:
-    x = a[0].astype(np.int64)
-    neg = rescale(np.minimum(x, 0), n.attrs["mul"], n.attrs["shift"])
-    return [np.clip(np.maximum(x, 0) + neg, QMIN, QMAX).astype(np.int8)]
-
-
-def _hsig_int(n: Node, x: np.ndarray) -> np.ndarray:
-    v = x.astype(np.int64) * n.attrs["mul"] + n.attrs["bias"]
-    return np.clip(rescale(v, 1, n.attrs["shift"]), 0, n.attrs["one"])
-
-
-def _qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
-    h = _hsig_int(n, a[0])
-    y = rescale(a[0].astype(np.int64) * h, n.attrs["mul2"], n.attrs["shift2"])
-    return [np.clip(y, QMIN, QMAX).astype(np.int8)]
-
-
-INT_KERNELS = {
-    "QConv": _qconv,
-    "QDense": _qdense,
-    "QAdd": _qadd,
-    "QAveragePool": _qavg,
-    "QGlobalAveragePool": _qavg,
-    "QMaxPool": lambda n, a: [ops.max_pool(a[0], n.attrs["kernel_shape"], n.attrs["strides"],
-                                           n.attrs["pads"])],
-    "QClip": lambda n, a: [np.clip(a[0], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)],
-    "QConcat": _qconcat,
-    "QPad": _qpad,
-    "QLeakyRelu": _qleaky,
-    "QHardSigmoid": lambda n, a: [_hsig_int(n, a[0]).astype(np.int8)],
-    "QHardSwish": _qhardswish,
-    "QFakeQuant": lambda n, a: [np.clip(rescale(a[0], *n.attrs["rescale"]), n.attrs["lo"],
-                                        n.attrs["hi"]).astype(np.int8)],
-    "Quantize": lambda n, a: [quantize_array(a[0], n.attrs["scale"], n.attrs.get("offset", 0))],
-    "Dequantize": lambda n, a: [dequantize_array(a[0], n.attrs["scale"],
-                                                 n.attrs.get("offset", 0))],
-}
-
-
-def kernel_for(op: str):  # noqa: ANN201 - a Kernel
-    return INT_KERNELS.get(op) or FLOAT_KERNELS[op]
 
 
 # ---------------------------------------------------------------- calibration
@@ -325,18 +154,16 @@ def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.n
             yield k, v
 
 
-#: Ops that only move values (shape ops and concatenation; ONNX's Squeeze/Unsqueeze import as
-#: Reshape).
-_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Concat"})
-#: Ops that pass values on without changing their order: moved, or mapped by an increasing
-#: function (Sigmoid, Tanh; Softmax along its axis).
-ORDER_KEEPING = _MOVES | {"Sigmoid", "Tanh", "Softmax", "LogSoftmax"}
+def _order_keeping(op: str) -> bool:
+    """Whether ``op`` passes values on without changing their order: it moves them, or maps
+    them by an increasing function (Sigmoid, Tanh; Softmax along its axis)."""
+    return ops.has(op, "moves") or ops.has(op, "order_keeping")
 
 
 def output_sources(g: Graph) -> set[str]:
     """The graph's outputs and every tensor whose values reach one only through
-    :data:`ORDER_KEEPING` ops: where the largest values decide the result (top-1, the best
-    box), so calibration must not clip them."""
+    order-keeping ops (:func:`_order_keeping`): where the largest values decide the result
+    (top-1, the best box), so calibration must not clip them."""
     made = {t: n for n in g.nodes for t in n.outputs}
     found: set[str] = set()
     todo = list(g.outputs)
@@ -346,7 +173,7 @@ def output_sources(g: Graph) -> set[str]:
             continue
         found.add(t)
         n = made.get(t)
-        if n is not None and n.op in ORDER_KEEPING:
+        if n is not None and _order_keeping(n.op):
             todo.extend(i for i in n.inputs if i and i not in g.params)
     return found
 
@@ -472,21 +299,16 @@ def _synthetic(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
     return (np.arange(shape[-1]) < keep).astype(dtype)
 
 
-#: Ops whose output values are their (first) input's values: an input reaching a table's
-#: indices through them indexes it too.
-_INDEX_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Cast", "Slice",
-                          "Expand", "Concat", "Gather"})
-
-
 def index_bounds(g: Graph) -> dict[str, int]:
     """Integer graph inputs that index a table (a ``Take``'s indices, directly or through
-    :data:`_INDEX_MOVES`) -> the smallest size of the axes they index (the vocabulary)."""
+    the registry's ``index_moving`` ops) -> the smallest size of the axes they index (the
+    vocabulary)."""
     reach = {k: {k} for k, v in g.inputs.items() if np.dtype(v.dtype).kind in "iu"}
     out: dict[str, int] = {}
     shapes: dict[str, tuple[int, ...]] | None = None
     for n in g.nodes:
         srcs = set().union(*(reach.get(i, set()) for i in n.inputs[:1]))
-        if n.op in _INDEX_MOVES and srcs:
+        if ops.has(n.op, "index_moving") and srcs:
             reach[n.outputs[0]] = srcs
         if n.op == "Take" and n.inputs[1] in reach:
             if shapes is None:
@@ -559,33 +381,6 @@ def float_first_conv(g: Graph) -> str | None:
     first = convs[0]
     return first.name if node_macs(first, shapes, g.params) < FIRST_CONV_FLOAT_SHARE * total \
         else None
-
-
-def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
-              params: Mapping[str, np.ndarray]) -> int:
-    """Multiply-accumulates of a (float or int8) conv or dense node, and of a matrix product
-    of two activations (``MatMul``, ``Gemm``: Q·Kᵀ and softmax·V of attention, on the CPU
-    for now); 0 for other ops."""
-    if n.op in ("MatMul", "Gemm"):
-        a = shapes[n.inputs[0]]
-        k = a[0] if n.op == "Gemm" and n.attrs.get("transA") else a[-1]
-        return int(np.prod(shapes[n.outputs[0]])) * int(k)
-    if n.op in ("Conv", "QConv"):
-        w = params[n.inputs[1]].shape
-        st = n.attrs.get("input_strides", [1, 1])
-        if list(st) == [1, 1]:
-            return int(np.prod(shapes[n.outputs[0]])) * int(np.prod(w[1:]))
-        # a transposed conv: only the taps that meet an input pixel (not an inserted zero)
-        x, out, pads = shapes[n.inputs[0]], shapes[n.outputs[0]], n.attrs["pads"]
-        taps = 1
-        for d in range(2):
-            z = np.arange(out[2 + d])[:, None] + np.arange(w[2 + d])[None, :] - pads[d]
-            taps *= int(((z >= 0) & (z % st[d] == 0) & (z // st[d] < x[2 + d])).sum())
-        return out[0] * out[1] * int(w[1]) * taps
-    if n.op in ("Dense", "QDense"):
-        w = params[n.inputs[1]].shape
-        return int(np.prod(shapes[n.outputs[0]])) * int(w[1])
-    return 0
 
 
 def qdq_ranges(g: Graph) -> dict[str, tuple[float, float]]:
@@ -921,22 +716,34 @@ def _q_fakequant(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> Non
     q.emit("QFakeQuant", n, ins, {"rescale": resc, "lo": lo, "hi": hi}, so, info)
 
 
-_INT_CAPABLE = {
-    "FakeQuant": _q_fakequant,
-    "Add": _q_add,
-    "Relu": lambda q, n, *r: _q_same("QClip")(
-        q, Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}), *r),
-    "Clip": _q_same("QClip"),
-    "MaxPool": _q_same("QMaxPool"),
-    "LeakyRelu": _q_same("QLeakyRelu"),
-    "HardSigmoid": _q_hard,
-    "HardSwish": _q_hard,
-    "AveragePool": _q_avg,
-    "GlobalAveragePool": _q_avg,
-    "Concat": _q_concat,
-    "Pad": _q_same("QPad"),
-    **{op: _q_same(op) for op in _PASSTHROUGH if op != "Pad"},
-}
+def _q_relu(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    _q_same("QClip")(q, Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}),
+                     ins, info)
+
+
+ops.attach("FakeQuant", quantize=_q_fakequant)
+ops.attach("Add", quantize=_q_add)
+ops.attach("Relu", quantize=_q_relu)
+ops.attach("Clip", quantize=_q_same("QClip"))
+ops.attach("MaxPool", quantize=_q_same("QMaxPool"))
+ops.attach("LeakyRelu", quantize=_q_same("QLeakyRelu"))
+ops.attach("HardSigmoid", quantize=_q_hard)
+ops.attach("HardSwish", quantize=_q_hard)
+ops.attach("AveragePool", quantize=_q_avg)
+ops.attach("GlobalAveragePool", quantize=_q_avg)
+ops.attach("Concat", quantize=_q_concat)
+ops.attach("Pad", quantize=_q_same("QPad"))
+
+
+def _int_rule(op: str):  # noqa: ANN202 - a quantizer rule or None
+    """The quantizer's rewrite of ``op`` into int8 ops: its own, or for an op that runs on
+    int8 tensors at its input's scale (``int8_passthrough``), the same op on int8."""
+    o = ops.get(op)
+    if o is None:
+        return None
+    if o.quantize is not None:
+        return o.quantize
+    return _q_same(op) if o.int8_passthrough else None
 
 
 def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
@@ -986,9 +793,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         if info.in_scale is not None:
             pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
-                any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
+                any(a in q.scales or a in q.qcache for a in acts) and _int_rule(n.op):
             ins = [q.as_int(a) for a in acts]
-            _INT_CAPABLE[n.op](q, n, ins, info)
+            _int_rule(n.op)(q, n, ins, info)
             if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
                 _carry_offset(q, n, ins)
         else:
@@ -997,7 +804,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             out = fenv.get(n.outputs[0])
             if reason is None and isinstance(out, np.ndarray) and out.dtype.kind in "biu":
                 reason = "integer or boolean values (ids, masks)"
-            info.float_reason = reason or ("no int8 kernel" if n.op not in _INT_CAPABLE
+            info.float_reason = reason or ("no int8 kernel" if _int_rule(n.op) is None
                                            and n.op not in ("Conv", "Dense")
                                            else "float input")
         layers.append(info)
@@ -1018,10 +825,6 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     qg.verify()
     qg.remove_unused()
     return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
-
-
-#: int8 ops whose output is clipped to their ``lo``/``hi`` attributes.
-_CLIPPED = frozenset({"QConv", "QConvTranspose", "QDense", "QAdd", "QClip", "QFakeQuant"})
 
 
 def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
@@ -1045,21 +848,19 @@ def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
             dropped.add(n.name)
             del q.scales[out]
             continue
-        if n.op in _CLIPPED:
+        if ops.has(n.op, "clipped"):  # its output lies in its lo/hi
             span[out] = (n.attrs["lo"], n.attrs["hi"])
-        elif n.op in _SELECTING and x in span:
+        elif ops.has(n.op, "selecting") and x in span:  # some of its input's values
             span[out] = span[x]
         nodes.append(n)
     return nodes, [info for info in layers if info.node not in dropped]
 
 
-#: Ops whose int8 kernel carries an offset through unchanged (they move, select or take the
-#: maximum of values, and a concatenation of inputs at its own scale copies them): tensors they
-#: join share one scale and offset (see :func:`offset_groups`).
-_CARRIERS = _MOVES | {"MaxPool", "Slice", "Gather", "GlobalMaxPool"}
-#: The int8 ops whose output values are some of their one input's values: the carriers but
-#: Concat (which may rescale its inputs), under their int8 names.
-_SELECTING = frozenset("QMaxPool" if op == "MaxPool" else op for op in _CARRIERS - {"Concat"})
+def _carries_offset(op: str) -> bool:
+    """Whether the int8 kernel of ``op`` carries an offset through unchanged (it moves, selects
+    or takes the maximum of values, and a concatenation of inputs at its own scale copies
+    them): tensors such ops join share one scale and offset (see :func:`offset_groups`)."""
+    return ops.has(op, "moves") or ops.has(op, "selecting")
 
 
 def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
@@ -1081,9 +882,10 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
                   asymmetric: bool = True) -> list[set[str]]:
     """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
     tensor's range instead of 128 over ``[0, max]`` for a non-negative one), in groups that
-    share one scale: tensors that max pooling, shape ops and concatenations (:data:`_CARRIERS`)
-    join. A group qualifies when every tensor in it is made by a Conv/Dense whose fused
-    Relu/Clip keeps it non-negative (offset :data:`OFFSET`) or by a carrier, and every reader
+    share one scale: tensors that max pooling, shape ops and concatenations
+    (:func:`_carries_offset`) join. A group qualifies when every tensor in it is made by a
+    Conv/Dense whose fused Relu/Clip keeps it non-negative (offset :data:`OFFSET`)
+    or by a carrier, and every reader
     is a carrier or a Conv/Dense that reads it as its one activation input (folding the offset
     into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). A tensor
     alone may also be made by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
@@ -1093,7 +895,7 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
     cons, prod = g.consumers(), g.producers()
 
     def carrier(n: Node) -> bool:
-        return n.op in _CARRIERS and n.name not in float_nodes \
+        return _carries_offset(n.op) and n.name not in float_nodes \
             and all(i and i not in g.params for i in n.inputs)
 
     def reads_only(n: Node, t: str) -> bool:
@@ -1116,7 +918,7 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
                 and a["act_min"] >= 0
         if carrier(n):
             return True
-        return alone and asymmetric and n.op not in _INT_CAPABLE
+        return alone and asymmetric and _int_rule(n.op) is None
 
     root: dict[str, str] = {}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vta.compiler.graph import ops
 from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
@@ -20,6 +19,7 @@ from vta.compiler.graph.quantize import (
     run_quantized,
     synthetic_samples,
 )
+from vta.compiler.ops import kernels as ops
 from vta.isa import Config
 
 from .conftest import onnx_model, rand_input, run_ort
