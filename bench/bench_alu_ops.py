@@ -27,9 +27,9 @@ from record import write_record  # noqa: E402
 from vta.boards import get_board  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor  # noqa: E402
+from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
 from vta.compiler.graph.module import VTA_OPS, compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
-from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.compiler.ops import alu_kind  # noqa: E402
 from vta.isa import Config  # noqa: E402
 

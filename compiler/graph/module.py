@@ -54,7 +54,9 @@ from ..ops import node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
+from .calibration import CALIBRATIONS, qdq_ranges, synthetic_samples
 from .errors import InputError, ModuleError
+from .int8_executor import run_quantized
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
     AluLayer,
@@ -76,19 +78,12 @@ from .manifest import (
     ModuleManifest,
     QuantizationRecord,
 )
+from .offsets import offset_tensors
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
-from .quantize import (
-    CALIBRATIONS,
-    QuantInfo,
-    float_first_conv,
-    layer_errors,
-    offset_tensors,
-    qdq_ranges,
-    quantize_graph,
-    run_quantized,
-    synthetic_samples,
-)
+from .quant_error import layer_errors
+from .quant_info import QuantInfo
+from .quantize import float_first_conv, quantize_graph
 from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
@@ -557,7 +552,7 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     before the scales are known. The epilogue is expected to be the quantizer's usual one
     (a shift, a fixed-point multiplier and its shift; per channel with ``per_channel``; a
     shift alone with ``pow2``), and a padded conv of a tensor stored with an offset to read
-    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.quantize.offset_tensors`). The
+    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.offsets.offset_tensors`). The
     searches write nothing: calling the result waits for
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is

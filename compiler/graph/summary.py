@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import ops
 from .ir import Graph
-from .quantize import QuantInfo
+from .quant_info import QuantInfo
 
 #: Prefix of the module notes that record a fallback (one per layer not on VTA).
 FALLBACK = "fallback: "

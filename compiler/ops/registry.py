@@ -36,7 +36,7 @@ class Op:
     """One operator: its kernels, shape rule and traits.
 
     - ``float_kernel``: the float reference (:func:`vta.compiler.graph.reference.run_float`);
-      ``int_kernel``: the bit-exact int8 rule (:func:`vta.compiler.graph.quantize.run_quantized`,
+      ``int_kernel``: the bit-exact int8 rule (:func:`vta.compiler.graph.int8_executor.run_quantized`,
       and the specification VTA's results are checked against).
     - ``shape``: the output shape from the input shapes (``None``: the float kernel run on
       zeros); ``elementwise`` ops get the broadcast shape.
@@ -108,6 +108,12 @@ class Op:
     def lowered(self) -> bool:
         """Whether the op runs on VTA (the GEMM core or the ALU)."""
         return self.gemm or self.alu_kind is not None
+
+    @property
+    def int8_capable(self) -> bool:
+        """Whether the quantizer rewrites the op into int8 ops (its own ``quantize`` rule, or
+        the same op on int8 for an ``int8_passthrough`` one)."""
+        return self.quantize is not None or self.int8_passthrough
 
 
 @dataclass(frozen=True)

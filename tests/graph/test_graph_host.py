@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.host import module_host_kernels
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph, load_module
-from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.ops import kernel_for
 from vta.isa import Config
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from vta.compiler import ops
 from vta.compiler.graph.errors import UnsupportedOpError
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
-from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.reference import infer_shapes, run_float
 from vta.compiler.graph.summary import compile_summary
 from vta.isa import Config

@@ -6,19 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from vta.compiler.graph.calibration import CALIBRATIONS, calibrate, load_samples, synthetic_samples
 from vta.compiler.graph.errors import InputError
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import (
-    CALIBRATIONS,
-    calibrate,
-    layer_errors,
-    load_samples,
-    quantize_graph,
-    requant_params,
-    run_quantized,
-    synthetic_samples,
-)
+from vta.compiler.graph.quant_error import layer_errors
+from vta.compiler.graph.quantize import quantize_graph, requant_params
 from vta.compiler.graph.reference import run_float
 from vta.compiler.ops.int8 import (
     dequantize_array,
