@@ -5,7 +5,7 @@ writes it: integer activations between ``QLinearConv``, ``QLinearMatMul`` and th
 
 They are imported in the QDQ form the rest of the compiler takes (a pre-quantized QDQ model,
 see :mod:`.onnx_frontend`): every integer activation stands for a float tensor of its
-dequantized values (``_Converter.qvalues``), and each op becomes its float op on those values
+dequantized values (``Converter.qvalues``), and each op becomes its float op on those values
 followed by a ``FakeQuant`` of its output's scale and zero point; integer weights and biases
 become the float constants they stand for. A ``QuantizeLinear`` of a float tensor is a
 ``FakeQuant`` where an op reads it, a ``DequantizeLinear`` forwards the float values, and the
@@ -25,29 +25,8 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from . import onnx_frontend as fe
-
-
-def moves_values(op: str, attrs: dict[str, Any]) -> bool:
-    """Whether standard op ``op`` only moves or selects its input's values (the registry's
-    ``moves`` and ``selecting`` ops; nearest Resize too): on integer activations it runs on the
-    float values those stand for (its outputs stand for the moved values at the same
-    scale)."""
-    return ops.has(op, "moves") or ops.has(op, "selecting") or (op in ("Resize", "Upsample")
-                                and attrs.get("mode", "nearest") == "nearest")
-
-
-def check_float_inputs(c: Any, op: str, name: str, ins: list[str]) -> None:
-    """A standard op that computes on values reads float tensors: an integer activation of
-    the QOperator format is an error naming it (Shape and Size read only its shape, a
-    DequantizeLinear its values, the QOperator ops their integers)."""
-    if ops.has(op, "reads_integers"):
-        return
-    for x in ins:
-        if x in c.qvalues:
-            raise c.fail(op, name, f"input {x!r} is an integer activation (onnxruntime's "
-                                   f"QOperator format), which {op} cannot take here; quantize "
-                                   f"the model with quant_format=QuantFormat.QDQ instead")
+from .onnx_qdq import fake_quant, qparams
+from .onnx_qdq_values import dequantize_values
 
 
 def dq_input(c: Any, op: str, name: str, q: str, scale: np.ndarray | None = None,
@@ -57,15 +36,15 @@ def dq_input(c: Any, op: str, name: str, q: str, scale: np.ndarray | None = None
     if q in c.qvalues:
         return c.qvalues[q]
     if q in c.params:  # a constant integer operand (an Add's other input)
-        values = fe._dequantize_values(c.params[q], scale, zp)
+        values = dequantize_values(c.params[q], scale, zp)
         c.params[f"{q}.dq"] = values
         return f"{q}.dq"
     if q not in c.quantized:
         raise c.fail(op, name, f"input {q!r} is neither a QuantizeLinear output nor a "
                                f"quantized op's output")
     src, ql = c.quantized[q]
-    qs, qz = fe._qparams(c, "QuantizeLinear", ql["name"], ql["ins"], ql["attrs"])
-    fe._fake_quant(c, "QuantizeLinear", f"{ql['name']}.fq", src, f"{q}.dq", qs, qz)
+    qs, qz = qparams(c, "QuantizeLinear", ql["name"], ql["ins"], ql["attrs"])
+    fake_quant(c, "QuantizeLinear", f"{ql['name']}.fq", src, f"{q}.dq", qs, qz)
     c.qvalues[q] = f"{q}.dq"
     return f"{q}.dq"
 
@@ -74,9 +53,9 @@ def _requantized(c: Any, op: str, name: str, ins: list[str], outs: list[str], k:
                  build: Callable[[str], None]) -> None:
     """``build(out)`` emits the float op into ``out``; its output is then quantized at the
     (scale, zero point) of inputs ``k``, ``k + 1`` and stands for ``outs[0]``."""
-    scale, zp = fe._qparams(c, op, name, ins, {}, k)
+    scale, zp = qparams(c, op, name, ins, {}, k)
     build(f"{outs[0]}.f")
-    fe._fake_quant(c, op, f"{name}.requant", f"{outs[0]}.f", f"{outs[0]}.dq", scale, zp)
+    fake_quant(c, op, f"{name}.requant", f"{outs[0]}.f", f"{outs[0]}.dq", scale, zp)
     c.qvalues[outs[0]] = f"{outs[0]}.dq"
 
 
@@ -84,8 +63,8 @@ def _weight(c: Any, op: str, name: str, ins: list[str], k: int, axis: int = 0) -
     """The float constant of the integer weight at input ``k`` with its (scale, zero point)
     at ``k + 1``, ``k + 2`` (per channel along ``axis``)."""
     w = c.const(op, name, ins[k], "the weight")
-    scale, zp = fe._qparams(c, op, name, ins, {}, k + 1)
-    c.params[f"{name}.weight"] = fe._dequantize_values(w, scale, zp, axis)
+    scale, zp = qparams(c, op, name, ins, {}, k + 1)
+    c.params[f"{name}.weight"] = dequantize_values(w, scale, zp, axis)
     return f"{name}.weight"
 
 
@@ -100,18 +79,20 @@ def _qlinear_conv(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -
     op = "QLinearConv"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3)
-    xs, _ = fe._qparams(c, op, name, ins, {}, 1)
-    ws, _ = fe._qparams(c, op, name, ins, {}, 4)
+    xs, _ = qparams(c, op, name, ins, {}, 1)
+    ws, _ = qparams(c, op, name, ins, {}, 4)
     conv_ins = [x, w] + ([_bias(c, op, name, ins[8], xs * ws)] if len(ins) > 8 and ins[8]
                          else [])
-    _requantized(c, op, name, ins, outs, 6, lambda out: fe._conv(c, name, conv_ins, [out], a))
+    _requantized(c, op, name, ins, outs, 6,
+                 lambda out: ops.get("Conv").onnx(c, name, conv_ins, [out], a))
 
 
 def _qlinear_matmul(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
     op = "QLinearMatMul"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3, axis=1)
-    _requantized(c, op, name, ins, outs, 6, lambda out: fe._matmul(c, name, [x, w], [out], a))
+    _requantized(c, op, name, ins, outs, 6,
+                 lambda out: ops.get("MatMul").onnx(c, name, [x, w], [out], a))
 
 
 def _qgemm(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
@@ -120,16 +101,16 @@ def _qgemm(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
     op = "QGemm"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3, axis=0 if a.get("transB", 0) else 1)
-    xs, _ = fe._qparams(c, op, name, ins, {}, 1)
-    ws, _ = fe._qparams(c, op, name, ins, {}, 4)
+    xs, _ = qparams(c, op, name, ins, {}, 1)
+    ws, _ = qparams(c, op, name, ins, {}, 4)
     attrs = {k: a[k] for k in ("alpha", "transA", "transB") if k in a}
     gemm_ins = [x, w] + ([_bias(c, op, name, ins[6], xs * ws)] if len(ins) > 6 and ins[6]
                          else [])
     if len(ins) > 7 and ins[7]:
         _requantized(c, op, name, ins, outs, 7,
-                     lambda out: fe._gemm(c, name, gemm_ins, [out], attrs))
+                     lambda out: ops.get("Gemm").onnx(c, name, gemm_ins, [out], attrs))
     else:
-        fe._gemm(c, name, gemm_ins, outs[:1], attrs)
+        ops.get("Gemm").onnx(c, name, gemm_ins, outs[:1], attrs)
 
 
 def _qlinear_binary(float_op: str) -> Callable[..., None]:
@@ -137,8 +118,8 @@ def _qlinear_binary(float_op: str) -> Callable[..., None]:
     C_zp."""
     def conv(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
         op = f"QLinear{float_op}"
-        xa = dq_input(c, op, name, ins[0], *fe._qparams(c, op, name, ins, {}, 1))
-        xb = dq_input(c, op, name, ins[3], *fe._qparams(c, op, name, ins, {}, 4))
+        xa = dq_input(c, op, name, ins[0], *qparams(c, op, name, ins, {}, 1))
+        xb = dq_input(c, op, name, ins[3], *qparams(c, op, name, ins, {}, 4))
         _requantized(c, op, name, ins, outs, 6,
                      lambda out: c.emit_viewed(float_op, name, [xa, xb], out))
     return conv

@@ -36,8 +36,9 @@ class Op:
     """One operator: its kernels, shape rule and traits.
 
     - ``float_kernel``: the float reference (:func:`vta.compiler.graph.reference.run_float`);
-      ``int_kernel``: the bit-exact int8 rule (:func:`vta.compiler.graph.int8_executor.run_quantized`,
-      and the specification VTA's results are checked against).
+      ``int_kernel``: the bit-exact int8 rule (the int8 reference,
+      :func:`vta.compiler.graph.int8_executor.run_quantized`, and the specification VTA's
+      results are checked against).
     - ``shape``: the output shape from the input shapes (``None``: the float kernel run on
       zeros); ``elementwise`` ops get the broadcast shape.
     - ``elementwise``: the output is the inputs' broadcast, element by element; ``unary``: of
