@@ -56,7 +56,7 @@ def _target(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vta.compiler.graph.executor import batch_size, feeds_for, load_arrays
+    from vta.compiler.graph.inputs import batch_size, feeds_for, load_arrays
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)

@@ -12,6 +12,7 @@ import numpy as np
 from .. import ops
 from ..ops.int8 import QMAX, UMAX
 from .errors import InputError, ModelError
+from .inputs import batch_size, feeds_for, load_arrays
 from .ir import Graph, Node
 from .reference import infer_shapes, run_float
 
@@ -227,8 +228,6 @@ def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
     input name): each array of its input's shape (one sample) or a stack of them ``[K,
     *shape]`` (K samples, the same K for every input of a file). A float input whose samples
     are all zeros is an InputError: it would calibrate every scale to a default."""
-    from .executor import batch_size, feeds_for, load_arrays
-
     out = []
     for p in paths:
         feeds = feeds_for(g.inputs, load_arrays(p), p)

@@ -32,9 +32,13 @@ from math import inf, prod
 from typing import Any
 
 import numpy as np
+from vta.isa.fileio import user_cache_dir
 
 from .. import ops
+from ..codegen.llvm import CpuModule
+from ..tir.stmt import Buffer
 from ..topi import cpu
+from .errors import ModuleError
 from .ir import Node
 
 Shape = tuple[int, ...]
@@ -72,11 +76,7 @@ class HostKernel:
     @property
     def module(self) -> Any:
         if self._module is None:
-            from vta.compiler.codegen.llvm import CpuModule
-            from vta.compiler.tir.stmt import Buffer
-
             bufs = [Buffer(n, tuple(s), d) for n, s, d in self.params]
-            from vta.isa.fileio import user_cache_dir
 
             self._module = CpuModule.from_ir(self.ir, self.name, bufs, [len(bufs) - 1],
                                              object_cache=user_cache_dir("host-kernels"),
@@ -98,8 +98,6 @@ class HostKernel:
             return out
         if len(args) != len(self.params) - 1 or \
                 any(np.size(a) != prod(s) for a, (_, s, _) in zip(args, self.params)):
-            from .errors import ModuleError
-
             want = [list(s) for _, s, _ in self.params[:-1]]
             got = [list(np.shape(a)) for a in args]
             raise ModuleError(f"host kernel of {self.node!r} takes arrays of shapes {want}, "
@@ -120,8 +118,6 @@ def module_host_kernels(nodes: Iterable[Node], shapes: Mapping[str, tuple[int, .
     node of the graph. Anything else is a one-line ModuleError saying to recompile (a module
     is data: no code of its own runs). A kernel checks the arrays it is given against its
     arguments' shapes when called (:meth:`HostKernel.__call__`)."""
-    from .errors import ModuleError
-
     by_name = {n.name: n for n in nodes}
     out = {}
     for name, text in stored.items():

@@ -46,7 +46,7 @@ from vta.isa.digest import (
     write_digest,
 )
 from vta.isa.errors import VTAError
-from vta.isa.fileio import loads_json, read_text
+from vta.isa.fileio import atomic_dir, loads_json, read_text
 
 from .. import ops
 from ..build import arena_align
@@ -56,6 +56,7 @@ from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
 from .calibration import CALIBRATIONS, qdq_ranges, synthetic_samples
 from .errors import InputError, ModuleError
+from .host import host_kernel
 from .int8_executor import run_quantized
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
@@ -153,8 +154,6 @@ class CompiledModule:
     # --------------------------------------------------------------------- save
     def save(self, out_dir: str | Path) -> Path:
         """Write the module directory atomically (all or nothing)."""
-        from vta.isa.fileio import atomic_dir
-
         out = Path(out_dir)
         with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
@@ -403,7 +402,6 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     fusion = [FusionRecord(f.kind, f.master, list(f.nodes)) for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
     if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
-        from .host import host_kernel
 
         for n in qg.nodes:
             if partition[n.name] == "cpu":
@@ -632,12 +630,12 @@ def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
 def _preload() -> None:
     """Import what lowering and timing a program need, so that forked workers import
     nothing (each would import it again)."""
-    import vta.compiler.build  # noqa: F401
-    import vta.compiler.codegen.vta  # noqa: F401
-    import vta.compiler.topi.conv_transpose  # noqa: F401
-    import vta.compiler.topi.elementwise  # noqa: F401
-    import vta.runtime  # noqa: F401
-    import vta.sim.perf  # noqa: F401
+    import vta.compiler.build  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.codegen.vta  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.conv_transpose  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.elementwise  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.runtime  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.sim.perf  # noqa: F401 - deferred: preloaded for forked workers
 
 
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],

@@ -178,6 +178,7 @@ class Converter:
 
     # --------------------------------------------------------------- conversion
     def convert(self, onode: Any, k: int) -> None:
+        # deferred: onnx is a heavy import, made only when a model is read
         from onnx import helper
 
         op = onode.op_type
@@ -244,6 +245,7 @@ class Converter:
 
     def fold(self, onode: Any, name: str, ins: list[str]) -> None:
         """Evaluate a node of constant inputs with ONNX's reference implementation."""
+        # deferred: onnx is a heavy import, made only when a model is read
         import onnx
         from onnx import helper
         from onnx.reference import ReferenceEvaluator

@@ -78,6 +78,7 @@ def _read_model(p: Path) -> tuple[Any, bytes | str]:
     the file's bytes, read once (given the proto, the checker would serialize it again: half a
     second for VGG's 530 MB), or the file's path when tensors are stored in external files
     (which the checker finds beside it)."""
+    # deferred: onnx is a heavy import, made only when a model is read
     import onnx
     from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
@@ -113,6 +114,7 @@ def from_onnx(model: Any, *, source: str = "model",
 def _check(model: Any, checked: Any, source: str) -> None:
     """A one-line ModelError unless ``model`` has a graph and ``checked`` (the model or its
     file) passes ONNX's checker."""
+    # deferred: onnx is a heavy import, made only when a model is read
     import onnx
 
     if not model.graph.node and not model.graph.output:
@@ -125,6 +127,7 @@ def _check(model: Any, checked: Any, source: str) -> None:
 
 def _convert(model: Any, source: str, input_shapes: InputShapes) -> Graph:
     """A checked ``onnx.ModelProto`` -> :class:`Graph`."""
+    # deferred: onnx is a heavy import, made only when a model is read
     import onnx
     from onnx import numpy_helper
 
@@ -208,6 +211,7 @@ _INPUT_TYPES = {"FLOAT": "float32", "INT64": "int64", "INT32": "int32", "BOOL": 
 def _tensor_info(vi: Any, source: str, given: tuple[int, ...] | None) -> TensorInfo:
     """The input's static shape and dtype: its fixed dimensions, with the symbolic ones from
     ``given`` (whose fixed dimensions must agree), else a symbolic batch dimension as 1."""
+    # deferred: onnx is a heavy import, made only when a model is read
     import onnx
 
     tt = vi.type.tensor_type

@@ -10,6 +10,7 @@ import numpy as np
 
 def dequantize(onode: Any, vals: list[np.ndarray | None]) -> np.ndarray:
     """DequantizeLinear of constants (int8 weights, int32 biases)."""
+    # deferred: onnx is a heavy import, made only when a model is read
     from onnx import helper
 
     axis = next((helper.get_attribute_value(a) for a in onode.attribute if a.name == "axis"), 1)

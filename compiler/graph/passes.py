@@ -31,6 +31,7 @@ from .. import ops
 from ..ops import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION
 from ..ops.kernels import conv_transpose_as_conv
 from .ir import Graph, Node
+from .reference import infer_shapes
 from .validate import check_finite
 
 Pass = Callable[[Graph], Graph]
@@ -293,8 +294,6 @@ def fuse_layernorm(g: Graph) -> Graph:
         if mean.op != "ReduceMean" or not mean.attrs["keepdims"]:
             continue
         if shapes is None:
-            from .reference import infer_shapes
-
             shapes = infer_shapes(g)
         axes = mean.attrs["axes"]
         if axes != list(range(axes[0], len(shapes[mean.inputs[0]]))):
@@ -394,8 +393,6 @@ def dense_rows_to_conv(g: Graph) -> Graph:
                 post.op != "Reshape" or d.attrs.get("activation"):
             continue
         if shapes is None:
-            from .reference import infer_shapes
-
             shapes = infer_shapes(g)
         xs = shapes[pre.inputs[0]]
         o = g.params[d.inputs[1]].shape[0]
@@ -476,8 +473,6 @@ def fold_channel_shuffle(g: Graph) -> Graph:
                 post.op != "Reshape":
             continue
         if shapes is None:
-            from .reference import infer_shapes
-
             shapes = infer_shapes(g)
         xs = shapes[pre.inputs[0]]
         n, grp, cg, h, w = pre.attrs["shape"]
@@ -511,8 +506,6 @@ def merge_reshapes(g: Graph) -> Graph:
     Reshape or Flatten, reshapes that one's input instead (a 1-D network's 2-D view reshaped
     back and then again: see ``onnx_frontend``); a Reshape to its input's own shape goes
     (unless it makes a graph output). Shapes are static, so the values are the same."""
-    from .reference import infer_shapes
-
     shapes = infer_shapes(g)
     r = _Rewriter(g)
     alias: dict[str, str] = {}

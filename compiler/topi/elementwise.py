@@ -43,6 +43,7 @@ from ..env import Env
 from ..errors import ScheduleError
 from ..te.tensor import Tensor
 from .alu import fits_imm, rshift
+from .defaults import Choice, _cached, program_cycles
 from .vta import Operator, dma_load, place_alu_stages
 
 #: Operators and the attributes each one takes (all ints; see the module doc).
@@ -220,16 +221,12 @@ def elementwise_default(spec: Spec, tiles: int, cfg: Config, threads: bool = Tru
     with one and (``threads``) two virtual threads (a
     :class:`vta.compiler.topi.defaults.Choice`), cached like the other templates' defaults
     (per workload, configuration and kit version in the user cache)."""
-    from .defaults import _cached
-
     wl = {"template": "elementwise", "op": spec.kind, "attrs": dict(spec.attrs),
           "tiles": tiles, "threads": threads}
     return _cached(wl, cfg, lambda: _search(spec, tiles, cfg, threads))
 
 
 def _search(spec: Spec, tiles: int, cfg: Config, threads: bool) -> Any:
-    from .defaults import Choice, program_cycles
-
     space = elementwise_knob_space(tiles)
     best: Choice | None = None
     n = 0
