@@ -46,16 +46,20 @@ from vta.isa.digest import (
     write_digest,
 )
 from vta.isa.errors import VTAError
-from vta.isa.fileio import loads_json, read_text
+from vta.isa.fileio import atomic_dir, loads_json, read_text
 
+from .. import ops
 from ..build import arena_align
+from ..ops import has_kernel, node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
+from .calibration import CALIBRATIONS, qdq_ranges, synthetic_samples
 from .errors import InputError, ModelError, ModuleError
+from .host import host_kernel
+from .int8_executor import run_quantized
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
-    ALU_KINDS,
     AluLayer,
     Recorded,
     VtaLayer,
@@ -75,30 +79,21 @@ from .manifest import (
     ModuleManifest,
     QuantizationRecord,
 )
+from .offsets import offset_tensors
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
-from .quantize import (
-    CALIBRATIONS,
-    QuantInfo,
-    float_first_conv,
-    has_kernel,
-    layer_errors,
-    node_macs,
-    offset_tensors,
-    qdq_ranges,
-    quantize_graph,
-    run_quantized,
-    synthetic_samples,
-)
+from .quant_error import layer_errors
+from .quant_info import QuantInfo
+from .quantize import float_first_conv, quantize_graph
 from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
 
-VTA_OPS = ("QConv", "QDense")
-#: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
-ALU_OPS = tuple(ALU_KINDS)
-#: Every op the partitioner sends to VTA (``vta_ops`` of :func:`compile_graph`).
-LOWERED_OPS = VTA_OPS + ALU_OPS
+#: The ops that run on VTA's GEMM core, and every op the partitioner sends to VTA (``vta_ops``
+#: of :func:`compile_graph`; the GEMM ops and the element-wise ones of VTA's ALU): the op
+#: registry's.
+VTA_OPS = ops.names(lambda o: o.gemm)
+LOWERED_OPS = ops.names(lambda o: o.lowered)
 
 #: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
 #: its workload (built by vta.tune.vta_tasks.tuning_lookup; the compiler does not import tune).
@@ -159,8 +154,6 @@ class CompiledModule:
     # --------------------------------------------------------------------- save
     def save(self, out_dir: str | Path) -> Path:
         """Write the module directory atomically (all or nothing)."""
-        from vta.isa.fileio import atomic_dir
-
         out = Path(out_dir)
         with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
@@ -455,7 +448,6 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     fusion = [FusionRecord(f.kind, f.master, list(f.nodes)) for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
     if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
-        from .host import host_kernel
 
         for n in qg.nodes:
             if partition[n.name] == "cpu":
@@ -491,7 +483,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
     for n in qg.nodes:
-        if n.op not in vta_ops or n.op not in LOWERED_OPS or n.name in cpu_layers:
+        if n.op not in vta_ops or not ops.has(n.op, "lowered") or n.name in cpu_layers:
             continue
         try:
             layer = plan_node(n, shapes, qg.params, cfg)
@@ -604,7 +596,7 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     before the scales are known. The epilogue is expected to be the quantizer's usual one
     (a shift, a fixed-point multiplier and its shift; per channel with ``per_channel``; a
     shift alone with ``pow2``), and a padded conv of a tensor stored with an offset to read
-    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.quantize.offset_tensors`). The
+    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.offsets.offset_tensors`). The
     searches write nothing: calling the result waits for
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is
@@ -684,12 +676,12 @@ def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
 def _preload() -> None:
     """Import what lowering and timing a program need, so that forked workers import
     nothing (each would import it again)."""
-    import vta.compiler.build  # noqa: F401
-    import vta.compiler.codegen.vta  # noqa: F401
-    import vta.compiler.topi.conv_transpose  # noqa: F401
-    import vta.compiler.topi.elementwise  # noqa: F401
-    import vta.runtime  # noqa: F401
-    import vta.sim.perf  # noqa: F401
+    import vta.compiler.build  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.codegen.vta  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.conv_transpose  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.elementwise  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.runtime  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.sim.perf  # noqa: F401 - deferred: preloaded for forked workers
 
 
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],
