@@ -50,5 +50,5 @@ def node_macs(n: Any, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str
 
 
 __all__ = ["INJECTIVE", "OPAQUE", "OUT_FUSABLE", "REDUCTION", "Call", "Kernel", "Op",
-           "all_ops", "alu_kind", "attach", "get", "has", "has_kernel", "kernel_for", "names", "node_macs",
-           "op_for_alu_kind", "register", "unregister"]
+           "all_ops", "alu_kind", "attach", "get", "has", "has_kernel", "kernel_for", "names",
+           "node_macs", "op_for_alu_kind", "register", "unregister"]
