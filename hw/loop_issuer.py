@@ -11,28 +11,15 @@ together.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from vta.isa import Config
 from vta.isa.layout import Opcode
 
-__all__ = ["LoopIssuer", "ctrl_layout", "BASES"]
+from .pipeline import BASES, base_widths, ctrl_layout
 
-#: The three index streams a micro-op iteration offsets.
-BASES = ("dst", "src", "wgt")
-
-
-def ctrl_layout(cfg: Config) -> data.StructLayout:
-    """What travels down the pipeline with every micro-op of an instruction."""
-    return data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
-                              "imm": signed(cfg.layouts.alu["imm"].width), "chain": 1})
-
-
-def base_widths(cfg: Config) -> dict[str, int]:
-    """Address widths of the dst (accumulator), src (input or accumulator) and wgt indices."""
-    return {"dst": cfg.log_acc_depth, "src": max(cfg.log_acc_depth, cfg.log_inp_depth),
-            "wgt": cfg.log_wgt_depth}
+__all__ = ["LoopIssuer"]
 
 
 class LoopIssuer(wiring.Component):
@@ -119,7 +106,17 @@ class LoopIssuer(wiring.Component):
         with m.If(pending & ~self.pipe_busy):
             m.d.sync += [pending.eq(0), running.eq(pend_nonempty), last_alu.eq(ctrl.alu)]
 
-        with m.If(running & self.adv):
+        self._count(m, base, base_o, f, (u, u_left, u_last), (i_left, i_last), (o_left, o_last),
+                    (uop_bgn, uop_n, uop_n_one, iter_in, iter_in_one))
+        return m
+
+    def _count(self, m: Module, base: dict, base_o: dict, f: dict, u_loop: tuple,
+               i_loop: tuple, o_loop: tuple, reload: tuple) -> None:
+        """One micro-op iteration issued: the loops count on (``u`` innermost), the bases add
+        the inner or outer factors, and the last iteration stops the issuer."""
+        (u, u_left, u_last), (i_left, i_last), (o_left, o_last) = u_loop, i_loop, o_loop
+        uop_bgn, uop_n, uop_n_one, iter_in, iter_in_one = reload
+        with m.If(self.running & self.adv):
             with m.If(~u_last):
                 m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1), u_last.eq(u_left == 2)]
             with m.Else():
@@ -136,5 +133,4 @@ class LoopIssuer(wiring.Component):
                             m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
                                          base[k].eq(base_o[k] + f[f"{k}_fo"])]
                     with m.Else():
-                        m.d.sync += running.eq(0)
-        return m
+                        m.d.sync += self.running.eq(0)

@@ -279,8 +279,8 @@ def test_write_back_history_and_ports(granularity) -> None:
             ctx.set(dut.load.data, x["load_data"])
             ctx.set(dut.load.en, x["load_en"])
             got.append({
-                "w": entry(ctx, dut.w), "w1": entry(ctx, dut.w1),
-                "w2_result": ctx.get(dut.w2_result),
+                "w": entry(ctx, dut.history.w), "w1": entry(ctx, dut.history.w1),
+                "w2_result": ctx.get(dut.history.w2_result),
                 **{name: {"addr": ctx.get(p.addr), "data": ctx.get(p.data),
                           "en": ctx.get(p.en)}
                    for name, p in (("acc", dut.acc_wr), ("out", dut.out_wr))}})
@@ -309,7 +309,7 @@ def test_write_back_mixes_lanes_by_their_own_select() -> None:
             ctx.set(dut.gemm_result[k], g)
             ctx.set(dut.alu_result[k], a)
         await ctx.tick()
-        got.append(ctx.get(dut.w.result))
+        got.append(ctx.get(dut.history.w.result))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
