@@ -11,6 +11,8 @@ together.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -20,6 +22,24 @@ from vta.isa.layout import Opcode
 from .pipeline import BASES, base_widths, ctrl_layout
 
 __all__ = ["LoopIssuer"]
+
+
+class _Loops(NamedTuple):
+    """The loop registers: per loop what is left and whether it is at its last iteration,
+    the micro-op address ``u``, and what the inner loops restart from."""
+
+    u: Signal
+    u_left: Signal
+    u_last: Signal
+    i_left: Signal
+    i_last: Signal
+    o_left: Signal
+    o_last: Signal
+    uop_bgn: Signal
+    uop_n: Signal
+    uop_n_one: Signal
+    iter_in: Signal
+    iter_in_one: Signal
 
 
 class LoopIssuer(wiring.Component):
@@ -106,29 +126,28 @@ class LoopIssuer(wiring.Component):
         with m.If(pending & ~self.pipe_busy):
             m.d.sync += [pending.eq(0), running.eq(pend_nonempty), last_alu.eq(ctrl.alu)]
 
-        self._count(m, base, base_o, f, (u, u_left, u_last), (i_left, i_last), (o_left, o_last),
-                    (uop_bgn, uop_n, uop_n_one, iter_in, iter_in_one))
+        self._count(m, _Loops(u, u_left, u_last, i_left, i_last, o_left, o_last, uop_bgn, uop_n,
+                              uop_n_one, iter_in, iter_in_one), base, base_o, f)
         return m
 
-    def _count(self, m: Module, base: dict, base_o: dict, f: dict, u_loop: tuple,
-               i_loop: tuple, o_loop: tuple, reload: tuple) -> None:
+    def _count(self, m: Module, lp: _Loops, base: dict, base_o: dict, f: dict) -> None:
         """One micro-op iteration issued: the loops count on (``u`` innermost), the bases add
         the inner or outer factors, and the last iteration stops the issuer."""
-        (u, u_left, u_last), (i_left, i_last), (o_left, o_last) = u_loop, i_loop, o_loop
-        uop_bgn, uop_n, uop_n_one, iter_in, iter_in_one = reload
         with m.If(self.running & self.adv):
-            with m.If(~u_last):
-                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1), u_last.eq(u_left == 2)]
+            with m.If(~lp.u_last):
+                m.d.sync += [lp.u.eq(lp.u + 1), lp.u_left.eq(lp.u_left - 1),
+                             lp.u_last.eq(lp.u_left == 2)]
             with m.Else():
-                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n), u_last.eq(uop_n_one)]
-                with m.If(~i_last):
-                    m.d.sync += [i_left.eq(i_left - 1), i_last.eq(i_left == 2)]
+                m.d.sync += [lp.u.eq(lp.uop_bgn), lp.u_left.eq(lp.uop_n),
+                             lp.u_last.eq(lp.uop_n_one)]
+                with m.If(~lp.i_last):
+                    m.d.sync += [lp.i_left.eq(lp.i_left - 1), lp.i_last.eq(lp.i_left == 2)]
                     for k in base:
                         m.d.sync += base[k].eq(base[k] + f[f"{k}_fi"])
                 with m.Else():
-                    m.d.sync += [i_left.eq(iter_in), i_last.eq(iter_in_one)]
-                    with m.If(~o_last):
-                        m.d.sync += [o_left.eq(o_left - 1), o_last.eq(o_left == 2)]
+                    m.d.sync += [lp.i_left.eq(lp.iter_in), lp.i_last.eq(lp.iter_in_one)]
+                    with m.If(~lp.o_last):
+                        m.d.sync += [lp.o_left.eq(lp.o_left - 1), lp.o_last.eq(lp.o_left == 2)]
                         for k in base:
                             m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
                                          base[k].eq(base_o[k] + f[f"{k}_fo"])]
