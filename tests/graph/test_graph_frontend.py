@@ -321,3 +321,22 @@ def test_winograd_weights_changed_in_place_are_transformed_again() -> None:
     wt *= -2
     again = ops.conv2d(x, wt, None, strides=[1, 1], pads=[1] * 4, dilations=[1, 1], group=1)
     assert np.abs(again + 2 * first).max() <= 1e-5 * np.abs(first).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+@pytest.mark.parametrize("kernel, strides, pads", [([3, 3], [2, 2], [1, 1, 1, 1]),
+                                                   ([2, 3], [1, 2], [0, 1, 1, 0]),
+                                                   ([3, 2], [3, 1], [1, 0, 2, 1])])
+def test_max_pool_is_the_window_maximum(kernel, strides, pads, dtype) -> None:
+    """The separable max pool (rows, then columns) equals the maximum over every window of the
+    padded input (padding never wins)."""
+    from vta.compiler.graph import ops
+
+    x = (R.standard_normal((2, 3, 11, 10)) * 60).astype(dtype)
+    lo = np.iinfo(dtype).min if dtype == np.int8 else -np.inf
+    t, left, b, r = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (left, r)), constant_values=lo)
+    win = np.lib.stride_tricks.sliding_window_view(xp, kernel, axis=(2, 3))
+    want = win[:, :, ::strides[0], ::strides[1]].max(axis=(4, 5))
+    got = ops.max_pool(x, kernel, strides, pads)
+    assert got.dtype == x.dtype and np.array_equal(got, want)
