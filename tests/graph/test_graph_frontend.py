@@ -121,6 +121,29 @@ def test_zoo_float_matches_onnxruntime(small_models, name: str) -> None:
         assert np.linalg.norm(ours - ref) <= 1e-4 * np.linalg.norm(ref)
 
 
+def test_resnet18_cpu_path_with_both_winograd_tiles_matches_onnxruntime(monkeypatch) -> None:
+    """What `vta run MODEL.onnx --target cpu` runs (the optimized graph) on ResNet-18 at 112:
+    its 28x28 stage takes Winograd F(4x4, 3x3), its 14x14 stage F(2x2, 3x3), the rest im2col;
+    within 1e-4 of onnxruntime's largest output, the same top-1, twice (the second run with
+    the cached weight transforms)."""
+    from vta.compiler.graph import ops, zoo
+    from vta.compiler.graph.passes import optimize
+
+    model = zoo.build("resnet18", image_size=112)
+    g = from_onnx(model)
+    fused = optimize(g)
+    tiles = []
+    monkeypatch.setattr(ops, "_winograd_3x3", lambda *a, f=ops._winograd_3x3: (
+        tiles.append(a[-1]), f(*a))[1])
+    feeds = rand_input(g)
+    (ref,) = run_ort(model, feeds)
+    for _ in range(2):
+        ours = run_float(fused, feeds)[g.outputs[0]]
+        assert_close_rel(ours, ref, 1e-4)
+        assert ours.argmax() == ref.argmax()
+    assert sorted(set(tiles)) == [2, 4] and len(tiles) == 2 * 7  # 4 + 3 convs per run
+
+
 def test_zoo_structure(small_models) -> None:
     ops = {name: [n.op for n in g.nodes] for name, (_, g) in small_models.items()}
     assert ops["resnet18"].count("Conv") == 20 and ops["resnet18"].count("Add") == 8
