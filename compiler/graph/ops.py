@@ -10,6 +10,7 @@ ones produced by the ONNX frontend (``pads`` is ``[top, left, bottom, right]``).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -179,6 +180,7 @@ _WINOGRAD = {m: _winograd_matrices(m) for m in _WINOGRAD_TILES}
 #: or a new array at a reused address are transformed again.
 _WINOGRAD_WEIGHTS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 _WINOGRAD_WEIGHTS_MAX = 64
+_WINOGRAD_LOCK = threading.Lock()
 
 
 def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
@@ -191,9 +193,10 @@ def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     o, c = w.shape[:2]
     kg = _WINOGRAD[m][1].astype(w.dtype)
     u = (kg @ w.reshape(o * c, 9).T).reshape((m + 2) ** 2, o, c)
-    if len(_WINOGRAD_WEIGHTS) >= _WINOGRAD_WEIGHTS_MAX:
-        _WINOGRAD_WEIGHTS.pop(next(iter(_WINOGRAD_WEIGHTS)))
-    _WINOGRAD_WEIGHTS[key] = (w.copy(), u)
+    with _WINOGRAD_LOCK:  # (a caller may run convolutions in several threads)
+        if len(_WINOGRAD_WEIGHTS) >= _WINOGRAD_WEIGHTS_MAX:
+            _WINOGRAD_WEIGHTS.pop(next(iter(_WINOGRAD_WEIGHTS)))
+        _WINOGRAD_WEIGHTS[key] = (w.copy(), u)
     return u
 
 
