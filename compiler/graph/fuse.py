@@ -5,8 +5,9 @@ A ``QAdd`` of two int8 tensors of one shape (its rescale and clip, a fused Relu/
 included), one of them the output of a ``QConv`` or ``QDense`` that nothing else reads,
 becomes one node: that layer with the add's attributes as its ``residual`` attribute and the
 add's other operand as its fourth input, named ``<layer>+<add>`` (its ``fused`` attribute
-names the two), at the add's place in the graph (the layer's inputs are all computed by then). Its int8 rule is the layer's, then the
-add's on that int8 result (:mod:`vta.compiler.graph.quantize`), so the fused graph computes the
+names the two), at the add's place in the graph (the layer's inputs are all computed by then).
+Its int8 rule is the layer's, then the add's on that int8 result
+(:mod:`vta.compiler.ops.int8_kernels`), so the fused graph computes the
 same bits as the unfused one. On VTA the add runs while the layer's result is still in the
 accumulator (:mod:`vta.compiler.topi.residual`), so neither that result nor the add's own
 program goes through DRAM.

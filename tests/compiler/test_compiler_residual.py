@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from vta.compiler import topi
 from vta.compiler.graph.ir import Node
-from vta.compiler.graph.quantize import INT_KERNELS
+from vta.compiler.ops import kernel_for
 from vta.compiler.topi.elementwise import identity_weight
 from vta.compiler.topi.residual import Residual
 from vta.isa import Config
@@ -36,7 +36,7 @@ def _qadd(r: Residual, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The graph's QAdd kernel (the int8 specification) on the layer's result ``x``."""
     n = Node("QAdd", "add", ["x", "y"], ["z"], {"mul_a": r.mul_a, "mul_b": r.mul_b,
                                                  "shift": r.shift, "lo": r.lo, "hi": r.hi})
-    return INT_KERNELS["QAdd"](n, [x, y])[0]
+    return kernel_for("QAdd")(n, [x, y])[0]
 
 
 def _conv(cfg: Config, r: Residual, knobs: dict[str, int], target: str, ci: int = 2,
