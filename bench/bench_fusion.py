@@ -24,9 +24,9 @@ import numpy as np  # noqa: E402
 from bench_networks_vta import layer_cycles  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
+from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
-from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.isa import Config  # noqa: E402
 
 
