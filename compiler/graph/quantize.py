@@ -78,6 +78,9 @@ _SUBSAMPLE = 1 << 18
 OUTPUT_HEADROOM = 1.25
 #: Fewest values per sample for which percentile/mse calibration clips (see :func:`calibrate`).
 _HIST_MIN = 4096
+#: Largest rounding error, relative to its own size, that one int8 scale may leave on the
+#: smallest token of a tensor a LayerNormalization reads (see :func:`lossy_rows`).
+ROW_ERROR = 0.01
 
 #: Ops that run on int8 tensors when their input is quantized (scale unchanged).
 _PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Pad", "Transpose",
@@ -354,8 +357,8 @@ def output_sources(g: Graph) -> set[str]:
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
               unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
               first: dict[str, np.ndarray] | None = None,
-              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None
-              ) -> dict[str, float]:
+              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None,
+              rows: dict[str, float] | None = None) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
@@ -377,7 +380,9 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
     (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
     over the samples of each channel of every Conv/Dense node's activation input, with the
-    input's shape (see :func:`weight_error_mean`)."""
+    input's shape (see :func:`weight_error_mean`); ``rows`` (when given) the smallest root
+    mean square of a row (a token) of every tensor a LayerNormalization reads, over the
+    samples (see :func:`lossy_rows`)."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
@@ -387,11 +392,18 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     producers = g.producers()
     readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
         if means is not None else {}
+    normed = {n.inputs[0] for n in g.nodes if n.op == "LayerNormalization"} \
+        if rows is not None else set()
     for j, feeds in enumerate(samples):
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
             env = run_float(g, feeds, keep=True)
         if j == 0 and first is not None:
             first.update(env)
+        for k in normed:
+            v = env[k]
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
+                r = float(np.sqrt(np.square(v, dtype=np.float64).mean(axis=-1)).min())
+                rows[k] = min(rows.get(k, r), r)
         for k, op in readers.items():
             v = env[k]
             axes = tuple(a for a in range(v.ndim) if a != (1 if op == "Conv" else v.ndim - 1))
@@ -424,6 +436,22 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
             out[k] = _percentile(h, amax[k]) if method == "percentile" else \
                 _mse(h, amax[k], UMAX if k in unsigned else QMAX)
+    return out
+
+
+def lossy_rows(th: Mapping[str, float], rows: Mapping[str, float]) -> dict[str, float]:
+    """Tensors a LayerNormalization reads (a transformer's residual stream) whose smallest
+    row (token) would lose more than :data:`ROW_ERROR` of its size to int8 rounding at the
+    tensor's one scale -> that relative error. LayerNorm rescales every token to unit size, so
+    a token far smaller than the others (a ViT's class token in the first blocks: 1/12 of
+    the typical token's size) keeps its whole relative error, and the head reads that token
+    alone. Rounding to a step ``s`` leaves an error of ``s / sqrt(12)`` per value, against the
+    row's root mean square ``rows[t]``."""
+    out = {}
+    for t, r in rows.items():
+        err = th.get(t, 0.0) / QMAX / math.sqrt(12.0) / r if r > 0 else math.inf
+        if err > ROW_ERROR and np.isfinite(th.get(t, 0.0)):
+            out[t] = err
     return out
 
 
@@ -960,11 +988,13 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     lows: dict[str, float] = {}
     fenv: dict[str, np.ndarray] = {}
     means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+    rows: dict[str, float] = {}
     th = calibrate(g, samples, calibration, unsigned, lows, fenv,
-                   means if bias_correction else None)
+                   means if bias_correction else None, rows)
     for grp in groups:  # one scale per group: the largest threshold
         top = max(th.get(t, 0.0) for t in grp)
         th.update((t, top) for t in grp)
+    lossy = lossy_rows(th, rows)
     q = _Quantizer(g, th, pow2, per_channel, ranges)
     q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
@@ -978,6 +1008,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             reason = "infinite values (an attention mask of -inf)"
         elif n.name == first:
             reason = f"first convolution, under {FIRST_CONV_FLOAT_SHARE:.0%} of the MACs"
+        elif n.op not in ("Conv", "Dense") and n.outputs[0] in lossy:
+            reason = (f"a LayerNorm reads it and one int8 scale would leave "
+                      f"{lossy[n.outputs[0]]:.0%} error on its smallest token")
         if n.op in ("Conv", "Dense") and reason is None and len(acts) == 1:
             try:
                 q.conv(n, info)
@@ -1085,10 +1118,11 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
     join. A group qualifies when every tensor in it is made by a Conv/Dense whose fused
     Relu/Clip keeps it non-negative (offset :data:`OFFSET`) or by a carrier, and every reader
     is a carrier or a Conv/Dense that reads it as its one activation input (folding the offset
-    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). A tensor
-    alone may also be made by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
-    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
-    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
+    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). The one
+    tensor of a group not made by a carrier may also be made by an op without an int8 kernel
+    (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; a transformer's GELU, whose values lie in
+    [-0.17, max], through the reshape before its Dense; the offset comes from the calibrated
+    minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
     float stay signed."""
     cons, prod = g.consumers(), g.producers()
 
@@ -1136,10 +1170,15 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
     out = []
     for grp in groups.values():
         if all(t not in g.outputs and t not in qdq and cons.get(t)
-               and made_ok(t, len(grp) == 1)
+               and made_ok(t, _one_source(grp, prod, carrier))
                and all(carrier(c) or reads_only(c, t) for c in cons[t]) for t in grp):
             out.append(grp)
     return out
+
+
+def _one_source(grp: set[str], prod: Mapping[str, Node], carrier: Any) -> bool:
+    """Whether one tensor of ``grp`` alone is made by an op that is not a carrier."""
+    return sum(1 for t in grp if t not in prod or not carrier(prod[t])) == 1
 
 
 def run_quantized(g: Graph, feeds: Mapping[str, np.ndarray], *, keep: bool = False
