@@ -33,6 +33,10 @@ the numpy kernels here are the specification VTA's results are checked against b
   2**k))``.
 - ``QMaxPool``, ``QClip``, shapes and copies: exact on int8 (scale unchanged).
 - ``QPad``: constant pad by ``qvalue``.
+- ``QLut``: a float element-wise function of one int8 input (GELU, Sigmoid, Tanh, SiLU:
+  :data:`TABLE_OPS`) as a table of its 256 int8 results, ``table[q + 128]``; each entry is
+  the float function of the value ``q`` stands for, quantized at the output's scale (and
+  offset): the output's rounding is its only error.
 - ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
   * scale`` (``offset`` 0 unless given).
 """
@@ -264,7 +268,12 @@ def _qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [np.clip(y, QMIN, QMAX).astype(np.int8)]
 
 
+def _qlut(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [np.asarray(n.attrs["table"], np.int8)[a[0].astype(np.int16) + 128]]
+
+
 INT_KERNELS = {
+    "QLut": _qlut,
     "QConv": _qconv,
     "QDense": _qdense,
     "QAdd": _qadd,
@@ -949,7 +958,40 @@ def _q_fakequant(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> Non
     q.emit("QFakeQuant", n, ins, {"rescale": resc, "lo": lo, "hi": hi}, so, info)
 
 
+#: Float element-wise ops of one input that run on int8 as a 256-entry table (``QLut``).
+TABLE_OPS = frozenset({"Gelu", "Sigmoid", "Tanh", "Silu"})
+
+
+def _q_table(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """``QLut``: the float op of each of the 256 int8 input values, quantized at the output's
+    scale (an offset tensor's asymmetric scale and offset, see :func:`offset_groups`)."""
+    s_in, off_in = q.scales[ins[0]], q.offsets.get(ins[0], 0)
+    out = n.outputs[0]
+    if out in q.unsigned:
+        s_out, off = q.asymmetric(out)
+    else:
+        s_out, off = q.tensor_scale(out), 0
+    x = ((np.arange(QMIN, QMAX + 1) + off_in) * s_in).astype(np.float32)
+    y = FLOAT_KERNELS[n.op](n, [x])[0]
+    table = quantize_array(y, s_out, off)
+    q.emit("QLut", n, ins, {"op": n.op, "table": [int(v) for v in table]}, s_out, info)
+    if off:
+        q.offsets[out] = off
+
+
+def _read_as_int8(g: Graph, t: str, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether tensor ``t`` would be quantized anyway: read only by Conv/Dense layers, through
+    shape ops (a table op's output that a float op or the graph's output reads stays float:
+    its table would round it once more)."""
+    if t in g.outputs or not readers.get(t):
+        return False
+    return all(r.op in ("Conv", "Dense") or (r.op in _MOVES - {"Concat"}
+                                             and _read_as_int8(g, r.outputs[0], readers))
+               for r in readers[t])
+
+
 _INT_CAPABLE = {
+    **{op: _q_table for op in TABLE_OPS},
     "FakeQuant": _q_fakequant,
     "Add": _q_add,
     "Relu": lambda q, n, *r: _q_same("QClip")(
@@ -995,6 +1037,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         top = max(th.get(t, 0.0) for t in grp)
         th.update((t, top) for t in grp)
     lossy = lossy_rows(th, rows)
+    readers = g.consumers()
     q = _Quantizer(g, th, pow2, per_channel, ranges)
     q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
@@ -1019,10 +1062,11 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         if info.in_scale is not None:
             pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
-                any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
+                any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE \
+                and (n.op not in TABLE_OPS or _read_as_int8(g, n.outputs[0], readers)):
             ins = [q.as_int(a) for a in acts]
             _INT_CAPABLE[n.op](q, n, ins, info)
-            if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
+            if n.outputs[0] in unsigned and n.op not in TABLE_OPS:  # a carrier
                 _carry_offset(q, n, ins)
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
@@ -1098,10 +1142,11 @@ _SELECTING = frozenset("QMaxPool" if op == "MaxPool" else op for op in _CARRIERS
 def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
     """A carrier's output keeps its inputs' offset and scale (one group, one scale)."""
     t = n.outputs[0]
-    if any(q.offsets.get(i) != OFFSET or q.scales[i] != q.scales[t] for i in ins):
+    off = q.offsets.get(ins[0])
+    if not off or any(q.offsets.get(i) != off or q.scales[i] != q.scales[t] for i in ins):
         raise QuantizationError(f"{n.name}: the inputs of an offset group differ in scale or "
                                 f"offset (an internal error)")
-    q.offsets[t] = OFFSET
+    q.offsets[t] = off
 
 
 def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
@@ -1150,7 +1195,7 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
                 and a["act_min"] >= 0
         if carrier(n):
             return True
-        return alone and asymmetric and n.op not in _INT_CAPABLE
+        return alone and asymmetric and (n.op not in _INT_CAPABLE or n.op in TABLE_OPS)
 
     root: dict[str, str] = {}
 

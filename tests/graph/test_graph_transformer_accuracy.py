@@ -93,3 +93,38 @@ def test_vit_int8_on_fsim_close_to_onnxruntime() -> None:
     (ref,) = run_ort(model, feeds)
     assert cosine(out, ref) >= 0.99
     assert int(out.argmax()) == int(ref.argmax())
+
+
+def test_gelu_between_two_dense_layers_is_an_int8_table() -> None:
+    """No Dequantize/Quantize pair is left around a GELU between two int8 Dense layers: it is
+    one ``QLut`` reading the first's int8 output and writing the second's input; its LLVM
+    host kernel equals the int8 numpy reference bit for bit on all 256 input values."""
+    from vta.compiler.graph.host import host_kernel
+    from vta.compiler.graph.quantize import kernel_for
+
+    model, _ = vit()
+    g = optimize(from_onnx(model))
+    qr = quantize_graph(g, synthetic_samples(g, 2))
+    made = {t: n for n in qr.graph.nodes for t in n.outputs}
+    luts = [n for n in qr.graph.nodes if n.op == "QLut"]
+    assert len(luts) == 2 and all(n.attrs["op"] == "Gelu" for n in luts)
+    for n in luts:
+        writer = made[n.inputs[0]]
+        while writer.op == "Reshape":
+            writer = made[writer.inputs[0]]
+        assert writer.op == "QDense"
+        reader = next(m for m in qr.graph.nodes if n.outputs[0] in m.inputs)
+        while reader.op == "Reshape":
+            reader = next(m for m in qr.graph.nodes if reader.outputs[0] in m.inputs)
+        assert reader.op == "QDense"
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16)
+    hk = host_kernel(luts[0], {luts[0].inputs[0]: x.shape, luts[0].outputs[0]: x.shape}, {})
+    assert hk is not None
+    want = kernel_for("QLut")(luts[0], [x])[0]
+    np.testing.assert_array_equal(hk([x]), want)
+    # the table is the float GELU of the value each int8 input stands for, rounded once
+    s_in = qr.scales[luts[0].inputs[0]]
+    s_out, off = qr.scales[luts[0].outputs[0]], qr.offsets.get(luts[0].outputs[0], 0)
+    xf = x.astype(np.float64) * s_in
+    gelu = 0.5 * xf * (1 + np.vectorize(math.erf)(xf / math.sqrt(2)))
+    assert np.abs((want.astype(np.float64) + off) * s_out - gelu).max() <= 0.5001 * s_out
