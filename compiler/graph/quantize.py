@@ -419,7 +419,10 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             m = v.mean(axis=axes, dtype=np.float64) / len(samples)
             means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
         for k, v in _float_tensors(g, env):
-            if amax.get(k) == np.inf or (v.size and not np.isfinite(v.max() - v.min())):
+            finite = not v.size or np.isfinite(v.max() - v.min())
+            if amax.get(k) == np.inf and finite:
+                continue  # -inf in another sample's mask (not in this one's: no padding)
+            if not finite:
                 if _made_non_finite(producers.get(k), env, g.params):
                     raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float "
                                      f"run of calibration input {j + 1} (float32 overflows); "

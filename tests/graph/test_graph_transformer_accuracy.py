@@ -128,3 +128,48 @@ def test_gelu_between_two_dense_layers_is_an_int8_table() -> None:
     xf = x.astype(np.float64) * s_in
     gelu = 0.5 * xf * (1 + np.vectorize(math.erf)(xf / math.sqrt(2)))
     assert np.abs((want.astype(np.float64) + off) * s_out - gelu).max() <= 0.5001 * s_out
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_bench_transformers_quick_writes_its_record(tmp_path) -> None:
+    """bench/bench_transformers.py --quick (small ViT, Swin, BERT, GPT of the same blocks):
+    every model imports, runs int8 on fsim within cosine 0.99 of onnxruntime's float output
+    with the same argmax on the rows it compares, and the record holds the figures the docs
+    quote (MAC share, cycles and ms at the PYNQ-Z1 clock, the error study)."""
+    import json
+
+    from vta.boards import get_board
+
+    bench = bench_module("bench_transformers")
+    assert bench.main(["--quick", "--skip-digits", "--results", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("bench_transformers_quick-*.json")
+    rec = json.loads(path.read_text())["figures"]
+    assert set(rec["models"]) == {"vit_ti16", "swin_t", "bert_4x256", "gpt_4x256"}
+    mhz = get_board("pynq-z1").clock_mhz
+    for r in rec["models"].values():
+        assert r["cosine"] >= 0.99 and r["argmax_same"] == r["argmax_rows"] >= 1, r
+        assert 0.5 < r["vta_mac_share"] < 1 and r["cycles"] > 0
+        assert r["vta_ms_pynq"] == pytest.approx(r["cycles"] / (mhz * 1e3), abs=1e-3)
+    e = rec["vit_error_sources"]
+    assert e["residual_rule"]["one_minus_cosine"] < e["int8_residual"]["one_minus_cosine"]
+    assert e["float_residual_adds"] >= 1 and e["rel_error"]
+
+
+def test_calibration_of_padded_then_unpadded_text() -> None:
+    """A padded calibration sample puts -inf into the attention's additive mask; an unpadded
+    one after it has none there: the tensor keeps no int8 range, and nothing is reported as a
+    float32 overflow (it was: "holds NaN or infinite values in the float run of calibration
+    input 2")."""
+    tt = bench_module("torch_transformers")
+    m = tt.build(tt.QUICK["bert_4x256"])
+    rng = np.random.default_rng(0)
+    padded, full = m.example(rng), m.example(rng)
+    padded["mask"][0, 20:] = 0
+    full["mask"][:] = 1
+    g = optimize(from_onnx(onnx.load_from_string(tt.export(m, padded))))
+    for order in ([padded, full], [full, padded]):
+        th = quantize.calibrate(g, order, "max")
+        assert any(v == np.inf for v in th.values())
+        qr = quantize_graph(g, order)
+        assert any(i.float_reason and "infinite" in i.float_reason for i in qr.layers)
