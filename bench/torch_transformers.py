@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 

@@ -1170,8 +1170,8 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
     tensor of a group not made by a carrier may also be made by an op without an int8 kernel
     (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; a transformer's GELU, whose values lie in
     [-0.17, max], through the reshape before its Dense; the offset comes from the calibrated
-    minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
-    float stay signed."""
+    minimum; not with power-of-two scales, ``asymmetric=False``). Graph outputs, QDQ-fixed
+    tensors and tensors read by a layer kept float stay signed."""
     cons, prod = g.consumers(), g.producers()
 
     def carrier(n: Node) -> bool:

@@ -21,8 +21,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import lossy_rows, quantize_graph, run_quantized, \
-    synthetic_samples
+from vta.compiler.graph.quantize import lossy_rows, quantize_graph, run_quantized, synthetic_samples
 from vta.isa import Config
 
 from .conftest import bench_module, run_ort
