@@ -11,7 +11,7 @@ Then two studies:
 
 - error sources of a ViT (the issue's: 4 blocks, hidden 192, 3 heads, 224x224): per-layer
   relative error, and the output's 1 - cosine with one kind of layer alone in int8 (the rest
-  float); the same with the residual stream forced to int8 (``quantize.ROW_ERROR`` = inf, the
+  float); the same with the residual stream forced to int8 (``calibration.ROW_ERROR`` = inf, the
   rule docs/networks.md describes switched off) as the reference;
 - a small ViT trained at run time on scikit-learn's digits: float (onnxruntime) vs VTA int8
   (fsim) accuracy on the 360 held-out images. Goal: at most 0.5 point lost.
@@ -104,9 +104,12 @@ def error_sources(quick: bool) -> dict:
     import onnx
     import onnxruntime as ort
     import torch_transformers as tt
-    from vta.compiler.graph import quantize
+    from vta.compiler.graph import calibration
+    from vta.compiler.graph.int8_executor import run_quantized
     from vta.compiler.graph.onnx_frontend import from_onnx
     from vta.compiler.graph.passes import optimize
+    from vta.compiler.graph.quant_error import layer_errors
+    from vta.compiler.graph.quantize import quantize_graph
 
     vit = tt.ViT(2, 64, 2, 8, 32, classes=10) if quick else tt.ViT(4, 192, 3, 16, 224)
     model = tt.build(lambda: vit)
@@ -114,26 +117,26 @@ def error_sources(quick: bool) -> dict:
     data = tt.export(model, feeds)
     g = optimize(from_onnx(onnx.load_from_string(data)))
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    samples = quantize.synthetic_samples(g, 4)
+    samples = calibration.synthetic_samples(g, 4)
     names = {r: [n.name for n in g.nodes if re.search(p, n.name)] for r, p in ROLES.items()}
     every = sum(names.values(), [])
 
     def one_minus_cos(float_layers: list[str]) -> tuple[float, object]:
-        qr = quantize.quantize_graph(g, samples, float_layers=float_layers)
-        env = quantize.run_quantized(qr.graph, feeds, keep=True)
+        qr = quantize_graph(g, samples, float_layers=float_layers)
+        env = run_quantized(qr.graph, feeds, keep=True)
         return 1.0 - cosine(env[g.outputs[0]], ref), (qr, env)
 
     out: dict = {}
-    saved = quantize.ROW_ERROR
+    saved = calibration.ROW_ERROR
     try:
         for rule, bound in (("residual_rule", saved), ("int8_residual", math.inf)):
-            quantize.ROW_ERROR = bound
+            calibration.ROW_ERROR = bound
             whole, (qr, env) = one_minus_cos([])
             alone = {r: round(one_minus_cos([n for n in every if n not in ns])[0], 6)
                      for r, ns in names.items()}
             out[rule] = {"one_minus_cosine": round(whole, 6), "alone": alone}
             if rule == "residual_rule":
-                quantize.layer_errors(g, qr, feeds, env)
+                layer_errors(g, qr, feeds, env)
                 layers = {}
                 for info in qr.layers:
                     role = next((r for r, ns in names.items() if info.node in ns), None)
@@ -145,7 +148,7 @@ def error_sources(quick: bool) -> dict:
                 out["float_residual_adds"] = sum(
                     1 for i in qr.layers if i.float_reason and "LayerNorm" in i.float_reason)
     finally:
-        quantize.ROW_ERROR = saved
+        calibration.ROW_ERROR = saved
     return out
 
 

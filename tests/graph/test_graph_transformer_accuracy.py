@@ -4,7 +4,7 @@ onnxruntime's float output, and the two rules that fix its largest error sources
 docs/networks.md, "Transformers: int8 accuracy"):
 
 - a residual stream whose smallest token would lose more than 1% of its size to one int8
-  scale stays float (:func:`quantize.lossy_rows`, checked against a hand-computed value);
+  scale stays float (:func:`calibration.lossy_rows`, checked against a hand-computed value);
 - a GELU output, almost all positive, is stored with an offset (asymmetric int8) through the
   reshape before its Dense.
 """
@@ -16,12 +16,14 @@ import math
 import numpy as np
 import onnx
 import pytest
-from vta.compiler.graph import quantize
+from vta.compiler.graph import calibration
+from vta.compiler.graph.calibration import lossy_rows, synthetic_samples
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import lossy_rows, quantize_graph, run_quantized, synthetic_samples
+from vta.compiler.graph.quantize import quantize_graph
 from vta.isa import Config
 
 from .conftest import bench_module, run_ort
@@ -71,7 +73,7 @@ def test_residual_stream_of_a_small_class_token_stays_float_and_gelu_gets_an_off
     assert gelu_readers and all(n.inputs[0] in qr.offsets for n in gelu_readers)
     (ref,) = run_ort(model, feeds)
     fixed = cosine(run_quantized(qr.graph, feeds)[g.outputs[0]], ref)
-    monkeypatch.setattr(quantize, "ROW_ERROR", math.inf)
+    monkeypatch.setattr(calibration, "ROW_ERROR", math.inf)
     qi = quantize_graph(g, samples)
     assert not any(i.float_reason and "LayerNorm" in i.float_reason for i in qi.layers)
     int8_residual = cosine(run_quantized(qi.graph, feeds)[g.outputs[0]], ref)
@@ -99,7 +101,7 @@ def test_gelu_between_two_dense_layers_is_an_int8_table() -> None:
     one ``QLut`` reading the first's int8 output and writing the second's input; its LLVM
     host kernel equals the int8 numpy reference bit for bit on all 256 input values."""
     from vta.compiler.graph.host import host_kernel
-    from vta.compiler.graph.quantize import kernel_for
+    from vta.compiler.ops import kernel_for
 
     model, _ = vit()
     g = optimize(from_onnx(model))
@@ -168,7 +170,7 @@ def test_calibration_of_padded_then_unpadded_text() -> None:
     full["mask"][:] = 1
     g = optimize(from_onnx(onnx.load_from_string(tt.export(m, padded))))
     for order in ([padded, full], [full, padded]):
-        th = quantize.calibrate(g, order, "max")
+        th = calibration.calibrate(g, order, "max")
         assert any(v == np.inf for v in th.values())
         qr = quantize_graph(g, order)
         assert any(i.float_reason and "infinite" in i.float_reason for i in qr.layers)
