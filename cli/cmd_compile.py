@@ -95,7 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a while shows its progress on stderr when that is a terminal")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer quantization report (full layer names) and the "
-                        "VTA part's latency in ms and frames/s at the clock of --board")
+                        "VTA part's latency in ms and frames/s at the clock of --board (the "
+                        "host part is measured by `vta run --report`)")
     p.set_defaults(func=run)
 
 

@@ -332,7 +332,9 @@ def _check_consistent(m: ModuleManifest, g: Graph, plan: MemoryPlan) -> None:
         if k.input not in n.inputs or k.output not in n.outputs:
             raise ModelError(f"kernel {name}'s operands are not its node's")
         for t in [*n.inputs, *n.outputs]:
-            if t and t not in g.params:
+            if not t:
+                raise ModelError(f"VTA layer {name} has an omitted operand")
+            if t not in g.params:
                 _check_buffer(plan, t, m.shapes[t], m.config)
     if set(m.outputs) != set(g.outputs) or set(m.inputs) != set(g.inputs):
         raise ModelError("the module's inputs or outputs are not its graph's")

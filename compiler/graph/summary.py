@@ -156,3 +156,12 @@ class Latency:
 
 def latency(cycles: Mapping[str, int], clock_mhz: float, source: str) -> Latency:
     return Latency(int(sum(cycles.values())), clock_mhz, source)
+
+
+def host_part(seconds: Mapping[str, float], vta: Latency) -> str:
+    """The CPU layers' time as measured on this machine (``seconds`` per CPU layer of a run),
+    labelled so, and its sum with the VTA part at the board's clock."""
+    ms = sum(seconds.values()) * 1e3
+    return (f"host part: {ms:.3f} ms for {len(seconds)} CPU layers, measured on this "
+            f"machine's CPU (not the board's ARM cores); VTA part + host part = "
+            f"{vta.ms + ms:.3f} ms")

@@ -87,6 +87,11 @@ def qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [np.clip(y, QMIN, QMAX).astype(np.int8)]
 
 
+def qlut(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """``table[q + 128]``: a float element-wise op of one int8 input as its 256 int8 results."""
+    return [np.asarray(n.attrs["table"], np.int8)[a[0].astype(np.int16) + 128]]
+
+
 
 def qmaxpool(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [ops.max_pool(a[0], n.attrs["kernel_shape"], n.attrs["strides"], n.attrs["pads"])]

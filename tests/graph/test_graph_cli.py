@@ -442,11 +442,25 @@ def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
     c_run, ms_run, mhz_run, _ = _latency_figures(rep)
     assert mhz_run == mhz and abs(c_run - cyc) <= 0.01 * cyc
     assert ms_run == pytest.approx(c_run / (mhz * 1e3), abs=1e-3)
+    rj = tmp_path / "report.json"
     assert main(["run", str(out), "--input", str(work / "x.npy"), "--report", "--board",
-                 "pynq-z1"]) == 0
-    c2, ms2, mhz2, _ = _latency_figures(capsys.readouterr().out)
+                 "pynq-z1", "--report-json", str(rj)]) == 0
+    text = capsys.readouterr().out
+    c2, ms2, mhz2, _ = _latency_figures(text)
     assert (c2, mhz2) == (cyc, get_board("pynq-z1").clock_mhz)
     assert ms2 == pytest.approx(c2 / (mhz2 * 1e3), abs=1e-3)
+    # the host part: the CPU layers' measured time on this machine, labelled so, and the sum
+    import json
+    import re
+
+    cpu = [r for r in json.loads(rj.read_text())["layers"] if r["where"] == "cpu"]
+    m = re.search(r"host part: ([\d.]+) ms for (\d+) CPU layers, measured on this machine's "
+                  r"CPU \(not the board's ARM cores\); VTA part \+ host part = ([\d.]+) ms",
+                  text)
+    assert m, text
+    host_ms = sum(r["seconds"] for r in cpu) * 1e3
+    assert int(m[2]) == len(cpu) > 0 and float(m[1]) == pytest.approx(host_ms, abs=1e-3)
+    assert float(m[3]) == pytest.approx(ms2 + host_ms, abs=2e-3)
     one_line_error(capsys, ["run", str(out), "--input", str(work / "x.npy"), "--report",
                             "--board", "no-such-board"], "no-such-board")
 
