@@ -8,7 +8,7 @@
    small), and with ``--unpacked`` also the default config without packing (``--core-options
    ''``: one product per multiplier), so the ratios show what packing saves.
 2. The ULX3S-85F's own config (1x4x4; ``--preset NAME`` or ``--config FILE`` for another)
-   through the whole open flow (yosys, nextpnr-ecp5, ecppack) at the board's clock (90 MHz;
+   through the whole open flow (yosys, nextpnr-ecp5, ecppack) at the board's clock (100 MHz;
    ``--clock`` for another target) with the board's core options (a register stage in front
    of the multipliers): the achieved Fmax (goal: >= 100 MHz on every seed; without that
    stage the core reached 94.5 MHz at a 90 MHz target, its GEMM multiplier path the limit,
@@ -16,14 +16,18 @@
    ``--seeds 1,2,3`` places and routes once per seed (one synthesis each; ``--jobs 2``: two
    at once) and reports every figure, the worst, the median and the best; a seed whose tools
    fail or run past their limit (an hour) counts as 0 MHz, with its error in the record.
-3. The synthesis, place-and-route and total times of each step.
+3. The ZCU104's AutoVTA winner (1x32x32, 128-bit bus, packed multipliers; ``--only zcu104``)
+   synthesized for the xczu7ev (yosys ``synth_xilinx -family xcup``): LUT/FF/BRAM/DSP against
+   the board's budget, and against the resource model's estimate computed in the same run
+   (the model is not fitted to this core). An hour or more on a loaded machine.
+4. The synthesis, place-and-route and total times of each step.
 
-    .venv/bin/python bench/bench_boards_synth.py [--only pynq|ecp5] [--unpacked]
+    .venv/bin/python bench/bench_boards_synth.py [--only pynq|ecp5|zcu104] [--unpacked]
         [--preset NAME | --config F] [--seeds LIST] [--jobs N] [--clock MHZ]
         [--effort timing|fast]
 
-This takes tens of minutes on one core; the two parts can run as two processes
-(``--only pynq`` and ``--only ecp5``).
+This takes tens of minutes to hours on one core; the parts can run as separate processes
+(``--only pynq``, ``--only ecp5``, ``--only zcu104``).
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ def _progress(quiet: bool):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("pynq", "ecp5"),
-                    help="run only the PYNQ-Z1 synthesis or only the ULX3S open flow")
+    ap.add_argument("--only", choices=("pynq", "ecp5", "zcu104"),
+                    help="run only the PYNQ-Z1 synthesis, the ULX3S open flow or the ZCU104 "
+                         "AutoVTA winner's synthesis")
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--preset", metavar="NAME",
                        help="ECP5 part: a built-in config to build instead of the board's own "
@@ -86,10 +91,12 @@ def main() -> int:
             ap.error(str(e))
 
     figures: dict = {}
-    if args.only != "ecp5":
+    if args.only in (None, "pynq"):
         figures.update(_pynq(args))
-    if args.only != "pynq":
+    if args.only in (None, "ecp5"):
         figures.update(_ecp5(args))
+    if args.only in (None, "zcu104"):
+        figures.update(_zcu104(args))
     write_record("bench_boards_synth", figures, None,
                  params={k: v for k, v in vars(args).items() if k != "cfg"})
     return 0
@@ -191,6 +198,40 @@ def _ecp5(args: argparse.Namespace) -> dict:
     return {"ulx3s": {"config": shape, "effort": args.effort, "core_options": ulx.core_options,
                       "runs": runs, "median_mhz": median, "best_mhz": best,
                       "worst_mhz": worst, "goal_met": worst >= 100}}
+
+
+#: The ZCU104's AutoVTA winner (docs/autovta.md, record bench_autovta-20261125T223714Z): a
+#: 1x32x32 GEMM, 8 KiB micro-op, 128 KiB input, 256 KiB weight and 128 KiB accumulator
+#: buffers, on the board's 128-bit bus.
+ZCU104_WINNER = {"LOG_BATCH": 0, "LOG_BLOCK": 5, "LOG_UOP_BUFF_SIZE": 13,
+                 "LOG_INP_BUFF_SIZE": 17, "LOG_WGT_BUFF_SIZE": 18, "LOG_ACC_BUFF_SIZE": 17}
+
+
+def _zcu104(args: argparse.Namespace) -> dict:
+    from vta.boards import get_board
+    from vta.boards.synth import synth_core
+    from vta.isa import Config
+    from vta.tune.autovta.resources import KINDS, ResourceModel
+
+    zcu = get_board("zcu104")
+    cfg = Config(**ZCU104_WINNER)
+    print(f"\n== ZCU104 AutoVTA winner ({cfg.batch}x{cfg.block_in}x{cfg.block_out}, "
+          f"{zcu.bus_width}-bit bus{zcu.options_note}), yosys {zcu.fam.synth.split()[0]}")
+    t = time.monotonic()
+    rep = synth_core(zcu, cfg, progress=_progress(args.quiet))
+    wall = time.monotonic() - t
+    print(rep.table())
+    # the reference, computed in the same run: the resource model's estimate (not fitted
+    # to this core, so its error here is a held-out one)
+    model = ResourceModel.for_board(zcu)
+    est = model.estimate(cfg, zcu.bus_width)
+    used = rep.used.as_dict()
+    ratio = {k: used[k] / max(est[k], 1.0) for k in KINDS}
+    print(f"yosys / resource model ({model.source}): "
+          + ", ".join(f"{k} {used[k]:g} / {est[k]:.0f} = {ratio[k]:.3f}x" for k in KINDS))
+    return {"zcu104_winner": {**rep.to_dict(), "wall_s": round(wall, 1),
+                              "model_estimate": est, "model_source": model.source,
+                              "yosys_over_model": ratio}}
 
 
 if __name__ == "__main__":
