@@ -51,19 +51,42 @@ def _adder_tree(m: Module, prods: list, lane: str, en_t1: Value, en_t2: Value, z
     return total
 
 
-def _check_block_in(component: wiring.Component, block_in: int) -> None:
-    if block_in < 1:
-        component._MustUse__silence = True  # never built: no "created but never used" warning
-        raise TypeError(f"{type(component).__name__} block_in must be a positive integer, "
-                        f"not {block_in!r}")
-
-
 def sum_shape(block_in: int, inp_width: int, wgt_width: int):
     """The shape of a lane's total: wide enough for any sum of ``block_in`` products."""
     return signed(inp_width + wgt_width + ceil_log2(block_in))
 
 
-class GemmLane(wiring.Component):
+class _GemmUnit(wiring.Component):
+    """What :class:`GemmLane` and :class:`GemmPair` share: their parameters, the check of
+    ``block_in`` and the signature. ``WEIGHTS`` names the weight operand lanes, one per
+    accumulator lane of the unit; with more than one, the per-lane ports (``en_t1``,
+    ``en_t2``, ``zero``, ``sum``) are arrays indexed like ``WEIGHTS``."""
+
+    WEIGHTS: tuple[str, ...]
+
+    def __init__(self, *, block_in: int, inp_width: int, wgt_width: int, operand_stage: bool,
+                 name: tuple[int, int] = (0, 0)) -> None:
+        if not isinstance(block_in, int) or block_in < 1:
+            self._MustUse__silence = True  # never built: no "created but never used" warning
+            raise TypeError(f"{type(self).__name__} block_in must be a positive integer, "
+                            f"not {block_in!r}")
+        self.block_in, self.operand_stage, self.lane = block_in, operand_stage, name
+        self.inp_width, self.wgt_width = inp_width, wgt_width
+        lanes = len(self.WEIGHTS)
+
+        def per_lane(member):
+            return member if lanes == 1 else member.array(lanes)
+
+        super().__init__({
+            "x": In(signed(inp_width)).array(block_in),
+            **{w: In(signed(wgt_width)).array(block_in) for w in self.WEIGHTS},
+            "en_c": In(1), "en_m": In(1),
+            "en_t1": per_lane(In(1)), "en_t2": per_lane(In(1)), "zero": per_lane(In(1)),
+            "sum": per_lane(Out(sum_shape(block_in, inp_width, wgt_width))),
+        })
+
+
+class GemmLane(_GemmUnit):
     """The dot product of one accumulator lane (batch row ``b``, output column ``n``) over
     ``block_in`` int operand pairs, pipelined over the GEMM stages:
 
@@ -79,17 +102,7 @@ class GemmLane(wiring.Component):
     total).
     """
 
-    def __init__(self, *, block_in: int, inp_width: int, wgt_width: int, operand_stage: bool,
-                 name: tuple[int, int] = (0, 0)) -> None:
-        _check_block_in(self, block_in)
-        self.block_in, self.operand_stage, self.lane = block_in, operand_stage, name
-        self.inp_width, self.wgt_width = inp_width, wgt_width
-        super().__init__({
-            "x": In(signed(inp_width)).array(block_in),
-            "w": In(signed(wgt_width)).array(block_in),
-            "en_c": In(1), "en_m": In(1), "en_t1": In(1), "en_t2": In(1), "zero": In(1),
-            "sum": Out(sum_shape(block_in, inp_width, wgt_width)),
-        })
+    WEIGHTS = ("w",)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -106,7 +119,7 @@ class GemmLane(wiring.Component):
         return m
 
 
-class GemmPair(wiring.Component):
+class GemmPair(_GemmUnit):
     """The dot products of two accumulator lanes (batch row ``b``, output columns ``n`` and
     ``n + 1``) whose products share their input operand, two per multiplier
     (:mod:`vta.hw.packed`): in stage M each multiplier computes ``x[k] * A[k]`` with
@@ -119,19 +132,7 @@ class GemmPair(wiring.Component):
     (index 0: lane ``n``, 1: lane ``n + 1``) from T1 on.
     """
 
-    def __init__(self, *, block_in: int, inp_width: int, wgt_width: int, operand_stage: bool,
-                 name: tuple[int, int] = (0, 0)) -> None:
-        _check_block_in(self, block_in)
-        self.block_in, self.operand_stage, self.lane = block_in, operand_stage, name
-        self.inp_width, self.wgt_width = inp_width, wgt_width
-        super().__init__({
-            "x": In(signed(inp_width)).array(block_in),
-            "w0": In(signed(wgt_width)).array(block_in),
-            "w1": In(signed(wgt_width)).array(block_in),
-            "en_c": In(1), "en_m": In(1),
-            "en_t1": In(1).array(2), "en_t2": In(1).array(2), "zero": In(1).array(2),
-            "sum": Out(sum_shape(block_in, inp_width, wgt_width)).array(2),
-        })
+    WEIGHTS = ("w0", "w1")
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -37,6 +37,8 @@ class CoreOptions:
     which every multiplier loads a private copy of its two operands: the long wires from the
     block RAMs to distant multipliers (ECP5's DSP rows) then end in a flip-flop. One more
     cycle per GEMM pipeline drain and ``batch * block_in * block_out`` operand-register pairs.
+    On by default for the ULX3S (ECP5), whose weight register -> MULT18X18D -> product
+    register path held its core below 100 MHz without it (docs/boards.md, "Measured").
 
     ``pack_multipliers``: output channels ``2j`` and ``2j + 1`` share their multipliers, two
     signed products per multiplier (:mod:`vta.hw.packed`, :class:`vta.hw.gemm.GemmPair`): half

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from amaranth.hdl import signed
 from amaranth.sim import Simulator
 from vta.hw.acc_read import AccReader
 from vta.hw.alu import AluLane
 from vta.hw.decode import insn_layouts
-from vta.hw.gemm import GemmLane
+from vta.hw.gemm import GemmLane, GemmPair
 from vta.hw.loop_issuer import LoopIssuer
 from vta.hw.write_back import WriteBack
 from vta.isa import AluInsn, Config, GemmInsn, encode_word
@@ -209,6 +210,30 @@ def test_gemm_lane_streams_dot_products(operand_stage: bool) -> None:
     sim.run()
     assert got[:len(want)] == want
     assert held == [want[-1]] * (latency + 1) + [0]
+
+
+@pytest.mark.parametrize("unit", [GemmLane, GemmPair])
+def test_gemm_units_reject_an_empty_dot_product(unit) -> None:
+    with pytest.raises(TypeError, match=f"{unit.__name__} block_in must be a positive integer, "
+                                        "not 0"):
+        unit(block_in=0, inp_width=8, wgt_width=8, operand_stage=False)
+
+
+def test_gemm_pair_ports_are_two_lanes_of_gemm_lane_ports() -> None:
+    """One signature builder: a pair has the lane's ports, two weight operands instead of one
+    and each per-lane port (enables from T1 on, zero, sum) as an array of two."""
+    kw = dict(block_in=6, inp_width=8, wgt_width=4, operand_stage=True)
+    lane, pair = GemmLane(**kw), GemmPair(**kw)
+    lane._MustUse__silence = pair._MustUse__silence = True  # never elaborated
+    one, two = lane.signature.members, pair.signature.members
+    assert list(one) == ["x", "w", "en_c", "en_m", "en_t1", "en_t2", "zero", "sum"]
+    assert list(two) == ["x", "w0", "w1", "en_c", "en_m", "en_t1", "en_t2", "zero", "sum"]
+    for name in ("x", "en_c", "en_m"):
+        assert two[name] == one[name]
+    assert two["w0"] == two["w1"] == one["w"]
+    for name in ("en_t1", "en_t2", "zero", "sum"):
+        assert two[name] == one[name].array(2)
+    assert one["sum"].shape == signed(8 + 4 + 3)  # any sum of 6 products
 
 
 def _write_back_reference(inputs: list[dict], lanes: int, aw: int, ow: int) -> list[dict]:

@@ -144,25 +144,33 @@ def test_cycle_exact_against_amaranth_simulator(small_build, small_cfg):
     assert a.stats.hw_counters == b.stats.hw_counters
 
 
+def _gemm_jobs(cfg, seed: int):
+    """GEMM programs with every GEMM feature: six random ones and a double-buffered tiled
+    matmul (name -> (program, dram)), and the matmul with its operands."""
+    from vta.sim.progen import random_program
+    from vta.sim.programs import matmul_program
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, (16, 24))
+    b = rng.integers(-128, 128, (12, 24))
+    mm = matmul_program(cfg, 16, 12, 24, a=a, b=b, double_buffer=True)
+    jobs = {f"random {s}": random_program(cfg, s, dense_gemm_ratio=0.5)
+            for s in range(50_000, 50_006)}
+    jobs["matmul"] = (mm.program, mm.dram)
+    return jobs, (mm, a, b)
+
+
 def test_packed_multipliers_match_fsim_with_the_plain_cores_cycles(small_build, small_cfg):
     """GEMM programs (random ones with every GEMM feature, and a double-buffered tiled matmul)
     on the core with and without ``pack_multipliers`` (two products per multiplier): both are
     fsim's byte for byte, and packing keeps the plain core's cycles and counters."""
     from vta.hw import tsim
     from vta.hw.options import CoreOptions
-    from vta.sim.progen import random_program
-    from vta.sim.programs import matmul_program
 
     packed = tsim.build(small_cfg, options={"pack_multipliers": True})
     assert packed.path != small_build.path  # the options are part of the cache key
     assert tsim.build(small_cfg, options=CoreOptions()).path == small_build.path
-    rng = np.random.default_rng(39)
-    a = rng.integers(-128, 128, (16, 24))
-    b = rng.integers(-128, 128, (12, 24))
-    mm = matmul_program(small_cfg, 16, 12, 24, a=a, b=b, double_buffer=True)
-    jobs = {f"random {seed}": random_program(small_cfg, seed, dense_gemm_ratio=0.5)
-            for seed in range(50_000, 50_006)}
-    jobs["matmul"] = (mm.program, mm.dram)
+    jobs, (mm, a, b) = _gemm_jobs(small_cfg, 39)
     for k, (name, (program, dram)) in enumerate(jobs.items()):
         expect = fsim_dram(program, dram, small_cfg)
         runs = {pack: tsim.run_program(program, dram, small_cfg, mem_latency=3 + k,
@@ -178,6 +186,35 @@ def test_packed_multipliers_match_fsim_with_the_plain_cores_cycles(small_build, 
         assert pair.cycles == plain.cycles, name
         assert pair.hw_counters == plain.hw_counters, name
     assert (mm.read_c(runs[True].dram) == mm.plan.reference(a, b)).all()
+
+
+def test_ulx3s_core_matches_fsim_one_cycle_per_gemm_at_most(small_build, small_cfg):
+    """The ULX3S board's core (a register stage in front of every multiplier, one more GEMM
+    pipeline cycle) on the GEMM programs: fsim's bytes, the plain core's GEMM micro-ops, and
+    at most one more cycle per GEMM instruction than the plain core (its drain is one cycle
+    longer; memory without random stalls, so both see the same memory timing)."""
+    from vta.boards import get_board
+    from vta.hw import tsim
+    from vta.hw.options import CoreOptions
+    from vta.isa.insn import decode_program
+
+    options = CoreOptions.from_dict(get_board("ulx3s-85f").core_options)
+    assert options.extra_gemm_latency == 1 and not options.pack_multipliers
+    jobs, (mm, a, b) = _gemm_jobs(small_cfg, 40)
+    for k, (name, (program, dram)) in enumerate(jobs.items()):
+        expect = fsim_dram(program, dram, small_cfg)
+        runs = {opts: tsim.run_program(program, dram, small_cfg, mem_latency=3 + k,
+                                       options=opts)
+                for opts in (CoreOptions(), options)}
+        r = runs[options]
+        diff = np.flatnonzero(r.dram != expect)
+        assert diff.size == 0, (f"{name}: {diff.size} bytes differ from fsim, first at "
+                                f"{int(diff[0]):#x}")
+        plain, reg = runs[CoreOptions()].stats, r.stats
+        gemms = sum(isinstance(i, GemmInsn) for i in decode_program(program, small_cfg))
+        assert reg.hw_counters["gemm_uops"] == plain.hw_counters["gemm_uops"] > 0, name
+        assert plain.cycles <= reg.cycles <= plain.cycles + gemms, name
+    assert (mm.read_c(r.dram) == mm.plan.reference(a, b)).all()
 
 
 #: Counters of two fixed programs (:func:`fixed_programs`) on the small config, recorded with the

@@ -1,0 +1,122 @@
+"""The resource model of one FPGA family against yosys: fitted on some reports, measured on
+others (held out).
+
+For the Zynq UltraScale+ family (xcup; the ZCU104 and the Ultra96-V2) the cores of
+``--fit`` and ``--held-out`` (``BxBIxBO/BUS`` with their buffers from the AutoVTA calibration
+set, :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS`) are synthesized for the board
+with its core options (yosys ``synth_xilinx -family xcup``; cached in the user cache, so a
+re-run reuses them), the model's LUT/FF coefficients are fitted on the ``--fit`` reports, and
+its error is measured on the held-out ones (goal: LUTs within 5%). Reference, measured in the
+same run on the same held-out reports: the model with the shipped xc7 coefficients (what
+every family used before it had its own).
+
+The record holds every report's figures and the fitted coefficients (the data a shipped
+per-family model is to be fitted to, with this command as their source).
+
+    .venv/bin/python bench/bench_resource_model.py [--board zcu104] [--fit LIST]
+        [--held-out LIST] [--jobs N]
+
+Each synthesis takes minutes (tens of minutes for a 1x16x16 or larger core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from record import write_record
+
+#: The fit and held-out sets: the cheapest points of the calibration set (a 1x4x4 on both
+#: buses, 2x4x4, 1x8x8) to fit, a 1x8x8 on the other bus and a 2x8x8 to check.
+FIT = "1x4x4/64,1x4x4/128,2x4x4/128,1x8x8/64"
+HELD_OUT = "1x8x8/128,2x8x8/64"
+
+
+def _points(text: str):
+    """``BxBIxBO/BUS`` names -> (name, Config, bus) of the calibration points they name."""
+    from vta.tune.autovta.calibration import calibration_points
+
+    known = {f"{c.batch}x{c.block_in}x{c.block_out}/{bw}": (c, bw)
+             for c, bw in calibration_points()}
+    out = []
+    for name in (n.strip() for n in text.split(",") if n.strip()):
+        if name not in known:
+            raise SystemExit(f"bench_resource_model: unknown point {name!r} "
+                             f"(calibration points: {', '.join(known)})")
+        out.append((name, *known[name]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--board", default="zcu104", help="a board of the family (default zcu104)")
+    ap.add_argument("--fit", default=FIT, metavar="LIST", help=f"(default {FIT})")
+    ap.add_argument("--held-out", default=HELD_OUT, metavar="LIST",
+                    help=f"(default {HELD_OUT})")
+    ap.add_argument("--jobs", type=int, default=1, help="syntheses at once (default 1)")
+    args = ap.parse_args()
+
+    from vta.boards import get_board
+    from vta.tune.autovta.resources import KINDS, ResourceModel
+    from vta.tune.autovta.synthcache import synthesize
+
+    board = get_board(args.board)
+    fit, held = _points(args.fit), _points(args.held_out)
+
+    def one(point) -> dict:
+        name, cfg, bw = point
+        print(f"  synthesizing {name} for {board.name} ({board.family}) ...", flush=True)
+        t = time.monotonic()
+        entry = synthesize(board.name, cfg, bw)
+        print(f"  {name}: " + ", ".join(f"{k} {entry['used'][k]:g}" for k in KINDS)
+              + (" (cached)" if entry["cached"] else f" ({time.monotonic() - t:.0f} s)"),
+              flush=True)
+        return {"point": name, "config": cfg.params, "bus_width": bw,
+                "used": {k: float(entry["used"][k]) for k in KINDS},
+                "seconds": entry["seconds"], "date": entry["date"], "hw_hash": entry["hw_hash"]}
+
+    print(f"== yosys reports ({board.title}, {board.fam.synth.split()[0]}, core options "
+          f"{board.core_options or 'none'})")
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        reports = list(pool.map(one, fit + held))
+    fit_r, held_r = reports[:len(fit)], reports[len(fit):]
+
+    def samples(rs):
+        return [(c, bw, r["used"]) for (_, c, bw), r in zip(fit + held, reports) if r in rs]
+
+    model = ResourceModel.for_board(board)
+    fitted = ResourceModel(board.family, model.dsp_budget, packed=model.packed)
+    fitted.calibrate(samples(fit_r))
+    # the dataclass's own coefficients are xc7's; this family's BRAM and DSP facts
+    shipped_xc7 = ResourceModel(board.family, model.dsp_budget, packed=model.packed)
+
+    def held_errors(m: ResourceModel) -> list[dict]:
+        return [{"point": r["point"], **e} for r, e in zip(held_r, m.errors(samples(held_r)))]
+
+    out = {"board": board.name, "family": board.family, "fit": fit_r, "held_out": held_r,
+           "coefficients": fitted.to_json()}
+    print(f"\n== LUT/FF fitted on {len(fit_r)} reports; error on {len(held_r)} held-out reports")
+    for label, m in (("fitted", fitted), ("xc7 coefficients (reference)", shipped_xc7)):
+        errs = held_errors(m)
+        for e in errs:
+            print(f"  {label:30} {e['point']:>10}: "
+                  + "  ".join(f"{k} {100 * e[k]:+.1f}%" for k in KINDS))
+        mean = {k: sum(abs(e[k]) for e in errs) / len(errs) for k in KINDS}
+        worst = {k: max(abs(e[k]) for e in errs) for k in KINDS}
+        key = "held_out_error" if m is fitted else "reference_held_out_error"
+        out[key] = {"per_point": errs, "mean": mean, "worst": worst}
+    lut = out["held_out_error"]["worst"]["lut"]
+    ref = out["reference_held_out_error"]["worst"]["lut"]
+    out["goal_met"] = lut <= 0.05
+    print(f"goal: LUTs within 5% on every held-out report: worst {100 * lut:.1f}% -> "
+          f"{'MET' if lut <= 0.05 else 'NOT MET'} (xc7 coefficients: worst {100 * ref:.1f}%"
+          + (f", {ref / lut:.1f}x the fitted model's)" if lut >= 1e-3 else ")"))
+    write_record("bench_resource_model", out,
+                 {"xc7_coefficients": out["reference_held_out_error"]}, params=vars(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
