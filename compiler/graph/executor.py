@@ -30,7 +30,7 @@ from vta.runtime import backends
 
 from ..topi.pack import unpack_activation
 from .errors import InputError
-from .lowering import packed_input
+from .lowering import matmul_inputs, matmul_output, packed_input
 from .module import CompiledModule
 from .quantize import kernel_for
 from .reference import check_feeds
@@ -303,14 +303,19 @@ class Executor:
         m, cfg = self.m, self.cfg
         kern = m.kernels[n.name]
         pb = m.plan.buffers
-        for name, x in inputs:
-            packed = packed_input(x, cfg)
+        matmul = kern.template == "matmul"
+        packs = matmul_inputs(*(x for _, x in inputs), cfg) if matmul else \
+            [packed_input(x, cfg) for _, x in inputs]
+        for (name, _), packed in zip(inputs, packs):
             ib = pb[name]
             self.view[ib.offset:ib.offset + packed.nbytes] = packed.reshape(-1).view(np.uint8)
         cycles = self.dev.run(self.programs[n.name]).cycles
         if not getattr(self.dev, "computes_results", True):
             return None, cycles
         oshape = m.shapes[n.outputs[0]]
+        if matmul:
+            ob = pb[kern.output]
+            return matmul_output(self.view[ob.offset:ob.offset + ob.size], oshape, cfg), cycles
         o4 = (*oshape, 1, 1) if len(oshape) == 2 else oshape
         ob = pb[kern.output]
         nb = -(-o4[0] // cfg.batch)

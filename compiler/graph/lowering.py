@@ -284,11 +284,108 @@ def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLa
     return AluLayer(n.name, Spec.make(kind, **attrs), tiles)
 
 
+@dataclass(frozen=True)
+class MatmulLayer:
+    """One activation x activation product (``QMatMul``: Q·Kᵀ, softmax·V) on VTA: ``g``
+    products of (N, K) x (K, M), in tiles, through :mod:`vta.compiler.topi.matmul`; its second
+    operand is packed in VTA's weight layout on the host (:func:`matmul_inputs`)."""
+
+    node: str
+    g: int
+    n: int  #: tiles of N (BATCH rows each)
+    k: int  #: tiles of K (BLOCK_IN)
+    m: int  #: tiles of M (BLOCK_OUT)
+    shift: int = 0
+    clip: tuple[int, int] = (-128, 127)
+    mul: int = 1
+    shift2: int = 0
+    template: str = "matmul"
+    vectors: tuple[str, ...] = ()
+
+    def size(self) -> int:
+        """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
+        return self.g * self.n * self.k * self.m
+
+    def epilogue(self) -> Any:
+        from vta.compiler.topi import Epilogue
+
+        return Epilogue(shift=self.shift, clip=self.clip, mul=self.mul, shift2=self.shift2)
+
+    def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
+        from vta.compiler.topi.matmul import matmul_packed
+
+        return matmul_packed((self.g, self.n, self.k, cfg.batch, cfg.block_in),
+                             (self.g, self.m, self.k, cfg.block_out, cfg.block_in), config=cfg,
+                             shift=self.shift, clip=self.clip, mul=self.mul,
+                             shift2=self.shift2, knobs=dict(knobs) if knobs else None,
+                             target=None)
+
+    def default(self, cfg: Config, threads: bool = True) -> Any:
+        from vta.compiler.topi.matmul import matmul_default
+
+        return matmul_default(self.g, self.n, self.k, self.m, cfg, self.epilogue())
+
+    def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
+                  ) -> list[bytes]:
+        """None: both operands are activations."""
+        return []
+
+
+def plan_matmul(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> MatmulLayer:
+    """The VTA layer of a ``QMatMul`` of (..., N, K) x (..., K, M) with the same batch axes,
+    or LayerError saying why not."""
+    a, b = (tuple(shapes[i]) for i in n.inputs)
+    if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+        raise LayerError(f"a product of shapes {a} and {b} broadcasts (VTA takes equal batch "
+                         "axes)")
+    if n.inputs[0] == n.inputs[1]:
+        raise LayerError("both operands are one tensor (it would need two layouts at once)")
+    b_, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    at = n.attrs
+    return MatmulLayer(n.name, math.prod(a[:-2]), ceil_div(a[-2], b_), ceil_div(a[-1], bi),
+                       ceil_div(b[-1], bo), int(at["shift"]), (int(at["lo"]), int(at["hi"])),
+                       int(at.get("mul", 1)), int(at.get("shift2", 0)))
+
+
+def matmul_inputs(a: np.ndarray, b: np.ndarray, cfg: Config) -> list[np.ndarray]:
+    """A ``QMatMul``'s operands as its program reads them: ``a`` packed as data, ``b`` in
+    VTA's weight layout (the transpose inside each tile is done here, on the host)."""
+    from vta.compiler.topi.matmul import pack_operands
+
+    return list(pack_operands(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), cfg))
+
+
+def matmul_output(raw: np.ndarray, oshape: Sequence[int], cfg: Config) -> np.ndarray:
+    """A ``QMatMul``'s int8 output (``oshape``) from the bytes its program stored."""
+    from vta.compiler.topi.matmul import unpack_output
+
+    *lead, n, m = oshape
+    g = math.prod(lead)
+    nt, mt = ceil_div(n, cfg.batch), ceil_div(m, cfg.block_out)
+    count = g * nt * mt * cfg.batch * cfg.block_out
+    out = raw[:count].view(np.int8).reshape(g, nt, mt, cfg.batch, cfg.block_out)
+    return unpack_output(out, n, m).reshape(oshape)
+
+
+def matmul_buffers(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config
+                   ) -> dict[str, int]:
+    """Bytes of a ``QMatMul``'s packed operands and output, by tensor name (the memory plan
+    sizes those tensors at least so)."""
+    from vta.compiler.topi.matmul import operand_bytes
+
+    a, b = (tuple(shapes[i]) for i in n.inputs)
+    sizes = operand_bytes(math.prod(a[:-2]), a[-2], a[-1], b[-1], cfg)
+    return dict(zip([*n.inputs, n.outputs[0]], sizes))
+
+
 def plan_node(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, np.ndarray],
-              cfg: Config) -> VtaLayer | AluLayer:
-    """The VTA layer of a QConv / QDense (:func:`plan_layer`) or element-wise node."""
+              cfg: Config) -> VtaLayer | AluLayer | MatmulLayer:
+    """The VTA layer of a QConv / QDense (:func:`plan_layer`), QMatMul (:func:`plan_matmul`)
+    or element-wise node."""
     if n.op in ALU_KINDS:
         return plan_alu(n, shapes, cfg)
+    if n.op == "QMatMul":
+        return plan_matmul(n, shapes, cfg)
     return plan_layer(n, shapes[n.inputs[0]], params[n.inputs[1]].shape, cfg)
 
 
@@ -350,6 +447,7 @@ def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
     return pack_activation(x4, cfg.batch, cfg.block)
 
 
-__all__ = ["LayerError", "VtaLayer", "AluLayer", "ALU_KINDS", "plan_layer", "plan_alu",
+__all__ = ["LayerError", "VtaLayer", "AluLayer", "MatmulLayer", "ALU_KINDS", "plan_layer",
+           "plan_alu", "plan_matmul", "matmul_inputs", "matmul_output", "matmul_buffers",
            "plan_node", "Recorded", "record_layer", "place",
            "gemm_macs", "packed_input"]

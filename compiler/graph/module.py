@@ -60,6 +60,7 @@ from .lowering import (
     Recorded,
     VtaLayer,
     gemm_macs,
+    matmul_buffers,
     place,
     plan_node,
     record_layer,
@@ -93,7 +94,7 @@ from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
 
-VTA_OPS = ("QConv", "QDense")
+VTA_OPS = ("QConv", "QDense", "QMatMul")
 #: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
 ALU_OPS = tuple(ALU_KINDS)
 #: Every op the partitioner sends to VTA (``vta_ops`` of :func:`compile_graph`).
@@ -655,5 +656,9 @@ def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str,
             sizes[t] = packed_nbytes(shp, b, blk)
         else:
             sizes[t] = int(np.prod(shp)) * 4 if shp else 4
+    for name, lb in built.items():
+        if lb.layer.template == "matmul":  # operands packed as data and weight tiles
+            for t, nbytes in matmul_buffers(qg.node(name), shapes, cfg).items():
+                sizes[t] = max(sizes[t], nbytes)
     consts = {k: max(len(v), 1) for lb in built.values() for k, v in lb.blobs.items()}
     return plan_memory(qg, sizes, consts, align=align)

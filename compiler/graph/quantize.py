@@ -210,6 +210,12 @@ def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
 
 
+def _qmatmul(n: Node, a: list[Any]) -> list[np.ndarray]:
+    # int8 products summed in float64 are exact (|sum| < 2**53), and BLAS is fast
+    acc = np.matmul(a[0].astype(np.float64), a[1].astype(np.float64)).astype(np.int64)
+    return [_requant(n, acc)]
+
+
 def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
     s = a[0].astype(np.int64) * n.attrs["mul_a"] + a[1].astype(np.int64) * n.attrs["mul_b"]
     return [np.clip(rescale(s, 1, n.attrs["shift"]), n.attrs["lo"], n.attrs["hi"])
@@ -264,6 +270,7 @@ def _qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
 INT_KERNELS = {
     "QConv": _qconv,
     "QDense": _qdense,
+    "QMatMul": _qmatmul,
     "QAdd": _qadd,
     "QAveragePool": _qavg,
     "QGlobalAveragePool": _qavg,
@@ -564,9 +571,9 @@ def float_first_conv(g: Graph) -> str | None:
 def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
               params: Mapping[str, np.ndarray]) -> int:
     """Multiply-accumulates of a (float or int8) conv or dense node, and of a matrix product
-    of two activations (``MatMul``, ``Gemm``: Q·Kᵀ and softmax·V of attention, on the CPU
-    for now); 0 for other ops."""
-    if n.op in ("MatMul", "Gemm"):
+    of two activations (``MatMul``, ``Gemm``, ``QMatMul``: Q·Kᵀ and softmax·V of attention);
+    0 for other ops."""
+    if n.op in ("MatMul", "Gemm", "QMatMul"):
         a = shapes[n.inputs[0]]
         k = a[0] if n.op == "Gemm" and n.attrs.get("transA") else a[-1]
         return int(np.prod(shapes[n.outputs[0]])) * int(k)
@@ -715,6 +722,13 @@ class _Quantizer:
         self.lows: dict[str, float] = {}
         #: per-channel means of Conv/Dense inputs, with their shapes (see :func:`weight_error_mean`)
         self.means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+        self._shapes: Mapping[str, tuple[int, ...]] | None = None
+
+    def shapes(self) -> Mapping[str, tuple[int, ...]]:
+        """Every tensor's shape in the float graph (inferred once, when first asked)."""
+        if self._shapes is None:
+            self._shapes = infer_shapes(self.g)
+        return self._shapes
 
     def tensor_scale(self, t: str) -> float:
         if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
@@ -856,6 +870,31 @@ def _q_add(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
     info.mul, info.shift = [ma, mb], k
 
 
+def matmul_requant(r: float, k: int) -> tuple[int, int, int]:
+    """``(shift, mul, shift2)`` applying the real factor ``r`` to the accumulator of an int8
+    product over ``k`` terms (``|acc| <= 128 * 128 * k``) with no bias to round the first
+    shift: no first shift and the most precise multiplier whose product stays within int32,
+    else :func:`requant_params`' (its first shift then truncates)."""
+    bound = 128 * 128 * k
+    for s2 in range(30, -1, -1):
+        m = int(round(r * 2.0 ** s2))
+        if 0 < m < 1 << MUL_BITS and _fits(bound, 0, m, s2):
+            return 0, m, s2
+    s1, mul, s2 = requant_params(np.array([r]), np.array([bound]), False)
+    return s1[0], mul[0], s2
+
+
+def _q_matmul(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """A product of two int8 activations (``QMatMul``): ``requant(a @ b)``, no bias."""
+    sa, sb, so = q.scales[ins[0]], q.scales[ins[1]], q.tensor_scale(n.outputs[0])
+    k = q.shapes()[n.inputs[0]][-1]
+    shift, mul, shift2 = matmul_requant(sa * sb / so, k)
+    lo, hi = q.bounds(n, so)
+    q.emit("QMatMul", n, ins, {"shift": shift, "mul": mul, "shift2": shift2, "lo": lo,
+                               "hi": hi}, so, info)
+    info.shift, info.mul, info.shift2 = shift, mul, shift2
+
+
 def _q_same(op: str):  # noqa: ANN202
     def conv(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
         s = q.scales[ins[0]]
@@ -921,9 +960,13 @@ def _q_fakequant(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> Non
     q.emit("QFakeQuant", n, ins, {"rescale": resc, "lo": lo, "hi": hi}, so, info)
 
 
+#: Int8 ops whose inputs are quantized even when none of them is int8 yet: a matrix product
+#: of two activations (its MACs are worth a Quantize on each side).
+_PRODUCTS = frozenset({"MatMul"})
 _INT_CAPABLE = {
     "FakeQuant": _q_fakequant,
     "Add": _q_add,
+    "MatMul": _q_matmul,
     "Relu": lambda q, n, *r: _q_same("QClip")(
         q, Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}), *r),
     "Clip": _q_same("QClip"),
@@ -986,7 +1029,8 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         if info.in_scale is not None:
             pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
-                any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
+                (any(a in q.scales or a in q.qcache for a in acts) or n.op in _PRODUCTS) \
+                and n.op in _INT_CAPABLE:
             ins = [q.as_int(a) for a in acts]
             _INT_CAPABLE[n.op](q, n, ins, info)
             if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
@@ -1021,7 +1065,8 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
 
 
 #: int8 ops whose output is clipped to their ``lo``/``hi`` attributes.
-_CLIPPED = frozenset({"QConv", "QConvTranspose", "QDense", "QAdd", "QClip", "QFakeQuant"})
+_CLIPPED = frozenset({"QConv", "QConvTranspose", "QDense", "QMatMul", "QAdd", "QClip",
+                      "QFakeQuant"})
 
 
 def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],

@@ -22,7 +22,7 @@ from .quantize import QuantInfo
 #: quantizer inserts with the attribute ``conversion`` (the QPad of an offset tensor).
 _CONVERSIONS = ("Quantize", "Dequantize")
 #: Ops the partitioner can send to VTA (vta.compiler.graph.module.LOWERED_OPS).
-_LOWERABLE = ("QConv", "QDense", *ALU_KINDS)
+_LOWERABLE = ("QConv", "QDense", "QMatMul", *ALU_KINDS)
 #: Prefix of the module notes that record a fallback (one per layer not on VTA).
 FALLBACK = "fallback: "
 
