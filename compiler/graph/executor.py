@@ -30,7 +30,7 @@ from vta.runtime import backends
 
 from ..topi.pack import unpack_activation
 from .errors import InputError
-from .lowering import matmul_inputs, matmul_output, packed_input
+from .lowering import layout4, matmul_inputs, matmul_output, packed_input
 from .module import CompiledModule
 from .quantize import kernel_for
 from .reference import check_feeds
@@ -316,7 +316,7 @@ class Executor:
         if matmul:
             ob = pb[kern.output]
             return matmul_output(self.view[ob.offset:ob.offset + ob.size], oshape, cfg), cycles
-        o4 = (*oshape, 1, 1) if len(oshape) == 2 else oshape
+        o4 = layout4(oshape)
         ob = pb[kern.output]
         nb = -(-o4[0] // cfg.batch)
         cb = -(-o4[1] // cfg.block)

@@ -12,7 +12,11 @@ pipeline and VTA code generation in record mode; :func:`place` rebases the recor
 the module's memory plan. An int8 element-wise node (``QAdd``, ``QClip``, ``QLeakyRelu``,
 ``QHardSigmoid``, ``QHardSwish``) becomes an :class:`AluLayer` of the
 :mod:`vta.compiler.topi.elementwise` template (its inputs widened by an identity GEMM, its
-rule on the ALU). A layer that does not fit the configuration raises
+rule on the ALU), over NCHW, NC or (..., C) tensors (a transformer's (1, T, C) residual adds:
+:func:`layout4`). A ``QMatMul`` (a product of two int8 activations: attention's Q·Kᵀ and
+softmax·V) becomes a :class:`MatmulLayer` of :mod:`vta.compiler.topi.matmul`, its second
+operand packed in VTA's weight layout on the host. A layer that does not fit the configuration
+raises
 :class:`LayerError` and runs on the CPU (the reason goes into the module's notes).
 """
 
@@ -275,10 +279,10 @@ def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLa
 
     kind = ALU_KINDS[n.op]
     xs = [tuple(shapes[i]) for i in n.inputs]
-    if len(set(xs)) != 1 or len(xs[0]) not in (2, 4):
-        raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one NCHW or NC "
-                         "shape (no broadcasting on the ALU)")
-    x4 = (*xs[0], 1, 1)[:4]
+    if len(set(xs)) != 1 or len(xs[0]) < 2:
+        raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one shape of "
+                         "rank 2 or more (no broadcasting on the ALU)")
+    x4 = layout4(xs[0])
     tiles = ceil_div(x4[0], cfg.batch) * ceil_div(x4[1], cfg.block) * x4[2] * x4[3]
     attrs = {k: n.attrs[k] for k in OPS[kind]}
     return AluLayer(n.name, Spec.make(kind, **attrs), tiles)
@@ -441,13 +445,21 @@ def gemm_macs(program: bytes, cfg: Config) -> int:
     return int(macs[c["reset_reg"] == 0].sum()) * cfg.macs_per_cycle
 
 
+def layout4(shape: Sequence[int]) -> tuple[int, int, int, int]:
+    """The NCHW shape a VTA layer's activation is packed as: NCHW itself, NC as NC11, any
+    other rank (a transformer's (1, T, C)) as its rows by its last axis, (prod(rest), C, 1,
+    1); what its packed layout holds does not change with the view."""
+    s = tuple(int(d) for d in shape)
+    return s if len(s) == 4 else (math.prod(s[:-1]), s[-1], 1, 1)  # type: ignore[return-value]
+
+
 def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
-    """A layer's input (NCHW or NC) in the packed layout the programs read."""
-    x4 = x.reshape(*x.shape, 1, 1) if x.ndim == 2 else x
-    return pack_activation(x4, cfg.batch, cfg.block)
+    """A layer's input (NCHW, NC, or (..., C): :func:`layout4`) in the packed layout the
+    programs read."""
+    return pack_activation(x.reshape(layout4(x.shape)), cfg.batch, cfg.block)
 
 
 __all__ = ["LayerError", "VtaLayer", "AluLayer", "MatmulLayer", "ALU_KINDS", "plan_layer",
            "plan_alu", "plan_matmul", "matmul_inputs", "matmul_output", "matmul_buffers",
            "plan_node", "Recorded", "record_layer", "place",
-           "gemm_macs", "packed_input"]
+           "gemm_macs", "layout4", "packed_input"]

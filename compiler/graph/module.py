@@ -60,6 +60,7 @@ from .lowering import (
     Recorded,
     VtaLayer,
     gemm_macs,
+    layout4,
     matmul_buffers,
     place,
     plan_node,
@@ -652,8 +653,8 @@ def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str,
     align = arena_align(cfg)
     sizes = {}
     for t, shp in shapes.items():
-        if t in scales and len(shp) in (2, 4):
-            sizes[t] = packed_nbytes(shp, b, blk)
+        if t in scales and len(shp) >= 2:  # packed as VTA layers read it (layout4)
+            sizes[t] = packed_nbytes(layout4(shp), b, blk)
         else:
             sizes[t] = int(np.prod(shp)) * 4 if shp else 4
     for name, lb in built.items():
