@@ -24,6 +24,9 @@ the numpy kernels here are the specification VTA's results are checked against b
   follows: ``acc = wrap(acc * mul)``, ``acc = wrap(acc + 2**(shift2-1)) >> shift2``; finally
   ``clip(acc, lo, hi)`` (``lo``/``hi`` also carry a fused Relu/Clip). :func:`requant_params`
   picks ``shift``/``mul``/``shift2`` so that no step overflows int32 for any int8 input.
+- ``QMatMul`` (a product of two int8 activations, batched: attention's Q·Kᵀ and softmax·V):
+  the same without a bias, ``acc = a @ b``; :func:`matmul_requant` picks ``shift`` 0 where
+  the multiplier can then keep the worst-case accumulator within int32 (nothing to round).
 - ``rescale(q, m, k) = (q * m + 2**(k-1)) >> k`` (no rounding term when ``k == 0``):
   ``QAdd`` is ``clip(rescale'(a * ma + b * mb), lo, hi)`` with one shared ``k``; ``QConcat``
   rescales each input to the output scale; ``QLeakyRelu`` keeps the scale and maps negative
