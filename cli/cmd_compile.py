@@ -15,7 +15,7 @@ from .common import (
     positive_int,
 )
 
-#: vta.compiler.graph.quantize.CALIBRATIONS (not imported here: `vta --help` stays fast)
+#: vta.compiler.graph.calibration.CALIBRATIONS (not imported here: `vta --help` stays fast)
 CALIBRATIONS = ("mse", "max", "percentile")
 
 
@@ -96,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vta.compiler.graph.calibration import load_samples
     from vta.compiler.graph.module import (
         LOWERED_OPS,
         VTA_OPS,
@@ -103,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
         is_module_or_empty,
     )
     from vta.compiler.graph.onnx_frontend import load_onnx
-    from vta.compiler.graph.quantize import load_samples
     from vta.compiler.graph.summary import compile_summary
     from vta.isa.errors import ConfigError
     from vta.isa.fileio import check_input_file, check_output_dir

@@ -56,7 +56,7 @@ def _target(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vta.compiler.graph.executor import batch_size, feeds_for, load_arrays
+    from vta.compiler.graph.inputs import batch_size, feeds_for, load_arrays
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
@@ -144,8 +144,8 @@ def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
     import time
 
     from vta.compiler.graph.executor import LayerRecord, RunReport
-    from vta.compiler.graph.module import node_macs
     from vta.compiler.graph.reference import infer_shapes, run_float
+    from vta.compiler.ops import node_macs
 
     t0 = time.perf_counter()
     times: dict[str, float] = {}

@@ -30,9 +30,30 @@ from typing import Any
 import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
+from vta.isa.insn import GemmInsn, program_words
 from vta.runtime.record import RecordedProgram, Relocation
 
+from .. import ops, topi
+from ..build import placed_offsets
 from ..errors import CompilerError
+from ..topi import Epilogue, defaults
+from ..topi import conv_transpose as ct
+from ..topi.conv_transpose import Phases, conv2d_transpose_phased, phase_kernel
+from ..topi.defaults import recorded_program
+from ..topi.elementwise import (
+    OPS,
+    Spec,
+    elementwise_default,
+    elementwise_int8,
+    identity_weight,
+)
+from ..topi.matmul import (
+    matmul_default,
+    matmul_packed,
+    operand_bytes,
+    pack_operands,
+    unpack_output,
+)
 from ..topi.pack import (
     ceil_div,
     depthwise_to_group_kernel,
@@ -81,18 +102,12 @@ class VtaLayer:
                 "mul": self.mul, "mul_vector": self.mul_vector, "shift2": self.shift2}
 
     def epilogue(self) -> Any:
-        from vta.compiler.topi import Epilogue
-
         return Epilogue(bias=True, **self.requant())
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
         """The topi operator (unbuilt); ``knobs=None``: the template's default knobs."""
-        from vta.compiler import topi
-
         kn = dict(knobs) if knobs else None
         if self.template == "conv2d_transpose":
-            from vta.compiler.topi.conv_transpose import conv2d_transpose_phased
-
             return conv2d_transpose_phased(self._data6(cfg), self.kernel[0], *self.phases(),
                                            cfg, self.epilogue(), kn)
         if self.template == "dense":
@@ -108,11 +123,7 @@ class VtaLayer:
 
     def default(self, cfg: Config, threads: bool = True) -> Any:
         """The default knobs (vta.compiler.topi.defaults: ranked by vta.sim.perf, cached)."""
-        from vta.compiler.topi import defaults
-
         if self.template == "conv2d_transpose":
-            from vta.compiler.topi import conv_transpose as ct
-
             py, px = self.phases()
             return ct.default_choice(self._data6(cfg), self.kernel[0], py, px, cfg,
                                      self.epilogue(), threads)
@@ -129,8 +140,6 @@ class VtaLayer:
         order."""
         w = params[node.inputs[1]].astype(np.int8, copy=False)  # no copy: int8 already
         if self.template == "conv2d_transpose":
-            from vta.compiler.topi.conv_transpose import phase_kernel
-
             # the equivalent conv's flipped (CO, CI, KH, KW) weights -> the transposed conv's
             # (CI, CO, KH, KW) -> every phase's sub-kernel
             wt = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
@@ -155,8 +164,6 @@ class VtaLayer:
     def phases(self) -> tuple[Any, Any]:
         """conv2d_transpose: the output phases of each dimension (LayerError when the output is
         not a whole number of phase rows)."""
-        from vta.compiler.topi.conv_transpose import Phases
-
         out = []
         for d in range(2):
             h, k, s = self.data[2 + d], self.kernel[2 + d], self.strides[d]
@@ -234,12 +241,6 @@ def _transposed(n: Node, x_shape: Sequence[int], w_shape: Sequence[int],
     return layer
 
 
-#: Quantized element-wise ops the ALU runs (vta.compiler.topi.elementwise) and their template
-#: op; the node's attributes are the template's.
-ALU_KINDS = {"QAdd": "add", "QClip": "clip", "QLeakyRelu": "leaky_relu",
-             "QHardSigmoid": "hard_sigmoid", "QHardSwish": "hard_swish"}
-
-
 @dataclass(frozen=True)
 class AluLayer:
     """One element-wise VTA layer: its int8 rule (a topi.elementwise Spec) over ``tiles``
@@ -256,28 +257,20 @@ class AluLayer:
         return self.tiles
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
-        from vta.compiler.topi.elementwise import elementwise_int8
-
         return elementwise_int8(self.spec, self.tiles, config=cfg, knobs=knobs, target=None)
 
     def default(self, cfg: Config, threads: bool = True) -> Any:
-        from vta.compiler.topi.elementwise import elementwise_default
-
         return elementwise_default(self.spec, self.tiles, cfg, threads)
 
     def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
                   ) -> list[bytes]:
         """The identity weight the GEMM widens the inputs with."""
-        from vta.compiler.topi.elementwise import identity_weight
-
         return [identity_weight(cfg).tobytes()]
 
 
 def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLayer:
     """The ALU layer of a quantized element-wise node, or LayerError saying why not."""
-    from vta.compiler.topi.elementwise import OPS, Spec
-
-    kind = ALU_KINDS[n.op]
+    kind = ops.alu_kind(n.op)  # the registry's ALU kind: the template op
     xs = [tuple(shapes[i]) for i in n.inputs]
     if len(set(xs)) != 1 or len(xs[0]) < 2:
         raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one shape of "
@@ -310,14 +303,10 @@ class MatmulLayer:
         """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
         return self.g * self.n * self.k * self.m
 
-    def epilogue(self) -> Any:
-        from vta.compiler.topi import Epilogue
-
+    def epilogue(self) -> Epilogue:
         return Epilogue(shift=self.shift, clip=self.clip, mul=self.mul, shift2=self.shift2)
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
-        from vta.compiler.topi.matmul import matmul_packed
-
         return matmul_packed((self.g, self.n, self.k, cfg.batch, cfg.block_in),
                              (self.g, self.m, self.k, cfg.block_out, cfg.block_in), config=cfg,
                              shift=self.shift, clip=self.clip, mul=self.mul,
@@ -325,8 +314,6 @@ class MatmulLayer:
                              target=None)
 
     def default(self, cfg: Config, threads: bool = True) -> Any:
-        from vta.compiler.topi.matmul import matmul_default
-
         return matmul_default(self.g, self.n, self.k, self.m, cfg, self.epilogue())
 
     def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
@@ -354,15 +341,11 @@ def plan_matmul(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> Ma
 def matmul_inputs(a: np.ndarray, b: np.ndarray, cfg: Config) -> list[np.ndarray]:
     """A ``QMatMul``'s operands as its program reads them: ``a`` packed as data, ``b`` in
     VTA's weight layout (the transpose inside each tile is done here, on the host)."""
-    from vta.compiler.topi.matmul import pack_operands
-
     return list(pack_operands(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), cfg))
 
 
 def matmul_output(raw: np.ndarray, oshape: Sequence[int], cfg: Config) -> np.ndarray:
     """A ``QMatMul``'s int8 output (``oshape``) from the bytes its program stored."""
-    from vta.compiler.topi.matmul import unpack_output
-
     *lead, n, m = oshape
     g = math.prod(lead)
     nt, mt = ceil_div(n, cfg.batch), ceil_div(m, cfg.block_out)
@@ -375,8 +358,6 @@ def matmul_buffers(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config
                    ) -> dict[str, int]:
     """Bytes of a ``QMatMul``'s packed operands and output, by tensor name (the memory plan
     sizes those tensors at least so)."""
-    from vta.compiler.topi.matmul import operand_bytes
-
     a, b = (tuple(shapes[i]) for i in n.inputs)
     sizes = operand_bytes(math.prod(a[:-2]), a[-2], a[-1], b[-1], cfg)
     return dict(zip([*n.inputs, n.outputs[0]], sizes))
@@ -386,7 +367,7 @@ def plan_node(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str,
               cfg: Config) -> VtaLayer | AluLayer | MatmulLayer:
     """The VTA layer of a QConv / QDense (:func:`plan_layer`), QMatMul (:func:`plan_matmul`)
     or element-wise node."""
-    if n.op in ALU_KINDS:
+    if ops.alu_kind(n.op) is not None:
         return plan_alu(n, shapes, cfg)
     if n.op == "QMatMul":
         return plan_matmul(n, shapes, cfg)
@@ -407,9 +388,6 @@ def record_layer(op: Any) -> Recorded:
     """Lower an operator through the tir pass pipeline and record its VTA program (the
     default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults;
     a recording is not timed: the knobs' cycles come with them)."""
-    from vta.compiler.build import placed_offsets
-    from vta.compiler.topi.defaults import recorded_program
-
     rec = recorded_program(op)
     sizes = [int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in op.args]
     return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes)
@@ -436,8 +414,6 @@ def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:
 def gemm_macs(program: bytes, cfg: Config) -> int:
     """MACs the GEMM core executes (channel padding included): the GEMM instructions' fields
     decoded as columns (no instruction objects)."""
-    from vta.isa.insn import GemmInsn, program_words
-
     words = program_words(program)
     gemm = words[cfg.layouts.finish.unpack_columns(words)["opcode"] == GemmInsn.opcode]
     c = cfg.layouts.gemm.unpack_columns(gemm)
@@ -459,7 +435,6 @@ def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
     return pack_activation(x.reshape(layout4(x.shape)), cfg.batch, cfg.block)
 
 
-__all__ = ["LayerError", "VtaLayer", "AluLayer", "MatmulLayer", "ALU_KINDS", "plan_layer",
-           "plan_alu", "plan_matmul", "matmul_inputs", "matmul_output", "matmul_buffers",
-           "plan_node", "Recorded", "record_layer", "place",
-           "gemm_macs", "layout4", "packed_input"]
+__all__ = ["LayerError", "VtaLayer", "AluLayer", "MatmulLayer", "plan_layer", "plan_alu",
+           "plan_matmul", "matmul_inputs", "matmul_output", "matmul_buffers", "plan_node",
+           "Recorded", "record_layer", "place", "gemm_macs", "layout4", "packed_input"]

@@ -46,16 +46,20 @@ from vta.isa.digest import (
     write_digest,
 )
 from vta.isa.errors import VTAError
-from vta.isa.fileio import loads_json, read_text
+from vta.isa.fileio import atomic_dir, loads_json, read_text
 
+from .. import ops
 from ..build import arena_align
+from ..ops import has_kernel, node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
-from .errors import InputError, ModuleError
+from .calibration import CALIBRATIONS, qdq_ranges, synthetic_samples
+from .errors import InputError, ModelError, ModuleError
+from .host import host_kernel
+from .int8_executor import run_quantized
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
-    ALU_KINDS,
     AluLayer,
     Recorded,
     VtaLayer,
@@ -77,29 +81,21 @@ from .manifest import (
     ModuleManifest,
     QuantizationRecord,
 )
+from .offsets import offset_tensors
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
-from .quantize import (
-    CALIBRATIONS,
-    QuantInfo,
-    float_first_conv,
-    layer_errors,
-    node_macs,
-    offset_tensors,
-    qdq_ranges,
-    quantize_graph,
-    run_quantized,
-    synthetic_samples,
-)
+from .quant_error import layer_errors
+from .quant_info import QuantInfo
+from .quantize import float_first_conv, quantize_graph
 from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
 
-VTA_OPS = ("QConv", "QDense", "QMatMul")
-#: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
-ALU_OPS = tuple(ALU_KINDS)
-#: Every op the partitioner sends to VTA (``vta_ops`` of :func:`compile_graph`).
-LOWERED_OPS = VTA_OPS + ALU_OPS
+#: The ops that run on VTA's GEMM core, and every op the partitioner sends to VTA (``vta_ops``
+#: of :func:`compile_graph`; the GEMM ops and the element-wise ones of VTA's ALU): the op
+#: registry's.
+VTA_OPS = ops.names(lambda o: o.gemm)
+LOWERED_OPS = ops.names(lambda o: o.lowered)
 
 #: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
 #: its workload (built by vta.tune.vta_tasks.tuning_lookup; the compiler does not import tune).
@@ -160,8 +156,6 @@ class CompiledModule:
     # --------------------------------------------------------------------- save
     def save(self, out_dir: str | Path) -> Path:
         """Write the module directory atomically (all or nothing)."""
-        from vta.isa.fileio import atomic_dir
-
         out = Path(out_dir)
         with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
@@ -316,6 +310,59 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
 
 
+def _check_consistent(m: ModuleManifest, g: Graph, plan: MemoryPlan) -> None:
+    """The manifest's other fields agree with its graph (a :class:`ModelError` otherwise): a
+    shape for every tensor a node makes, a place for every node, a kernel for exactly the VTA
+    nodes, whose arena buffers the memory plan holds, and the graph's outputs those the
+    manifest lists."""
+    for n in g.nodes:
+        if not has_kernel(n.op):
+            raise ModelError(f"node {n.name} has op {n.op!r}, which this kit does not run")
+    made = [o for n in g.nodes for o in n.outputs]
+    for t in [*made, *g.inputs]:
+        if t not in m.shapes:
+            raise ModelError(f"tensor {t!r} has no shape")
+    for n in g.nodes:
+        if m.partition.get(n.name) not in ("vta", "cpu"):
+            raise ModelError(f"node {n.name} is placed neither on vta nor on the cpu")
+    vta = {n.name: n for n in g.nodes if m.partition[n.name] == "vta"}
+    if set(m.partition) != {n.name for n in g.nodes} or set(m.kernels) != set(vta):
+        raise ModelError("the partition or the kernels do not name the graph's nodes")
+    for name, k in m.kernels.items():
+        n = vta[name]
+        if k.input not in n.inputs or k.output not in n.outputs:
+            raise ModelError(f"kernel {name}'s operands are not its node's")
+        for t, nbytes in vta_buffers(n, m.shapes, g.params, m.config).items():
+            _check_buffer(plan, t, nbytes)
+    if set(m.outputs) != set(g.outputs) or set(m.inputs) != set(g.inputs):
+        raise ModelError("the module's inputs or outputs are not its graph's")
+
+
+def vta_buffers(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, Any],
+                cfg: Config) -> dict[str, int]:
+    """The bytes a VTA layer's program reads or writes of each of its activations: packed as
+    :func:`~vta.compiler.graph.lowering.layout4` says, a ``QMatMul``'s as data and weight
+    tiles (:func:`~vta.compiler.graph.lowering.matmul_buffers`)."""
+    acts = [t for t in [*n.inputs, *n.outputs] if t and t not in params]
+    for t in acts:
+        if len(shapes[t]) < 2:
+            raise ModelError(f"tensor {t!r} of a VTA layer has shape {list(shapes[t])} (not "
+                             "of rank 2 or more)")
+    if n.op == "QMatMul":
+        return matmul_buffers(n, shapes, cfg)
+    return {t: packed_nbytes(layout4(shapes[t]), cfg.batch, cfg.block) for t in acts}
+
+
+def _check_buffer(plan: MemoryPlan, t: str, packed: int) -> None:
+    """Tensor ``t`` of a VTA layer has an arena buffer inside the arena that holds its
+    ``packed`` bytes."""
+    b = plan.buffers.get(t)
+    if b is None:
+        raise ModelError(f"tensor {t!r} of a VTA layer has no arena buffer")
+    if not 0 <= b.offset <= b.offset + packed <= min(b.offset + b.size, plan.size):
+        raise ModelError(f"tensor {t!r} does not fit its arena buffer")
+
+
 def load_module(path: str | Path) -> CompiledModule:
     """Read a module directory written by :meth:`CompiledModule.save`, after verifying its
     digest and its manifest's paths (:func:`_verify`)."""
@@ -335,6 +382,9 @@ def load_module(path: str | Path) -> CompiledModule:
         kernels = {name: Kernel.from_record(k, (d / k.program).read_bytes())
                    for name, k in m.kernels.items()}
         host_ir = {h.node: (d / h.llvm_ir).read_text() for h in m.host_kernels}
+        _check_consistent(m, graph, plan)
+    except ModelError as e:
+        raise ModuleError(f"module {d}: its graph is inconsistent ({e}); recompile it") from None
     except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None
@@ -410,7 +460,6 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     fusion = [FusionRecord(f.kind, f.master, list(f.nodes)) for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
     if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
-        from .host import host_kernel
 
         for n in qg.nodes:
             if partition[n.name] == "cpu":
@@ -446,7 +495,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
     for n in qg.nodes:
-        if n.op not in vta_ops or n.op not in LOWERED_OPS or n.name in cpu_layers:
+        if n.op not in vta_ops or not ops.has(n.op, "lowered") or n.name in cpu_layers:
             continue
         try:
             layer = plan_node(n, shapes, qg.params, cfg)
@@ -559,7 +608,7 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     before the scales are known. The epilogue is expected to be the quantizer's usual one
     (a shift, a fixed-point multiplier and its shift; per channel with ``per_channel``; a
     shift alone with ``pow2``), and a padded conv of a tensor stored with an offset to read
-    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.quantize.offset_tensors`). The
+    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.offsets.offset_tensors`). The
     searches write nothing: calling the result waits for
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is
@@ -639,12 +688,12 @@ def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
 def _preload() -> None:
     """Import what lowering and timing a program need, so that forked workers import
     nothing (each would import it again)."""
-    import vta.compiler.build  # noqa: F401
-    import vta.compiler.codegen.vta  # noqa: F401
-    import vta.compiler.topi.conv_transpose  # noqa: F401
-    import vta.compiler.topi.elementwise  # noqa: F401
-    import vta.runtime  # noqa: F401
-    import vta.sim.perf  # noqa: F401
+    import vta.compiler.build  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.codegen.vta  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.conv_transpose  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.elementwise  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.runtime  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.sim.perf  # noqa: F401 - deferred: preloaded for forked workers
 
 
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],
@@ -657,9 +706,8 @@ def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str,
             sizes[t] = packed_nbytes(layout4(shp), b, blk)
         else:
             sizes[t] = int(np.prod(shp)) * 4 if shp else 4
-    for name, lb in built.items():
-        if lb.layer.template == "matmul":  # operands packed as data and weight tiles
-            for t, nbytes in matmul_buffers(qg.node(name), shapes, cfg).items():
-                sizes[t] = max(sizes[t], nbytes)
+    for name in built:  # a QMatMul's operands are packed as data and weight tiles
+        for t, nbytes in vta_buffers(qg.node(name), shapes, qg.params, cfg).items():
+            sizes[t] = max(sizes[t], nbytes)
     consts = {k: max(len(v), 1) for lb in built.values() for k, v in lb.blobs.items()}
     return plan_memory(qg, sizes, consts, align=align)

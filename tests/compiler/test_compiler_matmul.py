@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vta.compiler.errors import ScheduleError
-from vta.compiler.graph.quantize import matmul_requant, requantize
+from vta.compiler.graph.quantize import matmul_requant
+from vta.compiler.ops.int8 import requantize
 from vta.compiler.topi.matmul import (
     matmul_packed,
     matmul_reference,

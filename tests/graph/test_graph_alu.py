@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
-from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.summary import compile_summary
 from vta.isa import Config
 

@@ -203,7 +203,7 @@ def test_run_a_batch_equals_single_runs(work, tmp_path, capsys, batch: int) -> N
 
 
 def test_bad_batches_are_one_line_errors(work, tmp_path, capsys, monkeypatch) -> None:
-    from vta.compiler.graph import executor
+    from vta.compiler.graph import inputs
 
     mod = str(work / "mod")
     np.save(tmp_path / "bad.npy", np.zeros((2, 1, 3, 16, 16), np.float32))
@@ -213,7 +213,7 @@ def test_bad_batches_are_one_line_errors(work, tmp_path, capsys, monkeypatch) ->
     one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "empty.npy")],
                    "shape [0, 1, 3, 32, 32]")
     np.save(tmp_path / "three.npy", np.zeros((3, 1, 3, 32, 32), np.float32))
-    monkeypatch.setattr(executor, "MAX_BATCH", 2)  # the bound, without a file of 4097 images
+    monkeypatch.setattr(inputs, "MAX_BATCH", 2)  # the bound, without a file of 4097 images
     one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "three.npy")],
                    "3 images", "more than 2")
 

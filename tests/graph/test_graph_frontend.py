@@ -281,7 +281,7 @@ def test_winograd_and_im2col_convs_equal_a_float64_sum(pads, monkeypatch) -> Non
     """Both float convolution paths (Winograd F(2x2, 3x3), taken for this 3x3 stride-1 conv
     of >= 196 output tiles, and im2col) within float32 roundings of the float64 sum over the
     windows."""
-    from vta.compiler.graph import ops
+    from vta.compiler.ops import kernels as ops
 
     x = R.standard_normal((2, 6, 29, 28)).astype(np.float32)
     wt, b = w(5, 6, 3, 3), w(5)

@@ -10,9 +10,10 @@ import pytest
 from onnx import helper, numpy_helper
 from vta.compiler.graph.errors import UnsupportedOpError
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
-from vta.compiler.graph.quantize import agreement, run_quantized
+from vta.compiler.graph.quant_error import agreement
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
 

@@ -29,12 +29,13 @@ import onnx
 import pytest
 import torch
 from vta.cli.main import main
+from vta.compiler.graph.calibration import index_bounds, synthetic_samples
 from vta.compiler.graph.errors import InputError, UnsupportedOpError
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import index_bounds, run_quantized, synthetic_samples
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.module import compile_graph
-from vta.compiler.graph.quantize import run_quantized
 from vta.isa import Config
 
 from .conftest import rand_input

@@ -197,7 +197,7 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     shaped by ``input_shapes`` as `vta compile --input-shape`) and keep its VTA layers'
     geometry and requantization parameters."""
     import onnx
-    from vta.compiler.graph.module import VTA_OPS
+    from vta.compiler import ops
     from vta.compiler.graph.onnx_frontend import from_onnx
 
     try:
@@ -209,9 +209,9 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     qg, shapes = quantized_model(graph, cfg)
     layers, cpu = [], []
     for n in qg.nodes:
-        if n.op not in VTA_OPS or n.inputs[1] not in qg.params:
+        if not ops.has(n.op, "gemm") or n.inputs[1] not in qg.params:
             # a QMatMul (two activations: attention) has no weight for the resource model
-            if n.op in ("Conv", "Dense", "ConvTranspose"):
+            if ops.has(n.op, "vta_layer"):
                 cpu.append(n.name)  # kept in float by the quantizer
             continue
         shift, mul = n.attrs["shift"], n.attrs.get("mul", 1)
