@@ -343,7 +343,9 @@ def vta_buffers(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[st
     """The bytes a VTA layer's program reads or writes of each of its activations: packed as
     :func:`~vta.compiler.graph.lowering.layout4` says, a ``QMatMul``'s as data and weight
     tiles (:func:`~vta.compiler.graph.lowering.matmul_buffers`)."""
-    acts = [t for t in [*n.inputs, *n.outputs] if t and t not in params]
+    if not all(isinstance(t, str) and t for t in [*n.inputs, *n.outputs]):
+        raise ModelError(f"VTA layer {n.name} has an operand without a name")
+    acts = [t for t in [*n.inputs, *n.outputs] if t not in params]
     for t in acts:
         if len(shapes[t]) < 2:
             raise ModelError(f"tensor {t!r} of a VTA layer has shape {list(shapes[t])} (not "
