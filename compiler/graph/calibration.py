@@ -4,6 +4,7 @@ synthetic samples when none are given."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -36,6 +37,9 @@ OUTPUT_HEADROOM = 1.25
 
 #: Fewest values per sample for which percentile/mse calibration clips (see :func:`calibrate`).
 _HIST_MIN = 4096
+#: Largest rounding error, relative to its own size, that one int8 scale may leave on the
+#: smallest token of a tensor a LayerNormalization reads (see :func:`lossy_rows`).
+ROW_ERROR = 0.01
 
 
 def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.ndarray]]:
@@ -71,8 +75,8 @@ def output_sources(g: Graph) -> set[str]:
 def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
               unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
               first: dict[str, np.ndarray] | None = None,
-              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None
-              ) -> dict[str, float]:
+              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None,
+              rows: dict[str, float] | None = None) -> dict[str, float]:
     """The clipping threshold of every float tensor over the calibration samples.
 
     ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
@@ -94,7 +98,9 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
     (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
     over the samples of each channel of every Conv/Dense node's activation input, with the
-    input's shape (see :func:`weight_error_mean`)."""
+    input's shape (see :func:`weight_error_mean`); ``rows`` (when given) the smallest root
+    mean square of a row (a token) of every tensor a LayerNormalization reads, over the
+    samples (see :func:`lossy_rows`)."""
     if method not in CALIBRATIONS:
         raise InputError(f"calibration method {method!r} is unknown; choose one of "
                          f"{', '.join(CALIBRATIONS)}")
@@ -104,18 +110,28 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     producers = g.producers()
     readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
         if means is not None else {}
+    normed = {n.inputs[0] for n in g.nodes if n.op == "LayerNormalization"} \
+        if rows is not None else set()
     for j, feeds in enumerate(samples):
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
             env = run_float(g, feeds, keep=True)
         if j == 0 and first is not None:
             first.update(env)
+        for k in normed:
+            v = env[k]
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
+                r = float(np.sqrt(np.square(v, dtype=np.float64).mean(axis=-1)).min())
+                rows[k] = min(rows.get(k, r), r)
         for k, op in readers.items():
             v = env[k]
             axes = tuple(a for a in range(v.ndim) if a != (1 if op == "Conv" else v.ndim - 1))
             m = v.mean(axis=axes, dtype=np.float64) / len(samples)
             means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
         for k, v in _float_tensors(g, env):
-            if amax.get(k) == np.inf or (v.size and not np.isfinite(v.max() - v.min())):
+            finite = not v.size or np.isfinite(v.max() - v.min())
+            if amax.get(k) == np.inf and finite:
+                continue  # -inf in another sample's mask (not in this one's: no padding)
+            if not finite:
                 if _made_non_finite(producers.get(k), env, g.params):
                     raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float "
                                      f"run of calibration input {j + 1} (float32 overflows); "
@@ -141,6 +157,22 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
             out[k] = _percentile(h, amax[k]) if method == "percentile" else \
                 _mse(h, amax[k], UMAX if k in unsigned else QMAX)
+    return out
+
+
+def lossy_rows(th: Mapping[str, float], rows: Mapping[str, float]) -> dict[str, float]:
+    """Tensors a LayerNormalization reads (a transformer's residual stream) whose smallest
+    row (token) would lose more than :data:`ROW_ERROR` of its size to int8 rounding at the
+    tensor's one scale -> that relative error. LayerNorm rescales every token to unit size, so
+    a token far smaller than the others (a ViT's class token in the first blocks: 1/12 of
+    the typical token's size) keeps its whole relative error, and the head reads that token
+    alone. Rounding to a step ``s`` leaves an error of ``s / sqrt(12)`` per value, against the
+    row's root mean square ``rows[t]``."""
+    out = {}
+    for t, r in rows.items():
+        err = th.get(t, 0.0) / QMAX / math.sqrt(12.0) / r if r > 0 else math.inf
+        if err > ROW_ERROR and np.isfinite(th.get(t, 0.0)):
+            out[t] = err
     return out
 
 

@@ -11,7 +11,8 @@ the tests compare against.
 
 Agreement with the numpy kernels:
 
-- integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
+- integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QLut``
+  (int8 GELU, Sigmoid, Tanh, SiLU as a table), ``QMaxPool``,
   ``QGlobalAveragePool``, ``QPad``, ``MaxPool``) are bit-exact, with the calibrated scales'
   fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
   (float64 arithmetic as numpy's, ``rint`` rounding half to even);
@@ -236,6 +237,8 @@ ops.attach("Dense", host=_dense)
 ops.attach("Softmax", host=_softmax)
 ops.attach("Tanh", host=lambda n, xs, shapes, params: cpu.tanh(xs))
 ops.attach("QPad", host=lambda n, xs, shapes, params: _qpad(n, xs))
+ops.attach("QLut", host=lambda n, xs, shapes, params: cpu.lut(xs)
+           if len(n.attrs["table"]) == 256 else None)
 
 
 def _build(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
@@ -259,6 +262,8 @@ def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
     if n.op == "QConv":
         extra = [np.asarray(n.attrs[k], np.int32) for k in ("shift", "mul")
                  if isinstance(n.attrs.get(k), list)]
+    if n.op == "QLut":  # the table, after the input
+        extra = [np.asarray(n.attrs["table"], np.int8)]
     out_shape = tuple(shapes.get(n.outputs[0], op.out_shape))
     if prod(out_shape) != prod(op.out_shape):
         return None

@@ -61,6 +61,7 @@ from ..topi.pack import (
     pack_bias,
     pack_weight,
 )
+from ..topi.residual import Residual
 from .ir import Node
 
 
@@ -92,6 +93,9 @@ class VtaLayer:
     shift2: int = 0
     #: extra operands after data and kernel, in the operator's argument order
     vectors: tuple[str, ...] = field(default=("bias",))
+    #: a residual add fused into the epilogue (vta.compiler.topi.residual); its other operand
+    #: is the node's fourth input, its identity weight the last vector
+    residual: Residual | None = None
 
     def size(self) -> int:
         """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
@@ -99,7 +103,8 @@ class VtaLayer:
 
     def requant(self) -> dict[str, Any]:
         return {"shift": self.shift, "clip": self.clip, "shift_vector": self.shift_vector,
-                "mul": self.mul, "mul_vector": self.mul_vector, "shift2": self.shift2}
+                "mul": self.mul, "mul_vector": self.mul_vector, "shift2": self.shift2,
+                "residual": self.residual}
 
     def epilogue(self) -> Any:
         return Epilogue(bias=True, **self.requant())
@@ -120,6 +125,20 @@ class VtaLayer:
                                   strides=self.strides, padding=self.padding,
                                   dilation=self.dilation, groups=self.groups, bias=True,
                                   knobs=kn, target=None, **self.requant())
+
+    def valid(self, cfg: Config, knobs: Mapping[str, int]) -> bool:
+        """Whether ``knobs`` are a valid schedule of this conv2d or dense layer."""
+        from vta.compiler import topi
+
+        kn, res = dict(knobs), self.residual is not None
+        if self.template == "dense":
+            (n, k), (m, _) = self.data, self.kernel
+            return set(kn) == {"tile_b", "tile_co", "tile_ci", "oc_nthread"} and \
+                topi.dense_valid(kn, n, k, m, cfg, res)
+        return self.template == "conv2d" and set(kn) == set(topi.KNOB_NAMES) and \
+            topi.conv2d_valid(kn, self._data6(cfg),
+                              (*self.kernel, cfg.block_out, cfg.block_in), self.strides,
+                              self.padding, cfg, self.dilation, self.groups, res)
 
     def default(self, cfg: Config, threads: bool = True) -> Any:
         """The default knobs (vta.compiler.topi.defaults: ranked by vta.sim.perf, cached)."""
@@ -156,6 +175,10 @@ class VtaLayer:
             out.append(_vector(np.asarray(node.attrs["shift"]), cfg))
         if self.mul_vector:
             out.append(_vector(np.asarray(node.attrs["mul"]), cfg))
+        if self.residual is not None:
+            from vta.compiler.topi.elementwise import identity_weight
+
+            out.append(identity_weight(cfg).tobytes())
         return out
 
     def _data6(self, cfg: Config) -> tuple[int, ...]:
@@ -191,6 +214,11 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
            "clip": (int(a["lo"]), int(a["hi"])), "mul": 1 if mvec else int(mul),
            "mul_vector": mvec, "shift2": int(a.get("shift2", 0)),
            "vectors": ("bias",) + (("shift",) if vec else ()) + (("mul",) if mvec else ())}
+    res = Residual.of(a.get("residual"))
+    if res is not None:  # a fused residual add (vta.compiler.graph.fuse)
+        if a.get("input_strides", [1, 1]) != [1, 1]:
+            raise LayerError("a transposed convolution has no fused residual add")
+        epi.update(residual=res, vectors=(*epi["vectors"], "eye"))
     b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     if n.op == "QDense":
         return VtaLayer(n.name, "dense", (ceil_div(x_shape[0], b), ceil_div(x_shape[1], bi)),

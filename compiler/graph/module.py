@@ -54,6 +54,7 @@ from ..ops import has_kernel, node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
+from . import fuse as fusion_pass
 from .calibration import CALIBRATIONS, qdq_ranges, synthetic_samples
 from .errors import InputError, ModelError, ModuleError
 from .host import host_kernel
@@ -344,7 +345,7 @@ def vta_buffers(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[st
     :func:`~vta.compiler.graph.lowering.layout4` says, a ``QMatMul``'s as data and weight
     tiles (:func:`~vta.compiler.graph.lowering.matmul_buffers`)."""
     if not all(isinstance(t, str) and t for t in [*n.inputs, *n.outputs]):
-        raise ModelError(f"VTA layer {n.name} has an operand without a name")
+        raise ModelError(f"VTA layer {n.name} has an omitted operand")
     acts = [t for t in [*n.inputs, *n.outputs] if t not in params]
     for t in acts:
         if len(shapes[t]) < 2:
@@ -405,7 +406,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                   tuned: Lookup | None = None, host: str = "llvm",
                   per_channel: bool = False, calibration: str = CALIBRATIONS[0],
                   pow2: bool = False, bias_correction: bool = False, jobs: int | None = None,
-                  progress: Progress | None = None) -> CompiledModule:
+                  progress: Progress | None = None, fuse: bool = True) -> CompiledModule:
     """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
     through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
     its template's default knobs; ``threads=False`` keeps default schedules to one virtual
@@ -414,7 +415,9 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     searches and the recordings (None: the CPUs this process may use; 1: in-process; more
     than 1: the conv and dense layers' searches start before quantization,
     :func:`_search_ahead`); the module is the same for every value. ``progress(k, total)``
-    follows the searches."""
+    follows the searches. ``fuse``: residual adds go into the epilogue of the conv or dense
+    layer that produces one operand where vta.sim.perf finds that faster
+    (:mod:`vta.compiler.graph.fuse`)."""
     if host not in ("llvm", "numpy"):
         raise InputError(f"unknown host kernels {host!r}; use llvm or numpy")
     jobs = check_jobs(jobs)
@@ -439,10 +442,22 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
         qr.float_env = None
         shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
         known = dict(k for k in ahead() if k is not None) if ahead is not None else {}
-        partition, notes, built = _lower_layers(qg, shapes, cfg, set(cpu_layers), set(vta_ops),
-                                                threads, tuned, workers, known, progress)
+        partition, notes, built, fused = _lower_layers(qg, shapes, cfg, set(cpu_layers),
+                                                       set(vta_ops), threads, tuned, workers,
+                                                       known, progress, fuse)
+    retuned = [f.layer for f in fused if tuned is not None and
+               tuned(plan_node(qg.node(f.layer), shapes, qg.params, cfg)) is not None]
+    qg = fusion_pass.apply(qg, fused)
+    partition = {n.name: partition[n.name] for n in qg.nodes}
+    built = {n.name: built[n.name] for n in qg.nodes if n.name in built}  # the graph's order
+    shapes = {k: v for k, v in shapes.items() if k not in {f.tensor for f in fused}}
     notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, cpu_layers, vta_ops),
                            qg)
+    if retuned:
+        notes.append(f"tuning log: {len(retuned)} tuned layer(s) ({', '.join(retuned[:3])}"
+                     f"{', ...' if len(retuned) > 3 else ''}) got their residual add fused in, "
+                     "a workload the log has not tuned: they keep its knobs, timed by the "
+                     "performance model (--no-fuse compiles the log's workloads)")
     plan = _plan(qg, shapes, qr.scales, cfg, built)
     image = bytearray(plan.const_size)
     kernels: dict[str, Kernel] = {}
@@ -486,13 +501,16 @@ class _Built:
 def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                   cpu_layers: set[str], vta_ops: set[str], threads: bool,
                   tuned: Lookup | None, workers: Workers, known: Mapping[str, Choice],
-                  progress: Progress | None
-                  ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built]]:
+                  progress: Progress | None, fuse: bool = True
+                  ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built],
+                             list[fusion_pass.Fusion]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
     scratch offsets, one recording per distinct operator); the others stay on the CPU, with
     the reason (layer -> why it does not lower; the module's notes). The default-knob
     searches (but those in ``known``, by knob cache key: :func:`_search_ahead`) and the
-    recordings run in the worker processes."""
+    recordings run in the worker processes. With ``fuse``, the residual adds fused into their
+    layers' epilogues where that is faster (:func:`_fusions`; their nodes replace the pairs in
+    the partition and the built layers; the caller rewrites the graph)."""
     partition = {n.name: "cpu" for n in qg.nodes}
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
@@ -516,6 +534,13 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         wanted[name] = ch if isinstance(ch, str) else (
             (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
             "default" if hit is None else "tuning-log")
+    nodes = {n.name: n for n in qg.nodes}
+    fused = _fusions(qg, shapes, cfg, wanted, threads, workers) if fuse else []
+    for f, layer, ch in fused:
+        del wanted[f.layer], wanted[f.add]
+        wanted[f.node.name] = ((layer, _knob_key(ch.knobs)), ch.knobs, ch.cycles, "default")
+        planned[f.node.name] = (layer, None)
+        nodes[f.node.name] = f.node
     todo = list(dict.fromkeys(w[0] for w in wanted.values()
                               if not isinstance(w, str) and w[0] not in recorded))
     recorded.update(zip(todo, workers.map(_record, [(w, dict(k), cfg) for w, k in todo])))
@@ -525,14 +550,52 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         if isinstance(r, str):
             notes[name] = r
             continue
-        layer, n = planned[name][0], qg.node(name)
+        layer, n = planned[name][0], nodes[name]
         _, knobs, cycles, source = w
         consts = layer.constants(cfg, n, qg.params)
         blobs = {f"{name}.{v}": b for v, b in zip(("wgt", *layer.vectors), consts)}
         blobs[f"{name}.uop"] = r.rec.uops
         built[name] = _Built(layer, r, blobs, knobs, source, cycles)
         partition[name] = "vta"
-    return partition, notes, built
+    return partition, notes, built, [f for f, _, _ in fused]
+
+
+def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
+             wanted: Mapping[str, Any], threads: bool, workers: Workers
+             ) -> list[tuple[fusion_pass.Fusion, VtaLayer, Choice]]:
+    """The residual adds to fuse (:func:`vta.compiler.graph.fuse.candidates` of the layers
+    that have knobs, ``wanted``): each fused layer with its layer's knobs (or its own default
+    when the extra operand's buffers do not fit them), timed by vta.sim.perf in the workers;
+    per add the one that saves most against the layer's and the add's cycles together, if any
+    (:func:`vta.compiler.graph.fuse.choose`)."""
+    ok = [k for k, w in wanted.items() if not isinstance(w, str)]
+    jobs = []
+    for f in fusion_pass.candidates(qg, ok):
+        try:
+            layer = plan_node(f.node, shapes, qg.params, cfg)
+        except VTAError:
+            continue
+        jobs.append((f, layer, wanted[f.layer][1], wanted[f.layer][2] + wanted[f.add][2]))
+    timed = workers.map(_fused_choice, [(replace(layer, node=""), knobs, cfg, threads)
+                                        for _, layer, knobs, _ in jobs])
+    found = {f.node.name: (replace(layer, node=""), ch)
+             for (f, layer, _, _), ch in zip(jobs, timed) if not isinstance(ch, str)}
+    keep = fusion_pass.choose([(f, both - found[f.node.name][1].cycles)
+                               for f, _, _, both in jobs if f.node.name in found])
+    return [(f, *found[f.node.name]) for f in keep]
+
+
+def _fused_choice(task: tuple[VtaLayer, dict[str, int], Config, bool]) -> Choice | str:
+    """A worker's job: a fused layer's knobs (its unfused layer's ``knobs`` when they fit,
+    else its own default) and cycles, or the one-line reason it does not lower."""
+    layer, knobs, cfg, threads = task
+    try:
+        if not layer.valid(cfg, knobs):
+            return layer.default(cfg, threads)
+        return defaults.given_knobs(repr(layer), knobs, cfg,
+                                    lambda: layer.operator(cfg, knobs))
+    except VTAError as e:
+        return str(e).splitlines()[0]
 
 
 #: Progress of the default-knob searches: (workloads searched, workloads to search).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ops
-from ..ops.int8 import OFFSET
+from ..ops.int8 import TABLE_OPS
 from .errors import QuantizationError
 from .ir import Graph, Node
 
@@ -22,10 +22,11 @@ def _carries_offset(op: str) -> bool:
 def carry_offset(q: Any, n: Node, ins: list[str]) -> None:
     """A carrier's output keeps its inputs' offset and scale (one group, one scale)."""
     t = n.outputs[0]
-    if any(q.offsets.get(i) != OFFSET or q.scales[i] != q.scales[t] for i in ins):
+    off = q.offsets.get(ins[0])
+    if not off or any(q.offsets.get(i) != off or q.scales[i] != q.scales[t] for i in ins):
         raise QuantizationError(f"{n.name}: the inputs of an offset group differ in scale or "
                                 f"offset (an internal error)")
-    q.offsets[t] = OFFSET
+    q.offsets[t] = off
 
 
 def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
@@ -43,11 +44,13 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
     Conv/Dense whose fused Relu/Clip keeps it non-negative (offset :data:`OFFSET`)
     or by a carrier, and every reader
     is a carrier or a Conv/Dense that reads it as its one activation input (folding the offset
-    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). A tensor
-    alone may also be made by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
-    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
-    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
-    float stay signed."""
+    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). The one
+    tensor of a group not made by a carrier may also be made by an op without an int8 kernel
+    (a ``Quantize`` on the CPU: SiLU, Sigmoid, Mul; a transformer's LayerNorm) or by an int8
+    table (``QLut``: a transformer's GELU, whose values lie in [-0.17, max]), also through
+    the reshape before its Dense; the offset comes from the calibrated minimum; not with
+    power-of-two scales, ``asymmetric=False``. Graph outputs, QDQ-fixed tensors and tensors
+    read by a layer kept float stay signed."""
     cons, prod = g.consumers(), g.producers()
 
     def carrier(n: Node) -> bool:
@@ -74,7 +77,8 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
                 and a["act_min"] >= 0
         if carrier(n):
             return True
-        return alone and asymmetric and not ops.has(n.op, "int8_capable")
+        return alone and asymmetric and (not ops.has(n.op, "int8_capable")
+                                         or n.op in TABLE_OPS)
 
     root: dict[str, str] = {}
 
@@ -94,7 +98,12 @@ def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
     out = []
     for grp in groups.values():
         if all(t not in g.outputs and t not in qdq and cons.get(t)
-               and made_ok(t, len(grp) == 1)
+               and made_ok(t, _one_source(grp, prod, carrier))
                and all(carrier(c) or reads_only(c, t) for c in cons[t]) for t in grp):
             out.append(grp)
     return out
+
+
+def _one_source(grp: set[str], prod: dict[str, Node], carrier: Any) -> bool:
+    """Whether one tensor of ``grp`` alone is made by an op that is not a carrier."""
+    return sum(1 for t in grp if t not in prod or not carrier(prod[t])) == 1

@@ -40,6 +40,10 @@ the numpy kernels here are the specification VTA's results are checked against b
   2**k))``.
 - ``QMaxPool``, ``QClip``, shapes and copies: exact on int8 (scale unchanged).
 - ``QPad``: constant pad by ``qvalue``.
+- ``QLut``: a float element-wise function of one int8 input (GELU, Sigmoid, Tanh, SiLU:
+  :data:`TABLE_OPS`) as a table of its 256 int8 results, ``table[q + 128]``; each entry is
+  the float function of the value ``q`` stands for, quantized at the output's scale (and
+  offset): the output's rounding is its only error.
 - ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
   * scale`` (``offset`` 0 unless given).
 """
@@ -59,11 +63,13 @@ from ..ops.int8 import (
     OFFSET,
     QMAX,
     QMIN,
+    TABLE_OPS,
     UMAX,
     fixed_point,
+    quantize_array,
     scale_for,
 )
-from .calibration import CALIBRATIONS, calibrate, qdq_ranges
+from .calibration import CALIBRATIONS, calibrate, lossy_rows, qdq_ranges
 from .errors import InputError, QuantizationError
 from .ir import Graph, Node
 from .offsets import carry_offset, offset_groups
@@ -494,6 +500,38 @@ ops.attach("Concat", quantize=_q_concat)
 ops.attach("Pad", quantize=_q_same("QPad"))
 
 
+def _q_table(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """``QLut``: the float op of each of the 256 int8 input values, quantized at the output's
+    scale (an offset tensor's asymmetric scale and offset, see :func:`offset_groups`)."""
+    s_in, off_in = q.scales[ins[0]], q.offsets.get(ins[0], 0)
+    out = n.outputs[0]
+    if out in q.unsigned:
+        s_out, off = q.asymmetric(out)
+    else:
+        s_out, off = q.tensor_scale(out), 0
+    x = ((np.arange(QMIN, QMAX + 1) + off_in) * s_in).astype(np.float32)
+    y = ops.get(n.op).float_kernel(n, [x])[0]
+    table = quantize_array(y, s_out, off)
+    q.emit("QLut", n, ins, {"op": n.op, "table": [int(v) for v in table]}, s_out, info)
+    if off:
+        q.offsets[out] = off
+
+
+for _op in TABLE_OPS:
+    ops.attach(_op, quantize=_q_table)
+
+
+def _read_as_int8(g: Graph, t: str, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether tensor ``t`` would be quantized anyway: read only by Conv/Dense layers, through
+    shape ops (a table op's output that a float op or the graph's output reads stays float:
+    its table would round it once more)."""
+    if t in g.outputs or not readers.get(t):
+        return False
+    return all(r.op in ("Conv", "Dense") or (ops.has(r.op, "moves") and r.op != "Concat"
+                                             and _read_as_int8(g, r.outputs[0], readers))
+               for r in readers[t])
+
+
 def _int_rule(op: str):  # noqa: ANN202 - a quantizer rule or None
     """The quantizer's rewrite of ``op`` into int8 ops: its own, or for an op that runs on
     int8 tensors at its input's scale (``int8_passthrough``), the same op on int8."""
@@ -524,11 +562,14 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     lows: dict[str, float] = {}
     fenv: dict[str, np.ndarray] = {}
     means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+    rows: dict[str, float] = {}
     th = calibrate(g, samples, calibration, unsigned, lows, fenv,
-                   means if bias_correction else None)
+                   means if bias_correction else None, rows)
     for grp in groups:  # one scale per group: the largest threshold
         top = max(th.get(t, 0.0) for t in grp)
         th.update((t, top) for t in grp)
+    lossy = lossy_rows(th, rows)
+    readers = g.consumers()
     q = _Quantizer(g, th, pow2, per_channel, ranges)
     q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
@@ -542,6 +583,11 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             reason = "infinite values (an attention mask of -inf)"
         elif n.name == first:
             reason = f"first convolution, under {FIRST_CONV_FLOAT_SHARE:.0%} of the MACs"
+        elif n.op not in ("Conv", "Dense") and n.outputs[0] in lossy:
+            reason = (f"a LayerNorm reads it and one int8 scale would leave "
+                      f"{lossy[n.outputs[0]]:.0%} error on its smallest token")
+        elif n.op in TABLE_OPS and not _read_as_int8(g, n.outputs[0], readers):
+            reason = "read in float (an int8 table would round its output once more)"
         if n.op in ("Conv", "Dense") and reason is None and len(acts) == 1:
             try:
                 q.conv(n, info)
@@ -554,7 +600,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                  or ops.has(n.op, "activation_product")):
             ins = [q.as_int(a) for a in acts]
             _int_rule(n.op)(q, n, ins, info)
-            if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
+            if n.outputs[0] in unsigned and n.op not in TABLE_OPS:  # a carrier
                 carry_offset(q, n, ins)
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],

@@ -83,6 +83,12 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
     for n in m.graph.nodes:
         if m.partition.get(n.name) == "vta" and ops.alu_kind(n.op):
             alu[n.op] = alu.get(n.op, 0) + 1
+    fused = [n.name for n in m.graph.nodes
+             if m.partition.get(n.name) == "vta" and "residual" in n.attrs]
+    if fused:
+        lines.insert(2, f"    of which {len(fused)} with the residual add fused into the epilogue: "
+                        + ", ".join(fused[:names])
+                        + (f", ... ({len(fused) - names} more)" if len(fused) > names else ""))
     if alu:
         lines.insert(2, f"    of which {sum(alu.values())} element-wise on VTA's ALU (int8): "
                         + ", ".join(f"{op} {c}" for op, c in sorted(alu.items())))
@@ -150,3 +156,12 @@ class Latency:
 
 def latency(cycles: Mapping[str, int], clock_mhz: float, source: str) -> Latency:
     return Latency(int(sum(cycles.values())), clock_mhz, source)
+
+
+def host_part(seconds: Mapping[str, float], vta: Latency) -> str:
+    """The CPU layers' time as measured on this machine (``seconds`` per CPU layer of a run),
+    labelled so, and its sum with the VTA part at the board's clock."""
+    ms = sum(seconds.values()) * 1e3
+    return (f"host part: {ms:.3f} ms for {len(seconds)} CPU layers, measured on this "
+            f"machine's CPU (not the board's ARM cores); VTA part + host part = "
+            f"{vta.ms + ms:.3f} ms")

@@ -16,6 +16,9 @@ QMIN, QMAX = -128, 127
 #: A tensor that is never negative (a conv's Relu/Clip output) and that only convs read is
 #: stored as ``q - OFFSET`` with ``q`` in ``[0, UMAX]``: twice the steps of a signed scale.
 OFFSET, UMAX = 128, 255
+#: Float element-wise ops of one input that run on int8 as a 256-entry table (``QLut``) when
+#: only conv/dense layers read their output (see :mod:`vta.compiler.graph.quantize`).
+TABLE_OPS = frozenset({"Gelu", "Sigmoid", "Tanh", "Silu"})
 
 #: Bits of a fixed-point multiplier: the ALU's MUL immediate is 16-bit signed.
 MUL_BITS = 15

@@ -19,29 +19,34 @@ def qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
                      dilations=n.attrs["dilations"], group=n.attrs["group"],
                      input_strides=n.attrs.get("input_strides"))
     acc = acc + a[2].astype(np.int64)[None, :, None, None]
-    return [_requant(n, acc)]
+    return [_requant(n, acc, a)]
 
 
-def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
-    return requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
-                      n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
+def _requant(n: Node, acc: np.ndarray, a: list[Any]) -> np.ndarray:
+    y = requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
+                   n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
+    r = n.attrs.get("residual")  # a QAdd fused into the epilogue (vta.compiler.graph.fuse)
+    return y if r is None else _add(r, y, a[3])
 
 
 def qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
+    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64), a)]
 
 
 def qmatmul(n: Node, a: list[Any]) -> list[np.ndarray]:
     """A product of two int8 activations, batched (``QMatMul``), requantized; no bias."""
     # int8 products summed in float64 are exact (|sum| < 2**53), and BLAS is fast
     acc = np.matmul(a[0].astype(np.float64), a[1].astype(np.float64)).astype(np.int64)
-    return [_requant(n, acc)]
+    return [_requant(n, acc, a)]
 
 
 def qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
-    s = a[0].astype(np.int64) * n.attrs["mul_a"] + a[1].astype(np.int64) * n.attrs["mul_b"]
-    return [np.clip(rescale(s, 1, n.attrs["shift"]), n.attrs["lo"], n.attrs["hi"])
-            .astype(np.int8)]
+    return [_add(n.attrs, a[0], a[1])]
+
+
+def _add(attrs: dict[str, Any], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    s = x.astype(np.int64) * attrs["mul_a"] + y.astype(np.int64) * attrs["mul_b"]
+    return np.clip(rescale(s, 1, attrs["shift"]), attrs["lo"], attrs["hi"]).astype(np.int8)
 
 
 def qavg(n: Node, a: list[Any]) -> list[np.ndarray]:
@@ -87,6 +92,11 @@ def qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
     h = _hsig_int(n, a[0])
     y = rescale(a[0].astype(np.int64) * h, n.attrs["mul2"], n.attrs["shift2"])
     return [np.clip(y, QMIN, QMAX).astype(np.int8)]
+
+
+def qlut(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """``table[q + 128]``: a float element-wise op of one int8 input as its 256 int8 results."""
+    return [np.asarray(n.attrs["table"], np.int8)[a[0].astype(np.int16) + 128]]
 
 
 

@@ -63,7 +63,10 @@ def compiled():  # noqa: ANN201
     model = _blocks_model()
     g = from_onnx(model)
     samples = [rand_input(g, s) for s in range(4)]
-    return model, g, compile_graph(g, Config(), samples=samples, keep_first_float=False)
+    # the element-wise layers on their own (the residual add fused into its conv's epilogue:
+    # tests/graph/test_graph_fuse.py)
+    return model, g, compile_graph(g, Config(), samples=samples, keep_first_float=False,
+                                   fuse=False)
 
 
 def test_alu_ops_run_on_vta_bit_exact(compiled) -> None:
