@@ -27,6 +27,7 @@ examples:
   vta tune --workload conv2d:H=14,W=14,CI=256,CO=256,K=3,S=1,P=1 --trials 200 --log t.jsonl
   vta tune --workload conv2d_transpose:H=8,W=8,CI=64,CO=32,K=4,S=2,P=1 --trials 50 --log t.jsonl
   vta tune --workload group_conv2d:H=14,W=14,CI=256,CO=256,K=3,S=1,P=1,G=256 --trials 50
+  vta tune --workload matmul:G=3,N=197,K=64,M=197 --trials 50 --log attn.jsonl
   vta tune model.onnx --measure perf --trials 100 --log resnet.jsonl --jobs 2
   vta tune --plot t.jsonl -o curve.png
   vta tune --list
@@ -41,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", nargs="?", metavar="MODEL.onnx",
                    help="tune every VTA workload of this model (conv2d, grouped and "
-                        "depthwise conv2d, conv2d_transpose, dense, element-wise ALU layers)")
+                        "depthwise conv2d, conv2d_transpose, dense, matmul, element-wise ALU "
+                        "layers)")
     add_input_shape_arg(p)
     p.add_argument("--workload", action="append", metavar="SPEC",
                    help="a single workload NAME:key=value,... (repeatable; see --list)")

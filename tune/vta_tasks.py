@@ -1,7 +1,8 @@
 """Tuning templates for the compiler's VTA operators, their measurers and cost-model features.
 
 Templates: ``vta.conv2d``, ``vta.group_conv2d`` (grouped and depthwise convs: the conv2d
-template with groups of whole channel tiles), ``vta.conv2d_transpose`` and ``vta.dense`` over
+template with groups of whole channel tiles), ``vta.conv2d_transpose``, ``vta.dense`` and
+``vta.matmul`` (a batched product of two activations: attention's Q·Kᵀ and softmax·V) over
 the knobs of
 :mod:`vta.compiler.topi` (tile_b, tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread; up to
 2 x 2 = four virtual threads), and ``vta.elementwise`` (the ALU's int8 element-wise ops: tile,
@@ -96,6 +97,34 @@ def dense_template(cfg, n: int, k: int, m: int, config: dict[str, int]):
         return None
     return dense_packed((n, k, hw.batch, hw.block_in), (m, k, hw.block_out, hw.block_in),
                         knobs=dict(cfg.values), config=hw, target=None, **EPILOGUE)
+
+
+#: A QMatMul's epilogue as `vta compile` builds it (vta.compiler.graph.quantize.matmul_requant:
+#: no bias, no first shift, a fixed-point multiply and its rounding shift, clip).
+MATMUL_EPILOGUE = {"shift": 0, "mul": 1449, "shift2": 20, "clip": (-128, 127)}
+
+
+@template("vta.matmul")
+def matmul_template(cfg, g: int, n: int, k: int, m: int, config: dict[str, int]):
+    """Packed batched product of two int8 activations (vta.compiler.topi.matmul): ``g``
+    products of (n, k) x (k, m) tiles, the second operand in weight layout."""
+    from vta.compiler.topi.matmul import matmul_knob_space, matmul_valid
+
+    hw = _cfg(config)
+    for name, cands in matmul_knob_space(g, n, k, m).items():
+        cfg.define_knob(name, cands)
+    cfg.add_constraint(lambda e: matmul_valid(dict(e.values), g, n, k, m, hw))
+    if not hasattr(cfg, "index"):
+        return None
+    return _matmul_op(g, n, k, m, hw, dict(cfg.values))
+
+
+def _matmul_op(g: int, n: int, k: int, m: int, hw: Config, knobs: dict[str, int] | None
+               ) -> Any:
+    from vta.compiler.topi.matmul import matmul_packed
+
+    return matmul_packed((g, n, k, hw.batch, hw.block_in), (g, m, k, hw.block_out, hw.block_in),
+                         config=hw, knobs=knobs, target=None, **MATMUL_EPILOGUE)
 
 
 def _transpose_layer(n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int, sh: int,
@@ -214,6 +243,10 @@ def _checked_case(op: Any) -> tuple[list[np.ndarray], np.ndarray]:
         ins[-1] = identity_weight(op.cfg)
         return ins, elementwise_reference(op.info["spec"], *ins[:-1])
     epi = op.info.get("epilogue")
+    if op.name == "matmul_packed":
+        from vta.compiler.topi.matmul import matmul_reference
+
+        return ins, matmul_reference(ins[0], ins[1], epi)
     bias = ins[2] if epi.bias else None
     if op.name == "conv2d_transpose_packed":
         return _transpose_case(op, ins, epi, bias)
@@ -416,6 +449,7 @@ features("vta.group_conv2d")(_op_features)
 features("vta.dense")(_op_features)
 features("vta.conv2d_transpose")(_op_features)
 features("vta.elementwise")(_op_features)
+features("vta.matmul")(_op_features)
 
 
 # ------------------------------------------------------------------------------ workloads
@@ -434,6 +468,20 @@ def _dense_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
         if v[key] % block:
             raise WorkloadError(f"dense: {key}={v[key]} is not a multiple of {block}")
     return (v["N"] // cfg.batch, v["K"] // cfg.block_in, v["M"] // cfg.block_out, cfg.params)
+
+
+def _matmul_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
+    """G products of (N, K) x (K, M) elements, in tiles (a partial tile is zero-padded, as
+    `vta compile` pads a layer's)."""
+    from vta.compiler.topi.matmul import packed_tiles
+
+    return (v["G"], *packed_tiles(v["G"], v["N"], v["K"], v["M"], cfg), cfg.params)
+
+
+def _matmul_tensors(v: dict[str, int]) -> dict[str, int]:
+    g = v["G"]
+    return {"input": g * v["N"] * v["K"], "weight": g * v["K"] * v["M"],
+            "output": g * v["N"] * v["M"]}
 
 
 def _conv_tensors(v: dict[str, int]) -> dict[str, int]:
@@ -531,6 +579,10 @@ register_workload(Workload(
 register_workload(Workload(
     "dense", "vta.dense", (("N", 16), ("K", 512), ("M", 1024)),
     "packed int8 dense with shift/relu/clip epilogue", _dense_args, _dense_tensors))
+register_workload(Workload(
+    "matmul", "vta.matmul", (("G", 3), ("N", 197), ("K", 64), ("M", 197)),
+    "G int8 activation x activation products (N, K) x (K, M): attention's Q·Kᵀ (K: head "
+    "size) and softmax·V (K: tokens), G = batch x heads", _matmul_args, _matmul_tensors))
 
 #: ResNet-18's conv layers C2-C12 (TVM paper, Table 2), batch 1: H=W, CI, CO, K, S, P.
 RESNET18_LAYERS = {
@@ -563,7 +615,7 @@ def model_layers(path: str | Path, cfg: Config, *,
                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Any]:
     """The VTA layers `vta compile` plans for an ONNX model (:func:`quantized_model`;
     ``input_shapes`` as `vta compile --input-shape`): conv2d (plain, grouped, depthwise),
-    conv2d_transpose, dense and element-wise ALU layers; layers that do not fit the
+    conv2d_transpose, dense, matmul and element-wise ALU layers; layers that do not fit the
     configuration are left out (they run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
     from vta.compiler.graph.module import LOWERED_OPS
@@ -594,7 +646,7 @@ def tasks_from_model(path: str | Path, cfg: Config, *,
             tasks.setdefault(t.key, t)
     if not tasks:
         raise WorkloadError(f"{path}: no VTA workload (conv2d, group conv2d, "
-                            "conv2d_transpose, dense or element-wise) to tune")
+                            "conv2d_transpose, dense, matmul or element-wise) to tune")
     return list(tasks.values())
 
 
@@ -611,6 +663,8 @@ def layer_task(layer: Any, cfg: Config) -> Task | None:
     if layer.template == "dense":
         (n, k), (m, _) = layer.data, layer.kernel
         return Task.create("vta.dense", (n, k, m, cfg.params))
+    if layer.template == "matmul":
+        return Task.create("vta.matmul", (layer.g, layer.n, layer.k, layer.m, cfg.params))
     n, ci, h, w = layer.data
     co, _, kh, kw = layer.kernel
     if layer.template == "conv2d_transpose":
@@ -683,6 +737,8 @@ def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
                            padding=(ph, pw), groups=g, config=hw, target=None, **EPILOGUE)
     elif task.name == "vta.conv2d_transpose":
         op = _transpose_layer(*a[:9], a[9:13]).operator(hw, None)
+    elif task.name == "vta.matmul":
+        op = _matmul_op(*a[:4], hw, None)
     elif task.name == "vta.elementwise":
         from vta.compiler.topi.elementwise import Spec, elementwise_int8
 

@@ -29,7 +29,7 @@ from ..ops import kernel_for
 from ..topi.pack import unpack_activation
 from .errors import InputError
 from .host import module_host_kernels
-from .lowering import packed_input
+from .lowering import layout4, matmul_inputs, matmul_output, packed_input
 from .module import CompiledModule
 from .reference import check_feeds
 
@@ -230,16 +230,20 @@ class Executor:
         m, cfg = self.m, self.cfg
         kern = m.kernels[n.name]
         pb = m.plan.buffers
-        for name, x in inputs:
-            packed = packed_input(x, cfg)
+        matmul = n.op == "QMatMul"  # its operands: data and weight tiles
+        packs = matmul_inputs(*(x for _, x in inputs), cfg) if matmul else \
+            [packed_input(x, cfg) for _, x in inputs]
+        for (name, _), packed in zip(inputs, packs):
             ib = pb[name]
             self.view[ib.offset:ib.offset + packed.nbytes] = packed.reshape(-1).view(np.uint8)
         cycles = self.dev.run(self.programs[n.name]).cycles
         if not getattr(self.dev, "computes_results", True):
             return None, cycles
         oshape = m.shapes[n.outputs[0]]
-        o4 = (*oshape, 1, 1) if len(oshape) == 2 else oshape
         ob = pb[kern.output]
+        if matmul:
+            return matmul_output(self.view[ob.offset:ob.offset + ob.size], oshape, cfg), cycles
+        o4 = layout4(oshape)
         nb = -(-o4[0] // cfg.batch)
         cb = -(-o4[1] // cfg.block)
         count = nb * cb * o4[2] * o4[3] * cfg.batch * cfg.block

@@ -12,7 +12,11 @@ pipeline and VTA code generation in record mode; :func:`place` rebases the recor
 the module's memory plan. An int8 element-wise node (``QAdd``, ``QClip``, ``QLeakyRelu``,
 ``QHardSigmoid``, ``QHardSwish``) becomes an :class:`AluLayer` of the
 :mod:`vta.compiler.topi.elementwise` template (its inputs widened by an identity GEMM, its
-rule on the ALU). A layer that does not fit the configuration raises
+rule on the ALU), over NCHW, NC or (..., C) tensors (a transformer's (1, T, C) residual adds:
+:func:`layout4`). A ``QMatMul`` (a product of two int8 activations: attention's Q·Kᵀ and
+softmax·V) becomes a :class:`MatmulLayer` of :mod:`vta.compiler.topi.matmul`, its second
+operand packed in VTA's weight layout on the host. A layer that does not fit the configuration
+raises
 :class:`LayerError` and runs on the CPU (the reason goes into the module's notes).
 """
 
@@ -42,6 +46,13 @@ from ..topi.elementwise import (
     elementwise_default,
     elementwise_int8,
     identity_weight,
+)
+from ..topi.matmul import (
+    matmul_default,
+    matmul_packed,
+    operand_bytes,
+    pack_operands,
+    unpack_output,
 )
 from ..topi.pack import (
     ceil_div,
@@ -289,20 +300,105 @@ def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLa
     """The ALU layer of a quantized element-wise node, or LayerError saying why not."""
     kind = ops.alu_kind(n.op)  # the registry's ALU kind: the template op
     xs = [tuple(shapes[i]) for i in n.inputs]
-    if len(set(xs)) != 1 or len(xs[0]) not in (2, 4):
-        raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one NCHW or NC "
-                         "shape (no broadcasting on the ALU)")
-    x4 = (*xs[0], 1, 1)[:4]
+    if len(set(xs)) != 1 or len(xs[0]) < 2:
+        raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one shape of "
+                         "rank 2 or more (no broadcasting on the ALU)")
+    x4 = layout4(xs[0])
     tiles = ceil_div(x4[0], cfg.batch) * ceil_div(x4[1], cfg.block) * x4[2] * x4[3]
     attrs = {k: n.attrs[k] for k in OPS[kind]}
     return AluLayer(n.name, Spec.make(kind, **attrs), tiles)
 
 
+@dataclass(frozen=True)
+class MatmulLayer:
+    """One activation x activation product (``QMatMul``: Q·Kᵀ, softmax·V) on VTA: ``g``
+    products of (N, K) x (K, M), in tiles, through :mod:`vta.compiler.topi.matmul`; its second
+    operand is packed in VTA's weight layout on the host (:func:`matmul_inputs`)."""
+
+    node: str
+    g: int
+    n: int  #: tiles of N (BATCH rows each)
+    k: int  #: tiles of K (BLOCK_IN)
+    m: int  #: tiles of M (BLOCK_OUT)
+    shift: int = 0
+    clip: tuple[int, int] = (-128, 127)
+    mul: int = 1
+    shift2: int = 0
+    template: str = "matmul"
+    vectors: tuple[str, ...] = ()
+
+    def size(self) -> int:
+        """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
+        return self.g * self.n * self.k * self.m
+
+    def epilogue(self) -> Epilogue:
+        return Epilogue(shift=self.shift, clip=self.clip, mul=self.mul, shift2=self.shift2)
+
+    def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
+        return matmul_packed((self.g, self.n, self.k, cfg.batch, cfg.block_in),
+                             (self.g, self.m, self.k, cfg.block_out, cfg.block_in), config=cfg,
+                             shift=self.shift, clip=self.clip, mul=self.mul,
+                             shift2=self.shift2, knobs=dict(knobs) if knobs else None,
+                             target=None)
+
+    def default(self, cfg: Config, threads: bool = True) -> Any:
+        return matmul_default(self.g, self.n, self.k, self.m, cfg, self.epilogue())
+
+    def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
+                  ) -> list[bytes]:
+        """None: both operands are activations."""
+        return []
+
+
+def plan_matmul(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> MatmulLayer:
+    """The VTA layer of a ``QMatMul`` of (..., N, K) x (..., K, M) with the same batch axes,
+    or LayerError saying why not."""
+    a, b = (tuple(shapes[i]) for i in n.inputs)
+    if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+        raise LayerError(f"a product of shapes {a} and {b} broadcasts (VTA takes equal batch "
+                         "axes)")
+    if n.inputs[0] == n.inputs[1]:
+        raise LayerError("both operands are one tensor (it would need two layouts at once)")
+    b_, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    at = n.attrs
+    return MatmulLayer(n.name, math.prod(a[:-2]), ceil_div(a[-2], b_), ceil_div(a[-1], bi),
+                       ceil_div(b[-1], bo), int(at["shift"]), (int(at["lo"]), int(at["hi"])),
+                       int(at.get("mul", 1)), int(at.get("shift2", 0)))
+
+
+def matmul_inputs(a: np.ndarray, b: np.ndarray, cfg: Config) -> list[np.ndarray]:
+    """A ``QMatMul``'s operands as its program reads them: ``a`` packed as data, ``b`` in
+    VTA's weight layout (the transpose inside each tile is done here, on the host)."""
+    return list(pack_operands(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), cfg))
+
+
+def matmul_output(raw: np.ndarray, oshape: Sequence[int], cfg: Config) -> np.ndarray:
+    """A ``QMatMul``'s int8 output (``oshape``) from the bytes its program stored."""
+    *lead, n, m = oshape
+    g = math.prod(lead)
+    nt, mt = ceil_div(n, cfg.batch), ceil_div(m, cfg.block_out)
+    count = g * nt * mt * cfg.batch * cfg.block_out
+    out = raw[:count].view(np.int8).reshape(g, nt, mt, cfg.batch, cfg.block_out)
+    return unpack_output(out, n, m).reshape(oshape)
+
+
+def matmul_buffers(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config
+                   ) -> dict[str, int]:
+    """Bytes of a ``QMatMul``'s packed operands and output, by tensor name (the memory plan
+    sizes those tensors at least so)."""
+    a, b = (tuple(shapes[i]) for i in n.inputs)
+    sizes = operand_bytes(math.prod(a[:-2]), a[-2], a[-1], b[-1], cfg)
+    return dict(zip([*n.inputs, n.outputs[0]], sizes))
+
+
 def plan_node(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, np.ndarray],
-              cfg: Config) -> VtaLayer | AluLayer:
-    """The VTA layer of a QConv / QDense (:func:`plan_layer`) or element-wise node."""
+              cfg: Config) -> VtaLayer | AluLayer | MatmulLayer:
+    """The VTA layer of a QConv / QDense (:func:`plan_layer`), QMatMul (:func:`plan_matmul`)
+    or element-wise node."""
     if ops.alu_kind(n.op) is not None:
         return plan_alu(n, shapes, cfg)
+    if n.op == "QMatMul":
+        return plan_matmul(n, shapes, cfg)
     return plan_layer(n, shapes[n.inputs[0]], params[n.inputs[1]].shape, cfg)
 
 
@@ -353,12 +449,20 @@ def gemm_macs(program: bytes, cfg: Config) -> int:
     return int(macs[c["reset_reg"] == 0].sum()) * cfg.macs_per_cycle
 
 
+def layout4(shape: Sequence[int]) -> tuple[int, int, int, int]:
+    """The NCHW shape a VTA layer's activation is packed as: NCHW itself, NC as NC11, any
+    other rank (a transformer's (1, T, C)) as its rows by its last axis, (prod(rest), C, 1,
+    1); what its packed layout holds does not change with the view."""
+    s = tuple(int(d) for d in shape)
+    return s if len(s) == 4 else (math.prod(s[:-1]), s[-1], 1, 1)  # type: ignore[return-value]
+
+
 def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
-    """A layer's input (NCHW or NC) in the packed layout the programs read."""
-    x4 = x.reshape(*x.shape, 1, 1) if x.ndim == 2 else x
-    return pack_activation(x4, cfg.batch, cfg.block)
+    """A layer's input (NCHW, NC, or (..., C): :func:`layout4`) in the packed layout the
+    programs read."""
+    return pack_activation(x.reshape(layout4(x.shape)), cfg.batch, cfg.block)
 
 
-__all__ = ["LayerError", "VtaLayer", "AluLayer", "plan_layer", "plan_alu",
-           "plan_node", "Recorded", "record_layer", "place",
-           "gemm_macs", "packed_input"]
+__all__ = ["LayerError", "VtaLayer", "AluLayer", "MatmulLayer", "plan_layer", "plan_alu",
+           "plan_matmul", "matmul_inputs", "matmul_output", "matmul_buffers", "plan_node",
+           "Recorded", "record_layer", "place", "gemm_macs", "layout4", "packed_input"]

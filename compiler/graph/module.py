@@ -65,6 +65,8 @@ from .lowering import (
     Recorded,
     VtaLayer,
     gemm_macs,
+    layout4,
+    matmul_buffers,
     place,
     plan_node,
     record_layer,
@@ -331,25 +333,35 @@ def _check_consistent(m: ModuleManifest, g: Graph, plan: MemoryPlan) -> None:
         n = vta[name]
         if k.input not in n.inputs or k.output not in n.outputs:
             raise ModelError(f"kernel {name}'s operands are not its node's")
-        for t in [*n.inputs, *n.outputs]:
-            if not t:
-                raise ModelError(f"VTA layer {name} has an omitted operand")
-            if t not in g.params:
-                _check_buffer(plan, t, m.shapes[t], m.config)
+        for t, nbytes in vta_buffers(n, m.shapes, g.params, m.config).items():
+            _check_buffer(plan, t, nbytes)
     if set(m.outputs) != set(g.outputs) or set(m.inputs) != set(g.inputs):
         raise ModelError("the module's inputs or outputs are not its graph's")
 
 
-def _check_buffer(plan: MemoryPlan, t: str, shape: Sequence[int], cfg: Config) -> None:
-    """Tensor ``t`` of a VTA layer has an arena buffer inside the arena that holds it packed
-    (``shape``: NC or NCHW)."""
+def vta_buffers(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, Any],
+                cfg: Config) -> dict[str, int]:
+    """The bytes a VTA layer's program reads or writes of each of its activations: packed as
+    :func:`~vta.compiler.graph.lowering.layout4` says, a ``QMatMul``'s as data and weight
+    tiles (:func:`~vta.compiler.graph.lowering.matmul_buffers`)."""
+    if not all(isinstance(t, str) and t for t in [*n.inputs, *n.outputs]):
+        raise ModelError(f"VTA layer {n.name} has an omitted operand")
+    acts = [t for t in [*n.inputs, *n.outputs] if t not in params]
+    for t in acts:
+        if len(shapes[t]) < 2:
+            raise ModelError(f"tensor {t!r} of a VTA layer has shape {list(shapes[t])} (not "
+                             "of rank 2 or more)")
+    if n.op == "QMatMul":
+        return matmul_buffers(n, shapes, cfg)
+    return {t: packed_nbytes(layout4(shapes[t]), cfg.batch, cfg.block) for t in acts}
+
+
+def _check_buffer(plan: MemoryPlan, t: str, packed: int) -> None:
+    """Tensor ``t`` of a VTA layer has an arena buffer inside the arena that holds its
+    ``packed`` bytes."""
     b = plan.buffers.get(t)
     if b is None:
         raise ModelError(f"tensor {t!r} of a VTA layer has no arena buffer")
-    if len(shape) not in (2, 4):
-        raise ModelError(f"tensor {t!r} of a VTA layer has shape {list(shape)} (not NC or NCHW)")
-    n, c, h, w = (*shape, 1, 1) if len(shape) == 2 else shape
-    packed = -(-n // cfg.batch) * cfg.batch * -(-c // cfg.block) * cfg.block * h * w
     if not 0 <= b.offset <= b.offset + packed <= min(b.offset + b.size, plan.size):
         raise ModelError(f"tensor {t!r} does not fit its arena buffer")
 
@@ -755,9 +767,12 @@ def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str,
     align = arena_align(cfg)
     sizes = {}
     for t, shp in shapes.items():
-        if t in scales and len(shp) in (2, 4):
-            sizes[t] = packed_nbytes(shp, b, blk)
+        if t in scales and len(shp) >= 2:  # packed as VTA layers read it (layout4)
+            sizes[t] = packed_nbytes(layout4(shp), b, blk)
         else:
             sizes[t] = int(np.prod(shp)) * 4 if shp else 4
+    for name in built:  # a QMatMul's operands are packed as data and weight tiles
+        for t, nbytes in vta_buffers(qg.node(name), shapes, qg.params, cfg).items():
+            sizes[t] = max(sizes[t], nbytes)
     consts = {k: max(len(v), 1) for lb in built.values() for k, v in lb.blobs.items()}
     return plan_memory(qg, sizes, consts, align=align)

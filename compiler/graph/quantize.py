@@ -28,6 +28,9 @@ the numpy kernels here are the specification VTA's results are checked against b
   follows: ``acc = wrap(acc * mul)``, ``acc = wrap(acc + 2**(shift2-1)) >> shift2``; finally
   ``clip(acc, lo, hi)`` (``lo``/``hi`` also carry a fused Relu/Clip). :func:`requant_params`
   picks ``shift``/``mul``/``shift2`` so that no step overflows int32 for any int8 input.
+- ``QMatMul`` (a product of two int8 activations, batched: attention's Q·Kᵀ and softmax·V):
+  the same without a bias, ``acc = a @ b``; :func:`matmul_requant` picks ``shift`` 0 where
+  the multiplier can then keep the worst-case accumulator within int32 (nothing to round).
 - ``rescale(q, m, k) = (q * m + 2**(k-1)) >> k`` (no rounding term when ``k == 0``):
   ``QAdd`` is ``clip(rescale'(a * ma + b * mb), lo, hi)`` with one shared ``k``; ``QConcat``
   rescales each input to the output scale; ``QLeakyRelu`` keeps the scale and maps negative
@@ -239,6 +242,13 @@ class _Quantizer:
         self.lows: dict[str, float] = {}
         #: per-channel means of Conv/Dense inputs, with their shapes (see :func:`weight_error_mean`)
         self.means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+        self._shapes: Mapping[str, tuple[int, ...]] | None = None
+
+    def shapes(self) -> Mapping[str, tuple[int, ...]]:
+        """Every tensor's shape in the float graph (inferred once, when first asked)."""
+        if self._shapes is None:
+            self._shapes = infer_shapes(self.g)
+        return self._shapes
 
     def tensor_scale(self, t: str) -> float:
         if t in self.ranges:  # int8 reaches -128: a symmetric int8 QDQ keeps its scale
@@ -380,6 +390,31 @@ def _q_add(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
     info.mul, info.shift = [ma, mb], k
 
 
+def matmul_requant(r: float, k: int) -> tuple[int, int, int]:
+    """``(shift, mul, shift2)`` applying the real factor ``r`` to the accumulator of an int8
+    product over ``k`` terms (``|acc| <= 128 * 128 * k``) with no bias to round the first
+    shift: no first shift and the most precise multiplier whose product stays within int32,
+    else :func:`requant_params`' (its first shift then truncates)."""
+    bound = 128 * 128 * k
+    for s2 in range(30, -1, -1):
+        m = int(round(r * 2.0 ** s2))
+        if 0 < m < 1 << MUL_BITS and _fits(bound, 0, m, s2):
+            return 0, m, s2
+    s1, mul, s2 = requant_params(np.array([r]), np.array([bound]), False)
+    return s1[0], mul[0], s2
+
+
+def _q_matmul(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """A product of two int8 activations (``QMatMul``): ``requant(a @ b)``, no bias."""
+    sa, sb, so = q.scales[ins[0]], q.scales[ins[1]], q.tensor_scale(n.outputs[0])
+    k = q.shapes()[n.inputs[0]][-1]
+    shift, mul, shift2 = matmul_requant(sa * sb / so, k)
+    lo, hi = q.bounds(n, so)
+    q.emit("QMatMul", n, ins, {"shift": shift, "mul": mul, "shift2": shift2, "lo": lo,
+                               "hi": hi}, so, info)
+    info.shift, info.mul, info.shift2 = shift, mul, shift2
+
+
 def _q_same(op: str):  # noqa: ANN202
     def conv(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
         s = q.scales[ins[0]]
@@ -452,6 +487,7 @@ def _q_relu(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
 
 ops.attach("FakeQuant", quantize=_q_fakequant)
 ops.attach("Add", quantize=_q_add)
+ops.attach("MatMul", quantize=_q_matmul)
 ops.attach("Relu", quantize=_q_relu)
 ops.attach("Clip", quantize=_q_same("QClip"))
 ops.attach("MaxPool", quantize=_q_same("QMaxPool"))
@@ -559,8 +595,9 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                 reason = str(e)
         if info.in_scale is not None:
             pass  # quantized above
-        elif reason is None and acts and len(acts) == len(n.inputs) and \
-                any(a in q.scales or a in q.qcache for a in acts) and _int_rule(n.op):
+        elif reason is None and acts and len(acts) == len(n.inputs) and _int_rule(n.op) and \
+                (any(a in q.scales or a in q.qcache for a in acts)
+                 or ops.has(n.op, "activation_product")):
             ins = [q.as_int(a) for a in acts]
             _int_rule(n.op)(q, n, ins, info)
             if n.outputs[0] in unsigned and n.op not in TABLE_OPS:  # a carrier

@@ -33,6 +33,13 @@ def qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64), a)]
 
 
+def qmatmul(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """A product of two int8 activations, batched (``QMatMul``), requantized; no bias."""
+    # int8 products summed in float64 are exact (|sum| < 2**53), and BLAS is fast
+    acc = np.matmul(a[0].astype(np.float64), a[1].astype(np.float64)).astype(np.int64)
+    return [_requant(n, acc, a)]
+
+
 def qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [_add(n.attrs, a[0], a[1])]
 

@@ -13,8 +13,8 @@ Node = Any  # a node of the graph IR
 
 def matmul_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
                 params: Mapping[str, np.ndarray]) -> int:
-    """A matrix product of two activations (``MatMul``, ``Gemm``: Q·Kᵀ and softmax·V of
-    attention, on the CPU for now)."""
+    """A matrix product of two activations (``MatMul``, ``Gemm``, ``QMatMul``: Q·Kᵀ and
+    softmax·V of attention)."""
     a = shapes[n.inputs[0]]
     k = a[0] if n.op == "Gemm" and n.attrs.get("transA") else a[-1]
     return int(np.prod(shapes[n.outputs[0]])) * int(k)

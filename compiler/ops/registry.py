@@ -51,8 +51,8 @@ class Op:
     - ``int8_passthrough``: runs on int8 tensors at the input's scale when its input is
       quantized; ``clipped``: an int8 op whose output lies in its ``lo``/``hi`` attributes;
       ``conversion``: a float <-> int8 conversion.
-    - ``gemm``: runs on VTA's GEMM core (a conv2d or dense template); ``alu_kind``: runs on VTA's
-      ALU as this :mod:`vta.compiler.topi.elementwise` op.
+    - ``gemm``: runs on VTA's GEMM core (a conv2d, dense or matmul template); ``alu_kind``:
+      runs on VTA's ALU as this :mod:`vta.compiler.topi.elementwise` op.
     - ``pattern``: the fusion pattern; ``macs``: the multiply-accumulate count rule.
     - ONNX: ``onnx`` the converter (``domain`` its ONNX domain), ``onnx_attrs`` the attributes it
       reads (others are refused), ``named_by_weight`` (an unnamed node takes the name of its
@@ -64,6 +64,9 @@ class Op:
     - Checks of a model: ``weights`` (its constants are weights, checked finite),
       ``check_attrs`` (``rule(node, input_shapes)`` -> a problem or None), ``predict_shape``
       (its output shape told before its kernel would allocate it).
+    - ``activation_product``: a matrix product of two activations (attention's Q·Kᵀ and
+      softmax·V): the quantizer quantizes its inputs even when neither is int8 yet (its MACs
+      are worth a ``Quantize`` on each side).
     - ``vta_layer``: a float layer that becomes a VTA (GEMM) layer when quantized;
       ``fuses_activation``: a following Relu/Clip fuses into it.
     - ``host``: ``build(node, input_shape, shapes, params)`` -> its LLVM CPU operator
@@ -100,6 +103,7 @@ class Op:
     weights: bool = False
     fuses_activation: bool = False
     vta_layer: bool = False
+    activation_product: bool = False
     check_attrs: Callable[[Any, list[tuple[int, ...]]], str | None] | None = None
     predict_shape: Callable[[Any, tuple[int, ...]], tuple[int, ...]] | None = None
     host: Callable[..., Any] | None = None

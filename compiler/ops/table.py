@@ -58,7 +58,7 @@ register(Op("Gemm", float_kernel=fk.gemm_kernel, shape=fk.gemm_shape, pattern=OU
             weights=True))
 register(Op("MatMul", float_kernel=lambda n, a: [np.matmul(a[0], a[1]).astype(np.float32)],
             shape=fk.matmul_shape, pattern=OUT_FUSABLE, macs=matmul_macs, named_by_weight=True,
-            weights=True))
+            weights=True, activation_product=True))
 
 # ------------------------------------------------------------------ element-wise
 _ew("Add", lambda n, a: [fk.activation(n, (a[0] + a[1]).astype(np.float32))], unary=False,
@@ -181,6 +181,7 @@ register(Op("Quantize", int_kernel=ik.quantize, pattern=INJECTIVE, conversion=Tr
 register(Op("Dequantize", int_kernel=ik.dequantize, pattern=INJECTIVE, conversion=True))
 register(Op("QConv", int_kernel=ik.qconv, gemm=True, clipped=True, macs=conv_macs))
 register(Op("QDense", int_kernel=ik.qdense, gemm=True, clipped=True, macs=dense_macs))
+register(Op("QMatMul", int_kernel=ik.qmatmul, gemm=True, clipped=True, macs=matmul_macs))
 register(Op("QAdd", int_kernel=ik.qadd, alu_kind="add", clipped=True))
 register(Op("QClip", int_kernel=ik.qclip, alu_kind="clip", clipped=True))
 register(Op("QLeakyRelu", int_kernel=ik.qleaky, alu_kind="leaky_relu"))

@@ -209,7 +209,8 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     qg, shapes = quantized_model(graph, cfg)
     layers, cpu = [], []
     for n in qg.nodes:
-        if not ops.has(n.op, "gemm"):
+        if not ops.has(n.op, "gemm") or n.inputs[1] not in qg.params:
+            # a QMatMul (two activations: attention) has no weight for the resource model
             if ops.has(n.op, "vta_layer"):
                 cpu.append(n.name)  # kept in float by the quantizer
             continue
