@@ -24,6 +24,7 @@ from . import backends
 from .arena import Arena, DeviceBuffer
 from .errors import DeviceError, DeviceUnavailableError
 from .kernel import UopCache, UopKernel
+from .queue import CommandQueue
 
 #: Entry-point group of platform plugins: ``open("KIND:NAME")`` loads the entry point KIND and
 #: calls it with (NAME, config, **options) for a platform (``mmio``, ``allocate``) that the PYNQ
@@ -85,10 +86,8 @@ class Device:
                 del self._uop_dram[key]
 
     # ----------------------------------------------------------------- running
-    def command_queue(self, **opts: Any):  # -> CommandQueue (import cycle avoided)
+    def command_queue(self, **opts: Any) -> CommandQueue:
         """A command queue on this device (options: see :class:`CommandQueue`)."""
-        from .queue import CommandQueue
-
         return CommandQueue(self, **opts)
 
     def run(self, program: bytes | list, *, timeout: float | None = None) -> RunStats:
