@@ -22,6 +22,7 @@ from vta.isa import Config, VTAError
 from vta.isa.digest import is_output_or_empty, write_digest
 from vta.isa.fileio import check_output_dir
 
+from .core import generate_core
 from .registry import Board, BoardError, get_board
 from .synth import SynthReport, keep_replicas, synthesize
 from .tools import Progress, ToolError, run_tool
@@ -290,8 +291,6 @@ def _build_in(board: Board, cfg: Config, out: Path, work: Path, *, progress: Pro
                  f"{board.options_note}) and the {board.title} top ({target:g} MHz)")
     t0 = time.monotonic()
     if core_verilog is None:
-        from .project import generate_core
-
         core_verilog = generate_core(cfg, board)
     (work / "vta_core.v").write_text(core_verilog)
     (work / f"{TOP}.v").write_text(top_verilog(board, cfg, ram_kib=ram_kib,

@@ -23,19 +23,12 @@ from vta.isa import Config
 from vta.isa.errors import FileError
 from vta.isa.fileio import atomic_dir, write_atomic
 
+from .core import generate_core
 from .registry import Board, BoardError, get_board
 from .wrapper import core_ports, top_wrapper
 
 #: Size of the ULX3S on-chip device memory (KiB) in emitted projects.
 ULX3S_RAM_KIB = 64
-
-
-def generate_core(cfg: Config, board: Board) -> str:
-    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its bus width and hardware
-    options) from :mod:`vta.hw.verilog`."""
-    from vta.hw.verilog import generate
-
-    return generate(cfg, bus_width=board.bus_width, name="vta_core", options=board.core_options)
 
 
 def project_files(board: str | Board, cfg: Config | None = None, *,

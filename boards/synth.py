@@ -25,6 +25,7 @@ from typing import Any
 
 from vta.isa import Config, VTAError
 
+from .core import generate_core
 from .registry import Board, Resources, get_board, get_family
 from .tools import Progress, ToolError, run_tool
 
@@ -447,8 +448,6 @@ def synth_core(board: str | Board, cfg: Config | None = None, *,
                workdir: Path | None = None, progress: Progress | None = None,
                timeout: float = 3600.0) -> SynthReport:
     """Generate the VTA core for ``cfg`` (default: the board's config) and synthesize it."""
-    from .project import generate_core
-
     board = get_board(board)
     cfg = cfg or board.default_config
     with tempfile.TemporaryDirectory(prefix="vta-synth-") as tmp:
