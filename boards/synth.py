@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vta.hw.options import REPLICA_ATTR
 from vta.isa import Config, VTAError
 
 from .core import generate_core
@@ -259,8 +260,6 @@ def keep_replicas() -> str:
     """The yosys command that marks the flip-flops behind deliberately duplicated registers
     (:data:`vta.hw.options.REPLICA_ATTR`) ``keep``, so ``opt_merge`` leaves the copies apart.
     Runs after ``proc``."""
-    from vta.hw.options import REPLICA_ATTR
-
     return f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1 c:* %i"
 
 
@@ -286,7 +285,7 @@ PACKED_PREFIX = "vta_pmul_"
 
 
 def _packed_attr() -> str:
-    from vta.hw.packed import PACKED_ATTR
+    from vta.hw.packed import PACKED_ATTR  # deferred: amaranth
 
     return PACKED_ATTR
 

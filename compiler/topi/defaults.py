@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import (
@@ -148,8 +149,6 @@ def _op_key(op: Any) -> tuple:
 
 
 def _param_bytes(func: Any) -> list[int]:
-    import numpy as np
-
     return [int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in func.params]
 
 
