@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import warnings
-from importlib.metadata import version
 from typing import NoReturn
 
 from vta.isa import VTAError
@@ -66,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _version() -> str:
     try:
+        from importlib.metadata import version  # deferred: ~120 ms, for the version only
+
         return version("vta-kit")
     except Exception:  # noqa: BLE001 - running from a source tree without metadata
         return "unknown"
