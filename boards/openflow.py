@@ -22,7 +22,8 @@ from vta.isa import Config, VTAError
 from vta.isa.digest import is_output_or_empty, write_digest
 from vta.isa.fileio import check_output_dir
 
-from .registry import Board, BoardError, get_board
+from .core import generate_core
+from .registry import Board, BoardError, all_boards, get_board
 from .synth import SynthReport, keep_replicas, synthesize
 from .tools import Progress, ToolError, run_tool
 from .ulx3s import LPF, ULX3STop
@@ -40,8 +41,8 @@ class TimingError(VTAError):
 def top_verilog(board: Board, cfg: Config, *, ram_kib: int = 64,
                 clock_mhz: float | None = None) -> str:
     """Verilog of the ULX3S top (module ``vta_ulx3s_top``) that instantiates ``vta_core``."""
-    from amaranth.back import verilog
-    from vta.hw.core import VTACore
+    from amaranth.back import verilog  # deferred: amaranth, only to generate
+    from vta.hw.core import VTACore  # deferred: amaranth, only to generate
 
     core = VTACore(cfg, bus_width=board.bus_width, options=board.core_options)
     core._MustUse__silence = True  # only its signature is used
@@ -290,8 +291,6 @@ def _build_in(board: Board, cfg: Config, out: Path, work: Path, *, progress: Pro
                  f"{board.options_note}) and the {board.title} top ({target:g} MHz)")
     t0 = time.monotonic()
     if core_verilog is None:
-        from .project import generate_core
-
         core_verilog = generate_core(cfg, board)
     (work / "vta_core.v").write_text(core_verilog)
     (work / f"{TOP}.v").write_text(top_verilog(board, cfg, ram_kib=ram_kib,
@@ -328,6 +327,4 @@ def _build_in(board: Board, cfg: Config, out: Path, work: Path, *, progress: Pro
 
 
 def _open_boards() -> str:
-    from .registry import all_boards
-
     return ", ".join(b.name for b in all_boards() if b.flow == "open")

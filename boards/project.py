@@ -23,19 +23,14 @@ from vta.isa import Config
 from vta.isa.errors import FileError
 from vta.isa.fileio import atomic_dir, write_atomic
 
+from .core import generate_core
+from .quartus import build_script, component_tcl, qsys_tcl
 from .registry import Board, BoardError, get_board
+from .vivado import vivado_tcl
 from .wrapper import core_ports, top_wrapper
 
 #: Size of the ULX3S on-chip device memory (KiB) in emitted projects.
 ULX3S_RAM_KIB = 64
-
-
-def generate_core(cfg: Config, board: Board) -> str:
-    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its bus width and hardware
-    options) from :mod:`vta.hw.verilog`."""
-    from vta.hw.verilog import generate
-
-    return generate(cfg, bus_width=board.bus_width, name="vta_core", options=board.core_options)
 
 
 def project_files(board: str | Board, cfg: Config | None = None, *,
@@ -48,20 +43,16 @@ def project_files(board: str | Board, cfg: Config | None = None, *,
     ports = core_ports(core, "vta_core")
     files: dict[str, str] = {"vta_core.v": core}
     if board.flow == "vivado":
-        from .vivado import vivado_tcl
-
         files["vta_top.v"] = top_wrapper(board, ports)
         files["build_vivado.tcl"] = vivado_tcl(board, ["vta_core.v", "vta_top.v"])
     elif board.flow == "quartus":
-        from .quartus import build_script, component_tcl, qsys_tcl
-
         files["vta_top.v"] = top_wrapper(board, ports)
         widths = {name: w for name, (_, w) in ports.items()}
         files["vta_hw.tcl"] = component_tcl(board, ["vta_core.v", "vta_top.v"], widths)
         files["vta_qsys.tcl"] = qsys_tcl(board)
         files["build_quartus.sh"] = build_script(board, ["vta_core.v", "vta_top.v"])
     elif board.flow == "open":
-        from . import openflow
+        from . import openflow  # deferred: amaranth (openflow's ULX3S top), only for the open flow
 
         files["vta_ulx3s_top.v"] = openflow.top_verilog(board, cfg, ram_kib=ram_kib)
         files["ulx3s.lpf"] = openflow.LPF

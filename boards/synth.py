@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vta.hw.options import REPLICA_ATTR
 from vta.isa import Config, VTAError
 
+from .core import generate_core
 from .registry import Board, Resources, get_board, get_family
 from .tools import Progress, ToolError, run_tool
 
@@ -258,8 +260,6 @@ def keep_replicas() -> str:
     """The yosys command that marks the flip-flops behind deliberately duplicated registers
     (:data:`vta.hw.options.REPLICA_ATTR`) ``keep``, so ``opt_merge`` leaves the copies apart.
     Runs after ``proc``."""
-    from vta.hw.options import REPLICA_ATTR
-
     return f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1 c:* %i"
 
 
@@ -285,7 +285,7 @@ PACKED_PREFIX = "vta_pmul_"
 
 
 def _packed_attr() -> str:
-    from vta.hw.packed import PACKED_ATTR
+    from vta.hw.packed import PACKED_ATTR  # deferred: amaranth
 
     return PACKED_ATTR
 
@@ -447,8 +447,6 @@ def synth_core(board: str | Board, cfg: Config | None = None, *,
                workdir: Path | None = None, progress: Progress | None = None,
                timeout: float = 3600.0) -> SynthReport:
     """Generate the VTA core for ``cfg`` (default: the board's config) and synthesize it."""
-    from .project import generate_core
-
     board = get_board(board)
     cfg = cfg or board.default_config
     with tempfile.TemporaryDirectory(prefix="vta-synth-") as tmp:

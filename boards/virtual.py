@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 from vta.hw.regs import REGISTER_MAP
+from vta.hw.tsim import build_library, harness_headers
 from vta.isa import Config
 
-from .project import project_files
-from .registry import Board, BoardError, get_board
+from .project import ULX3S_RAM_KIB, project_files
+from .registry import Board, BoardError, all_boards, get_board
 
 PAGE = 4096
 #: DDR modelled by default (the board's window is larger; a model this size is enough for a
@@ -73,8 +74,6 @@ def _load(path: Path) -> ctypes.CDLL:
 
 def build(board: Board, cfg: Config, *, verbose: bool = False) -> Path:
     """Compile (or find in the cache) the virtual board of ``board`` for ``cfg``."""
-    from vta.hw.tsim import build_library, harness_headers
-
     files = project_files(board, cfg)
     harness = resources.files("vta.boards").joinpath("virtual_board.cpp").read_text()
     return build_library({"vta_core.v": files["vta_core.v"], "vta_top.v": files["vta_top.v"],
@@ -254,10 +253,7 @@ class VirtualULX3S:
     default_arena = None  # the device memory, as on the board
 
     def __init__(self, cfg: Config | None = None, *, verbose: bool = False) -> None:
-        from vta.hw.tsim import build_library
-
-        from .project import ULX3S_RAM_KIB
-        from .ulx3s import ECP5_LINT_STUBS, uart_clocks_per_bit
+        from .ulx3s import ECP5_LINT_STUBS, uart_clocks_per_bit  # deferred: amaranth (ULX3S top)
 
         self.board = get_board("ulx3s-85f")
         self.cfg = cfg or self.board.default_config
@@ -292,8 +288,6 @@ class VirtualULX3S:
 
 def virtual_board_names() -> list[str]:
     """The boards that have a virtual board."""
-    from .registry import all_boards
-
     return [b.name for b in all_boards()]
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vta.isa.asm import assemble_bytes, assemble_uops_bytes, encode_program, from_jsonl
+from vta.isa.fileio import read_stream, read_text, write_atomic
+
 from .common import add_config_args, check_outputs, config_from_args
 
 
@@ -27,9 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.isa.asm import assemble_bytes, assemble_uops_bytes, encode_program, from_jsonl
-    from vta.isa.fileio import read_stream, read_text, write_atomic
-
     cfg = config_from_args(args)
     check_outputs({"binary output": args.output}, inputs=(args.input, args.config))
     if args.input == "-":

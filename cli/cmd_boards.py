@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.boards import all_boards, get_board
+    from vta.boards import all_boards, get_board  # deferred: off vta --help
 
     boards = [get_board(args.name)] if args.name else all_boards()
     if args.json:

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from vta.isa.fileio import check_output_dir, write_atomic
+
 from .common import (
     BOARD_DEFAULT,
     add_config_args,
@@ -61,9 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.boards import BoardError
-    from vta.boards.openflow import TimingError, build_bitstream
-    from vta.isa.fileio import write_atomic
+    from vta.boards import BoardError  # deferred: off vta --help
+    from vta.boards.openflow import TimingError, build_bitstream  # deferred: off vta --help
 
     board = board_from_args(args)
     ram = args.ram_kib
@@ -76,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
     # checked now, not after minutes of synthesis and place-and-route
     check_outputs({"JSON report": args.json}, dirs={"output directory": args.output},
                   inputs=(args.config,))
-    from vta.boards.openflow import is_build_output_or_empty
-    from vta.isa.fileio import check_output_dir
+    from vta.boards.openflow import is_build_output_or_empty  # deferred: off vta --help
 
     check_output_dir(args.output, "board build", replaceable=is_build_output_or_empty)
 

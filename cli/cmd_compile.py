@@ -7,9 +7,13 @@ import sys
 import time
 from collections.abc import Callable
 
+from vta.isa.errors import ConfigError
+from vta.isa.fileio import check_input_file, check_output_dir
+
 from .common import (
     add_config_args,
     add_input_shape_arg,
+    board_clock_mhz,
     config_from_args,
     input_shapes_from_args,
     positive_int,
@@ -101,18 +105,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.compiler.graph.calibration import load_samples
-    from vta.compiler.graph.module import (
+    from vta.compiler.graph.calibration import load_samples  # deferred: off vta --help
+    from vta.compiler.graph.module import (  # deferred: off vta --help
         LOWERED_OPS,
         VTA_OPS,
         compile_graph,
         is_module_or_empty,
     )
-    from vta.compiler.graph.onnx_frontend import load_onnx
-    from vta.compiler.graph.summary import compile_summary
-    from vta.isa.errors import ConfigError
-    from vta.isa.fileio import check_input_file, check_output_dir
-    from vta.sim.blas import limit_blas_threads
+    from vta.compiler.graph.onnx_frontend import load_onnx  # deferred: off vta --help
+    from vta.compiler.graph.summary import compile_summary  # deferred: off vta --help
+    from vta.sim.blas import limit_blas_threads  # deferred: off vta --help
 
     limit_blas_threads(1)
     input_shapes = input_shapes_from_args(args)
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = config_from_args(args)
     tuned = None
     if args.tuning_log:
-        from vta.tune.vta_tasks import tuning_lookup
+        from vta.tune.vta_tasks import tuning_lookup  # deferred: off vta --help
 
         tuned = tuning_lookup(args.tuning_log, cfg)
     graph = load_onnx(args.model, input_shapes=input_shapes)
@@ -177,10 +179,9 @@ def search_progress(stream=None, after: float = 1.0) -> Callable[[int, int], Non
 
 
 def _board_config(name: str):  # -> Config
-    from vta.isa.errors import ConfigError
 
     try:
-        from vta.boards import get_board
+        from vta.boards import get_board  # deferred: off vta --help
     except ImportError as e:
         raise ConfigError(f"--board needs vta.boards, which is not available ({e}); use "
                           f"--config FILE instead") from None
@@ -224,10 +225,9 @@ def _g(v) -> str:  # noqa: ANN001
 
 def latency_line(m, board: str | None) -> str:  # noqa: ANN001
     """The VTA part's latency at the board's clock (the module's recorded cycles)."""
-    from vta.boards import DEFAULT_BOARD
-    from vta.compiler.graph.summary import kernel_cycles, latency
+    from vta.boards import DEFAULT_BOARD  # deferred: off vta --help
+    from vta.compiler.graph.summary import kernel_cycles, latency  # deferred: off vta --help
 
-    from .common import board_clock_mhz
 
     board = board or m.board
     lat = latency(kernel_cycles(m), board_clock_mhz(board or DEFAULT_BOARD),

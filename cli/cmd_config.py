@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from vta.isa.fileio import write_atomic
+
 from .common import add_config_args, check_outputs, config_from_args
 
 
@@ -56,8 +58,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_write(args: argparse.Namespace) -> int:
-    from vta.isa.fileio import write_atomic
-
     check_outputs({"configuration file": args.output}, inputs=(args.config,))
     cfg = config_from_args(args)
     write_atomic(args.output, cfg.to_json(), "configuration file")

@@ -7,6 +7,17 @@ import json
 import sys
 from dataclasses import asdict
 
+from vta.isa.asm import (
+    decode_uops,
+    disassemble,
+    disassemble_uops,
+    reserved_bits,
+    to_jsonl,
+)
+from vta.isa.errors import DecodeError, FileError
+from vta.isa.fileio import read_bytes, write_atomic
+from vta.isa.layout import INSN_BYTES, UOP_BYTES
+
 from .common import add_config_args, check_outputs, config_from_args
 
 
@@ -30,17 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.isa.asm import (
-        decode_uops,
-        disassemble,
-        disassemble_uops,
-        reserved_bits,
-        to_jsonl,
-    )
-    from vta.isa.errors import DecodeError, FileError
-    from vta.isa.fileio import read_bytes, write_atomic
-    from vta.isa.layout import INSN_BYTES, UOP_BYTES
-
     cfg = config_from_args(args)
     check_outputs({"text output": args.output}, inputs=(args.input, args.config))
     data = read_bytes(args.input, "binary input")

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vta.isa import Config
+from vta.isa.config import check_param
+from vta.isa.errors import ConfigError
+from vta.isa.fileio import check_output_dir
+
 from .common import (
     ZOO_IMAGE_SIZE,
     add_input_shape_arg,
@@ -81,9 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _parse_ranges(specs: list[str]) -> dict[str, list[int]]:
     """``KNOB=V1,V2`` overrides of the default knob ranges."""
-    from vta.isa.config import check_param
-    from vta.isa.errors import ConfigError
-    from vta.tune.autovta.explore import ExploreError
+    from vta.tune.autovta.explore import ExploreError  # deferred: off vta --help
 
     out: dict[str, list[int]] = {}
     for spec in specs:
@@ -112,15 +115,19 @@ def _parse_ranges(specs: list[str]) -> dict[str, list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.boards import get_board
-    from vta.isa import Config
-    from vta.isa.fileio import check_output_dir
-    from vta.tune.autovta.calibration import calibrated_model
-    from vta.tune.autovta.explore import explore
-    from vta.tune.autovta.finalists import synth_finalists, tsim_finalists
-    from vta.tune.autovta.network import check_model, load_network
-    from vta.tune.autovta.report import is_explore_output_or_empty, write_outputs
-    from vta.tune.progress import ProgressBar
+    from vta.boards import get_board  # deferred: off vta --help
+    from vta.tune.autovta.calibration import calibrated_model  # deferred: off vta --help
+    from vta.tune.autovta.explore import explore  # deferred: off vta --help
+    from vta.tune.autovta.finalists import (  # deferred: off vta --help
+        synth_finalists,
+        tsim_finalists,
+    )
+    from vta.tune.autovta.network import check_model, load_network  # deferred: off vta --help
+    from vta.tune.autovta.report import (  # deferred: off vta --help
+        is_explore_output_or_empty,
+        write_outputs,
+    )
+    from vta.tune.progress import ProgressBar  # deferred: off vta --help
 
     board = get_board(args.board)
     ranges = _parse_ranges(args.range)
@@ -130,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     input_shapes = input_shapes_from_args(args)
     check_model(args.model, zoo_kw, input_shapes)
     if args.scheduler:  # a wrong address is an error now, not after loading the network
-        from vta.tune.measure import check_scheduler
+        from vta.tune.measure import check_scheduler  # deferred: off vta --help
 
         check_scheduler(args.scheduler)
 

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import sys
+import time
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
+from vta.isa.errors import ConfigError
+from vta.isa.fileio import write_atomic
 from vta.runtime.backends import module_targets
 
-from .common import add_config_args, check_outputs, config_from_args
+from .common import add_config_args, board_clock_mhz, check_outputs, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,18 +63,18 @@ def _target(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from vta.compiler.graph.inputs import batch_size, feeds_for, load_arrays
-    from vta.sim.blas import limit_blas_threads
+    from vta.compiler.graph.inputs import (  # deferred: off vta --help
+        batch_size,
+        feeds_for,
+        load_arrays,
+    )
+    from vta.sim.blas import limit_blas_threads  # deferred: off vta --help
 
     limit_blas_threads(1)
     src = Path(args.module)
     check_outputs({"output file": args.output, "report file": args.report_json},
                   inputs=(args.module, args.input, args.config))
     if args.board:
-        from .common import board_clock_mhz
-
         board_clock_mhz(args.board)  # an unknown board fails now, not after the run
     arrays = load_arrays(args.input)
     graph, module = _load_model(src, args, {k: x.shape for k, x in arrays.items()})
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     images = [feeds] if count is None else \
         [{name: x[b] for name, x in feeds.items()} for b in range(count)]
     if module is None and args.target == "cpu":
-        from vta.compiler.graph.passes import optimize
+        from vta.compiler.graph.passes import optimize  # deferred: off vta --help
 
         fused = optimize(graph)  # BatchNormalization folded, activations fused (as onnxruntime)
         runs = [_run_cpu(fused, image) for image in images]
@@ -93,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
 def _stacked(runs: list) -> tuple[dict, object]:
     """The outputs of a batch's runs stacked ``[B, *shape]``, and one report whose times,
     cycles and MACs are the sums over the images."""
-    import numpy as np
-    from vta.compiler.graph.executor import RunReport
+    from vta.compiler.graph.executor import RunReport  # deferred: off vta --help
 
     outs = {name: np.stack([o[name] for o, _ in runs]) for name in runs[0][0]}
     reports = [r for _, r in runs]
@@ -116,18 +123,16 @@ def _load_model(src, args: argparse.Namespace, shapes: dict):  # noqa: ANN001, A
     for a model's only input), or by their shapes less the first dimension (a batch) when
     those do not fit."""
     if src.is_dir():
-        from vta.compiler.graph.module import load_module
+        from vta.compiler.graph.module import load_module  # deferred: off vta --help
 
         if args.config or args.preset:
-            from vta.isa.errors import ConfigError
-
             raise ConfigError(f"{src} is a compiled module with its own configuration; "
                               f"--config/--preset only apply to an .onnx model (recompile the "
                               f"module with vta compile --config instead)")
         module = load_module(src)
         return module.graph, module
-    from vta.compiler.graph.errors import ModelError
-    from vta.compiler.graph.onnx_frontend import load_onnx
+    from vta.compiler.graph.errors import ModelError  # deferred: off vta --help
+    from vta.compiler.graph.onnx_frontend import load_onnx  # deferred: off vta --help
 
     try:
         return load_onnx(src, input_shapes=shapes), None
@@ -142,11 +147,9 @@ def _load_model(src, args: argparse.Namespace, shapes: dict):  # noqa: ANN001, A
 
 def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
     """(outputs, report) of the float reference on the host CPU, timed per layer."""
-    import time
-
-    from vta.compiler.graph.executor import LayerRecord, RunReport
-    from vta.compiler.graph.reference import infer_shapes, run_float
-    from vta.compiler.ops import node_macs
+    from vta.compiler.graph.executor import LayerRecord, RunReport  # deferred: off vta --help
+    from vta.compiler.graph.reference import infer_shapes, run_float  # deferred: off vta --help
+    from vta.compiler.ops import node_macs  # deferred: off vta --help
 
     t0 = time.perf_counter()
     times: dict[str, float] = {}
@@ -160,9 +163,8 @@ def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
 
 
 def _compile(graph, src, args: argparse.Namespace):  # noqa: ANN001, ANN202
-    import sys
 
-    from vta.compiler.graph.module import compile_graph
+    from vta.compiler.graph.module import compile_graph  # deferred: off vta --help
 
     print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
           file=sys.stderr)
@@ -172,7 +174,7 @@ def _compile(graph, src, args: argparse.Namespace):  # noqa: ANN001, ANN202
 def _run_module(module, images: list[dict], args: argparse.Namespace) -> list:  # noqa: ANN001
     """(outputs, report) of the compiled module on ``args.target`` for each image (the device
     is opened once)."""
-    from vta.compiler.graph.executor import Executor, progress_printer
+    from vta.compiler.graph.executor import Executor, progress_printer  # deferred: off vta --help
 
     runs = []
     with Executor(module, args.target, progress=progress_printer(),
@@ -186,15 +188,10 @@ def _run_module(module, images: list[dict], args: argparse.Namespace) -> list:  
 def _emit(args: argparse.Namespace, graph, outs: dict, report, cfg,
           module) -> None:  # noqa: ANN001
     """Write the output and report files, print the report or the outputs' first values."""
-    import numpy as np
-    from vta.isa.fileio import write_atomic
-
     if args.output:
         write_atomic(args.output, _output_bytes(args.output, graph.outputs, outs),
                      "output file")
     if args.report_json:
-        import json
-
         write_atomic(args.report_json, json.dumps(report.to_json(), indent=1) + "\n",
                      "report file")
     if args.report:
@@ -211,11 +208,6 @@ def _emit(args: argparse.Namespace, graph, outs: dict, report, cfg,
 def _output_bytes(path: str, names: list[str], outs: dict) -> bytes:
     """Every output by name (``.npz``), or the first (``.npy``; a note on stderr when there
     are more)."""
-    import io
-    import sys
-
-    import numpy as np
-
     buf = io.BytesIO()
     if path.lower().endswith(".npz"):
         np.savez(buf, **{name: outs[name] for name in names})
@@ -230,10 +222,13 @@ def _output_bytes(path: str, names: list[str], outs: dict) -> bytes:
 def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
     """The VTA part at the board's clock: the target's own cycle counts when it has them
     (tsim, rtl, perf), the performance model's otherwise (fsim, cpu)."""
-    from vta.boards import DEFAULT_BOARD
-    from vta.compiler.graph.summary import host_part, kernel_cycles, latency
+    from vta.boards import DEFAULT_BOARD  # deferred: off vta --help
+    from vta.compiler.graph.summary import (  # deferred: off vta --help
+        host_part,
+        kernel_cycles,
+        latency,
+    )
 
-    from .common import board_clock_mhz
 
     board = board or module.board
     shown = board or f"{DEFAULT_BOARD}, the default board; --board B for another"

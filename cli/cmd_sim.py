@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from vta.isa import VTAError
+from vta.isa.fileio import atomic_paths
+from vta.isa.image import check_program, read_dram, read_program, write_stats, write_trace
 from vta.isa.stats import RunStats
 from vta.runtime import backends
 from vta.runtime.backends import programs
@@ -151,9 +153,6 @@ def _parse_value(text: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.isa.fileio import atomic_paths
-    from vta.isa.image import check_program, read_dram, read_program
-
     _check_output_arg(args)
     cfg = config_from_args(args)
     # every output location is checked before the (possibly long) run
@@ -168,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         opts.setdefault("bus_width", cfg.bus_width)
     backend = load_backend(args.backend)
     if args.check_races and args.backend != "fsim":
-        from vta.sim.fsim import check_races
+        from vta.sim.fsim import check_races  # deferred: off vta --help
 
         check_races(program, dram, cfg)
     # every output is staged beside its target and renamed only when the run and every write
@@ -214,8 +213,6 @@ def _run_backend(backend: Any, program: Any, dram: Any, cfg: Any, opts: dict[str
 def _write_outputs(result: Any, dram_len: int, args: argparse.Namespace,
                    staged: Callable[[str, str], Path]) -> None:
     """Write the outputs to their ``staged`` temporary names."""
-    from vta.isa.image import write_stats, write_trace
-
     out = result.dram
     if len(out) != dram_len:
         raise BackendError(f"backend {args.backend} returned a {len(out)}-byte image for a "

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from vta.isa.fileio import write_atomic
 
 from .common import (
     BOARD_DEFAULT,
@@ -36,10 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from vta.boards.synth import ResourceError, synth_core
-    from vta.isa.fileio import write_atomic
+    from vta.boards.synth import ResourceError, synth_core  # deferred: off vta --help
 
     board = board_from_args(args)
     cfg = board_config_from_args(args, board)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vta.isa.errors import VTAError
 from vta.runtime.backends import programs
 
 from .common import (
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.plot:
-        from vta.tune.plot import plot_log
+        from vta.tune.plot import plot_log  # deferred: off vta --help
 
         if not args.output:
             raise _usage("--plot needs -o PNG")
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output} ({n} curve{'s' if n != 1 else ''})")
         return 0
 
-    from vta.tune.workloads import known_workloads, parse_workload
+    from vta.tune.workloads import known_workloads, parse_workload  # deferred: off vta --help
 
     if args.list:
         for w in known_workloads().values():
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     tasks = []
     if args.model:
-        from vta.tune.vta_tasks import tasks_from_model
+        from vta.tune.vta_tasks import tasks_from_model  # deferred: off vta --help
 
         tasks += tasks_from_model(args.model, cfg, input_shapes=input_shapes_from_args(args))
     for spec in args.workload or []:
@@ -113,8 +114,14 @@ def run(args: argparse.Namespace) -> int:
     if not tasks:
         raise _usage("give MODEL.onnx or --workload SPEC (or --plot LOG, --list)")
 
-    from vta.tune import TUNERS, Measurer, TuningLog, close_executor, make_executor
-    from vta.tune.progress import ProgressBar
+    from vta.tune import (  # deferred: off vta --help
+        TUNERS,
+        Measurer,
+        TuningLog,
+        close_executor,
+        make_executor,
+    )
+    from vta.tune.progress import ProgressBar  # deferred: off vta --help
 
     log = TuningLog(args.log) if args.log else TuningLog(None)
     if args.log and not args.resume:  # keep the file; resume nothing, transfer from it
@@ -164,8 +171,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _usage(msg: str) -> Exception:
-    from vta.isa.errors import VTAError
-
     return VTAError(msg)
 
 

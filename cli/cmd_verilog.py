@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from vta.isa import Config, VTAError
+from vta.isa.fileio import atomic_paths, output_dir
 
 from .common import (
     BOARD_DEFAULT,
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             raise VerilogError("--bus-width cannot be combined with --board (the board fixes "
                                "the memory bus); drop one of them")
         try:
-            from vta.boards.project import write_project
+            from vta.boards.project import write_project  # deferred: off vta --help
         except ImportError as e:
             raise VerilogError(f"board projects are unavailable ({e}); install the boards "
                                "package or drop --board") from None
@@ -85,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
         for path in paths:
             print(path)
         return 0
-    from vta.hw.verilog import describe_core, generate
-    from vta.isa.fileio import atomic_paths, output_dir
+    from vta.hw.verilog import describe_core, generate  # deferred: off vta --help
 
     bus_width = _bus_width(args.bus_width, cfg, args.config)
     options = core_options_from_args(args)

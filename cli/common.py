@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
 from vta.isa import Config, preset_names
+from vta.isa.errors import ConfigError, FileError
+from vta.isa.fileio import check_output_dir, check_output_file
 
 
 def add_config_args(p: argparse.ArgumentParser, *,
@@ -52,8 +55,6 @@ def input_shapes_from_args(args: argparse.Namespace) -> dict[str, tuple[int, ...
     """``--input-shape`` by input name ("" for the unnamed one), one per input."""
     shapes = dict(args.input_shape)
     if len(shapes) < len(args.input_shape):
-        from vta.isa.errors import ConfigError
-
         raise ConfigError("--input-shape is given twice for one input")
     return shapes
 
@@ -84,14 +85,14 @@ def core_options_from_args(args: argparse.Namespace) -> dict[str, bool] | None:
     names = getattr(args, "core_options", None)
     if names is None:
         return None
-    from vta.hw.options import CoreOptions
+    from vta.hw.options import CoreOptions  # deferred: off vta --help
 
     return CoreOptions.from_names(names).as_dict()
 
 
 def board_from_args(args: argparse.Namespace) -> Any:
     """``--board`` as a :class:`vta.boards.Board`, with ``--core-options`` applied."""
-    from vta.boards import get_board
+    from vta.boards import get_board  # deferred: off vta --help
 
     board = get_board(args.board)
     options = core_options_from_args(args)
@@ -107,8 +108,6 @@ def board_config_from_args(args: argparse.Namespace, board: Any) -> Config:
         return board.default_config
     cfg = config_from_args(args)
     if cfg.bus_width not in (None, board.bus_width):
-        from vta.isa.errors import ConfigError
-
         source = args.config or f"preset {args.preset}"
         raise ConfigError(f"{source} asks for a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
                           f"board {board.name} has a {board.bus_width}-bit one; choose a "
@@ -187,11 +186,6 @@ def check_outputs(files: dict[str, str | None], *, dirs: dict[str, str | None] |
     ``files`` and ``dirs`` map what each is ("statistics file") to its path (None: not given).
     Each must be writable where it is, not a directory where a file goes (nor a file where a
     directory goes), not one of ``inputs``, and no two outputs may be the same path."""
-    import os
-
-    from vta.isa.errors import FileError
-    from vta.isa.fileio import check_output_dir, check_output_file
-
     seen: dict[str, str] = {}
     given = [(w, p, False) for w, p in files.items() if p is not None] + \
             [(w, p, True) for w, p in (dirs or {}).items() if p is not None]
@@ -217,6 +211,6 @@ num_classes_int = int_range(*ZOO_NUM_CLASSES)
 def board_clock_mhz(board: str) -> float:
     """The clock of a board of the registry (``vta boards``); an unknown board is a one-line
     error naming the known ones."""
-    from vta.boards import get_board
+    from vta.boards import get_board  # deferred: off vta --help
 
     return float(get_board(board).clock_mhz)

@@ -11,8 +11,10 @@ status 128 + the signal).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
+import os
 import signal
 import sys
 import warnings
@@ -63,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
+        from importlib.metadata import version  # deferred: ~120 ms, for the version only
 
         return version("vta-kit")
     except Exception:  # noqa: BLE001 - running from a source tree without metadata
@@ -114,9 +116,6 @@ def _exit_now(rc: int) -> NoReturn:
     millions of objects one by one took 6-10 s on a loaded machine, after the command had
     stopped and said so. The exit functions still run and the standard streams are flushed
     (every output was closed or removed on the way out)."""
-    import atexit
-    import os
-
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -10,11 +10,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from vta import runtime as rt
 from vta.isa import Config, MemType
 from vta.isa.gcpause import paused_gc
 from vta.isa.stats import RunStats
 from vta.runtime import backends
+from vta.runtime.arena import Arena
+from vta.runtime.queue import CommandQueue
+from vta.sim.fsim import check_races
 
+from .codegen.vta import emit
 from .errors import CodegenError
 from .lower import lower
 from .passes.alu import InjectAlu
@@ -84,7 +89,6 @@ class VtaModule:
         (target, configuration) and grown when an operator needs a larger arena."""
         if self._device is not None:
             return self._device
-        from vta import runtime as rt
 
         need = max(1 << 20, _round(2 * sum(_nbytes(p) + 64 for p in self.func.params)
                                    + (1 << 20)))
@@ -114,8 +118,6 @@ class VtaModule:
 
     def __call__(self, *arrays: np.ndarray) -> RunStats | None:
         """Run on the device; returns the device statistics (None: nothing ran)."""
-        from .codegen.vta import emit
-
         self._check(arrays)
         dev = self.device()
         bufs = self._place(dev, arrays)
@@ -137,10 +139,6 @@ class VtaModule:
 
         Returns (RecordedProgram, device, buffers) so a caller can relocate and inspect it.
         """
-        from vta import runtime as rt
-
-        from .codegen.vta import emit
-
         self._check(arrays)
         need = sum(_nbytes(p) + 64 for p in self.func.params)
         dev = rt.open("fsim", self.cfg, arena_size=_round(2 * need + (1 << 20)))
@@ -154,8 +152,6 @@ class VtaModule:
 
         Returns the outputs (list of arrays) of the race-checked run.
         """
-        from vta.sim.fsim import check_races
-
         rec, dev, bufs = self.record(*arrays)
         dram = np.array(dev.dram, copy=True)
         uop_base = _round_up(dram.size, 4096)
@@ -180,11 +176,6 @@ def record_func(func: PrimFunc, cfg: Config, offsets: Sequence[int] | None = Non
     after another, 256-byte aligned). Returns the relocatable
     :class:`~vta.runtime.record.RecordedProgram` (data addresses relative to the arena,
     micro-ops in its own segment)."""
-    from vta.runtime.arena import Arena
-    from vta.runtime.queue import CommandQueue
-
-    from .codegen.vta import emit
-
     sizes = [_nbytes(p) for p in func.params]
     if offsets is None:
         offsets, _ = placed_offsets(sizes, cfg)
@@ -265,7 +256,7 @@ def build(sch: Schedule, args: Sequence[Tensor], target: str = "fsim",
                            f"or virtual:BOARD")
     cfg = config
     if target in backends.names("cpu", aliases=True):
-        from .codegen.llvm import build_cpu
+        from .codegen.llvm import build_cpu  # deferred: llvmlite, only for host kernels
 
         return build_cpu(sch, args, name=name, **opts)
     if cfg is None:

@@ -20,9 +20,11 @@ from .te.tensor import (
     PlaceholderOp,
     Tensor,
     TensorIntrin,
+    compute,
     get_intrin,
+    thread_axis,
 )
-from .tir.expr import Expr, Reduce, TensorRead, transform
+from .tir.expr import Expr, Reduce, TensorRead, substitute, transform, walk
 from .tir.stmt import VTA_SCOPES
 
 
@@ -280,8 +282,6 @@ class Schedule:
 
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Any]) -> Tensor:
         """A copy of ``tensor`` in ``scope`` read by ``readers`` instead of the original."""
-        from .te.tensor import compute
-
         rd = [self[r] for r in readers]
         name = f"{tensor.name}.{scope}"
         cache = compute(tensor.shape, lambda *i: tensor(*i), name=name)
@@ -298,8 +298,6 @@ class Schedule:
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a ``scope`` buffer first; the original becomes a copy."""
-        from .te.tensor import compute
-
         orig = self[tensor]
         if orig.relations:
             raise ScheduleError(f"cache_write {tensor.name}: call it before splitting the stage")
@@ -307,8 +305,6 @@ class Schedule:
         axis_vars = [iv.var for iv in orig.axis]
 
         def f(*i: Any) -> Expr:
-            from .tir.expr import substitute
-
             return substitute(body, dict(zip(axis_vars, i)))
 
         cache = compute(tensor.shape, f, name=f"{tensor.name}.{scope}")
@@ -327,8 +323,6 @@ class Schedule:
 
 
 def _walk(e: Expr):
-    from .tir.expr import walk
-
     return walk(e)
 
 
@@ -357,8 +351,6 @@ def replay(trace: Sequence[dict[str, Any]], outputs: Sequence[Any],
 
     ``overrides`` maps a trace index to changed arguments (e.g. ``{3: {"factor": 8}}``).
     """
-    from .te.tensor import thread_axis
-
     s = create_schedule(outputs)
     overrides = overrides or {}
     for n, entry in enumerate(trace):

@@ -79,7 +79,7 @@ def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
              options: CoreOptions | Mapping[str, Any] | None = None) -> str:
     """Verilog of :class:`ProbedCore`, by default with its reset stage (the tsim harness's
     design); ``options``: its hardware variant (:class:`~vta.hw.options.CoreOptions`)."""
-    from amaranth.back import verilog
+    from amaranth.back import verilog  # deferred: amaranth, only to generate
 
     core = ProbedCore(cfg, bus_width=bus_width, reset_stage=reset_stage, options=options)
     return verilog.convert(core, name=name, emit_src=False)

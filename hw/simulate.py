@@ -155,11 +155,11 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
     memory model, like a host driver reusing the device. Its scratchpads keep their contents
     across jobs, as on hardware. Returns one :class:`RunResult` per job.
     """
-    from amaranth.hdl import ClockDomain, Module
-    from amaranth.sim import Simulator
+    from amaranth.hdl import ClockDomain, Module  # deferred: amaranth, only to simulate
+    from amaranth.sim import Simulator  # deferred: amaranth, only to simulate
 
-    from .axi_sim import AxiLiteHost, axi_memory_testbench
-    from .probe import ProbedCore
+    from .axi_sim import AxiLiteHost, axi_memory_testbench  # deferred: amaranth, only to simulate
+    from .probe import ProbedCore  # deferred: amaranth, only to simulate
 
     check_vcd_path(vcd)
     if max_cycles is not None and max_cycles < 1:

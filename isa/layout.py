@@ -13,15 +13,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .deps import DEP_FLAGS
 from .errors import ConfigError, EncodeError
 
-if TYPE_CHECKING:
-    from .config import Config
+
+class Depths(Protocol):
+    """What the layouts read of a Config (which imports this module): the log2 buffer depths
+    that size the address fields (and its LOG_*_BUFF_SIZE parameters, for messages)."""
+
+    log_uop_depth: int
+    log_inp_depth: int
+    log_wgt_depth: int
+    log_acc_depth: int
+
 
 INSN_BITS = 128
 INSN_BYTES = 16
@@ -302,7 +310,7 @@ def _place(name: str, specs, bits: int, unit: int) -> Layout:
     return Layout(name, bits, tuple(fields))
 
 
-def _depth_origin(cfg: Config) -> str:
+def _depth_origin(cfg: Depths) -> str:
     """Which parameters set the address-field widths (for layout overflow messages)."""
     return ", ".join(
         f"{buf} {getattr(cfg, f'log_{buf}_depth')} bits ("
@@ -310,7 +318,7 @@ def _depth_origin(cfg: Config) -> str:
         for buf in ("uop", "inp", "wgt", "acc"))
 
 
-def build_layouts(cfg: Config) -> Layouts:
+def build_layouts(cfg: Depths) -> Layouts:
     """Compute every layout for ``cfg`` (raises ConfigError when a field no longer fits).
 
     When layouts overflow, the one error names every layout that does not fit and the

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from vta.hw.harness import check_vcd_path
+from vta.hw.verilator import ToolMissingError, find_verilator
 from vta.isa import Config, MemType, VTAError, decode_program
 from vta.isa.checks import check_insns
 from vta.isa.image import as_program_bytes, check_program
@@ -24,6 +26,7 @@ from . import backends
 from .arena import Arena, DeviceBuffer
 from .errors import DeviceError, DeviceUnavailableError
 from .kernel import UopCache, UopKernel
+from .queue import CommandQueue
 
 #: Entry-point group of platform plugins: ``open("KIND:NAME")`` loads the entry point KIND and
 #: calls it with (NAME, config, **options) for a platform (``mmio``, ``allocate``) that the PYNQ
@@ -85,10 +88,8 @@ class Device:
                 del self._uop_dram[key]
 
     # ----------------------------------------------------------------- running
-    def command_queue(self, **opts: Any):  # -> CommandQueue (import cycle avoided)
+    def command_queue(self, **opts: Any) -> CommandQueue:
         """A command queue on this device (options: see :class:`CommandQueue`)."""
-        from .queue import CommandQueue
-
         return CommandQueue(self, **opts)
 
     def run(self, program: bytes | list, *, timeout: float | None = None) -> RunStats:
@@ -197,7 +198,6 @@ class _RunProgramDevice(_SimDevice):
                  **opts: Any) -> None:
         self._mod = _import(self.module(), self.target)
         if opts.get("vcd") is not None:  # a waveform file: fail at open, not after a run
-            from vta.hw.harness import check_vcd_path
 
             check_vcd_path(opts["vcd"])
         super().__init__(cfg, arena_size=arena_size, arena_base=arena_base)
@@ -234,8 +234,6 @@ class TsimDevice(_RunProgramDevice):
     keeps_sram = False
 
     def __init__(self, cfg: Config, **kw: Any) -> None:
-        from vta.hw.verilator import ToolMissingError, find_verilator
-
         try:
             find_verilator()
         except ToolMissingError as e:
@@ -276,7 +274,7 @@ def _config(config: Config | str | Path | None) -> Config:
 
 
 def _plugin_platform(kind: str, name: str, cfg: Config, opts: dict[str, Any]) -> Any:
-    from importlib.metadata import entry_points
+    from importlib.metadata import entry_points  # deferred: ~120 ms, plugins only
 
     found = [e for e in entry_points(group=PLATFORM_GROUP) if e.name == kind]
     if not found:

@@ -128,7 +128,7 @@ class PynqPlatform:
 
     def __init__(self, bitstream: str | None = None, ip_name: str = CELL_NAME) -> None:
         try:
-            import pynq  # type: ignore[import-not-found]
+            import pynq  # type: ignore[import-not-found]  # deferred: only on the board
         except ImportError:
             raise DeviceUnavailableError(
                 "the pynq device needs the pynq package (pip install pynq, on the board)") \

@@ -25,7 +25,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 from vta.isa import DEP_FLAGS, Config, MemType, Opcode
@@ -40,6 +40,7 @@ from .kernel import ALU, GEMM, UopCache, UopKernel
 from .kernel_cache import KernelCache
 from .program import ProgramBuilder, Row, mem_row, uop_load_row
 from .record import RecordedProgram, Relocation
+from .target import Target
 from .tokens import (
     COMPUTE_STAGE,
     LOAD_STAGE,
@@ -49,9 +50,6 @@ from .tokens import (
     as_stage,
     stage_pair,
 )
-
-if TYPE_CHECKING:
-    from .device import Device
 
 #: Default instruction-buffer capacity (instructions per program, FINISH included).
 DEFAULT_MAX_INSNS = 16384
@@ -66,7 +64,7 @@ class CommandQueue:
     or a new one); recordings of one configuration may share one.
     """
 
-    def __init__(self, device: Device | None = None, *, cfg: Config | None = None,
+    def __init__(self, device: Target | None = None, *, cfg: Config | None = None,
                  arena: Arena | None = None, record: bool = False,
                  max_insns: int = DEFAULT_MAX_INSNS, force_serial: bool = False,
                  dump_insn: bool = False, dump_uop: bool = False, hazards: str = "note",

@@ -25,11 +25,11 @@ from vta.isa.layout import INSN_BYTES
 
 from .counters import RecordStats
 from .errors import QueueError
+from .target import Target
 
 if TYPE_CHECKING:
     from vta.isa.stats import RunStats
 
-    from .device import Device
 
 MAGIC = b"VTAREC1\n"
 
@@ -90,7 +90,7 @@ class RecordedProgram:
             out[k:k + INSN_BYTES] = word.to_bytes(INSN_BYTES, "little")
         return bytes(out)
 
-    def run(self, device: Device, *, timeout: float | None = None) -> RunStats:
+    def run(self, device: Target, *, timeout: float | None = None) -> RunStats:
         """Relocate against ``device``'s arena and run; the uop segment is placed in the arena
         for the run and freed afterwards."""
         return device.run_recorded(self, timeout=timeout)

@@ -21,6 +21,7 @@ import numpy as np
 from vta.hw.regs import CONTROL_FINISHED, CONTROL_LAUNCH, CORE_ID, REGISTER_MAP, REGISTERS
 from vta.isa import Config
 from vta.isa.stats import RunStats
+from vta.sim.fsim import FunctionalSim
 
 from .errors import DeviceError
 from .pynq import hw_config_word
@@ -138,12 +139,10 @@ class SimulatedBoard:
         self.buffers: list[_Buffer] = []
         self.backend = backend
         if backend == "fsim":
-            from vta.sim.fsim import FunctionalSim
-
             self._sim = FunctionalSim(cfg, **backend_opts)
             self.keeps_sram = True
         elif backend == "rtl":
-            from vta.hw.simulate import run_program
+            from vta.hw.simulate import run_program  # deferred: amaranth
 
             self._run_program = run_program
             self._opts = backend_opts

@@ -82,7 +82,7 @@ class SerialPlatform:
     def __init__(self, port: str, *, baud: int = 115200, ram_bytes: int = DEFAULT_RAM_BYTES,
                  timeout: float = 2.0) -> None:
         try:
-            import serial  # type: ignore[import-not-found]
+            import serial  # type: ignore[import-not-found]  # deferred: optional pyserial
         except ImportError:
             raise DeviceUnavailableError("the ulx3s device needs pyserial (pip install "
                                          "pyserial)") from None

@@ -29,7 +29,7 @@ from vta.isa.stats import RunStats
 
 from .measure import WrongResult, register_measurer
 from .task import Task, features, template
-from .workloads import Workload, WorkloadError, register_workload
+from .workload_registry import Workload, WorkloadError, register_workload
 
 #: A quantized layer's epilogue as `vta compile` builds it by default (calibrated scales): bias
 #: added on the ALU, shift, fixed-point multiply, rounding shift, clip. The same ALU passes

@@ -1,66 +1,26 @@
 """Workload specs for ``vta tune --workload``: ``NAME:key=value,key=value``.
 
 Each registered workload maps its keys (with defaults) onto a tuning template's arguments, e.g.
-``conv2d:H=56,W=56,CI=64,CO=64,K=3,S=1,P=1``. Operator templates register themselves here.
+``conv2d:H=56,W=56,CI=64,CO=64,K=3,S=1,P=1``. Operator templates register themselves in
+:mod:`vta.tune.workload_registry`; importing this module loads the built-in ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from vta.compiler.graph.validate import MAX_TENSOR_BYTES
 from vta.isa import Config
-from vta.isa.errors import VTAError
 from vta.isa.fileio import format_size
 
+from . import vta_tasks  # noqa: F401  (registers the built-in operator templates)
 from .task import Task
-
-
-class WorkloadError(VTAError):
-    """A workload spec that cannot be parsed or is not known."""
-
-
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    template: str
-    keys: tuple[tuple[str, int], ...]  #: (key, default) in template-argument order
-    doc: str = ""
-    #: builds the template's argument tuple from the parsed keys and the Config
-    make_args: Callable[[dict[str, int], Config], tuple[Any, ...]] | None = None
-    #: the element count of each tensor the workload allocates (by name), from its keys
-    tensors: Callable[[dict[str, int]], dict[str, int]] | None = None
-    #: keys that may be 0 (paddings, clip bounds); every other key is at least 1
-    may_be_zero: frozenset[str] = frozenset()
-
-    def usage(self) -> str:
-        return f"{self.name}:" + ",".join(f"{k}={v}" for k, v in self.keys)
-
-
-WORKLOADS: dict[str, Workload] = {}
-
-
-def register_workload(w: Workload) -> None:
-    WORKLOADS[w.name] = w
-
-
-def _load_builtin() -> None:
-    # the operator templates register themselves when their module is imported (it imports
-    # the compiler only when a template runs)
-    from . import vta_tasks  # noqa: F401
+from .workload_registry import WORKLOADS, Workload, WorkloadError
 
 
 def known_workloads() -> dict[str, Workload]:
-    _load_builtin()
     return dict(WORKLOADS)
 
 
 def parse_workload(spec: str, cfg: Config) -> Task:
-    _load_builtin()
     name, _, rest = spec.partition(":")
     w = WORKLOADS.get(name.strip())
     if w is None:

@@ -51,6 +51,7 @@ from ..tir.stmt import (
     Stmt,
     Store,
 )
+from ..tir.stmt import walk as swalk
 
 _LL = None
 #: Fast-math flags on float arithmetic: reassociation lets LLVM vectorise reductions and
@@ -61,7 +62,7 @@ _FAST = ("reassoc", "contract", "nsz")
 def _llvm():
     global _LL
     if _LL is None:
-        import llvmlite.binding as llvm
+        import llvmlite.binding as llvm  # deferred: llvmlite
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -70,7 +71,7 @@ def _llvm():
 
 
 def _ir():
-    from llvmlite import ir
+    from llvmlite import ir  # deferred: llvmlite
 
     return ir
 
@@ -107,7 +108,6 @@ class _Gen:
 
     def run(self) -> str:
         ir = _ir()
-        from ..tir.stmt import walk as swalk
 
         for n in swalk(self.func.body):  # every buffer is allocated once, at entry
             if isinstance(n, Allocate) and n.buffer not in self.bufs:

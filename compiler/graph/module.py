@@ -753,12 +753,12 @@ def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
 def _preload() -> None:
     """Import what lowering and timing a program need, so that forked workers import
     nothing (each would import it again)."""
-    import vta.compiler.build  # noqa: F401 - deferred: preloaded for forked workers
-    import vta.compiler.codegen.vta  # noqa: F401 - deferred: preloaded for forked workers
-    import vta.compiler.topi.conv_transpose  # noqa: F401 - deferred: preloaded for forked workers
-    import vta.compiler.topi.elementwise  # noqa: F401 - deferred: preloaded for forked workers
-    import vta.runtime  # noqa: F401 - deferred: preloaded for forked workers
-    import vta.sim.perf  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.build  # noqa: F401  # deferred: preloaded for forked workers
+    import vta.compiler.codegen.vta  # noqa: F401  # deferred: preloaded for forked workers
+    import vta.compiler.topi.conv_transpose  # noqa: F401  # deferred: preloaded for forked workers
+    import vta.compiler.topi.elementwise  # noqa: F401  # deferred: preloaded for forked workers
+    import vta.runtime  # noqa: F401  # deferred: preloaded for forked workers
+    import vta.sim.perf  # noqa: F401  # deferred: preloaded for forked workers
 
 
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],

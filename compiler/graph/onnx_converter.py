@@ -179,7 +179,7 @@ class Converter:
     # --------------------------------------------------------------- conversion
     def convert(self, onode: Any, k: int) -> None:
         # deferred: onnx is a heavy import, made only when a model is read
-        from onnx import helper
+        from onnx import helper  # deferred: onnx
 
         op = onode.op_type
         name = onode.name or f"{op}_{k}"
@@ -246,9 +246,9 @@ class Converter:
     def fold(self, onode: Any, name: str, ins: list[str]) -> None:
         """Evaluate a node of constant inputs with ONNX's reference implementation."""
         # deferred: onnx is a heavy import, made only when a model is read
-        import onnx
-        from onnx import helper
-        from onnx.reference import ReferenceEvaluator
+        import onnx  # deferred: onnx
+        from onnx import helper  # deferred: onnx
+        from onnx.reference import ReferenceEvaluator  # deferred: onnx
 
         if onode.op_type in ("Identity", "Dropout") and ins and ins[0]:
             self.forward(ins[0], onode.output[0])

@@ -79,8 +79,11 @@ def _read_model(p: Path) -> tuple[Any, bytes | str]:
     second for VGG's 530 MB), or the file's path when tensors are stored in external files
     (which the checker finds beside it)."""
     # deferred: onnx is a heavy import, made only when a model is read
-    import onnx
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+    import onnx  # deferred: onnx
+    from onnx.external_data_helper import (  # deferred: onnx
+        load_external_data_for_model,
+        uses_external_data,
+    )
 
     data = read_bytes(p, "model file")
     model = onnx.load_model_from_string(data)
@@ -115,7 +118,7 @@ def _check(model: Any, checked: Any, source: str) -> None:
     """A one-line ModelError unless ``model`` has a graph and ``checked`` (the model or its
     file) passes ONNX's checker."""
     # deferred: onnx is a heavy import, made only when a model is read
-    import onnx
+    import onnx  # deferred: onnx
 
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{source} contains no graph (is it an ONNX model file?)")
@@ -128,8 +131,8 @@ def _check(model: Any, checked: Any, source: str) -> None:
 def _convert(model: Any, source: str, input_shapes: InputShapes) -> Graph:
     """A checked ``onnx.ModelProto`` -> :class:`Graph`."""
     # deferred: onnx is a heavy import, made only when a model is read
-    import onnx
-    from onnx import numpy_helper
+    import onnx  # deferred: onnx
+    from onnx import numpy_helper  # deferred: onnx
 
     if model.functions:  # model-local functions (the dynamo exporter may write them)
         try:
@@ -212,7 +215,7 @@ def _tensor_info(vi: Any, source: str, given: tuple[int, ...] | None) -> TensorI
     """The input's static shape and dtype: its fixed dimensions, with the symbolic ones from
     ``given`` (whose fixed dimensions must agree), else a symbolic batch dimension as 1."""
     # deferred: onnx is a heavy import, made only when a model is read
-    import onnx
+    import onnx  # deferred: onnx
 
     tt = vi.type.tensor_type
     type_name = onnx.TensorProto.DataType.Name(tt.elem_type) if tt.elem_type else "unknown"

@@ -11,7 +11,7 @@ import numpy as np
 def dequantize(onode: Any, vals: list[np.ndarray | None]) -> np.ndarray:
     """DequantizeLinear of constants (int8 weights, int32 biases)."""
     # deferred: onnx is a heavy import, made only when a model is read
-    from onnx import helper
+    from onnx import helper  # deferred: onnx
 
     axis = next((helper.get_attribute_value(a) for a in onode.attribute if a.name == "axis"), 1)
     return dequantize_values(vals[0], vals[1], vals[2] if len(vals) > 2 else None, axis)

@@ -25,7 +25,7 @@ _CAST_TYPES = {"FLOAT": "float32", "DOUBLE": "float32", "FLOAT16": "float32", "I
 
 def _cast(c: Converter, name: str, ins: Ins, outs: Ins, a: Attrs) -> None:
     # deferred: onnx is a heavy import, made only when a model is read
-    import onnx
+    import onnx  # deferred: onnx
 
     to_name = onnx.TensorProto.DataType.Name(int(a.get("to", 0)))
     to = _CAST_TYPES.get(to_name)

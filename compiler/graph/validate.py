@@ -124,8 +124,8 @@ def check_external_data(tensors: Iterable[Any], base: Path, source: str) -> None
     """Before loading the ONNX ``tensors`` stored beside the model file: each claims at most
     :data:`MAX_TENSOR_BYTES`, names a regular file inside ``base`` and fits in it."""
     # deferred: onnx is a heavy import, made only when a model is read
-    from onnx import helper
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+    from onnx import helper  # deferred: onnx
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data  # deferred: onnx
 
     root = base.resolve()
     for t in tensors:

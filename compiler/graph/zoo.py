@@ -35,14 +35,14 @@ class _Builder:
 
     def param(self, name: str, a: np.ndarray) -> str:
         # deferred: onnx is a heavy import, made only when a model is read
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # deferred: onnx
 
         self.inits.append(numpy_helper.from_array(a.astype(np.float32), name))
         return name
 
     def node(self, op: str, ins: list[str], name: str, **attrs: Any) -> str:
         # deferred: onnx is a heavy import, made only when a model is read
-        from onnx import helper
+        from onnx import helper  # deferred: onnx
 
         out = f"{name}.out"
         self.nodes.append(helper.make_node(op, ins, [out], name=name, **attrs))
@@ -75,7 +75,7 @@ class _Builder:
     def model(self, x_name: str, x_shape: list[int], out: str, out_shape: list[int],
               name: str) -> Any:
         # deferred: onnx is a heavy import, made only when a model is read
-        from onnx import TensorProto, helper
+        from onnx import TensorProto, helper  # deferred: onnx
 
         graph = helper.make_graph(
             self.nodes, name, [helper.make_tensor_value_info(x_name, TensorProto.FLOAT, x_shape)],

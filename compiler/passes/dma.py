@@ -16,8 +16,10 @@ from ..tir.expr import (
     Select,
     Var,
     bits,
+    free_vars,
     linear,
     simplify,
+    structural_equal,
     substitute,
 )
 from ..tir.stmt import (
@@ -239,8 +241,6 @@ def _flat(b: Buffer, idx: tuple[Expr, ...]) -> Expr:
 
 
 def _uses(e: Expr, vs: set[Var]) -> bool:
-    from ..tir.expr import free_vars
-
     return bool(free_vars(e) & vs)
 
 
@@ -272,7 +272,6 @@ def _padding(cond: Expr, loop_vars: set[Var], names: str) -> dict[Var, PadSpec]:
         else:  # -v + rvar + rconst < 0  <=>  v - rvar > rconst
             start, lo, hi = (rvar.scale(-1)).to_expr(), rconst + (1 if strict else 0), None
         ent = found.setdefault(v, [start, None, None])
-        from ..tir.expr import structural_equal
 
         if not structural_equal(simplify(ent[0]), simplify(start)):
             raise DmaError(f"{names}: inconsistent padding bounds on loop {v.name}")

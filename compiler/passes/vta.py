@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from vta.isa import Config
 
 from ..errors import LoweringError, ScratchpadOverflowError
-from ..tir.expr import BufferLoad, Const, Var, free_vars, linear
+from ..tir.expr import BufferLoad, Const, Var, free_vars, linear, simplify_ranges
 from ..tir.expr import walk as ewalk
 from ..tir.stmt import (
     ACC_SCOPE,
@@ -41,8 +41,10 @@ from ..tir.stmt import (
     Store,
     UopKernel,
     UopLoop,
+    map_exprs,
     rebuild,
     seq,
+    stmt_children,
     stmt_substitute,
     walk,
     with_fields,
@@ -172,9 +174,6 @@ def _walks_as_one(outer: Var, inner: For) -> bool:
 
 def _range_simplify(s: Stmt, ranges: dict[Var, tuple[int, int]]) -> Stmt:
     """Use the kernel's loop ranges to turn block-local floordiv/floormod indices affine."""
-    from ..tir.expr import simplify_ranges
-    from ..tir.stmt import map_exprs
-
     if isinstance(s, For):
         inner = {**ranges, s.var: (0, s.extent - 1)}
         return For(s.var, s.extent, _range_simplify(s.body, inner), s.kind)
@@ -344,7 +343,6 @@ class AllocateScratchpad(Pass):
             return
         if isinstance(s, Allocate) and s.buffer.scope not in ("global", "local"):
             raise LoweringError(f"buffer {s.buffer.name} has unknown scope {s.buffer.scope}")
-        from ..tir.stmt import stmt_children
 
         for c in stmt_children(s):
             self._visit(c, depth, top, peak)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from ..errors import LoweringError
@@ -122,8 +123,6 @@ class Expr:
         return cast(dtype, self)
 
     def __str__(self) -> str:
-        from .printer import expr_str
-
         return expr_str(self)
 
     __repr__ = __str__
@@ -755,3 +754,68 @@ _counter = itertools.count()
 
 def fresh_name(base: str) -> str:
     return f"{base}{next(_counter)}"
+
+
+# ------------------------------------------------------------------ text form
+_INFIX = {"add": ("+", 4), "sub": ("-", 4), "mul": ("*", 5), "div": ("/", 5),
+          "floordiv": ("//", 5), "floormod": ("%", 5), "shl": ("<<", 3), "shr": (">>", 3),
+          "lt": ("<", 2), "le": ("<=", 2), "eq": ("==", 2), "ne": ("!=", 2),
+          "and": ("and", 1), "or": ("or", 0)}
+
+
+#: Display names of variables while printing a function (distinct variables that share a name
+#: are shown as name, name_1, ...); a context variable, so printing is re-entrant.
+_NAMES: ContextVar[dict[int, str] | None] = ContextVar("tir_printer_names", default=None)
+
+
+def _var_name(v: Var) -> str:
+    names = _NAMES.get()
+    if names is not None and id(v) in names:
+        return names[id(v)]
+    return v.name
+
+
+def _bind(v: Var) -> str:
+    names = _NAMES.get()
+    if names is None:
+        return v.name
+    if id(v) not in names:
+        used = set(names.values())
+        name, k = v.name, 0
+        while name in used:
+            k += 1
+            name = f"{v.name}_{k}"
+        names[id(v)] = name
+    return names[id(v)]
+
+
+def expr_str(e: Expr, prec: int = 0) -> str:
+    if isinstance(e, Var):
+        return _var_name(e)
+    if isinstance(e, Const):
+        if e.dtype in ("int32", "bool"):
+            return str(e.value)
+        return f"{e.dtype}({e.value})"
+    if isinstance(e, Binary):
+        if e.op == "add" and isinstance(e.b, Const) and e.b.value < 0 and e.b.dtype == "int32":
+            s = f"{expr_str(e.a, 4)} - {-e.b.value}"
+            return f"({s})" if prec > 4 else s
+        if e.op in _INFIX:
+            sym, p = _INFIX[e.op]
+            s = f"{expr_str(e.a, p)} {sym} {expr_str(e.b, p + 1)}"
+            return f"({s})" if p < prec else s
+        return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_str(e.value)})"
+    if isinstance(e, Select):
+        return f"select({expr_str(e.cond)}, {expr_str(e.t)}, {expr_str(e.f)})"
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
+    if isinstance(e, TensorRead):
+        return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, BufferLoad):
+        return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, Reduce):
+        axes = ", ".join(a.var.name for a in e.axes)
+        return f"{e.combiner}({expr_str(e.source)}, axis=[{axes}])"
+    return f"<{type(e).__name__}>"

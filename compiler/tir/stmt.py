@@ -12,7 +12,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from math import prod
 
-from .expr import Expr, Var
+from .expr import (
+    _NAMES,
+    BufferLoad,
+    Expr,
+    Var,
+    _bind,
+    expr_str,
+    is_int,
+    simplify,
+    substitute,
+)
+from .expr import walk as ewalk
 
 #: On-chip buffer scopes (TVM's env.inp_scope, env.wgt_scope, env.acc_scope).
 INP_SCOPE = "local.inp_buffer"
@@ -217,8 +228,6 @@ class PrimFunc:
     attrs: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
-        from .printer import func_str
-
         return func_str(self)
 
 
@@ -313,8 +322,6 @@ def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
 
 def stmt_substitute(s: Stmt, mapping: dict) -> Stmt:
     """Substitute variables in every expression of a statement tree."""
-    from .expr import is_int, simplify, substitute
-
     def sub(e):
         r = substitute(e, mapping)
         return simplify(r) if is_int(r.dtype) else r
@@ -331,9 +338,6 @@ def stmt_substitute(s: Stmt, mapping: dict) -> Stmt:
 
 
 def buffers_used(s: Stmt) -> set[Buffer]:
-    from .expr import BufferLoad
-    from .expr import walk as ewalk
-
     out: set[Buffer] = set()
     for n in walk(s):
         if isinstance(n, Store):
@@ -349,9 +353,86 @@ def buffers_used(s: Stmt) -> set[Buffer]:
     return out
 
 
+# ------------------------------------------------------------------ text form
+def _buf(b: Buffer) -> str:
+    shape = ", ".join(str(d) for d in b.shape)
+    return f"{b.dtype}[{shape}]"
+
+
+def _ref(b: Buffer, idx: Expr | None) -> str:
+    return f"{b.name}[{expr_str(idx) if idx is not None else '?'}]"
+
+
+def stmt_lines(s: Stmt, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    if isinstance(s, Seq):
+        return [line for c in s.stmts for line in stmt_lines(c, indent)]
+    if isinstance(s, Nop):
+        return [pad + "pass"]
+    if isinstance(s, For):
+        kind = "" if s.kind == "serial" else f" ({s.kind})"
+        return [f"{pad}for {_bind(s.var)} in range({s.extent}){kind}:"] + \
+            stmt_lines(s.body, indent + 1)
+    if isinstance(s, Allocate):
+        b = s.buffer
+        at = f" @{b.base}" if b.base is not None else ""
+        return [f"{pad}alloc {b.name}: {_buf(b)} in {b.scope}{at}"] + stmt_lines(s.body, indent)
+    if isinstance(s, Attr):
+        return [f"{pad}# {s.key}" + (f" = {s.value}" if s.value is not None else "")] + \
+            stmt_lines(s.body, indent)
+    if isinstance(s, Store):
+        idx = ", ".join(expr_str(i) for i in s.indices)
+        return [f"{pad}{s.buffer.name}[{idx}] = {expr_str(s.value)}"]
+    if isinstance(s, If):
+        out = [f"{pad}if {expr_str(s.cond)}:"] + stmt_lines(s.then, indent + 1)
+        if s.else_ is not None:
+            out += [f"{pad}else:"] + stmt_lines(s.else_, indent + 1)
+        return out
+    if isinstance(s, Dma):
+        pads = ""
+        for axis, p in (("y", s.pad_y), ("x", s.pad_x)):
+            if p is not None:
+                pads += f", pad_{axis}=({expr_str(p.start)} in [{p.lo}, {p.hi}))"
+        th = f", thread={s.thread}" if s.thread is not None else ""
+        if s.direction == "load":
+            src, dst = _ref(s.dram, s.dram_index), _ref(s.sram, s.sram_index)
+        else:
+            src, dst = _ref(s.sram, s.sram_index), _ref(s.dram, s.dram_index)
+        return [f"{pad}vta.{s.direction} {dst} <- {src} ({s.y_size}x{s.x_size}, "
+                f"stride {s.x_stride}{pads}{th})"]
+    if isinstance(s, Gemm):
+        if s.reset:
+            return [f"{pad}vta.gemm_reset {_ref(s.dst, s.dst_index)}"]
+        return [f"{pad}vta.gemm {_ref(s.dst, s.dst_index)} += {_ref(s.src, s.src_index)} x "
+                f"{_ref(s.wgt, s.wgt_index)}"]
+    if isinstance(s, Alu):
+        rhs = str(s.imm) if s.use_imm else _ref(s.src, s.src_index)
+        return [f"{pad}vta.alu_{s.op} {_ref(s.dst, s.dst_index)}, {rhs}"]
+    if isinstance(s, UopKernel):
+        loops = "; ".join(f"{_bind(lp.var)} < {lp.extent}: dst*{lp.dst_factor} "
+                          f"src*{lp.src_factor} wgt*{lp.wgt_factor}" for lp in s.loops)
+        th = f" thread={s.thread}" if s.thread is not None else ""
+        return [f"{pad}vta.uop_kernel [{loops}]{th}:"] + stmt_lines(s.body, indent + 1)
+    return [f"{pad}<{type(s).__name__}>"]
+
+
+def stmt_str(s: Stmt) -> str:
+    return "\n".join(stmt_lines(s)) + "\n"
+
+
+def func_str(f: PrimFunc) -> str:
+    params = ", ".join(f"{b.name}: {_buf(b)}" for b in f.params)
+    token = _NAMES.set({})
+    try:
+        body = "\n".join(stmt_lines(f.body, 1))
+    finally:
+        _NAMES.reset(token)
+    return f"def {f.name}({params}):\n" + body + "\n"
+
+
 __all__ = [
     "INP_SCOPE", "WGT_SCOPE", "ACC_SCOPE", "VTA_SCOPES", "Buffer", "Stmt", "For", "Seq", "Store",
     "Allocate", "Attr", "If", "Nop", "PadSpec", "Dma", "Gemm", "Alu", "UopLoop", "UopKernel",
     "PrimFunc", "MICRO_OPS", "seq", "stmt_children", "walk", "rebuild", "with_fields",
-    "map_exprs", "stmt_substitute", "buffers_used",
+    "map_exprs", "stmt_substitute", "buffers_used", "stmt_lines", "stmt_str", "func_str",
 ]

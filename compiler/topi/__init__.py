@@ -11,6 +11,13 @@ from .conv_transpose import (
     conv2d_transpose_reference,
     packed_phase_kernel,
 )
+from .operators import (
+    conv2d_knobs,
+    conv2d_packed,
+    dense_knobs,
+    dense_packed,
+    group_conv2d_packed,
+)
 from .pack import (
     depthwise_to_group_kernel,
     pack_bias,
@@ -28,20 +35,15 @@ from .vta import (
     conv2d_acc_reference,
     conv2d_fits,
     conv2d_knob_space,
-    conv2d_knobs,
     conv2d_out_hw,
-    conv2d_packed,
     conv2d_packed_compute,
     conv2d_packed_schedule,
     conv2d_reference,
     conv2d_valid,
     dense_knob_space,
-    dense_knobs,
-    dense_packed,
     dense_reference,
     dense_valid,
     elementwise_packed,
-    group_conv2d_packed,
     pads4,
 )
 

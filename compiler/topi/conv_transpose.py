@@ -32,7 +32,7 @@ from .. import te
 from ..env import Env
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from . import nn
+from . import defaults, nn
 from .vta import (
     MAX_VIRTUAL_THREADS,
     Epilogue,
@@ -40,6 +40,7 @@ from .vta import (
     _check_knobs,
     _divisors,
     bind_cthreads,
+    pads4,
     place_accumulator,
     place_gemm,
 )
@@ -222,8 +223,6 @@ def default_choice(data_shape: Sequence[int], co: int, py: Phases, px: Phases, c
                    epilogue: Epilogue, threads: bool = True) -> Any:
     """The best knobs of the space as ranked by vta.sim.perf (searched like conv2d's default,
     cached per workload in the user cache)."""
-    from . import defaults
-
     space = knob_space(data_shape, co, py, px)
     if not threads:
         space["oc_nthread"] = space["h_nthread"] = [1]
@@ -280,8 +279,6 @@ def conv2d_transpose_packed(data_shape: Sequence[int], kernel_shape: Sequence[in
     ``padding`` (ph, pw) or (top, left, bottom, right). The output rows and columns must be
     multiples of the stride. Call the result on ``(data, packed_phase_kernel(kernel,
     *op.info["phases"])[, bias])``."""
-    from .vta import pads4
-
     n, ci, h, w = data_shape[:4]
     ci2, co, kh, kw = kernel_shape[:4]
     if ci2 != ci:
@@ -300,8 +297,6 @@ def conv2d_transpose_reference(data: np.ndarray, kernel: np.ndarray, strides: Se
                                bias: np.ndarray | None = None) -> np.ndarray:
     """Scatter-form numpy reference of the packed conv2d_transpose (kernel (CI/BI, CO/BO, KH,
     KW, BI, BO); ``bias`` as the operator's operand)."""
-    from .vta import pads4
-
     n, ci, h, w, bb, bi = data.shape
     _, co, kh, kw, _, bo = kernel.shape
     sh, sw = strides

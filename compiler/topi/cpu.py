@@ -19,7 +19,9 @@ import numpy as np
 
 from .. import te
 from ..build import build
+from ..codegen.llvm import llvm_ir
 from ..errors import CodegenError, ScheduleError
+from ..lower import lower
 from ..schedule import Schedule
 from ..te.tensor import Tensor
 from ..tir.expr import Call, int_range, is_int
@@ -89,9 +91,6 @@ class CpuOp:
         if self._module is not None:
             return self._module.llvm_ir
         if self._ir is None:
-            from ..codegen.llvm import llvm_ir
-            from ..lower import lower
-
             self._ir = llvm_ir(lower(self.sch, self.args, self.name))
         return self._ir
 
@@ -610,8 +609,6 @@ def _conv2d_1x1(data_shape: Sequence[int], kernel_shape: Sequence[int],
 def fast_exp(x):  # noqa: ANN001, ANN201 - an Expr builder
     """exp(x) for float32 as vectorisable arithmetic: 2**n * p(r), n = floor(x log2 e + 1/2),
     r = x - n ln 2, p a degree-6 polynomial (relative error ~2e-7 on the softmax range)."""
-    from ..tir.expr import Call
-
     f32 = "float32"
     x = te.max(te.min(x, te.const(88.0, f32)), te.const(-87.0, f32))
     n = Call("floor", [x * te.const(1.4426950408889634, f32) + te.const(0.5, f32)], f32)

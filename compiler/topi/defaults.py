@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import (
@@ -46,8 +47,11 @@ from vta.isa.fileio import (
     write_atomic,
 )
 from vta.isa.gcpause import paused_gc
+from vta.sim.perf import estimate
 
+from ..build import lower_vta, placed_offsets, record_func
 from ..errors import ScheduleError
+from . import vta as T
 
 #: Ranked settings per workload before the search stops (exhaustive below this).
 BUDGET = 24
@@ -75,10 +79,6 @@ def program_cycles(op: Any, *, keep: bool = False) -> tuple[float, Any]:
     (the default-knob searches' conv2d/dense programs, whose template, shapes, knobs and
     ``info`` say all a program depends on) the result is kept among the last :data:`RECENT`,
     so a compile records the chosen knobs' program, which the search has just timed, once."""
-    from vta.sim.perf import estimate
-
-    from ..build import placed_offsets
-
     key = _op_key(op)
     hit = _RECENT.get(key)
     if hit is not None:
@@ -107,8 +107,6 @@ def recorded_program(op: Any) -> Any:
 
 def _lowered_recording(op: Any) -> tuple[Any, list[int]]:
     """Lower an operator, record its program: (the RecordedProgram, its parameters' bytes)."""
-    from ..build import lower_vta, record_func
-
     func = lower_vta(op.sch, op.args, op.cfg, op.name, verify_each=False, **op.build_opts)
     return record_func(func, op.cfg), _param_bytes(func)
 
@@ -151,8 +149,6 @@ def _op_key(op: Any) -> tuple:
 
 
 def _param_bytes(func: Any) -> list[int]:
-    import numpy as np
-
     return [int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in func.params]
 
 
@@ -384,8 +380,6 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
                    strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
                    groups: int, cfg: Config, epilogue: Any, *, threads: bool = True) -> Choice:
     """Default conv2d knobs; shapes in tiles: data (N, CI, H, W), kernel (CO, CI/g, KH, KW)."""
-    from . import vta as T
-
     n, ci, h, w = data_shape
     co, ci2, kh, kw = kernel_shape
     ds = (n, ci, h, w, cfg.batch, cfg.block_in)
@@ -414,12 +408,12 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
     seed_keys = (seed_key, seed_key_ci) if kh * kw == 1 else (seed_key,)
 
     def operator(d: Sequence[int], kr: Sequence[int], g: int, k: dict[str, int]) -> Any:
-        return T.conv2d_packed((*d, cfg.batch, cfg.block_in),
-                               (*kr, cfg.block_out, cfg.block_in), config=cfg,
-                               strides=strides, padding=padding, dilation=dilation, groups=g,
-                               knobs=k, target=None, bias=epilogue.bias, shift=epilogue.shift,
-                               relu=epilogue.relu, clip=epilogue.clip,
-                               shift_vector=epilogue.shift_vector, **_requant(epilogue))
+        return T.conv2d_operator((*d, cfg.batch, cfg.block_in),
+                                 (*kr, cfg.block_out, cfg.block_in), config=cfg,
+                                 strides=strides, padding=padding, dilation=dilation,
+                                 groups=g, knobs=k, target=None, bias=epilogue.bias,
+                                 shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
+                                 shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
     def cost(k: dict[str, int]) -> float:
         return program_cycles(operator(data_shape, kernel_shape, groups, k), keep=True)[0]
@@ -439,16 +433,14 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
 
 def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
     """Default dense knobs; shapes in tiles (N/BATCH, K/BLOCK_IN, M/BLOCK_OUT)."""
-    from . import vta as T
-
     space = T.dense_knob_space(n, k, m)
 
     def operator(nn: int, mm: int, kn: dict[str, int]) -> Any:
-        return T.dense_packed((nn, k, cfg.batch, cfg.block_in),
-                              (mm, k, cfg.block_out, cfg.block_in),
-                              config=cfg, knobs=kn, target=None, bias=epilogue.bias,
-                              shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
-                              shift_vector=epilogue.shift_vector, **_requant(epilogue))
+        return T.dense_operator((nn, k, cfg.batch, cfg.block_in),
+                                (mm, k, cfg.block_out, cfg.block_in),
+                                config=cfg, knobs=kn, target=None, bias=epilogue.bias,
+                                shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
+                                shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
     def cost(kn: dict[str, int]) -> float:
         return program_cycles(operator(n, m, kn), keep=True)[0]
@@ -492,8 +484,6 @@ def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: S
     and geometry): (data, kernel, groups, scale), ``scale`` the exact ratio of the full
     layer's outer tile iterations to the reduced one's (1: the reduced layer is the layer).
     Shapes in tiles."""
-    from . import vta as T
-
     n, ci, h, w = data_shape
     co, ci2, kh, kw = kernel_shape
     oh, ow = T.conv2d_out_hw(h, w, kh, kw, strides, padding, dilation)

@@ -8,8 +8,8 @@ clip to [-128, 127] to saturate.
 
 Knobs (as TVM's VTA schedules): ``tile_b``, ``tile_co``, ``tile_ci``, ``tile_h``, ``tile_w``
 (tile sizes in packed units), ``oc_nthread`` and ``h_nthread`` (virtual threads over output
-channels / rows). :func:`conv2d_knobs` gives a default that fits the buffers and
-:func:`conv2d_knob_space` the candidate values a tuner may try.
+channels / rows). :func:`vta.compiler.topi.operators.conv2d_knobs` gives a default that fits
+the buffers and :func:`conv2d_knob_space` the candidate values a tuner may try.
 """
 
 from __future__ import annotations
@@ -163,6 +163,11 @@ class EpilogueTensors:
                 *([r.eye] if r else []), self.res]
 
 
+#: A template's knobs: given, or a function of its epilogue giving them (the default knobs'
+#: search, called once the shapes are checked).
+Knobs = dict[str, int] | Callable[[Epilogue], dict[str, int]]
+
+
 def _wrap32(x: np.ndarray) -> np.ndarray:
     return (x.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)
 
@@ -289,24 +294,6 @@ def conv2d_valid(k: dict[str, int], data_shape: Sequence[int], kernel_shape: Seq
             and (oh // k["tile_h"]) % k["h_nthread"] == 0
             and (co // k["tile_co"]) % k["oc_nthread"] == 0
             and k["h_nthread"] * k["oc_nthread"] <= MAX_VIRTUAL_THREADS)
-
-
-def conv2d_knobs(data_shape: Sequence[int], kernel_shape: Sequence[int],
-                 strides: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),
-                 cfg: Config | None = None, *, virtual_threads: bool = True,
-                 dilation: Sequence[int] = (1, 1), groups: int = 1,
-                 epilogue: Epilogue | None = None) -> dict[str, int]:
-    """The default knobs: the best of the template's space as ranked by vta.sim.perf
-    (:func:`vta.compiler.topi.defaults.conv2d_default`); ``virtual_threads=False`` keeps
-    to one thread. ``data_shape``/``kernel_shape`` in tiles (packed or their first four)."""
-    if cfg is None:
-        raise ScheduleError("conv2d_knobs needs the VTA configuration (cfg=)")
-    from .defaults import conv2d_default
-
-    return conv2d_default(tuple(data_shape[:4]), tuple(kernel_shape[:4]), tuple(strides),
-                          pads4(padding), tuple(dilation), groups, cfg,
-                          epilogue or Epilogue(bias=True, shift=8, clip=(-128, 127)),
-                          threads=virtual_threads).knobs
 
 
 # ------------------------------------------------------------------------- conv2d
@@ -438,14 +425,14 @@ def conv2d_packed_schedule(env: Env, t: dict[str, Any], knobs: dict[str, int]) -
     return s
 
 
-def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
-                  config: Config, strides: Sequence[int] = (1, 1),
-                  padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1),
-                  shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
-                  bias: bool = False, shift_vector: bool = False,
-                  knobs: dict[str, int] | None = None, target: str | None = "fsim",
-                  groups: int = 1, mul: int = 1, mul_vector: bool = False, shift2: int = 0,
-                  residual: Residual | None = None) -> Operator:
+def conv2d_operator(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
+                    config: Config, strides: Sequence[int] = (1, 1),
+                    padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1),
+                    shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
+                    bias: bool = False, shift_vector: bool = False,
+                    knobs: Knobs, target: str | None = "fsim",
+                    groups: int = 1, mul: int = 1, mul_vector: bool = False, shift2: int = 0,
+                    residual: Residual | None = None) -> Operator:
     """Packed int8 conv2d with an int32 accumulator and a fused epilogue.
 
     Call the result on ``(data, kernel[, bias][, shift])`` numpy arrays; it returns the packed
@@ -453,20 +440,18 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
     per-channel shift operand shaped like the bias; ``mul``/``mul_vector``/``shift2`` the
     fixed-point requantization (see :class:`Epilogue`; a vector is one more such operand).
     ``residual`` fuses a residual add (:mod:`vta.compiler.topi.residual`): the arguments are
-    then ``(data, other, kernel, bias..., eye)``. ``knobs=None`` takes the default knobs
-    (:func:`conv2d_knobs`: ranked by vta.sim.perf, cached). ``target=None`` returns the
+    then ``(data, other, kernel, bias..., eye)``.
+    ``knobs``: the knobs, or a function of the epilogue giving them (after the shapes are
+    checked; :func:`vta.compiler.topi.operators.conv2d_packed` passes the default knobs'
+    search, ranked by vta.sim.perf, cached). ``target=None`` returns the
     operator unbuilt (for tuners). ``groups`` > 1 makes a group convolution over channel tiles
-    (see :func:`group_conv2d_packed`).
+    (see :func:`vta.compiler.topi.operators.group_conv2d_packed`).
     """
     env = Env(config)
     epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2, residual)
     t = conv2d_packed_compute(env, data_shape, kernel_shape, tuple(strides), tuple(padding), epi,
                               groups=groups, dilation=tuple(dilation))
-    if knobs:
-        k = dict(knobs)
-    else:
-        k = conv2d_knobs(data_shape, kernel_shape, strides, padding, config,
-                         dilation=dilation, groups=groups, epilogue=epi)
+    k = dict(knobs(epi) if callable(knobs) else knobs)
     _check_knobs(k)
     opg = kernel_shape[0] // groups
     if groups > 1 and opg > 1 and opg % k["tile_co"]:
@@ -480,15 +465,6 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
                     info={"epilogue": epi, "strides": tuple(strides), "padding": tuple(padding),
                           "dilation": tuple(dilation), "groups": groups},
                     build_opts={"init_in_first_iteration": True}).built(target)
-
-
-def group_conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], groups: int,
-                        **kw: Any) -> Operator:
-    """Packed group convolution: ``groups`` groups of whole channel tiles; the kernel is
-    (CO/BLOCK_OUT, CI/BLOCK_IN/groups, KH, KW, BLOCK_OUT, BLOCK_IN). Depthwise convolutions run
-    as TVM VTA ran MobileNet: one group per channel tile with block-diagonal weight tiles
-    (:func:`depthwise_to_group_kernel`)."""
-    return conv2d_packed(data_shape, kernel_shape, groups=groups, **kw)
 
 
 def _check_knobs(k: dict[str, int]) -> None:
@@ -538,12 +514,12 @@ def conv2d_reference(data: np.ndarray, kernel: np.ndarray, strides: Sequence[int
 
 
 # ------------------------------------------------------------------------- dense
-def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, config: Config,
-                 shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
-                 bias: bool = False, shift_vector: bool = False,
-                 knobs: dict[str, int] | None = None, target: str | None = "fsim",
-                 mul: int = 1, mul_vector: bool = False, shift2: int = 0,
-                 residual: Residual | None = None) -> Operator:
+def dense_operator(data_shape: Sequence[int], weight_shape: Sequence[int], *, config: Config,
+                   shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
+                   bias: bool = False, shift_vector: bool = False,
+                   knobs: Knobs, target: str | None = "fsim",
+                   mul: int = 1, mul_vector: bool = False, shift2: int = 0,
+                   residual: Residual | None = None) -> Operator:
     """Packed int8 dense: data (N/BATCH, K/BLOCK_IN, BATCH, BLOCK_IN), weight
     (M/BLOCK_OUT, K/BLOCK_IN, BLOCK_OUT, BLOCK_IN) -> (N/BATCH, M/BLOCK_OUT, BATCH, BLOCK_OUT).
     With ``bias`` (and ``shift_vector``) the operator takes int32 (1, M/BLOCK_OUT, BATCH,
@@ -551,8 +527,9 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     ``reshape(1, -1, BATCH, BLOCK_OUT)``).
 
     Knobs: tile_b, tile_co (output tiles per step), tile_ci (reduction tiles per load),
-    oc_nthread (virtual threads); ``None``: the default (:func:`dense_knobs`). ``residual``:
-    a fused residual add, as in :func:`conv2d_packed`.
+    oc_nthread (virtual threads), or a function of the epilogue giving them (after the shapes
+    are checked; :func:`vta.compiler.topi.operators.dense_packed` passes the default knobs').
+    ``residual``: a fused residual add, as in :func:`conv2d_operator`.
     """
     env = Env(config)
     n, k, bb, bi = data_shape
@@ -562,7 +539,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
                             f"for {env}")
     epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2, residual)
     kn = {"tile_b": 1, "tile_co": 1, "tile_ci": 1, "oc_nthread": 1}
-    kn.update(knobs if knobs else dense_knobs(n, k, m, config, epi))
+    kn.update(knobs(epi) if callable(knobs) else knobs)
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     weight = te.placeholder(tuple(weight_shape), name="weight", dtype=env.wgt_dtype)
     data_buf = te.compute(data.shape, lambda *i: data(*i), name="data_buf")
@@ -611,15 +588,6 @@ def dense_valid(v: dict[str, int], n: int, k: int, m: int, cfg: Config,
             and nt * (v["tile_b"] * v["tile_co"] + extra) + 2 * nt * v["tile_co"]
             <= cfg.acc_depth
             and v["tile_b"] * (v["tile_ci"] + 4 + (4 if residual else 0)) * nt <= cfg.uop_depth)
-
-
-def dense_knobs(n: int, k: int, m: int, cfg: Config, epilogue: Epilogue | None = None
-                ) -> dict[str, int]:
-    """The default dense knobs: the best of the space as ranked by vta.sim.perf (cached)."""
-    from .defaults import dense_default
-
-    return dense_default(n, k, m, cfg, epilogue or Epilogue(bias=True, shift=8,
-                                                            clip=(-128, 127))).knobs
 
 
 def dense_reference(data: np.ndarray, weight: np.ndarray, epilogue: Epilogue,
@@ -682,10 +650,9 @@ def elementwise_packed(op: str, shape: Sequence[int], *, imm: int = 0,
 
 
 __all__ = [
-    "Operator", "Epilogue", "KNOB_NAMES", "conv2d_packed",
-    "conv2d_packed_compute", "conv2d_packed_schedule", "conv2d_knobs", "conv2d_knob_space",
+    "Operator", "Epilogue", "KNOB_NAMES", "Knobs", "conv2d_operator",
+    "conv2d_packed_compute", "conv2d_packed_schedule", "conv2d_knob_space",
     "conv2d_fits", "conv2d_valid", "conv2d_out_hw", "pads4", "MAX_VIRTUAL_THREADS",
-    "dense_knobs", "dense_knob_space", "dense_valid", "conv2d_reference", "conv2d_acc_reference",
-    "group_conv2d_packed",
-    "dense_packed", "dense_reference", "elementwise_packed",
+    "dense_knob_space", "dense_valid", "conv2d_reference", "conv2d_acc_reference",
+    "dense_operator", "dense_reference", "elementwise_packed",
 ]

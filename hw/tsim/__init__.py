@@ -113,7 +113,7 @@ def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool,
     """A hash of everything the Verilog is generated from (the hw sources, Amaranth, the
     config, the core options): lets a cached build be found without regenerating the
     Verilog."""
-    import amaranth
+    import amaranth  # deferred: amaranth, only to key the build cache
 
     h = hashlib.sha256()
     hw_dir = Path(__file__).resolve().parent.parent
@@ -152,7 +152,7 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
     or a dict of them; part of the cache key). ``reset_stage=False`` builds the core without
     the register on its reset input (:class:`vta.hw.probe.ProbedCore`): same cycles, about half
     the speed; for measuring it (``bench/bench_tsim.py``)."""
-    from ..probe import generate  # the core plus debug_* ports for --trace
+    from ..probe import generate  # deferred: amaranth, only to generate
 
     options = CoreOptions.coerce(options)
     root = cache_root()
@@ -202,7 +202,7 @@ def build_library(files: dict[str, str], *, top: str, cflags: list[str], trace: 
         raise TsimBuildError(f"cannot create the tsim cache directory {root}: "
                              f"{e.strerror or e}; set VTA_CACHE_DIR to a writable "
                              f"directory") from None
-    import fcntl
+    import fcntl  # deferred: fcntl is POSIX-only, needed only to lock a build
 
     with open(root / f"{key}.lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
