@@ -128,8 +128,6 @@ class VtaLayer:
 
     def valid(self, cfg: Config, knobs: Mapping[str, int]) -> bool:
         """Whether ``knobs`` are a valid schedule of this conv2d or dense layer."""
-        from vta.compiler import topi
-
         kn, res = dict(knobs), self.residual is not None
         if self.template == "dense":
             (n, k), (m, _) = self.data, self.kernel
@@ -176,8 +174,6 @@ class VtaLayer:
         if self.mul_vector:
             out.append(_vector(np.asarray(node.attrs["mul"]), cfg))
         if self.residual is not None:
-            from vta.compiler.topi.elementwise import identity_weight
-
             out.append(identity_weight(cfg).tobytes())
         return out
 
