@@ -96,12 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vta.compiler.graph.module import (
-        LOWERED_OPS,
-        VTA_OPS,
-        compile_graph,
-        is_module_or_empty,
-    )
+    from vta.compiler.graph.module import compile_graph, is_module_or_empty
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.quantize import load_samples
     from vta.compiler.graph.summary import compile_summary
@@ -130,15 +125,8 @@ def run(args: argparse.Namespace) -> int:
         tuned = tuning_lookup(args.tuning_log, cfg)
     graph = load_onnx(args.model, input_shapes=input_shapes)
     samples = load_samples(graph, args.calib) if args.calib else []
-    module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
-                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else
-                           LOWERED_OPS if args.elementwise == "vta" else VTA_OPS,
-                           keep_first_float=not args.quantize_first, board=board,
-                           threads=args.buffering == "auto", tuned=tuned,
-                           host=args.host, per_channel=args.per_channel,
-                           calibration=args.calibration, pow2=args.pow2_scales,
-                           bias_correction=args.bias_correction,
-                           jobs=args.jobs, progress=search_progress())
+    module = compile_graph(graph, cfg, compile_options(args, board), samples=samples,
+                           tuned=tuned, jobs=args.jobs, progress=search_progress())
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
                             f"{len(module.tuned_knobs)} VTA layer(s)")
@@ -148,6 +136,19 @@ def run(args: argparse.Namespace) -> int:
         print(quant_report(module))
         print(latency_line(module, board))
     return 0
+
+
+def compile_options(args: argparse.Namespace, board: str | None):  # -> CompileOptions
+    """The one options record of a compile, from its flags (the manifest records it)."""
+    from vta.compiler.graph.options import LOWERED_OPS, VTA_OPS, CompileOptions
+
+    return CompileOptions(
+        float_layers=tuple(args.float_layer), cpu_layers=tuple(args.cpu_layer),
+        vta_ops=() if args.no_vta else LOWERED_OPS if args.elementwise == "vta" else VTA_OPS,
+        keep_first_float=not args.quantize_first, board=board,
+        threads=args.buffering == "auto", host=args.host, per_channel=args.per_channel,
+        calibration=args.calibration, pow2=args.pow2_scales,
+        bias_correction=args.bias_correction)
 
 
 def search_progress(stream=None, after: float = 1.0) -> Callable[[int, int], None]:  # noqa: ANN001

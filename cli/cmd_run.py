@@ -162,10 +162,11 @@ def _compile(graph, src, args: argparse.Namespace):  # noqa: ANN001, ANN202
     import sys
 
     from vta.compiler.graph.module import compile_graph
+    from vta.compiler.graph.options import CompileOptions
 
     print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
           file=sys.stderr)
-    return compile_graph(graph, config_from_args(args), host=args.host)
+    return compile_graph(graph, config_from_args(args), CompileOptions(host=args.host))
 
 
 def _run_module(module, images: list[dict], args: argparse.Namespace) -> list:  # noqa: ANN001

@@ -554,8 +554,9 @@ def quantized_model(g: Any, cfg: Config) -> tuple[Any, dict[str, tuple[int, ...]
     The one extraction the tuning tasks (:func:`model_layers`) and AutoVTA's networks
     (:func:`vta.tune.autovta.network.extract_layers`) read their VTA layers from."""
     from vta.compiler.graph.module import compile_graph
+    from vta.compiler.graph.options import CompileOptions
 
-    module = compile_graph(g, cfg, vta_ops=())
+    module = compile_graph(g, cfg, CompileOptions(vta_ops=()))
     return module.graph, {k: tuple(v) for k, v in module.shapes.items()}
 
 
@@ -566,8 +567,8 @@ def model_layers(path: str | Path, cfg: Config, *,
     conv2d_transpose, dense and element-wise ALU layers; layers that do not fit the
     configuration are left out (they run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
-    from vta.compiler.graph.module import LOWERED_OPS
     from vta.compiler.graph.onnx_frontend import load_onnx
+    from vta.compiler.graph.options import LOWERED_OPS
 
     qg, shapes = quantized_model(load_onnx(path, input_shapes=input_shapes), cfg)
     layers = []

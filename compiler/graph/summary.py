@@ -21,7 +21,7 @@ from .quantize import QuantInfo
 #: Nodes that only convert between float and int8 (not layers of the model); so are nodes the
 #: quantizer inserts with the attribute ``conversion`` (the QPad of an offset tensor).
 _CONVERSIONS = ("Quantize", "Dequantize")
-#: Ops the partitioner can send to VTA (vta.compiler.graph.module.LOWERED_OPS).
+#: Ops the partitioner can send to VTA (vta.compiler.graph.options.LOWERED_OPS).
 _LOWERABLE = ("QConv", "QDense", *ALU_KINDS)
 #: Prefix of the module notes that record a fallback (one per layer not on VTA).
 FALLBACK = "fallback: "

@@ -197,8 +197,8 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     shaped by ``input_shapes`` as `vta compile --input-shape`) and keep its VTA layers'
     geometry and requantization parameters."""
     import onnx
-    from vta.compiler.graph.module import VTA_OPS
     from vta.compiler.graph.onnx_frontend import from_onnx
+    from vta.compiler.graph.options import VTA_OPS
 
     try:
         proto = onnx.load_from_string(model_bytes)
