@@ -43,7 +43,8 @@ def top_verilog(board: Board, cfg: Config, *, ram_kib: int = 64,
     from amaranth.back import verilog
     from vta.hw.core import VTACore
 
-    core = VTACore(cfg, bus_width=board.bus_width, options=board.core_options)
+    board.check_bus(cfg)
+    core = VTACore(cfg, options=board.core_options)
     core._MustUse__silence = True  # only its signature is used
     top = ULX3STop(core.signature, clock_mhz=clock_mhz or board.clock_mhz,
                    bus_width=board.bus_width, ram_kib=ram_kib)

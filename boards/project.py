@@ -31,11 +31,12 @@ ULX3S_RAM_KIB = 64
 
 
 def generate_core(cfg: Config, board: Board) -> str:
-    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its bus width and hardware
-    options) from :mod:`vta.hw.verilog`."""
+    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its hardware options; the
+    configuration's bus must be the board's memory port) from :mod:`vta.hw.verilog`."""
     from vta.hw.verilog import generate
 
-    return generate(cfg, bus_width=board.bus_width, name="vta_core", options=board.core_options)
+    board.check_bus(cfg)
+    return generate(cfg, name="vta_core", options=board.core_options)
 
 
 def project_files(board: str | Board, cfg: Config | None = None, *,
@@ -44,6 +45,7 @@ def project_files(board: str | Board, cfg: Config | None = None, *,
     """File name -> text of the board's project (nothing written)."""
     board = get_board(board)
     cfg = cfg or board.default_config
+    board.check_bus(cfg)
     core = core_verilog if core_verilog is not None else generate_core(cfg, board)
     ports = core_ports(core, "vta_core")
     files: dict[str, str] = {"vta_core.v": core}
