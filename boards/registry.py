@@ -192,11 +192,11 @@ class Board:
         """Width in bits of the board's AXI memory port: its configuration's ``BUS_WIDTH``."""
         return self.default_config.bus_width
 
-    def check_bus(self, cfg: Config) -> None:
+    def check_bus(self, cfg: Config, source: str = "the configuration") -> None:
         """A BoardError unless ``cfg``'s core has this board's memory port width (a project
-        wires the core's AXI master to the port as it is)."""
+        wires the core's AXI master to the port as it is); ``source`` names ``cfg``."""
         if cfg.bus_width != self.bus_width:
-            raise BoardError(f"the configuration has a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
+            raise BoardError(f"{source} has a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
                              f"board {self.name} has a {self.bus_width}-bit memory port; set "
                              f"\"BUS_WIDTH\": {self.bus_width} in it (vta config write "
                              f"--bus-width {self.bus_width}) or choose another board")

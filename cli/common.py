@@ -107,7 +107,7 @@ def board_config_from_args(args: argparse.Namespace, board: Any) -> Config:
     if not (getattr(args, "config", None) or getattr(args, "preset", None)):
         return board.default_config
     cfg = config_from_args(args)
-    board.check_bus(cfg)
+    board.check_bus(cfg, args.config or f"preset {args.preset}")
     return cfg
 
 

@@ -174,7 +174,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                                "--bus-width"),
     "verilog-board-config-bus-not-the-boards": (["verilog", "--board", "pynq-z1", "--config",
                                                  "{t}/c128.json", "-o", "{t}/v"],
-                                                "asks for a 128-bit bus"),
+                                                "c128.json has a 128-bit bus (BUS_WIDTH) but "
+                                                "board pynq-z1 has a 64-bit memory port"),
     # --- vta synth: before yosys starts
     "synth-workdir-is-file": ([*SYNTH, "--workdir", "{t}/afile"], "is a file"),
     "synth-json-missing-dir": ([*SYNTH, "--json", "{t}/nodir/r.json"], "does not exist"),
@@ -183,7 +184,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                               "different names"),
     "synth-unknown-board": (["synth", "--board", "nosuch", "-q"], "nosuch"),
     "synth-config-bus-not-the-boards": (["synth", "--board", "pynq-z1", "--config",
-                                         "{t}/c128.json", "-q"], "64-bit one"),
+                                         "{t}/c128.json", "-q"],
+                                        "pynq-z1 has a 64-bit memory port"),
     # --- vta build: before yosys starts
     "build-clock-negative": ([*ULX3S, "--clock", "-5", "-o", "{t}/b"], "--clock"),
     "build-clock-zero": ([*ULX3S, "--clock", "0", "-o", "{t}/b"], "above 0"),
@@ -203,7 +205,8 @@ CASES: dict[str, tuple[list[str], str]] = {
     "build-not-open-flow": (["build", "--board", "pynq-z1", "-o", "{t}/b"], "vta verilog"),
     "build-config-bus-not-the-boards": (["build", "--board", "ulx3s-85f", "--config",
                                          "{t}/c128.json", "-q", "-o", "{t}/b"],
-                                        "asks for a 128-bit bus"),
+                                        "c128.json has a 128-bit bus (BUS_WIDTH) but "
+                                        "board ulx3s-85f has a 64-bit memory port"),
     # --- vta zoo
     "zoo-num-classes-negative": (["zoo", "resnet18", "-o", "{t}/z.onnx", "--num-classes",
                                   "-1"], "--num-classes"),

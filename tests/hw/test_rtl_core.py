@@ -280,7 +280,8 @@ def test_cli_verilog_board_delegates(tmp_path, capsys) -> None:
     assert main(["verilog", "--preset", "small", "--board", "ultra96-v2", "-o",
                  str(tmp_path / "y")]) == 2
     err = capsys.readouterr().err
-    assert "64-bit bus (BUS_WIDTH) but board ultra96-v2 has a 128-bit memory port" in err
+    assert ("preset small has a 64-bit bus (BUS_WIDTH) but board ultra96-v2 has a 128-bit "
+            "memory port") in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "y").exists()
 
 
