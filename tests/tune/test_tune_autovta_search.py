@@ -386,8 +386,8 @@ def test_synth_finalists_record_fit_and_model_error(net: Network, monkeypatch) -
     res = explore(board, net, base=BASE, n_trial=1000, ranges=SMALL)
     calls = []
 
-    def fake_synthesize(bname, cfg, bw, **_):
-        calls.append((bname, cfg.params["LOG_BLOCK"], bw))
+    def fake_synthesize(bname, cfg, **_):
+        calls.append((bname, cfg.params["LOG_BLOCK"], cfg.bus_width))
         # 1x8x8 cores "need" twice the BRAM budget, 1x4x4 cores 10 LUTs more than estimated
         big = cfg.block_in == 8
         return {"used": {"lut": 1000.0, "ff": 2000.0, "bram": 48.0 if big else 10.0,
