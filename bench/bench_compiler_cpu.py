@@ -142,9 +142,10 @@ def network_ops(names: list[str], repeat: int) -> list[dict]:
     """Time every CPU node of the zoo networks with an LLVM kernel against its numpy kernel."""
     from vta.compiler.graph import zoo
     from vta.compiler.graph.host import module_host_kernels
+    from vta.compiler.graph.int8_executor import run_quantized
     from vta.compiler.graph.module import compile_graph
     from vta.compiler.graph.onnx_frontend import from_onnx
-    from vta.compiler.graph.quantize import kernel_for, run_quantized
+    from vta.compiler.ops import kernel_for
     from vta.isa import Config
 
     rows = []

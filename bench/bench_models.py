@@ -77,10 +77,11 @@ def _cpu_s() -> float:
 def measure(name: str, size: int, workdir: Path, jobs: int | None = None) -> dict:
     """One family: import, compile, fsim run, agreement with onnxruntime float."""
     from vta.compiler.graph.executor import Executor
+    from vta.compiler.graph.int8_executor import run_quantized
     from vta.compiler.graph.module import compile_graph
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.compiler.graph.passes import optimize
-    from vta.compiler.graph.quantize import agreement, run_quantized
+    from vta.compiler.graph.quant_error import agreement
     from vta.compiler.graph.reference import run_float
     from vta.isa import Config, VTAError
 
@@ -151,11 +152,11 @@ def perturbed_run(og, feeds: dict, scales: dict, perturb=None,  # noqa: ANN001
     """The float model's output with ``weights`` in place of its parameters of those names and
     ``perturb(key, y)`` applied to every tensor the int8 graph quantizes (``key``: its name
     there, see :func:`scale_key`)."""
-    from vta.compiler.graph.reference import FLOAT_KERNELS
+    from vta.compiler import ops
 
     env = dict(og.params) | dict(feeds) | (weights or {})
     for n in og.nodes:
-        y = FLOAT_KERNELS[n.op](n, [env[i] if i else None for i in n.inputs])[0]
+        y = ops.get(n.op).float_kernel(n, [env[i] if i else None for i in n.inputs])[0]
         key = scale_key(scales, n.outputs[0])
         if perturb is not None and key is not None:
             y = perturb(key, y).astype(np.float32)
@@ -170,7 +171,9 @@ def error_sources(og, scales: dict, feeds: dict, fl: np.ndarray  # noqa: ANN001
     ``weights_only``, the int8 weights (with their scales) and float activations;
     ``activations_only``, float weights and every tensor the int8 graph quantizes clipped to
     its int8 range and rounded to its scale."""
-    from vta.compiler.graph.quantize import agreement, quantize_graph, synthetic_samples
+    from vta.compiler.graph.calibration import synthetic_samples
+    from vta.compiler.graph.quant_error import agreement
+    from vta.compiler.graph.quantize import quantize_graph
 
     qr = quantize_graph(og, synthetic_samples(og))  # as compile_graph's defaults: the offsets
     if qr.scales != scales:
@@ -204,7 +207,7 @@ def rounding_floor(og, scales: dict, feeds: dict, fl: np.ndarray,  # noqa: ANN00
     noise of one int8 step (the quantized graph's scale of each tensor; ``step`` of them)
     added to every tensor the int8 graph quantizes: what rounding alone costs this network,
     the floor the int8 cosine sits near; ``seed`` draws the noise."""
-    from vta.compiler.graph.quantize import agreement
+    from vta.compiler.graph.quant_error import agreement
 
     rng = np.random.default_rng(seed)
 

@@ -24,11 +24,11 @@ import numpy as np  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor  # noqa: E402
+from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
 from vta.compiler.graph.options import CompileOptions  # noqa: E402
 from vta.compiler.graph.passes import optimize  # noqa: E402
-from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.compiler.graph.reference import run_float  # noqa: E402
 from vta.isa import Config  # noqa: E402
 from vta.sim.blas import limit_blas_threads  # noqa: E402

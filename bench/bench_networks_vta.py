@@ -29,9 +29,9 @@ import numpy as np  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor  # noqa: E402
+from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
-from vta.compiler.graph.quantize import run_quantized  # noqa: E402
 from vta.isa import AluInsn, Config, GemmInsn, decode_program  # noqa: E402
 from vta.isa.fusion import alu_chains  # noqa: E402
 from vta.sim.perf import src_reads  # noqa: E402

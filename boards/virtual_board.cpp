@@ -32,56 +32,8 @@
 namespace {
 
 // The top's AXI4 master (m_axi_gmem_*) and AXI4-Lite slave (s_axi_control_*), for axi_bus.h.
-struct Master {
-  using Top = Vvta_top;
-  static constexpr int bus_bytes = BUS_BYTES;
-  static auto& araddr(Top& t) { return t.m_axi_gmem_araddr; }
-  static auto& arlen(Top& t) { return t.m_axi_gmem_arlen; }
-  static auto& arsize(Top& t) { return t.m_axi_gmem_arsize; }
-  static auto& arburst(Top& t) { return t.m_axi_gmem_arburst; }
-  static auto& arvalid(Top& t) { return t.m_axi_gmem_arvalid; }
-  static auto& arready(Top& t) { return t.m_axi_gmem_arready; }
-  static auto& rdata(Top& t) { return t.m_axi_gmem_rdata; }
-  static auto& rresp(Top& t) { return t.m_axi_gmem_rresp; }
-  static auto& rlast(Top& t) { return t.m_axi_gmem_rlast; }
-  static auto& rvalid(Top& t) { return t.m_axi_gmem_rvalid; }
-  static auto& rready(Top& t) { return t.m_axi_gmem_rready; }
-  static auto& awaddr(Top& t) { return t.m_axi_gmem_awaddr; }
-  static auto& awlen(Top& t) { return t.m_axi_gmem_awlen; }
-  static auto& awsize(Top& t) { return t.m_axi_gmem_awsize; }
-  static auto& awburst(Top& t) { return t.m_axi_gmem_awburst; }
-  static auto& awvalid(Top& t) { return t.m_axi_gmem_awvalid; }
-  static auto& awready(Top& t) { return t.m_axi_gmem_awready; }
-  static auto& wdata(Top& t) { return t.m_axi_gmem_wdata; }
-  static auto& wstrb(Top& t) { return t.m_axi_gmem_wstrb; }
-  static auto& wlast(Top& t) { return t.m_axi_gmem_wlast; }
-  static auto& wvalid(Top& t) { return t.m_axi_gmem_wvalid; }
-  static auto& wready(Top& t) { return t.m_axi_gmem_wready; }
-  static auto& bresp(Top& t) { return t.m_axi_gmem_bresp; }
-  static auto& bvalid(Top& t) { return t.m_axi_gmem_bvalid; }
-  static auto& bready(Top& t) { return t.m_axi_gmem_bready; }
-};
-
-struct Lite {
-  using Top = Vvta_top;
-  static auto& awaddr(Top& t) { return t.s_axi_control_awaddr; }
-  static auto& awvalid(Top& t) { return t.s_axi_control_awvalid; }
-  static auto& awready(Top& t) { return t.s_axi_control_awready; }
-  static auto& wdata(Top& t) { return t.s_axi_control_wdata; }
-  static auto& wstrb(Top& t) { return t.s_axi_control_wstrb; }
-  static auto& wvalid(Top& t) { return t.s_axi_control_wvalid; }
-  static auto& wready(Top& t) { return t.s_axi_control_wready; }
-  static auto& bresp(Top& t) { return t.s_axi_control_bresp; }
-  static auto& bvalid(Top& t) { return t.s_axi_control_bvalid; }
-  static auto& bready(Top& t) { return t.s_axi_control_bready; }
-  static auto& araddr(Top& t) { return t.s_axi_control_araddr; }
-  static auto& arvalid(Top& t) { return t.s_axi_control_arvalid; }
-  static auto& arready(Top& t) { return t.s_axi_control_arready; }
-  static auto& rdata(Top& t) { return t.s_axi_control_rdata; }
-  static auto& rresp(Top& t) { return t.s_axi_control_rresp; }
-  static auto& rvalid(Top& t) { return t.s_axi_control_rvalid; }
-  static auto& rready(Top& t) { return t.s_axi_control_rready; }
-};
+VTA_AXI_MASTER(Master, Vvta_top, m_axi_gmem_, BUS_BYTES);
+VTA_AXI_LITE(Lite, Vvta_top, s_axi_control_);
 
 struct Board {
   std::unique_ptr<VerilatedContext> ctx;

@@ -15,7 +15,7 @@ from .common import (
     positive_int,
 )
 
-#: vta.compiler.graph.quantize.CALIBRATIONS (not imported here: `vta --help` stays fast)
+#: vta.compiler.graph.calibration.CALIBRATIONS (not imported here: `vta --help` stays fast)
 CALIBRATIONS = ("mse", "max", "percentile")
 
 
@@ -53,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Clip/ReLU6 not fused into a conv, LeakyRelu, HardSigmoid, HardSwish): "
                         "vta (default: on its ALU, the whole block stays on VTA) or cpu (int8 "
                         "host kernels; fewer VTA cycles, see docs/networks.md)")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="keep each residual add a layer of its own; by default an add goes "
+                        "into the epilogue of the conv or dense layer that makes one of its "
+                        "operands, where the performance model finds that faster (same bits)")
     p.add_argument("--calibration", choices=CALIBRATIONS, default=CALIBRATIONS[0],
                    help="how each activation's int8 range is chosen from the calibration "
                         "runs: mse (default: the least quantization error), max, or "
@@ -91,14 +95,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a while shows its progress on stderr when that is a terminal")
     p.add_argument("--report", action="store_true",
                    help="print the per-layer quantization report (full layer names) and the "
-                        "VTA part's latency in ms and frames/s at the clock of --board")
+                        "VTA part's latency in ms and frames/s at the clock of --board (the "
+                        "host part is measured by `vta run --report`)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from vta.compiler.graph.calibration import load_samples
     from vta.compiler.graph.module import compile_graph, is_module_or_empty
     from vta.compiler.graph.onnx_frontend import load_onnx
-    from vta.compiler.graph.quantize import load_samples
     from vta.compiler.graph.summary import compile_summary
     from vta.isa.errors import ConfigError
     from vta.isa.fileio import check_input_file, check_output_dir
@@ -148,7 +153,7 @@ def compile_options(args: argparse.Namespace, board: str | None):  # -> CompileO
         keep_first_float=not args.quantize_first, board=board,
         threads=args.buffering == "auto", host=args.host, per_channel=args.per_channel,
         calibration=args.calibration, pow2=args.pow2_scales,
-        bias_correction=args.bias_correction)
+        bias_correction=args.bias_correction, fuse=not args.no_fuse)
 
 
 def search_progress(stream=None, after: float = 1.0) -> Callable[[int, int], None]:  # noqa: ANN001
@@ -195,9 +200,11 @@ def quant_report(m) -> str:  # noqa: ANN001
     head = (f"{'layer':<{width}} {'op':<18} {'where':<5} {'in scale':>9} {'w scale':>19} "
             f"{'out scale':>9} {'requant':>24} {'rel.err':>8}")
     lines = [head, "-" * len(head)]
+    # a layer and an add fused into one node (vta.compiler.graph.fuse) run where it runs
+    into = {k: n.name for n in m.graph.nodes for k in n.attrs.get("fused", ())}
     for i in m.layers:
         err = "-" if i.rel_error is None else f"{i.rel_error:.4f}"
-        where = m.partition.get(i.node, "cpu")
+        where = m.partition.get(into.get(i.node, i.node), "cpu")
         tag = f"  (float: {i.float_reason})" if i.float_reason else ""
         if i.op == "Add" and isinstance(i.mul, list):  # a * ma + b * mb, rounded >> shift
             rq = f"*{i.mul[0]} + *{i.mul[1]} >>{i.shift}"

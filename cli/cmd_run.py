@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(the reference)")
     p.add_argument("--report", action="store_true",
                    help="per layer: where it ran, MACs, time, cycles, utilisation; then the "
-                        "VTA part in ms and frames/s at the board's clock")
+                        "VTA part in ms and frames/s at the board's clock and the host part "
+                        "(the CPU layers) as measured on this machine's CPU")
     p.add_argument("--report-json", metavar="REPORT.json",
                    help="write the per-layer report (target, and per layer: where it ran, MACs, "
                         "seconds, cycles, GEMM MACs) as JSON")
@@ -56,7 +57,7 @@ def _target(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vta.compiler.graph.executor import batch_size, feeds_for, load_arrays
+    from vta.compiler.graph.inputs import batch_size, feeds_for, load_arrays
     from vta.sim.blas import limit_blas_threads
 
     limit_blas_threads(1)
@@ -144,8 +145,8 @@ def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
     import time
 
     from vta.compiler.graph.executor import LayerRecord, RunReport
-    from vta.compiler.graph.module import node_macs
     from vta.compiler.graph.reference import infer_shapes, run_float
+    from vta.compiler.ops import node_macs
 
     t0 = time.perf_counter()
     times: dict[str, float] = {}
@@ -231,7 +232,7 @@ def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
     """The VTA part at the board's clock: the target's own cycle counts when it has them
     (tsim, rtl, perf), the performance model's otherwise (fsim, cpu)."""
     from vta.boards import DEFAULT_BOARD
-    from vta.compiler.graph.summary import kernel_cycles, latency
+    from vta.compiler.graph.summary import host_part, kernel_cycles, latency
 
     from .common import board_clock_mhz
 
@@ -243,4 +244,6 @@ def _latency(module, report, board: str | None) -> str:  # noqa: ANN001
     else:
         cycles = kernel_cycles(module)
         source = "the module's recorded cycles: performance-model estimate"
-    return latency(cycles, board_clock_mhz(board or DEFAULT_BOARD), source).format(shown)
+    lat = latency(cycles, board_clock_mhz(board or DEFAULT_BOARD), source)
+    host = {r.node: r.seconds for r in report.layers if r.where == "cpu"}
+    return lat.format(shown) + "\n" + host_part(host, lat)

@@ -44,3 +44,8 @@ class CodegenError(CompilerError):
 
 __all__ = ["CompilerError", "ScheduleError", "LoweringError", "TensorizeError", "DmaError",
            "AluError", "ScratchpadOverflowError", "VerifyError", "CodegenError"]
+
+
+class InputError(VTAError):
+    """An input tensor with the wrong shape, dtype or file (a graph's feeds, a Gather's
+    indices)."""

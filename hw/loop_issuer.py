@@ -11,28 +11,35 @@ together.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from typing import NamedTuple
+
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from vta.isa import Config
 from vta.isa.layout import Opcode
 
-__all__ = ["LoopIssuer", "ctrl_layout", "BASES"]
+from .pipeline import BASES, base_widths, ctrl_layout
 
-#: The three index streams a micro-op iteration offsets.
-BASES = ("dst", "src", "wgt")
-
-
-def ctrl_layout(cfg: Config) -> data.StructLayout:
-    """What travels down the pipeline with every micro-op of an instruction."""
-    return data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
-                              "imm": signed(cfg.layouts.alu["imm"].width), "chain": 1})
+__all__ = ["LoopIssuer"]
 
 
-def base_widths(cfg: Config) -> dict[str, int]:
-    """Address widths of the dst (accumulator), src (input or accumulator) and wgt indices."""
-    return {"dst": cfg.log_acc_depth, "src": max(cfg.log_acc_depth, cfg.log_inp_depth),
-            "wgt": cfg.log_wgt_depth}
+class _Loops(NamedTuple):
+    """The loop registers: per loop what is left and whether it is at its last iteration,
+    the micro-op address ``u``, and what the inner loops restart from."""
+
+    u: Signal
+    u_left: Signal
+    u_last: Signal
+    i_left: Signal
+    i_last: Signal
+    o_left: Signal
+    o_last: Signal
+    uop_bgn: Signal
+    uop_n: Signal
+    uop_n_one: Signal
+    iter_in: Signal
+    iter_in_one: Signal
 
 
 class LoopIssuer(wiring.Component):
@@ -119,22 +126,30 @@ class LoopIssuer(wiring.Component):
         with m.If(pending & ~self.pipe_busy):
             m.d.sync += [pending.eq(0), running.eq(pend_nonempty), last_alu.eq(ctrl.alu)]
 
-        with m.If(running & self.adv):
-            with m.If(~u_last):
-                m.d.sync += [u.eq(u + 1), u_left.eq(u_left - 1), u_last.eq(u_left == 2)]
+        self._count(m, _Loops(u, u_left, u_last, i_left, i_last, o_left, o_last, uop_bgn, uop_n,
+                              uop_n_one, iter_in, iter_in_one), base, base_o, f)
+        return m
+
+    def _count(self, m: Module, lp: _Loops, base: dict, base_o: dict, f: dict) -> None:
+        """One micro-op iteration issued: the loops count on (``u`` innermost), the bases add
+        the inner or outer factors, and the last iteration stops the issuer."""
+        with m.If(self.running & self.adv):
+            with m.If(~lp.u_last):
+                m.d.sync += [lp.u.eq(lp.u + 1), lp.u_left.eq(lp.u_left - 1),
+                             lp.u_last.eq(lp.u_left == 2)]
             with m.Else():
-                m.d.sync += [u.eq(uop_bgn), u_left.eq(uop_n), u_last.eq(uop_n_one)]
-                with m.If(~i_last):
-                    m.d.sync += [i_left.eq(i_left - 1), i_last.eq(i_left == 2)]
+                m.d.sync += [lp.u.eq(lp.uop_bgn), lp.u_left.eq(lp.uop_n),
+                             lp.u_last.eq(lp.uop_n_one)]
+                with m.If(~lp.i_last):
+                    m.d.sync += [lp.i_left.eq(lp.i_left - 1), lp.i_last.eq(lp.i_left == 2)]
                     for k in base:
                         m.d.sync += base[k].eq(base[k] + f[f"{k}_fi"])
                 with m.Else():
-                    m.d.sync += [i_left.eq(iter_in), i_last.eq(iter_in_one)]
-                    with m.If(~o_last):
-                        m.d.sync += [o_left.eq(o_left - 1), o_last.eq(o_left == 2)]
+                    m.d.sync += [lp.i_left.eq(lp.iter_in), lp.i_last.eq(lp.iter_in_one)]
+                    with m.If(~lp.o_last):
+                        m.d.sync += [lp.o_left.eq(lp.o_left - 1), lp.o_last.eq(lp.o_left == 2)]
                         for k in base:
                             m.d.sync += [base_o[k].eq(base_o[k] + f[f"{k}_fo"]),
                                          base[k].eq(base_o[k] + f[f"{k}_fo"])]
                     with m.Else():
-                        m.d.sync += running.eq(0)
-        return m
+                        m.d.sync += self.running.eq(0)

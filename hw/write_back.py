@@ -22,7 +22,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["WriteBack"]
+__all__ = ["WriteBack", "WriteHistorySignature"]
 
 
 def _narrow(value, lanes: int, acc_width: int, out_width: int):
@@ -30,12 +30,23 @@ def _narrow(value, lanes: int, acc_width: int, out_width: int):
     return Cat(*(value.word_select(k, acc_width)[:out_width] for k in range(lanes)))
 
 
+class WriteHistorySignature(wiring.Signature):
+    """The write history the pipes forward results from, as :class:`WriteBack` drives it:
+    ``w`` (this cycle's write) and ``w1`` (the previous one), each ``valid``, ``dst`` and
+    ``result``, and ``w2_result`` (the result written before ``w1``'s)."""
+
+    def __init__(self, *, lanes: int, acc_width: int, addr_width: int) -> None:
+        acc_bits = lanes * acc_width
+        entry = data.StructLayout({"valid": 1, "dst": addr_width, "result": acc_bits})
+        super().__init__({"w": Out(entry), "w1": Out(entry), "w2_result": Out(acc_bits)})
+
+
 class WriteBack(wiring.Component):
     """Stage W. Inputs: the GEMM result (``gemm_valid``, ``gemm_dst``, ``gemm_result`` lanes;
     ``gemm_lane[k]`` is a per-lane copy of ``gemm_valid`` that picks lane ``k``'s source), the
     ALU result (``alu_*``), and LOAD ACC's writes (``load``, while ``load_busy``). Outputs: the
-    accumulator and OUT buffer write ports (``acc_wr``, ``out_wr``) and the history ``w``,
-    ``w1`` (``valid``, ``dst``, ``result``) and ``w2_result``.
+    accumulator and OUT buffer write ports (``acc_wr``, ``out_wr``) and the write history
+    (``history``, a :class:`WriteHistorySignature`).
 
     ``acc_granularity``/``out_granularity``: the write ports' granularity in bits (``None``: the
     whole entry), as LOAD ACC writes an entry wider than the bus one bus word at a time.
@@ -50,7 +61,6 @@ class WriteBack(wiring.Component):
                             f"lanes={lanes!r}, out_width={out_width!r}, acc_width={acc_width!r}")
         self.lanes, self.acc_width, self.out_width = lanes, acc_width, out_width
         acc_bits = lanes * acc_width
-        entry = data.StructLayout({"valid": 1, "dst": addr_width, "result": acc_bits})
         acc_port = WritePort.Signature(addr_width=addr_width, shape=acc_bits,
                                        granularity=acc_granularity)
         super().__init__({
@@ -62,19 +72,20 @@ class WriteBack(wiring.Component):
             "acc_wr": In(acc_port),
             "out_wr": In(WritePort.Signature(addr_width=addr_width, shape=lanes * out_width,
                                              granularity=out_granularity)),
-            "w": Out(entry), "w1": Out(entry), "w2_result": Out(acc_bits),
+            "history": Out(WriteHistorySignature(lanes=lanes, acc_width=acc_width,
+                                                 addr_width=addr_width)),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        w, w1 = self.w, self.w1
+        w, w1 = self.history.w, self.history.w1
         m.d.sync += [
             w.valid.eq(self.gemm_valid | self.alu_valid),
             w.dst.eq(Mux(self.gemm_valid, self.gemm_dst, self.alu_dst)),
             w.result.eq(Cat(*(Mux(self.gemm_lane[k], self.gemm_result[k], self.alu_result[k])
                               for k in range(self.lanes)))),
             w1.eq(w),
-            self.w2_result.eq(w1.result),
+            self.history.w2_result.eq(w1.result),
         ]
         with m.If(self.load_busy):
             wiring.connect(m, wiring.flipped(self.load), wiring.flipped(self.acc_wr))

@@ -611,7 +611,10 @@ def tasks_from_model(path: str | Path, cfg: Config, *,
 
 def layer_task(layer: Any, cfg: Config) -> Task | None:
     """The tuning task of a compiled VTA layer (vta.compiler.graph.lowering.VtaLayer or
-    AluLayer), None when no template expresses it (dilation, asymmetric padding)."""
+    AluLayer), None when no template expresses it (dilation, asymmetric padding, a fused
+    residual add)."""
+    if getattr(layer, "residual", None) is not None:
+        return None
     if layer.template == "elementwise":
         return Task.create("vta.elementwise", (layer.spec.kind, [list(a) for a in
                                                                   layer.spec.attrs],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from vta.isa.errors import VTAError
 
+from ..errors import InputError  # noqa: F401 - the graph level's errors, one import
+
 
 class ModelError(VTAError):
     """A model file that cannot be read or is not a valid network."""
@@ -11,10 +13,6 @@ class ModelError(VTAError):
 
 class UnsupportedOpError(ModelError):
     """An operator (or an attribute value of one) the graph compiler does not implement."""
-
-
-class InputError(VTAError):
-    """An input tensor with the wrong shape, dtype or file."""
 
 
 class ModuleError(VTAError):

@@ -11,28 +11,26 @@ float kernels. ``target="cpu"`` runs every layer on the CPU.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 import time
-import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
-from vta.isa.fileio import read_bytes
 from vta.isa.records import JsonRecord
 from vta.runtime import backends
+from vta.runtime import device as rdev
 
+from ..ops import kernel_for
 from ..topi.pack import unpack_activation
 from .errors import InputError
+from .host import module_host_kernels
 from .lowering import packed_input
 from .module import CompiledModule
-from .quantize import kernel_for
 from .reference import check_feeds
 
 #: Where a module runs: the CPU, or VTA on a simulator or the performance model (the backend
@@ -105,85 +103,6 @@ class RunReport(_Record):
         return "\n".join(lines)
 
 
-def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
-    """The arrays of an input file: a .npy file's array under the key ``""`` (a model's only
-    input), a .npz file's under their names (one per model input). A one-line InputError when
-    the file is missing or unreadable, or an array holds NaN or infinite values."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"input file {p} does not exist")
-    raw = io.BytesIO(read_bytes(p, "input file"))
-    try:
-        data = np.load(raw, allow_pickle=False)
-        if isinstance(data, np.ndarray):
-            arrays = {"": data}
-        else:
-            with data:
-                arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise InputError(f"{p} is not a .npy or .npz array file "
-                         f"({str(e).splitlines()[0]})") from None
-    if not arrays:
-        raise InputError(f"{p} holds no array")
-    for name, x in arrays.items():
-        if x.dtype.kind in "fc" and not np.isfinite(x).all():
-            bad = int(x.size - np.isfinite(x).sum())
-            what = f"{p} array {name!r}" if name else str(p)
-            raise InputError(f"{what} holds {bad} NaN or infinite value(s) of {x.size}; give "
-                             f"finite numbers")
-    return arrays
-
-
-def feeds_for(names: Iterable[str], arrays: dict[str, np.ndarray],
-              source: str | Path) -> dict[str, np.ndarray]:
-    """The model inputs ``names`` fed from :func:`load_arrays`' ``arrays`` (of file
-    ``source``): a .npy array feeds a model of one input; a .npz file names every input."""
-    names = list(names)
-    if "" in arrays:
-        if len(names) != 1:
-            raise InputError(f"the model has {len(names)} inputs ({', '.join(names)}); give "
-                             f"them in one .npz file, an array per input name "
-                             f"(np.savez('x.npz', {names[0]}=...))")
-        return {names[0]: arrays[""]}
-    missing = [n for n in names if n not in arrays]
-    extra = [k for k in arrays if k not in names]
-    if missing or extra:
-        what = f"has no array {missing[0]!r}" if missing else \
-            f"has an array {extra[0]!r} that is no input of the model"
-        raise InputError(f"{source} {what} (the model's inputs: {', '.join(names)})")
-    return {n: arrays[n] for n in names}
-
-
-#: The most images one input file may stack (``vta run``'s batches, calibration samples).
-MAX_BATCH = 4096
-
-
-def batch_size(inputs: Mapping[str, Any], feeds: Mapping[str, np.ndarray],
-               what: str) -> int | None:
-    """None when every array of ``feeds`` has its model input's shape (one image), B when each
-    stacks B of them (``[B, *shape]``, the same B for every input); else a one-line InputError
-    naming ``what`` (the file). ``inputs``: the graph's inputs (their ``shape``)."""
-    counts = set()
-    for name, x in feeds.items():
-        shape = tuple(inputs[name].shape)
-        if tuple(x.shape) == shape:
-            counts.add(None)
-        elif x.ndim == len(shape) + 1 and tuple(x.shape[1:]) == shape and x.shape[0] >= 1:
-            counts.add(int(x.shape[0]))
-        else:
-            where = what + (f" array {name!r}" if len(feeds) > 1 else "")
-            raise InputError(f"{where} has shape {list(x.shape)}; expected {list(shape)} or "
-                             f"a stack of them [B, {', '.join(map(str, shape))}]")
-    if len(counts) > 1:
-        raise InputError(f"{what}: its arrays hold different numbers of images; stack the same "
-                         f"number for every input")
-    count = counts.pop() if counts else None
-    if count is not None and count > MAX_BATCH:
-        raise InputError(f"{what} stacks {count} images, more than {MAX_BATCH}; split it into "
-                         f"several files")
-    return count
-
-
 def relocate(program: bytes, cfg: Config, base: int) -> bytes:
     """Add the arena base (bytes) to every LOAD/STORE dram_base (in elements of its type)."""
     if base == 0:
@@ -219,7 +138,6 @@ class Executor:
         #: The report of the last :meth:`run`.
         self.last_report = RunReport(target)
         if host == "llvm":  # JIT the module's host kernels now, not inside the first run
-            from .host import module_host_kernels
 
             m = module
             self._host = module_host_kernels(  # verified: regenerated from the graph first
@@ -232,8 +150,6 @@ class Executor:
             self._open()
 
     def _open(self) -> None:
-        from vta.runtime import device as rdev
-
         m = self.m
         align = m.plan.align
         try:
@@ -283,8 +199,7 @@ class Executor:
             else:
                 where = "cpu"
                 args = [env[i] if i else None for i in n.inputs]
-                hk = self._host.get(n.name)
-                res = [hk(args)] if hk is not None else kernel_for(n.op)(n, args)
+                res = self._run_cpu(n, args)
             dt = time.perf_counter() - t0
             for o, v in zip(n.outputs, res):
                 env[o] = v
@@ -296,6 +211,18 @@ class Executor:
             self.progress(total, total, "")
         self.last_report = RunReport(self.target, tuple(layers), time.perf_counter() - t_start)
         return {o: env[o] for o in g.outputs}
+
+    def _run_cpu(self, n: Any, args: list[Any]) -> list[np.ndarray]:
+        """Node ``n`` on the CPU: its host kernel, else its reference kernel. A kernel that
+        fails on the node's attributes (a module whose graph was edited after compilation:
+        the digest only says the files are those the manifest lists) is a one-line error
+        naming the node, as onnxruntime names the node that failed."""
+        hk = self._host.get(n.name)
+        try:
+            return [hk(args)] if hk is not None else kernel_for(n.op)(n, args)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise InputError(f"node {n.name} ({n.op}) failed on the CPU ({type(e).__name__}: "
+                             f"{e}); if its module was edited, recompile it") from None
 
     def _run_vta(self, n: Any, inputs: list[tuple[str, np.ndarray]]
                  ) -> tuple[np.ndarray | None, int | None]:

@@ -11,7 +11,8 @@ the tests compare against.
 
 Agreement with the numpy kernels:
 
-- integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QMaxPool``,
+- integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QLut``
+  (int8 GELU, Sigmoid, Tanh, SiLU as a table), ``QMaxPool``,
   ``QGlobalAveragePool``, ``QPad``, ``MaxPool``) are bit-exact, with the calibrated scales'
   fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
   (float64 arithmetic as numpy's, ``rint`` rounding half to even);
@@ -26,14 +27,24 @@ view and costs nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from math import inf, prod
 from typing import Any
 
 import numpy as np
+from vta.isa.fileio import user_cache_dir
 
+from .. import ops
+from ..codegen.llvm import CpuModule
+from ..tir.stmt import Buffer
+from ..topi import cpu
+from .errors import ModuleError
 from .ir import Node
+
+Shape = tuple[int, ...]
+Shapes = Mapping[str, tuple[int, ...]]
+Params = Mapping[str, np.ndarray]
 
 #: The first line of a stored host kernel's IR: ``; vta-host-kernel {json signature}``.
 _HEADER = "; vta-host-kernel "
@@ -66,11 +77,7 @@ class HostKernel:
     @property
     def module(self) -> Any:
         if self._module is None:
-            from vta.compiler.codegen.llvm import CpuModule
-            from vta.compiler.tir.stmt import Buffer
-
             bufs = [Buffer(n, tuple(s), d) for n, s, d in self.params]
-            from vta.isa.fileio import user_cache_dir
 
             self._module = CpuModule.from_ir(self.ir, self.name, bufs, [len(bufs) - 1],
                                              object_cache=user_cache_dir("host-kernels"),
@@ -92,8 +99,6 @@ class HostKernel:
             return out
         if len(args) != len(self.params) - 1 or \
                 any(np.size(a) != prod(s) for a, (_, s, _) in zip(args, self.params)):
-            from .errors import ModuleError
-
             want = [list(s) for _, s, _ in self.params[:-1]]
             got = [list(np.shape(a)) for a in args]
             raise ModuleError(f"host kernel of {self.node!r} takes arrays of shapes {want}, "
@@ -114,8 +119,6 @@ def module_host_kernels(nodes: Iterable[Node], shapes: Mapping[str, tuple[int, .
     node of the graph. Anything else is a one-line ModuleError saying to recompile (a module
     is data: no code of its own runs). A kernel checks the arrays it is given against its
     arguments' shapes when called (:meth:`HostKernel.__call__`)."""
-    from .errors import ModuleError
-
     by_name = {n.name: n for n in nodes}
     out = {}
     for name, text in stored.items():
@@ -146,8 +149,6 @@ def _conv(n: Node, xs: tuple[int, ...], params: Mapping[str, np.ndarray]) -> Any
         return None  # a transposed conv's equivalent conv on the CPU: the numpy kernel
     w = params[n.inputs[1]]
     bias = len(n.inputs) > 2 and bool(n.inputs[2])
-    from vta.compiler.topi import cpu
-
     if n.op == "Conv":
         act = a.get("activation")
         if act and (act != "relu" or a.get("act_max") is not None):
@@ -167,8 +168,6 @@ def _pool(n: Node, xs: tuple[int, ...], dtype: str) -> Any:
     pad = _symmetric(a["pads"])
     if pad is None or len(xs) != 4:
         return None
-    from vta.compiler.topi import cpu
-
     return cpu.max_pool2d(xs, a["kernel_shape"], a["strides"], pad, dtype=dtype)
 
 
@@ -178,8 +177,6 @@ def _qpad(n: Node, xs: tuple[int, ...]) -> Any:
     p = n.attrs["pads"]
     if len(xs) != 4 or n.attrs["mode"] != "constant" or any(p[:2] + p[4:6]) or min(p) < 0:
         return None
-    from vta.compiler.topi import cpu
-
     return cpu.pad2d(xs, [p[2], p[3], p[6], p[7]], n.attrs["qvalue"])
 
 
@@ -188,36 +185,67 @@ def _scalar(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < inf
 
 
-def _build(n: Node, xs: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]],
-           params: Mapping[str, np.ndarray]) -> Any:
-    """The topi.cpu operator of node ``n`` (input shape ``xs``), or None."""
-    from vta.compiler.topi import cpu
+def _global_avg(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    return cpu.global_avg_pool2d(xs) if len(xs) == 4 else None
 
+
+def _qglobal_avg(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
     a = n.attrs
-    builders: dict[str, Callable[[], Any]] = {
-        "Conv": lambda: _conv(n, xs, params),
-        "QConv": lambda: _conv(n, xs, params),
-        "MaxPool": lambda: _pool(n, xs, "float32"),
-        "QMaxPool": lambda: _pool(n, xs, "int8"),
-        "GlobalAveragePool": lambda: cpu.global_avg_pool2d(xs) if len(xs) == 4 else None,
-        "QGlobalAveragePool": lambda: cpu.qglobal_avg_pool2d(xs, a["mul"], a["shift"])
-        if len(xs) == 4 and 0 <= a["shift"] < 40 else None,
-        "Quantize": lambda: cpu.quantize(xs, a["scale"], a.get("offset", 0))
-        if _scalar(a["scale"]) else None,
-        "Dequantize": lambda: cpu.dequantize(xs, a["scale"])
-        if _scalar(a["scale"]) and not a.get("offset") else None,
-        "QAdd": lambda: cpu.qadd(xs, a["mul_a"], a["mul_b"], a["shift"], a["lo"], a["hi"])
-        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None,
-        "Dense": lambda: cpu.dense(xs[0], params[n.inputs[1]].shape[1],
-                                   params[n.inputs[1]].shape[0], bias=len(n.inputs) > 2)
-        if len(xs) == 2 and not a.get("activation") else None,
-        "Softmax": lambda: cpu.softmax(xs)
-        if not a.get("legacy") and a["axis"] in (-1, len(xs) - 1) else None,
-        "Tanh": lambda: cpu.tanh(xs),
-        "QPad": lambda: _qpad(n, xs),
-    }
-    make = builders.get(n.op)
-    return make() if make is not None else None
+    return cpu.qglobal_avg_pool2d(xs, a["mul"], a["shift"]) \
+        if len(xs) == 4 and 0 <= a["shift"] < 40 else None
+
+
+def _quantize(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    a = n.attrs
+    return cpu.quantize(xs, a["scale"], a.get("offset", 0)) if _scalar(a["scale"]) else None
+
+
+def _dequantize(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    a = n.attrs
+    return cpu.dequantize(xs, a["scale"]) \
+        if _scalar(a["scale"]) and not a.get("offset") else None
+
+
+def _qadd(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    a = n.attrs
+    return cpu.qadd(xs, a["mul_a"], a["mul_b"], a["shift"], a["lo"], a["hi"]) \
+        if shapes.get(n.inputs[1]) == xs and a["shift"] < 32 else None
+
+
+def _dense(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    return cpu.dense(xs[0], params[n.inputs[1]].shape[1], params[n.inputs[1]].shape[0],
+                        bias=len(n.inputs) > 2) \
+        if len(xs) == 2 and not n.attrs.get("activation") else None
+
+
+def _softmax(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    a = n.attrs
+    return cpu.softmax(xs) if not a.get("legacy") and a["axis"] in (-1, len(xs) - 1) \
+        else None
+
+
+ops.attach("Conv", host=lambda n, xs, shapes, params: _conv(n, xs, params))
+ops.attach("QConv", host=lambda n, xs, shapes, params: _conv(n, xs, params))
+ops.attach("MaxPool", host=lambda n, xs, shapes, params: _pool(n, xs, "float32"))
+ops.attach("QMaxPool", host=lambda n, xs, shapes, params: _pool(n, xs, "int8"))
+ops.attach("GlobalAveragePool", host=_global_avg)
+ops.attach("QGlobalAveragePool", host=_qglobal_avg)
+ops.attach("Quantize", host=_quantize)
+ops.attach("Dequantize", host=_dequantize)
+ops.attach("QAdd", host=_qadd)
+ops.attach("Dense", host=_dense)
+ops.attach("Softmax", host=_softmax)
+ops.attach("Tanh", host=lambda n, xs, shapes, params: cpu.tanh(xs))
+ops.attach("QPad", host=lambda n, xs, shapes, params: _qpad(n, xs))
+ops.attach("QLut", host=lambda n, xs, shapes, params: cpu.lut(xs)
+           if len(n.attrs["table"]) == 256 else None)
+
+
+def _build(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    """The topi.cpu operator of node ``n`` (input shape ``xs``: its op's ``host`` builder in
+    the registry), or None."""
+    desc = ops.get(n.op)
+    return desc.host(n, xs, shapes, params) if desc is not None and desc.host else None
 
 
 def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
@@ -234,6 +262,8 @@ def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
     if n.op == "QConv":
         extra = [np.asarray(n.attrs[k], np.int32) for k in ("shift", "mul")
                  if isinstance(n.attrs.get(k), list)]
+    if n.op == "QLut":  # the table, after the input
+        extra = [np.asarray(n.attrs["table"], np.int8)]
     out_shape = tuple(shapes.get(n.outputs[0], op.out_shape))
     if prod(out_shape) != prod(op.out_shape):
         return None

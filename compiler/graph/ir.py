@@ -132,10 +132,84 @@ class Graph:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], params: dict[str, np.ndarray]) -> Graph:
-        inputs = {k: TensorInfo(tuple(v["shape"]), v["dtype"]) for k, v in d["inputs"].items()}
-        return cls([Node.from_dict(n) for n in d["nodes"]], inputs, list(d["outputs"]),
-                   {k: params[k] for k in d["params"]}, d.get("name", "graph"))
+    def from_json(cls, d: Any, params: dict[str, np.ndarray]) -> Graph:
+        """The graph :meth:`to_json` wrote, checked as a whole (a :class:`ModelError` naming
+        the first problem): every field of its type, the parameters those of ``params`` with
+        the listed shapes and dtypes, and the structure :meth:`verify` checks."""
+        d = _typed(d, dict, "graph")
+        inputs = {_name(k, "graph input"): _tensor_info(v, f"graph input {k!r}")
+                  for k, v in _typed(d.get("inputs"), dict, "graph inputs").items()}
+        nodes = [_node(n, k) for k, n in enumerate(_typed(d.get("nodes"), list, "graph nodes"))]
+        outputs = [_name(o, "graph output")
+                   for o in _typed(d.get("outputs"), list, "graph outputs")]
+        g = cls(nodes, inputs, outputs, _params(d.get("params"), params),
+                _name(d.get("name", "graph"), "graph name"))
+        names = [n.name for n in nodes]
+        if len(set(names)) != len(names):
+            raise ModelError("two graph nodes have the same name")
+        if not outputs:
+            raise ModelError("the graph has no outputs")
+        g.verify()
+        return g
+
+
+def _typed(v: Any, kind: type, what: str) -> Any:
+    if not isinstance(v, kind) or isinstance(v, bool):
+        raise ModelError(f"{what} is not a {kind.__name__}")
+    return v
+
+
+def _name(v: Any, what: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise ModelError(f"{what} {v!r} is not a tensor name")
+    return v
+
+
+def _tensor_info(v: Any, what: str) -> TensorInfo:
+    v = _typed(v, dict, what)
+    shape = _typed(v.get("shape"), list, f"{what}'s shape")
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+        raise ModelError(f"{what}'s shape {shape!r} is not a list of sizes")
+    dtype = v.get("dtype")
+    try:
+        ok = isinstance(dtype, str) and str(np.dtype(dtype)) == dtype
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ModelError(f"{what}'s dtype {dtype!r} is not a numpy dtype")
+    return TensorInfo(tuple(shape), dtype)
+
+
+def _node(d: Any, k: int) -> Node:
+    d = _typed(d, dict, f"graph node {k}")
+    name = _name(d.get("name"), f"graph node {k}'s name")
+    what = f"node {name}"
+    op = _name(d.get("op"), f"{what}'s op")
+    # an empty input name is an omitted optional input (ONNX's convention)
+    inputs = _typed(d.get("inputs"), list, f"{what}'s inputs")
+    if not all(isinstance(i, str) for i in inputs):
+        raise ModelError(f"{what}'s inputs {inputs!r} are not tensor names")
+    outputs = [_name(o, f"{what}'s output") for o in _typed(d.get("outputs"), list,
+                                                             f"{what}'s outputs")]
+    if not outputs:
+        raise ModelError(f"{what} has no outputs")
+    return Node(op, name, list(inputs), outputs, dict(_typed(d.get("attrs"), dict,
+                                                             f"{what}'s attributes")))
+
+
+def _params(listed: Any, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays of the parameters the graph lists, each of its listed shape and dtype."""
+    out = {}
+    for k, v in _typed(listed, dict, "graph params").items():
+        info = _tensor_info(v, f"parameter {k!r}")
+        a = arrays.get(k)
+        if a is None:
+            raise ModelError(f"parameter {k!r} is not in the parameter file")
+        if tuple(a.shape) != info.shape or str(a.dtype) != info.dtype:
+            raise ModelError(f"parameter {k!r} is {a.dtype}{list(a.shape)}, the graph says "
+                             f"{info.dtype}{list(info.shape)}")
+        out[k] = a
+    return out
 
 
 def _jsonable(v: Any) -> Any:

@@ -26,9 +26,23 @@ from typing import Any
 import numpy as np
 from vta.isa import Config
 from vta.isa.errors import VTAError
+from vta.isa.insn import GemmInsn, program_words
 from vta.runtime.record import RecordedProgram, Relocation
 
+from .. import ops, topi
+from ..build import placed_offsets
 from ..errors import CompilerError
+from ..topi import Epilogue, defaults
+from ..topi import conv_transpose as ct
+from ..topi.conv_transpose import Phases, conv2d_transpose_phased, phase_kernel
+from ..topi.defaults import recorded_program
+from ..topi.elementwise import (
+    OPS,
+    Spec,
+    elementwise_default,
+    elementwise_int8,
+    identity_weight,
+)
 from ..topi.pack import (
     ceil_div,
     depthwise_to_group_kernel,
@@ -36,6 +50,7 @@ from ..topi.pack import (
     pack_bias,
     pack_weight,
 )
+from ..topi.residual import Residual
 from .ir import Node
 
 
@@ -67,6 +82,9 @@ class VtaLayer:
     shift2: int = 0
     #: extra operands after data and kernel, in the operator's argument order
     vectors: tuple[str, ...] = field(default=("bias",))
+    #: a residual add fused into the epilogue (vta.compiler.topi.residual); its other operand
+    #: is the node's fourth input, its identity weight the last vector
+    residual: Residual | None = None
 
     def size(self) -> int:
         """Its multiply-accumulates in tiles (what the compile orders its knob searches by)."""
@@ -74,21 +92,16 @@ class VtaLayer:
 
     def requant(self) -> dict[str, Any]:
         return {"shift": self.shift, "clip": self.clip, "shift_vector": self.shift_vector,
-                "mul": self.mul, "mul_vector": self.mul_vector, "shift2": self.shift2}
+                "mul": self.mul, "mul_vector": self.mul_vector, "shift2": self.shift2,
+                "residual": self.residual}
 
     def epilogue(self) -> Any:
-        from vta.compiler.topi import Epilogue
-
         return Epilogue(bias=True, **self.requant())
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
         """The topi operator (unbuilt); ``knobs=None``: the template's default knobs."""
-        from vta.compiler import topi
-
         kn = dict(knobs) if knobs else None
         if self.template == "conv2d_transpose":
-            from vta.compiler.topi.conv_transpose import conv2d_transpose_phased
-
             return conv2d_transpose_phased(self._data6(cfg), self.kernel[0], *self.phases(),
                                            cfg, self.epilogue(), kn)
         if self.template == "dense":
@@ -102,13 +115,23 @@ class VtaLayer:
                                   dilation=self.dilation, groups=self.groups, bias=True,
                                   knobs=kn, target=None, **self.requant())
 
+    def valid(self, cfg: Config, knobs: Mapping[str, int]) -> bool:
+        """Whether ``knobs`` are a valid schedule of this conv2d or dense layer."""
+        from vta.compiler import topi
+
+        kn, res = dict(knobs), self.residual is not None
+        if self.template == "dense":
+            (n, k), (m, _) = self.data, self.kernel
+            return set(kn) == {"tile_b", "tile_co", "tile_ci", "oc_nthread"} and \
+                topi.dense_valid(kn, n, k, m, cfg, res)
+        return self.template == "conv2d" and set(kn) == set(topi.KNOB_NAMES) and \
+            topi.conv2d_valid(kn, self._data6(cfg),
+                              (*self.kernel, cfg.block_out, cfg.block_in), self.strides,
+                              self.padding, cfg, self.dilation, self.groups, res)
+
     def default(self, cfg: Config, threads: bool = True) -> Any:
         """The default knobs (vta.compiler.topi.defaults: ranked by vta.sim.perf, cached)."""
-        from vta.compiler.topi import defaults
-
         if self.template == "conv2d_transpose":
-            from vta.compiler.topi import conv_transpose as ct
-
             py, px = self.phases()
             return ct.default_choice(self._data6(cfg), self.kernel[0], py, px, cfg,
                                      self.epilogue(), threads)
@@ -125,8 +148,6 @@ class VtaLayer:
         order."""
         w = params[node.inputs[1]].astype(np.int8, copy=False)  # no copy: int8 already
         if self.template == "conv2d_transpose":
-            from vta.compiler.topi.conv_transpose import phase_kernel
-
             # the equivalent conv's flipped (CO, CI, KH, KW) weights -> the transposed conv's
             # (CI, CO, KH, KW) -> every phase's sub-kernel
             wt = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
@@ -143,6 +164,10 @@ class VtaLayer:
             out.append(_vector(np.asarray(node.attrs["shift"]), cfg))
         if self.mul_vector:
             out.append(_vector(np.asarray(node.attrs["mul"]), cfg))
+        if self.residual is not None:
+            from vta.compiler.topi.elementwise import identity_weight
+
+            out.append(identity_weight(cfg).tobytes())
         return out
 
     def _data6(self, cfg: Config) -> tuple[int, ...]:
@@ -151,8 +176,6 @@ class VtaLayer:
     def phases(self) -> tuple[Any, Any]:
         """conv2d_transpose: the output phases of each dimension (LayerError when the output is
         not a whole number of phase rows)."""
-        from vta.compiler.topi.conv_transpose import Phases
-
         out = []
         for d in range(2):
             h, k, s = self.data[2 + d], self.kernel[2 + d], self.strides[d]
@@ -180,6 +203,11 @@ def plan_layer(n: Node, x_shape: Sequence[int], w_shape: Sequence[int], cfg: Con
            "clip": (int(a["lo"]), int(a["hi"])), "mul": 1 if mvec else int(mul),
            "mul_vector": mvec, "shift2": int(a.get("shift2", 0)),
            "vectors": ("bias",) + (("shift",) if vec else ()) + (("mul",) if mvec else ())}
+    res = Residual.of(a.get("residual"))
+    if res is not None:  # a fused residual add (vta.compiler.graph.fuse)
+        if a.get("input_strides", [1, 1]) != [1, 1]:
+            raise LayerError("a transposed convolution has no fused residual add")
+        epi.update(residual=res, vectors=(*epi["vectors"], "eye"))
     b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     if n.op == "QDense":
         return VtaLayer(n.name, "dense", (ceil_div(x_shape[0], b), ceil_div(x_shape[1], bi)),
@@ -230,12 +258,6 @@ def _transposed(n: Node, x_shape: Sequence[int], w_shape: Sequence[int],
     return layer
 
 
-#: Quantized element-wise ops the ALU runs (vta.compiler.topi.elementwise) and their template
-#: op; the node's attributes are the template's.
-ALU_KINDS = {"QAdd": "add", "QClip": "clip", "QLeakyRelu": "leaky_relu",
-             "QHardSigmoid": "hard_sigmoid", "QHardSwish": "hard_swish"}
-
-
 @dataclass(frozen=True)
 class AluLayer:
     """One element-wise VTA layer: its int8 rule (a topi.elementwise Spec) over ``tiles``
@@ -252,28 +274,20 @@ class AluLayer:
         return self.tiles
 
     def operator(self, cfg: Config, knobs: Mapping[str, int] | None) -> Any:
-        from vta.compiler.topi.elementwise import elementwise_int8
-
         return elementwise_int8(self.spec, self.tiles, config=cfg, knobs=knobs, target=None)
 
     def default(self, cfg: Config, threads: bool = True) -> Any:
-        from vta.compiler.topi.elementwise import elementwise_default
-
         return elementwise_default(self.spec, self.tiles, cfg, threads)
 
     def constants(self, cfg: Config, node: Node, params: Mapping[str, np.ndarray]
                   ) -> list[bytes]:
         """The identity weight the GEMM widens the inputs with."""
-        from vta.compiler.topi.elementwise import identity_weight
-
         return [identity_weight(cfg).tobytes()]
 
 
 def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLayer:
     """The ALU layer of a quantized element-wise node, or LayerError saying why not."""
-    from vta.compiler.topi.elementwise import OPS, Spec
-
-    kind = ALU_KINDS[n.op]
+    kind = ops.alu_kind(n.op)  # the registry's ALU kind: the template op
     xs = [tuple(shapes[i]) for i in n.inputs]
     if len(set(xs)) != 1 or len(xs[0]) not in (2, 4):
         raise LayerError(f"inputs of shapes {', '.join(map(str, xs))} are not one NCHW or NC "
@@ -287,7 +301,7 @@ def plan_alu(n: Node, shapes: Mapping[str, Sequence[int]], cfg: Config) -> AluLa
 def plan_node(n: Node, shapes: Mapping[str, Sequence[int]], params: Mapping[str, np.ndarray],
               cfg: Config) -> VtaLayer | AluLayer:
     """The VTA layer of a QConv / QDense (:func:`plan_layer`) or element-wise node."""
-    if n.op in ALU_KINDS:
+    if ops.alu_kind(n.op) is not None:
         return plan_alu(n, shapes, cfg)
     return plan_layer(n, shapes[n.inputs[0]], params[n.inputs[1]].shape, cfg)
 
@@ -306,9 +320,6 @@ def record_layer(op: Any) -> Recorded:
     """Lower an operator through the tir pass pipeline and record its VTA program (the
     default-knob search keeps the programs it has just timed: vta.compiler.topi.defaults;
     a recording is not timed: the knobs' cycles come with them)."""
-    from vta.compiler.build import placed_offsets
-    from vta.compiler.topi.defaults import recorded_program
-
     rec = recorded_program(op)
     sizes = [int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in op.args]
     return Recorded(rec, placed_offsets(sizes, op.cfg)[0], sizes)
@@ -335,8 +346,6 @@ def place(r: Recorded, operands: Sequence[int], uop_offset: int) -> bytes:
 def gemm_macs(program: bytes, cfg: Config) -> int:
     """MACs the GEMM core executes (channel padding included): the GEMM instructions' fields
     decoded as columns (no instruction objects)."""
-    from vta.isa.insn import GemmInsn, program_words
-
     words = program_words(program)
     gemm = words[cfg.layouts.finish.unpack_columns(words)["opcode"] == GemmInsn.opcode]
     c = cfg.layouts.gemm.unpack_columns(gemm)
@@ -350,6 +359,6 @@ def packed_input(x: np.ndarray, cfg: Config) -> np.ndarray:
     return pack_activation(x4, cfg.batch, cfg.block)
 
 
-__all__ = ["LayerError", "VtaLayer", "AluLayer", "ALU_KINDS", "plan_layer", "plan_alu",
+__all__ = ["LayerError", "VtaLayer", "AluLayer", "plan_layer", "plan_alu",
            "plan_node", "Recorded", "record_layer", "place",
            "gemm_macs", "packed_input"]

@@ -19,7 +19,7 @@ from vta.isa.records import JsonRecord
 from .errors import ModuleError
 from .ir import TensorInfo
 from .options import CompileOptions
-from .quantize import QuantInfo
+from .quant_info import QuantInfo
 
 FORMAT = "vta-module"
 #: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.

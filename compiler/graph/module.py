@@ -47,13 +47,19 @@ from vta.isa.digest import (
     write_digest,
 )
 from vta.isa.errors import VTAError
-from vta.isa.fileio import loads_json, read_text
+from vta.isa.fileio import atomic_dir, loads_json, read_text
 
+from .. import ops
 from ..build import arena_align
+from ..ops import has_kernel, node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
-from .errors import InputError, ModuleError
+from . import fuse as fusion_pass
+from .calibration import qdq_ranges, synthetic_samples
+from .errors import InputError, ModelError, ModuleError
+from .host import host_kernel
+from .int8_executor import run_quantized
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
     AluLayer,
@@ -75,20 +81,13 @@ from .manifest import (
     ModuleManifest,
     QuantizationRecord,
 )
+from .offsets import offset_tensors
 from .options import CompileOptions
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
-from .quantize import (
-    QuantInfo,
-    float_first_conv,
-    layer_errors,
-    node_macs,
-    offset_tensors,
-    qdq_ranges,
-    quantize_graph,
-    run_quantized,
-    synthetic_samples,
-)
+from .quant_error import layer_errors
+from .quant_info import QuantInfo
+from .quantize import float_first_conv, quantize_graph
 from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
@@ -160,8 +159,6 @@ class CompiledModule:
     # --------------------------------------------------------------------- save
     def save(self, out_dir: str | Path) -> Path:
         """Write the module directory atomically (all or nothing)."""
-        from vta.isa.fileio import atomic_dir
-
         out = Path(out_dir)
         with atomic_dir(out, "compiled module", replaceable=is_module_or_empty) as tmp:
             self._write(tmp)
@@ -316,6 +313,51 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
 
 
+def _check_consistent(m: ModuleManifest, g: Graph, plan: MemoryPlan) -> None:
+    """The manifest's other fields agree with its graph (a :class:`ModelError` otherwise): a
+    shape for every tensor a node makes, a place for every node, a kernel for exactly the VTA
+    nodes, whose arena buffers the memory plan holds, and the graph's outputs those the
+    manifest lists."""
+    for n in g.nodes:
+        if not has_kernel(n.op):
+            raise ModelError(f"node {n.name} has op {n.op!r}, which this kit does not run")
+    made = [o for n in g.nodes for o in n.outputs]
+    for t in [*made, *g.inputs]:
+        if t not in m.shapes:
+            raise ModelError(f"tensor {t!r} has no shape")
+    for n in g.nodes:
+        if m.partition.get(n.name) not in ("vta", "cpu"):
+            raise ModelError(f"node {n.name} is placed neither on vta nor on the cpu")
+    vta = {n.name: n for n in g.nodes if m.partition[n.name] == "vta"}
+    if set(m.partition) != {n.name for n in g.nodes} or set(m.kernels) != set(vta):
+        raise ModelError("the partition or the kernels do not name the graph's nodes")
+    for name, k in m.kernels.items():
+        n = vta[name]
+        if k.input not in n.inputs or k.output not in n.outputs:
+            raise ModelError(f"kernel {name}'s operands are not its node's")
+        for t in [*n.inputs, *n.outputs]:
+            if not t:
+                raise ModelError(f"VTA layer {name} has an omitted operand")
+            if t not in g.params:
+                _check_buffer(plan, t, m.shapes[t], m.config)
+    if set(m.outputs) != set(g.outputs) or set(m.inputs) != set(g.inputs):
+        raise ModelError("the module's inputs or outputs are not its graph's")
+
+
+def _check_buffer(plan: MemoryPlan, t: str, shape: Sequence[int], cfg: Config) -> None:
+    """Tensor ``t`` of a VTA layer has an arena buffer inside the arena that holds it packed
+    (``shape``: NC or NCHW)."""
+    b = plan.buffers.get(t)
+    if b is None:
+        raise ModelError(f"tensor {t!r} of a VTA layer has no arena buffer")
+    if len(shape) not in (2, 4):
+        raise ModelError(f"tensor {t!r} of a VTA layer has shape {list(shape)} (not NC or NCHW)")
+    n, c, h, w = (*shape, 1, 1) if len(shape) == 2 else shape
+    packed = -(-n // cfg.batch) * cfg.batch * -(-c // cfg.block) * cfg.block * h * w
+    if not 0 <= b.offset <= b.offset + packed <= min(b.offset + b.size, plan.size):
+        raise ModelError(f"tensor {t!r} does not fit its arena buffer")
+
+
 def load_module(path: str | Path) -> CompiledModule:
     """Read a module directory written by :meth:`CompiledModule.save`, after verifying its
     digest and its manifest's paths (:func:`_verify`)."""
@@ -335,6 +377,9 @@ def load_module(path: str | Path) -> CompiledModule:
         kernels = {name: Kernel.from_record(k, (d / k.program).read_bytes())
                    for name, k in m.kernels.items()}
         host_ir = {h.node: (d / h.llvm_ir).read_text() for h in m.host_kernels}
+        _check_consistent(m, graph, plan)
+    except ModelError as e:
+        raise ModuleError(f"module {d}: its graph is inconsistent ({e}); recompile it") from None
     except (KeyError, OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as e:
         raise ModuleError(f"module {d} is incomplete or corrupt ({type(e).__name__}: {e}); "
                           f"recompile it") from None
@@ -356,7 +401,9 @@ def compile_graph(g: Graph, cfg: Config, options: CompileOptions = DEFAULT_OPTIO
     default-knob searches and the recordings (None: the CPUs this process may use; 1:
     in-process; more than 1: the conv and dense layers' searches start before quantization,
     :func:`_search_ahead`); the module is the same for every value. ``progress(k, total)``
-    follows the searches."""
+    follows the searches. With ``options.fuse``, residual adds go into the epilogue of the
+    conv or dense layer that produces one operand where vta.sim.perf finds that faster
+    (:mod:`vta.compiler.graph.fuse`)."""
     o = options
     jobs = check_jobs(jobs)
     t0 = time.perf_counter()
@@ -378,10 +425,21 @@ def compile_graph(g: Graph, cfg: Config, options: CompileOptions = DEFAULT_OPTIO
         qr.float_env = None
         shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
         known = dict(k for k in ahead() if k is not None) if ahead is not None else {}
-        partition, notes, built = _lower_layers(qg, shapes, cfg, o, tuned, workers, known,
-                                                progress)
+        partition, notes, built, fused = _lower_layers(qg, shapes, cfg, o, tuned, workers,
+                                                       known, progress)
+    retuned = [f.layer for f in fused if tuned is not None and
+               tuned(plan_node(qg.node(f.layer), shapes, qg.params, cfg)) is not None]
+    qg = fusion_pass.apply(qg, fused)
+    partition = {n.name: partition[n.name] for n in qg.nodes}
+    built = {n.name: built[n.name] for n in qg.nodes if n.name in built}  # the graph's order
+    shapes = {k: v for k, v in shapes.items() if k not in {f.tensor for f in fused}}
     notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, o.cpu_layers,
                                        o.vta_ops), qg)
+    if retuned:
+        notes.append(f"tuning log: {len(retuned)} tuned layer(s) ({', '.join(retuned[:3])}"
+                     f"{', ...' if len(retuned) > 3 else ''}) got their residual add fused in, "
+                     "a workload the log has not tuned: they keep its knobs, timed by the "
+                     "performance model (--no-fuse compiles the log's workloads)")
     plan = _plan(qg, shapes, qr.scales, cfg, built)
     image = bytearray(plan.const_size)
     kernels: dict[str, Kernel] = {}
@@ -401,7 +459,6 @@ def compile_graph(g: Graph, cfg: Config, options: CompileOptions = DEFAULT_OPTIO
     fusion = [FusionRecord(f.kind, f.master, list(f.nodes)) for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
     if o.host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
-        from .host import host_kernel
 
         for n in qg.nodes:
             if partition[n.name] == "cpu":
@@ -426,17 +483,20 @@ class _Built:
 def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                   o: CompileOptions, tuned: Lookup | None, workers: Workers,
                   known: Mapping[str, Choice], progress: Progress | None
-                  ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built]]:
+                  ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built],
+                             list[fusion_pass.Fusion]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
     scratch offsets, one recording per distinct operator); the others stay on the CPU, with
     the reason (layer -> why it does not lower; the module's notes). The default-knob
     searches (but those in ``known``, by knob cache key: :func:`_search_ahead`) and the
-    recordings run in the worker processes."""
+    recordings run in the worker processes. With ``fuse``, the residual adds fused into their
+    layers' epilogues where that is faster (:func:`_fusions`; their nodes replace the pairs in
+    the partition and the built layers; the caller rewrites the graph)."""
     partition = {n.name: "cpu" for n in qg.nodes}
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
     for n in qg.nodes:
-        if n.op not in o.vta_ops or n.name in o.cpu_layers:
+        if n.op not in o.vta_ops or not ops.has(n.op, "lowered") or n.name in o.cpu_layers:
             continue
         try:
             layer = plan_node(n, shapes, qg.params, cfg)
@@ -455,6 +515,13 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         wanted[name] = ch if isinstance(ch, str) else (
             (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
             "default" if hit is None else "tuning-log")
+    nodes = {n.name: n for n in qg.nodes}
+    fused = _fusions(qg, shapes, cfg, wanted, o.threads, workers) if o.fuse else []
+    for f, layer, ch in fused:
+        del wanted[f.layer], wanted[f.add]
+        wanted[f.node.name] = ((layer, _knob_key(ch.knobs)), ch.knobs, ch.cycles, "default")
+        planned[f.node.name] = (layer, None)
+        nodes[f.node.name] = f.node
     todo = list(dict.fromkeys(w[0] for w in wanted.values()
                               if not isinstance(w, str) and w[0] not in recorded))
     recorded.update(zip(todo, workers.map(_record, [(w, dict(k), cfg) for w, k in todo])))
@@ -464,14 +531,52 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         if isinstance(r, str):
             notes[name] = r
             continue
-        layer, n = planned[name][0], qg.node(name)
+        layer, n = planned[name][0], nodes[name]
         _, knobs, cycles, source = w
         consts = layer.constants(cfg, n, qg.params)
         blobs = {f"{name}.{v}": b for v, b in zip(("wgt", *layer.vectors), consts)}
         blobs[f"{name}.uop"] = r.rec.uops
         built[name] = _Built(layer, r, blobs, knobs, source, cycles)
         partition[name] = "vta"
-    return partition, notes, built
+    return partition, notes, built, [f for f, _, _ in fused]
+
+
+def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
+             wanted: Mapping[str, Any], threads: bool, workers: Workers
+             ) -> list[tuple[fusion_pass.Fusion, VtaLayer, Choice]]:
+    """The residual adds to fuse (:func:`vta.compiler.graph.fuse.candidates` of the layers
+    that have knobs, ``wanted``): each fused layer with its layer's knobs (or its own default
+    when the extra operand's buffers do not fit them), timed by vta.sim.perf in the workers;
+    per add the one that saves most against the layer's and the add's cycles together, if any
+    (:func:`vta.compiler.graph.fuse.choose`)."""
+    ok = [k for k, w in wanted.items() if not isinstance(w, str)]
+    jobs = []
+    for f in fusion_pass.candidates(qg, ok):
+        try:
+            layer = plan_node(f.node, shapes, qg.params, cfg)
+        except VTAError:
+            continue
+        jobs.append((f, layer, wanted[f.layer][1], wanted[f.layer][2] + wanted[f.add][2]))
+    timed = workers.map(_fused_choice, [(replace(layer, node=""), knobs, cfg, threads)
+                                        for _, layer, knobs, _ in jobs])
+    found = {f.node.name: (replace(layer, node=""), ch)
+             for (f, layer, _, _), ch in zip(jobs, timed) if not isinstance(ch, str)}
+    keep = fusion_pass.choose([(f, both - found[f.node.name][1].cycles)
+                               for f, _, _, both in jobs if f.node.name in found])
+    return [(f, *found[f.node.name]) for f in keep]
+
+
+def _fused_choice(task: tuple[VtaLayer, dict[str, int], Config, bool]) -> Choice | str:
+    """A worker's job: a fused layer's knobs (its unfused layer's ``knobs`` when they fit,
+    else its own default) and cycles, or the one-line reason it does not lower."""
+    layer, knobs, cfg, threads = task
+    try:
+        if not layer.valid(cfg, knobs):
+            return layer.default(cfg, threads)
+        return defaults.given_knobs(repr(layer), knobs, cfg,
+                                    lambda: layer.operator(cfg, knobs))
+    except VTAError as e:
+        return str(e).splitlines()[0]
 
 
 #: Progress of the default-knob searches: (workloads searched, workloads to search).
@@ -547,7 +652,7 @@ def _search_ahead(og: Graph, cfg: Config, o: CompileOptions, workers: Workers,
     before the scales are known. The epilogue is expected to be the quantizer's usual one
     (a shift, a fixed-point multiplier and its shift; per channel with ``o.per_channel``; a
     shift alone with ``o.pow2``), and a padded conv of a tensor stored with an offset to read
-    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.quantize.offset_tensors`). The
+    it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.offsets.offset_tensors`). The
     searches write nothing: calling the result waits for
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is
@@ -626,12 +731,12 @@ def _record(task: tuple[Any, dict[str, int], Config]) -> Recorded | str:
 def _preload() -> None:
     """Import what lowering and timing a program need, so that forked workers import
     nothing (each would import it again)."""
-    import vta.compiler.build  # noqa: F401
-    import vta.compiler.codegen.vta  # noqa: F401
-    import vta.compiler.topi.conv_transpose  # noqa: F401
-    import vta.compiler.topi.elementwise  # noqa: F401
-    import vta.runtime  # noqa: F401
-    import vta.sim.perf  # noqa: F401
+    import vta.compiler.build  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.codegen.vta  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.conv_transpose  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.compiler.topi.elementwise  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.runtime  # noqa: F401 - deferred: preloaded for forked workers
+    import vta.sim.perf  # noqa: F401 - deferred: preloaded for forked workers
 
 
 def _plan(qg: Graph, shapes: Mapping[str, tuple[int, ...]], scales: Mapping[str, float],

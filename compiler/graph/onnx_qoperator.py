@@ -5,12 +5,12 @@ writes it: integer activations between ``QLinearConv``, ``QLinearMatMul`` and th
 
 They are imported in the QDQ form the rest of the compiler takes (a pre-quantized QDQ model,
 see :mod:`.onnx_frontend`): every integer activation stands for a float tensor of its
-dequantized values (``_Converter.qvalues``), and each op becomes its float op on those values
+dequantized values (``Converter.qvalues``), and each op becomes its float op on those values
 followed by a ``FakeQuant`` of its output's scale and zero point; integer weights and biases
 become the float constants they stand for. A ``QuantizeLinear`` of a float tensor is a
 ``FakeQuant`` where an op reads it, a ``DequantizeLinear`` forwards the float values, and the
 standard ops that only move or select values (max pooling, shape ops, Slice, Gather, Concat,
-nearest Resize: :data:`MOVING_OPS`) run on the float values as they are.
+nearest Resize: :func:`moves_values`) run on the float values as they are.
 
 The quantizer then gives every tensor its scale from the model (as for QDQ), so the int8 graph
 VTA runs rounds where onnxruntime rounds; it is not bit-exact with onnxruntime's integer
@@ -24,32 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from . import onnx_frontend as fe
-
-#: Standard ops that only move or select values: on integer activations they run on the float
-#: values those stand for (their outputs stand for the moved values at the same scale).
-MOVING_OPS = frozenset({"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
-                        "Slice", "Gather", "Split", "Identity", "GlobalMaxPool", "Concat"})
-
-
-def moves_values(op: str, attrs: dict[str, Any]) -> bool:
-    """Whether standard op ``op`` only moves or selects its input's values (nearest Resize
-    too)."""
-    return op in MOVING_OPS or (op in ("Resize", "Upsample")
-                                and attrs.get("mode", "nearest") == "nearest")
-
-
-def check_float_inputs(c: Any, op: str, name: str, ins: list[str]) -> None:
-    """A standard op that computes on values reads float tensors: an integer activation of
-    the QOperator format is an error naming it (Shape and Size read only its shape, a
-    DequantizeLinear its values, the QOperator ops their integers)."""
-    if op in ("Shape", "Size", "DequantizeLinear") or op in CONVERTERS or op in MS_CONVERTERS:
-        return
-    for x in ins:
-        if x in c.qvalues:
-            raise c.fail(op, name, f"input {x!r} is an integer activation (onnxruntime's "
-                                   f"QOperator format), which {op} cannot take here; quantize "
-                                   f"the model with quant_format=QuantFormat.QDQ instead")
+from .. import ops
+from .onnx_qdq import fake_quant, qparams
+from .onnx_qdq_values import dequantize_values
 
 
 def dq_input(c: Any, op: str, name: str, q: str, scale: np.ndarray | None = None,
@@ -59,15 +36,15 @@ def dq_input(c: Any, op: str, name: str, q: str, scale: np.ndarray | None = None
     if q in c.qvalues:
         return c.qvalues[q]
     if q in c.params:  # a constant integer operand (an Add's other input)
-        values = fe._dequantize_values(c.params[q], scale, zp)
+        values = dequantize_values(c.params[q], scale, zp)
         c.params[f"{q}.dq"] = values
         return f"{q}.dq"
     if q not in c.quantized:
         raise c.fail(op, name, f"input {q!r} is neither a QuantizeLinear output nor a "
                                f"quantized op's output")
     src, ql = c.quantized[q]
-    qs, qz = fe._qparams(c, "QuantizeLinear", ql["name"], ql["ins"], ql["attrs"])
-    fe._fake_quant(c, "QuantizeLinear", f"{ql['name']}.fq", src, f"{q}.dq", qs, qz)
+    qs, qz = qparams(c, "QuantizeLinear", ql["name"], ql["ins"], ql["attrs"])
+    fake_quant(c, "QuantizeLinear", f"{ql['name']}.fq", src, f"{q}.dq", qs, qz)
     c.qvalues[q] = f"{q}.dq"
     return f"{q}.dq"
 
@@ -76,9 +53,9 @@ def _requantized(c: Any, op: str, name: str, ins: list[str], outs: list[str], k:
                  build: Callable[[str], None]) -> None:
     """``build(out)`` emits the float op into ``out``; its output is then quantized at the
     (scale, zero point) of inputs ``k``, ``k + 1`` and stands for ``outs[0]``."""
-    scale, zp = fe._qparams(c, op, name, ins, {}, k)
+    scale, zp = qparams(c, op, name, ins, {}, k)
     build(f"{outs[0]}.f")
-    fe._fake_quant(c, op, f"{name}.requant", f"{outs[0]}.f", f"{outs[0]}.dq", scale, zp)
+    fake_quant(c, op, f"{name}.requant", f"{outs[0]}.f", f"{outs[0]}.dq", scale, zp)
     c.qvalues[outs[0]] = f"{outs[0]}.dq"
 
 
@@ -86,8 +63,8 @@ def _weight(c: Any, op: str, name: str, ins: list[str], k: int, axis: int = 0) -
     """The float constant of the integer weight at input ``k`` with its (scale, zero point)
     at ``k + 1``, ``k + 2`` (per channel along ``axis``)."""
     w = c.const(op, name, ins[k], "the weight")
-    scale, zp = fe._qparams(c, op, name, ins, {}, k + 1)
-    c.params[f"{name}.weight"] = fe._dequantize_values(w, scale, zp, axis)
+    scale, zp = qparams(c, op, name, ins, {}, k + 1)
+    c.params[f"{name}.weight"] = dequantize_values(w, scale, zp, axis)
     return f"{name}.weight"
 
 
@@ -102,18 +79,20 @@ def _qlinear_conv(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -
     op = "QLinearConv"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3)
-    xs, _ = fe._qparams(c, op, name, ins, {}, 1)
-    ws, _ = fe._qparams(c, op, name, ins, {}, 4)
+    xs, _ = qparams(c, op, name, ins, {}, 1)
+    ws, _ = qparams(c, op, name, ins, {}, 4)
     conv_ins = [x, w] + ([_bias(c, op, name, ins[8], xs * ws)] if len(ins) > 8 and ins[8]
                          else [])
-    _requantized(c, op, name, ins, outs, 6, lambda out: fe._conv(c, name, conv_ins, [out], a))
+    _requantized(c, op, name, ins, outs, 6,
+                 lambda out: ops.get("Conv").onnx(c, name, conv_ins, [out], a))
 
 
 def _qlinear_matmul(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
     op = "QLinearMatMul"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3, axis=1)
-    _requantized(c, op, name, ins, outs, 6, lambda out: fe._matmul(c, name, [x, w], [out], a))
+    _requantized(c, op, name, ins, outs, 6,
+                 lambda out: ops.get("MatMul").onnx(c, name, [x, w], [out], a))
 
 
 def _qgemm(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
@@ -122,16 +101,16 @@ def _qgemm(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
     op = "QGemm"
     x = dq_input(c, op, name, ins[0])
     w = _weight(c, op, name, ins, 3, axis=0 if a.get("transB", 0) else 1)
-    xs, _ = fe._qparams(c, op, name, ins, {}, 1)
-    ws, _ = fe._qparams(c, op, name, ins, {}, 4)
+    xs, _ = qparams(c, op, name, ins, {}, 1)
+    ws, _ = qparams(c, op, name, ins, {}, 4)
     attrs = {k: a[k] for k in ("alpha", "transA", "transB") if k in a}
     gemm_ins = [x, w] + ([_bias(c, op, name, ins[6], xs * ws)] if len(ins) > 6 and ins[6]
                          else [])
     if len(ins) > 7 and ins[7]:
         _requantized(c, op, name, ins, outs, 7,
-                     lambda out: fe._gemm(c, name, gemm_ins, [out], attrs))
+                     lambda out: ops.get("Gemm").onnx(c, name, gemm_ins, [out], attrs))
     else:
-        fe._gemm(c, name, gemm_ins, outs[:1], attrs)
+        ops.get("Gemm").onnx(c, name, gemm_ins, outs[:1], attrs)
 
 
 def _qlinear_binary(float_op: str) -> Callable[..., None]:
@@ -139,8 +118,8 @@ def _qlinear_binary(float_op: str) -> Callable[..., None]:
     C_zp."""
     def conv(c: Any, name: str, ins: list[str], outs: list[str], a: dict) -> None:
         op = f"QLinear{float_op}"
-        xa = dq_input(c, op, name, ins[0], *fe._qparams(c, op, name, ins, {}, 1))
-        xb = dq_input(c, op, name, ins[3], *fe._qparams(c, op, name, ins, {}, 4))
+        xa = dq_input(c, op, name, ins[0], *qparams(c, op, name, ins, {}, 1))
+        xb = dq_input(c, op, name, ins[3], *qparams(c, op, name, ins, {}, 4))
         _requantized(c, op, name, ins, outs, 6,
                      lambda out: c.emit_viewed(float_op, name, [xa, xb], out))
     return conv
@@ -155,7 +134,7 @@ def _qlinear_unary(float_op: str, *, attrs: tuple[str, ...] = ()) -> Callable[..
         x = dq_input(c, op, name, ins[0])
         kept = {k: v for k, v in a.items() if k in attrs}
         _requantized(c, op, name, ins, outs, 3,
-                     lambda out: c.call(fe._CONVERTERS[float_op], float_op, name, [x], [out],
+                     lambda out: c.call(ops.get(float_op).onnx, float_op, name, [x], [out],
                                         kept))
     return conv
 
@@ -166,23 +145,18 @@ def _qlinear_concat(c: Any, name: str, ins: list[str], outs: list[str], a: dict)
     xs = [dq_input(c, op, name, ins[k]) for k in range(2, len(ins), 3)]
     fe_attrs = {"axis": a["axis"]}
     _requantized(c, op, name, ins, outs, 0,
-                 lambda out: fe._CONVERTERS["Concat"](c, name, xs, [out], fe_attrs))
+                 lambda out: ops.get("Concat").onnx(c, name, xs, [out], fe_attrs))
 
 
-#: QOperator ops of the default domain.
-CONVERTERS: dict[str, Callable[..., None]] = {
-    "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
-}
-
-#: QOperator ops of the com.microsoft domain.
-MS_CONVERTERS: dict[str, Callable[..., None]] = {
-    "QGemm": _qgemm,
-    "QLinearAdd": _qlinear_binary("Add"), "QLinearMul": _qlinear_binary("Mul"),
-    "QLinearGlobalAveragePool": _qlinear_unary("GlobalAveragePool"),
-    "QLinearAveragePool": _qlinear_unary(
-        "AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
-                              "pads", "strides")),
-    "QLinearSigmoid": _qlinear_unary("Sigmoid"),
-    "QLinearLeakyRelu": _qlinear_unary("LeakyRelu", attrs=("alpha",)),
-    "QLinearConcat": _qlinear_concat,
-}
+ops.attach("QLinearConv", onnx=_qlinear_conv)
+ops.attach("QLinearMatMul", onnx=_qlinear_matmul)
+ops.attach("QGemm", onnx=_qgemm)
+ops.attach("QLinearAdd", onnx=_qlinear_binary("Add"))
+ops.attach("QLinearMul", onnx=_qlinear_binary("Mul"))
+ops.attach("QLinearGlobalAveragePool", onnx=_qlinear_unary("GlobalAveragePool"))
+ops.attach("QLinearAveragePool", onnx=_qlinear_unary(
+    "AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
+                          "strides")))
+ops.attach("QLinearSigmoid", onnx=_qlinear_unary("Sigmoid"))
+ops.attach("QLinearLeakyRelu", onnx=_qlinear_unary("LeakyRelu", attrs=("alpha",)))
+ops.attach("QLinearConcat", onnx=_qlinear_concat)

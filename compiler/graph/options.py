@@ -13,16 +13,15 @@ from dataclasses import dataclass
 
 from vta.isa.records import JsonRecord
 
+from .. import ops
+from .calibration import CALIBRATIONS
 from .errors import InputError
-from .lowering import ALU_KINDS
-from .quantize import CALIBRATIONS
 
-#: Quantized ops that run on VTA's GEMM core.
-VTA_OPS = ("QConv", "QDense")
-#: Quantized element-wise ops that run on VTA's ALU (vta.compiler.topi.elementwise).
-ALU_OPS = tuple(ALU_KINDS)
-#: Every op the partitioner sends to VTA (the default of :attr:`CompileOptions.vta_ops`).
-LOWERED_OPS = VTA_OPS + ALU_OPS
+#: The ops that run on VTA's GEMM core, and every op the partitioner sends to VTA (the
+#: default of :attr:`CompileOptions.vta_ops`; the GEMM ops and the element-wise ones of VTA's
+#: ALU): the op registry's.
+VTA_OPS = ops.names(lambda o: o.gemm)
+LOWERED_OPS = ops.names(lambda o: o.lowered)
 #: Where the CPU layers' kernels come from: "llvm" (the operator compiler's LLVM IR, stored in
 #: the module) or "numpy" (none stored: the reference kernels).
 HOSTS = ("llvm", "numpy")
@@ -58,6 +57,9 @@ class CompileOptions(JsonRecord):
     pow2: bool = False
     #: Fold the rounded weights' mean error into the bias (``--bias-correction``).
     bias_correction: bool = False
+    #: Residual adds go into their conv's or dense layer's epilogue where that is faster
+    #: (not ``--no-fuse``; :mod:`vta.compiler.graph.fuse`).
+    fuse: bool = True
 
     def __post_init__(self) -> None:
         for name in ("float_layers", "cpu_layers", "vta_ops"):  # any iterable of names
@@ -76,4 +78,4 @@ class CompileOptions(JsonRecord):
                              f"{', '.join(LOWERED_OPS)}")
 
 
-__all__ = ["CompileOptions", "VTA_OPS", "ALU_OPS", "LOWERED_OPS", "HOSTS"]
+__all__ = ["CompileOptions", "VTA_OPS", "LOWERED_OPS", "HOSTS"]

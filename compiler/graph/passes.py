@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ops
+from .. import ops
+from ..ops import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION
+from ..ops.kernels import conv_transpose_as_conv
 from .ir import Graph, Node
-from .reference import ELEMENTWISE, FLOAT_KERNELS
+from .reference import infer_shapes
 from .validate import check_finite
 
 Pass = Callable[[Graph], Graph]
@@ -40,7 +42,7 @@ def fold_constants(g: Graph) -> Graph:
     kept = []
     for n in g.nodes:
         if n.inputs and all((not i) or i in g.params for i in n.inputs) and n.op != "Identity":
-            vals = FLOAT_KERNELS[n.op](n, [g.params[i] if i else None for i in n.inputs])
+            vals = ops.get(n.op).float_kernel(n, [g.params[i] if i else None for i in n.inputs])
             for o, v in zip(n.outputs, vals):
                 g.params[o] = np.asarray(v)
         else:
@@ -114,7 +116,7 @@ def lower_conv_transpose(g: Graph) -> Graph:
             out.append(n)
             continue
         w = g.params[n.inputs[1]]
-        wc, pads = ops.conv_transpose_as_conv(
+        wc, pads = conv_transpose_as_conv(
             w, group=n.attrs["group"], kernel=w.shape[2:], strides=n.attrs["strides"],
             pads=n.attrs["pads"], dilations=n.attrs["dilations"],
             output_padding=n.attrs["output_padding"])
@@ -140,7 +142,7 @@ def fuse_activations(g: Graph) -> Graph:
         if n.op not in ("Relu", "Clip"):
             continue
         src = prod.get(n.inputs[0])
-        if src is None or src.op not in ("Conv", "Dense", "Add", "ConvTranspose"):
+        if src is None or not ops.has(src.op, "fuses_activation"):
             continue
         if src.attrs.get("activation") or _single_consumer(g, cons, src.outputs[0]) is not n:
             continue
@@ -292,8 +294,6 @@ def fuse_layernorm(g: Graph) -> Graph:
         if mean.op != "ReduceMean" or not mean.attrs["keepdims"]:
             continue
         if shapes is None:
-            from .reference import infer_shapes
-
             shapes = infer_shapes(g)
         axes = mean.attrs["axes"]
         if axes != list(range(axes[0], len(shapes[mean.inputs[0]]))):
@@ -393,8 +393,6 @@ def dense_rows_to_conv(g: Graph) -> Graph:
                 post.op != "Reshape" or d.attrs.get("activation"):
             continue
         if shapes is None:
-            from .reference import infer_shapes
-
             shapes = infer_shapes(g)
         xs = shapes[pre.inputs[0]]
         o = g.params[d.inputs[1]].shape[0]
@@ -414,15 +412,9 @@ def dense_rows_to_conv(g: Graph) -> Graph:
     return r.apply()
 
 
-#: Element-wise ops of one input (they commute with any transpose).
-_UNARY = frozenset({"Relu", "Clip", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Neg", "Abs",
-                    "Reciprocal", "HardSigmoid", "HardSwish", "Silu", "Gelu", "LeakyRelu",
-                    "Softplus", "Mish", "Elu", "Identity"})
-
-
 def _commutes(n: Node) -> bool:
     """``n`` commutes with a transpose (LayerNorm's axes and parameters are permuted)."""
-    return (n.op in _UNARY and len(n.inputs) == 1) or n.op == "LayerNormalization"
+    return (ops.has(n.op, "unary") and len(n.inputs) == 1) or n.op == "LayerNormalization"
 
 
 def _untranspose_layernorm(g: Graph, n: Node, perm: list[int]) -> None:
@@ -481,8 +473,6 @@ def fold_channel_shuffle(g: Graph) -> Graph:
                 post.op != "Reshape":
             continue
         if shapes is None:
-            from .reference import infer_shapes
-
             shapes = infer_shapes(g)
         xs = shapes[pre.inputs[0]]
         n, grp, cg, h, w = pre.attrs["shape"]
@@ -516,8 +506,6 @@ def merge_reshapes(g: Graph) -> Graph:
     Reshape or Flatten, reshapes that one's input instead (a 1-D network's 2-D view reshaped
     back and then again: see ``onnx_frontend``); a Reshape to its input's own shape goes
     (unless it makes a graph output). Shapes are static, so the values are the same."""
-    from .reference import infer_shapes
-
     shapes = infer_shapes(g)
     r = _Rewriter(g)
     alias: dict[str, str] = {}
@@ -568,28 +556,11 @@ def optimize(g: Graph, *, verify: bool = True) -> Graph:
 
 
 # ------------------------------------------------------------------------ fusion
-INJECTIVE, REDUCTION, OUT_FUSABLE, OPAQUE = ("injective", "reduction", "complex-out-fusable",
-                                             "opaque")
-
-#: TVM's operator pattern of every op (quantized ops share their float op's category).
-OP_PATTERN = {
-    "Add": INJECTIVE, "Mul": INJECTIVE, "Relu": INJECTIVE, "Clip": INJECTIVE,
-    "Tanh": INJECTIVE, "Sigmoid": INJECTIVE, "Flatten": INJECTIVE, "Reshape": INJECTIVE,
-    "Identity": INJECTIVE, "Pad": INJECTIVE, "Resize": INJECTIVE,
-    "Concat": INJECTIVE, "BatchNormalization": INJECTIVE, "Quantize": INJECTIVE,
-    "Dequantize": INJECTIVE, "Transpose": INJECTIVE, "Slice": INJECTIVE, "Gather": INJECTIVE,
-    **{op: INJECTIVE for op in ELEMENTWISE},
-    "GlobalAveragePool": REDUCTION, "GlobalMaxPool": REDUCTION, "ReduceMean": REDUCTION,
-    "ReduceMax": REDUCTION,
-    "Conv": OUT_FUSABLE, "ConvTranspose": OUT_FUSABLE, "Dense": OUT_FUSABLE,
-    "Gemm": OUT_FUSABLE, "MatMul": OUT_FUSABLE, "MaxPool": OUT_FUSABLE,
-    "AveragePool": OUT_FUSABLE,
-    "Softmax": OPAQUE, "LogSoftmax": OPAQUE, "Expand": INJECTIVE,
-}
-
-
 def pattern(op: str) -> str:
-    return OP_PATTERN.get(op[1:] if op.startswith("Q") and op[1:] in OP_PATTERN else op, OPAQUE)
+    """TVM's operator pattern of ``op`` (a quantized op shares its float op's)."""
+    o = ops.get(op[1:]) if op.startswith("Q") else None
+    o = o or ops.get(op)
+    return o.pattern if o is not None else OPAQUE
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""int8 quantization with calibrated scales, and the int8 reference (the bit-exact spec).
+"""The quantizer: rewrites a float graph into int8 ops with calibrated scales.
+
+Calibration is :mod:`.calibration`, offset groups :mod:`.offsets`, the int8 arithmetic and
+kernels :mod:`vta.compiler.ops.int8` / :mod:`vta.compiler.ops.int8_kernels`, their executor
+:mod:`.int8_executor` and the error metrics :mod:`.quant_error`; what they compute:
 
 A quantized tensor holds int8 values ``q`` standing for ``q * scale`` (symmetric, one float
 ``scale`` per tensor), or ``(q + offset) * scale`` for a tensor that only convolutions read,
@@ -33,6 +37,10 @@ the numpy kernels here are the specification VTA's results are checked against b
   2**k))``.
 - ``QMaxPool``, ``QClip``, shapes and copies: exact on int8 (scale unchanged).
 - ``QPad``: constant pad by ``qvalue``.
+- ``QLut``: a float element-wise function of one int8 input (GELU, Sigmoid, Tanh, SiLU:
+  :data:`TABLE_OPS`) as a table of its 256 int8 results, ``table[q + 128]``; each entry is
+  the float function of the value ``q`` stands for, quantized at the output's scale (and
+  offset): the output's rounding is its only error.
 - ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
   * scale`` (``offset`` 0 unless given).
 """
@@ -41,20 +49,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import ops
-from .errors import InputError, ModelError, QuantizationError
+from .. import ops
+from ..ops import node_macs
+from ..ops.int8 import (
+    MUL_BITS,
+    OFFSET,
+    QMAX,
+    QMIN,
+    TABLE_OPS,
+    UMAX,
+    fixed_point,
+    quantize_array,
+    scale_for,
+)
+from .calibration import CALIBRATIONS, calibrate, lossy_rows, qdq_ranges
+from .errors import InputError, QuantizationError
 from .ir import Graph, Node
-from .reference import FLOAT_KERNELS, infer_shapes, run_float
+from .offsets import carry_offset, offset_groups
+from .quant_info import QuantInfo, QuantResult
+from .reference import infer_shapes
 
-QMIN, QMAX = -128, 127
-#: A tensor that is never negative (a conv's Relu/Clip output) and that only convs read is
-#: stored as ``q - OFFSET`` with ``q`` in ``[0, UMAX]``: twice the steps of a signed scale.
-OFFSET, UMAX = 128, 255
 #: The first convolution stays float on the CPU while it holds less than this share of the
 #: network's MACs (:func:`float_first_conv`); a heavier one (ShuffleNet v2's 7x7 stem: 24%) is
 #: quantized and runs on VTA. Its input, an image of 3 channels, pads to a whole channel block
@@ -64,100 +82,8 @@ OFFSET, UMAX = 128, 255
 #: --quantize-first`` quantizes it always; ``--float-layer NAME`` keeps any layer float.
 FIRST_CONV_FLOAT_SHARE = 0.15
 
-#: Calibration methods of :func:`calibrate` (``vta compile --calibration``); the first is the
-#: default.
-CALIBRATIONS = ("mse", "max", "percentile")
-PERCENTILE = 99.99
-#: Bits of a fixed-point multiplier: the ALU's MUL immediate is 16-bit signed.
-MUL_BITS = 15
 #: Bits of a conv/dense requantization multiplier (see :func:`requant_params`).
 REQUANT_BITS = 11
-_BINS = 2048
-_SUBSAMPLE = 1 << 18
-#: Margin on the calibrated range of the graph's outputs (see :func:`calibrate`).
-OUTPUT_HEADROOM = 1.25
-#: Fewest values per sample for which percentile/mse calibration clips (see :func:`calibrate`).
-_HIST_MIN = 4096
-
-#: Ops that run on int8 tensors when their input is quantized (scale unchanged).
-_PASSTHROUGH = {"Flatten", "Reshape", "Identity", "Resize", "Pad", "Transpose",
-                "Slice", "Gather", "GlobalMaxPool"}
-
-
-def exponent_for(max_abs: float, bits: int = 8) -> int:
-    """The largest ``e`` with ``max_abs * 2**e <= 2**(bits-1) - 1`` (0 for an all-zero tensor)."""
-    if not np.isfinite(max_abs) or max_abs <= 0:
-        return 0
-    return int(math.floor(math.log2(((1 << (bits - 1)) - 1) / max_abs)))
-
-
-def scale_for(max_abs: float, pow2: bool = False) -> float:
-    """The scale mapping ``[-max_abs, max_abs]`` onto int8 (a power of two with ``pow2``)."""
-    if pow2:
-        return 2.0 ** -exponent_for(max_abs)
-    if not np.isfinite(max_abs) or max_abs <= 0:
-        return 1.0
-    return float(max_abs) / QMAX
-
-
-def quantize_array(x: np.ndarray, scale: float | np.ndarray, offset: int = 0) -> np.ndarray:
-    """``clip(rint(x / scale) - offset)`` to int8 (see :data:`OFFSET`)."""
-    q = np.rint(x.astype(np.float64) / scale)
-    return np.clip(q - offset if offset else q, QMIN, QMAX).astype(np.int8)
-
-
-def dequantize_array(q: np.ndarray, scale: float, offset: int = 0) -> np.ndarray:
-    return ((q.astype(np.float64) + offset) * scale).astype(np.float32)
-
-
-def wrap_int32(v: np.ndarray) -> np.ndarray:
-    """``v`` wrapped to int32 (two's complement, as int64): numpy's int64 -> int32 cast keeps
-    the low 32 bits (``((v + 2**31) mod 2**32) - 2**31`` without an integer division)."""
-    a = np.asarray(v)
-    return (a if a.dtype == np.int64 else a.astype(np.int64)).astype(np.int32).astype(np.int64)
-
-
-def shr(v: np.ndarray, k: int | np.ndarray) -> np.ndarray:
-    """The ALU's SHR on int32: arithmetic right shift, a negative amount shifts left (wraps)."""
-    k = np.asarray(k, np.int64)
-    if k.ndim == 0:  # one amount: one shift
-        return wrap_int32(v >> min(int(k), 31) if k >= 0 else v << min(-int(k), 32))
-    return wrap_int32(np.where(k >= 0, v >> np.clip(k, 0, 31), v << np.clip(-k, 0, 32)))
-
-
-def rescale(v: np.ndarray, m: int, k: int) -> np.ndarray:
-    """``(v * m + 2**(k-1)) >> k`` in int64 (the callers keep it within int32)."""
-    v = np.asarray(v).astype(np.int64) * int(m)
-    return (v + (1 << (k - 1))) >> k if k > 0 else v
-
-
-def fixed_point(r: float, bits: int = MUL_BITS, kmax: int = 30) -> tuple[int, int]:
-    """``(m, k)`` with ``m * 2**-k ~= r``, ``0 < m < 2**bits`` and ``0 <= k <= kmax``."""
-    if r <= 0:
-        return 0, 0
-    k = max(0, min(kmax, bits - 1 - math.floor(math.log2(r))))
-    m = int(round(r * 2.0 ** k))
-    while m >= 1 << bits and k > 0:
-        k -= 1
-        m = int(round(r * 2.0 ** k))
-    return m, k
-
-
-def requantize(acc: np.ndarray, shift: int | list[int], lo: int, hi: int, mul: int | list[int]
-               = 1, shift2: int = 0) -> np.ndarray:
-    """The VTA epilogue after the bias: SHR ``shift`` (one amount or one per output channel,
-    axis 1), then (when ``mul`` is not 1) MUL ``mul``, ADD ``2**(shift2-1)``, SHR ``shift2``;
-    then MAX ``lo``, MIN ``hi``. Every step wraps to int32."""
-    acc = wrap_int32(acc)
-    shape = (1, -1) + (1,) * (acc.ndim - 2)
-    sh = np.asarray(shift, np.int64)
-    acc = shr(acc, sh.reshape(shape) if sh.ndim else sh)
-    m = np.asarray(mul, np.int64)
-    if m.ndim or int(m) != 1:
-        acc = wrap_int32(acc * (m.reshape(shape) if m.ndim else m))
-        if shift2 > 0:
-            acc = shr(wrap_int32(acc + (1 << (shift2 - 1))), shift2)
-    return np.clip(acc, lo, hi).astype(np.int8)
 
 
 def requant_params(r: np.ndarray, bound: np.ndarray, pow2: bool
@@ -192,362 +118,6 @@ def _fits(bound: int, s1: int, m: int, s2: int) -> bool:
     return v < 1 << 31 and (v + 1) * m + (1 << s2 >> 1) < 1 << 31
 
 
-# ------------------------------------------------------------------ int kernels
-def _qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
-    acc = ops.conv2d(a[0], a[1], None, strides=n.attrs["strides"], pads=n.attrs["pads"],
-                     dilations=n.attrs["dilations"], group=n.attrs["group"],
-                     input_strides=n.attrs.get("input_strides"))
-    acc = acc + a[2].astype(np.int64)[None, :, None, None]
-    return [_requant(n, acc)]
-
-
-def _requant(n: Node, acc: np.ndarray) -> np.ndarray:
-    return requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
-                      n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
-
-
-def _qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
-    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64))]
-
-
-def _qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
-    s = a[0].astype(np.int64) * n.attrs["mul_a"] + a[1].astype(np.int64) * n.attrs["mul_b"]
-    return [np.clip(rescale(s, 1, n.attrs["shift"]), n.attrs["lo"], n.attrs["hi"])
-            .astype(np.int8)]
-
-
-def _qavg(n: Node, a: list[Any]) -> list[np.ndarray]:
-    x = a[0]
-    if n.op == "QGlobalAveragePool":
-        s = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
-        cnt = np.int64(x.shape[2] * x.shape[3])
-    else:
-        s, cnt = ops.pool_sum_count(x, n.attrs["kernel_shape"], n.attrs["strides"],
-                                    n.attrs["pads"], n.attrs["count_include_pad"],
-                                    n.attrs.get("ceil_extra"))
-    num = s * n.attrs["mul"]
-    den = cnt * (1 << n.attrs["shift"])
-    return [np.clip((2 * num + den) // (2 * den), QMIN, QMAX).astype(np.int8)]
-
-
-def _qconcat(n: Node, a: list[Any]) -> list[np.ndarray]:
-    parts = [np.clip(rescale(x, m, k), QMIN, QMAX) for x, (m, k) in zip(a, n.attrs["rescale"])]
-    return [np.concatenate(parts, axis=n.attrs["axis"]).astype(np.int8)]
-
-
-def _qpad(n: Node, a: list[Any]) -> list[np.ndarray]:
-    pads = n.attrs["pads"]
-    r = a[0].ndim
-    width = [(pads[i], pads[i + r]) for i in range(r)]
-    if n.attrs["mode"] == "constant":
-        return [np.pad(a[0], width, constant_values=n.attrs["qvalue"])]
-    return [np.pad(a[0], width, mode=n.attrs["mode"])]
-
-
-def _qleaky(n: Node, a: list[Any]) -> list[np.ndarray]:
-    x = a[0].astype(np.int64)
-    neg = rescale(np.minimum(x, 0), n.attrs["mul"], n.attrs["shift"])
-    return [np.clip(np.maximum(x, 0) + neg, QMIN, QMAX).astype(np.int8)]
-
-
-def _hsig_int(n: Node, x: np.ndarray) -> np.ndarray:
-    v = x.astype(np.int64) * n.attrs["mul"] + n.attrs["bias"]
-    return np.clip(rescale(v, 1, n.attrs["shift"]), 0, n.attrs["one"])
-
-
-def _qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
-    h = _hsig_int(n, a[0])
-    y = rescale(a[0].astype(np.int64) * h, n.attrs["mul2"], n.attrs["shift2"])
-    return [np.clip(y, QMIN, QMAX).astype(np.int8)]
-
-
-INT_KERNELS = {
-    "QConv": _qconv,
-    "QDense": _qdense,
-    "QAdd": _qadd,
-    "QAveragePool": _qavg,
-    "QGlobalAveragePool": _qavg,
-    "QMaxPool": lambda n, a: [ops.max_pool(a[0], n.attrs["kernel_shape"], n.attrs["strides"],
-                                           n.attrs["pads"])],
-    "QClip": lambda n, a: [np.clip(a[0], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)],
-    "QConcat": _qconcat,
-    "QPad": _qpad,
-    "QLeakyRelu": _qleaky,
-    "QHardSigmoid": lambda n, a: [_hsig_int(n, a[0]).astype(np.int8)],
-    "QHardSwish": _qhardswish,
-    "QFakeQuant": lambda n, a: [np.clip(rescale(a[0], *n.attrs["rescale"]), n.attrs["lo"],
-                                        n.attrs["hi"]).astype(np.int8)],
-    "Quantize": lambda n, a: [quantize_array(a[0], n.attrs["scale"], n.attrs.get("offset", 0))],
-    "Dequantize": lambda n, a: [dequantize_array(a[0], n.attrs["scale"],
-                                                 n.attrs.get("offset", 0))],
-}
-
-
-def kernel_for(op: str):  # noqa: ANN201 - a Kernel
-    return INT_KERNELS.get(op) or FLOAT_KERNELS[op]
-
-
-# ---------------------------------------------------------------- calibration
-@dataclass
-class QuantInfo:
-    """Per-layer quantization record (manifest and report)."""
-
-    node: str
-    op: str
-    in_scale: float | None = None
-    w_scale: float | list[float] | None = None
-    out_scale: float | None = None
-    shift: int | list[int] | None = None
-    mul: int | list[int] | None = None
-    shift2: int | None = None
-    rel_error: float | None = None
-    float_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
-
-@dataclass
-class QuantResult:
-    graph: Graph
-    scales: dict[str, float]
-    layers: list[QuantInfo] = field(default_factory=list)
-    #: int8 tensors stored with an offset (``x = scale * (q + offset)``)
-    offsets: dict[str, int] = field(default_factory=dict)
-    #: every tensor of the float graph's run on the first calibration sample (calibration
-    #: ran it; :func:`layer_errors` compares with it)
-    float_env: dict[str, np.ndarray] | None = None
-
-
-def _float_tensors(g: Graph, env: Mapping[str, Any]) -> Iterable[tuple[str, np.ndarray]]:
-    for k, v in env.items():
-        if k not in g.params and isinstance(v, np.ndarray) and v.dtype.kind == "f":
-            yield k, v
-
-
-#: Ops that only move values (shape ops and concatenation; ONNX's Squeeze/Unsqueeze import as
-#: Reshape).
-_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Concat"})
-#: Ops that pass values on without changing their order: moved, or mapped by an increasing
-#: function (Sigmoid, Tanh; Softmax along its axis).
-ORDER_KEEPING = _MOVES | {"Sigmoid", "Tanh", "Softmax", "LogSoftmax"}
-
-
-def output_sources(g: Graph) -> set[str]:
-    """The graph's outputs and every tensor whose values reach one only through
-    :data:`ORDER_KEEPING` ops: where the largest values decide the result (top-1, the best
-    box), so calibration must not clip them."""
-    made = {t: n for n in g.nodes for t in n.outputs}
-    found: set[str] = set()
-    todo = list(g.outputs)
-    while todo:
-        t = todo.pop()
-        if t in found:
-            continue
-        found.add(t)
-        n = made.get(t)
-        if n is not None and n.op in ORDER_KEEPING:
-            todo.extend(i for i in n.inputs if i and i not in g.params)
-    return found
-
-
-def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str = "mse",
-              unsigned: Iterable[str] = (), lows: dict[str, float] | None = None,
-              first: dict[str, np.ndarray] | None = None,
-              means: dict[str, tuple[np.ndarray, tuple[int, ...]]] | None = None
-              ) -> dict[str, float]:
-    """The clipping threshold of every float tensor over the calibration samples.
-
-    ``max``: the largest |value|; ``percentile``: the 99.99th percentile of |value|; ``mse``:
-    the threshold whose int8 quantization (rounding and clipping) has the least mean squared
-    error. The last two use a 2048-bin histogram of |value| over an even subsample of at most
-    :data:`_SUBSAMPLE` values per tensor and sample (one float run per sample).
-
-    Two kinds of tensor keep ``max`` whatever the method: the graph's outputs and the tensors
-    whose values reach one only through order-keeping ops (:func:`output_sources`: a
-    detector's head before its Reshape/Transpose/Sigmoid, logits before a Softmax), since
-    clipping the largest values ties them and loses the top-1; and tensors of fewer than
-    :data:`_HIST_MIN` values per sample (a pooled vector, a squeeze-excitation gate: too few
-    values for a histogram, and each one scales a whole channel downstream). An output's range
-    gets :data:`OUTPUT_HEADROOM` on top: its largest values are the ones that matter, and an
-    input beyond the calibration samples would saturate them. A tensor holding an infinite
-    (or NaN) value in any sample (an attention mask of ``-inf``) gets ``inf``: it has no int8
-    range, and the layers that read or write it stay float. ``unsigned``: tensors stored with
-    :data:`UMAX` steps (see :func:`offset_groups`), whose mse threshold weighs the finer
-    rounding; ``lows`` (when given) receives the smallest value of each of them; ``first``
-    (when given) every tensor of the first sample's float run; ``means`` (when given) the mean
-    over the samples of each channel of every Conv/Dense node's activation input, with the
-    input's shape (see :func:`weight_error_mean`)."""
-    if method not in CALIBRATIONS:
-        raise InputError(f"calibration method {method!r} is unknown; choose one of "
-                         f"{', '.join(CALIBRATIONS)}")
-    amax: dict[str, float] = {}
-    kept: dict[str, list[np.ndarray]] = {}
-    outputs = output_sources(g)
-    producers = g.producers()
-    readers = {n.inputs[0]: n.op for n in g.nodes if n.op in ("Conv", "Dense")} \
-        if means is not None else {}
-    for j, feeds in enumerate(samples):
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
-            env = run_float(g, feeds, keep=True)
-        if j == 0 and first is not None:
-            first.update(env)
-        for k, op in readers.items():
-            v = env[k]
-            axes = tuple(a for a in range(v.ndim) if a != (1 if op == "Conv" else v.ndim - 1))
-            m = v.mean(axis=axes, dtype=np.float64) / len(samples)
-            means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
-        for k, v in _float_tensors(g, env):
-            if amax.get(k) == np.inf or (v.size and not np.isfinite(v.max() - v.min())):
-                if _made_non_finite(producers.get(k), env, g.params):
-                    raise ModelError(f"tensor {k!r} holds NaN or infinite values in the float "
-                                     f"run of calibration input {j + 1} (float32 overflows); "
-                                     "the int8 path cannot represent them: check the model's "
-                                     "weights")
-                amax[k] = np.inf  # -inf of an attention mask: no int8 range (stays float)
-                kept.pop(k, None)
-                continue
-            lo = float(v.min()) if v.size else 0.0
-            # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
-            peak = max(float(v.max()), -lo) if v.size else 0.0
-            amax[k] = max(amax.get(k, 0.0), peak)
-            if lows is not None and k in unsigned and v.size:
-                lows[k] = min(lows.get(k, 0.0), lo)
-            if method != "max" and v.size >= _HIST_MIN and k not in outputs:
-                kept.setdefault(k, []).append(np.abs(v.ravel()[::max(1, v.size // _SUBSAMPLE)]))
-    out = dict(amax)
-    for k in outputs:
-        if k in out:
-            out[k] *= OUTPUT_HEADROOM
-    for k, parts in kept.items():
-        if amax[k] > 0:
-            h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
-            out[k] = _percentile(h, amax[k]) if method == "percentile" else \
-                _mse(h, amax[k], UMAX if k in unsigned else QMAX)
-    return out
-
-
-def _percentile(h: np.ndarray, top: float) -> float:
-    c = np.cumsum(h)
-    i = int(np.searchsorted(c, c[-1] * PERCENTILE / 100.0))
-    return top * min(i + 1, len(h)) / len(h)
-
-
-def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
-    """The threshold with the least expected squared error among 128 candidates from 1/128 of
-    ``top`` to ``top``: values beyond it are clipped (error: the distance, bin centres stand
-    for their values); values within it are rounded (error: step**2 / 12)."""
-    n = len(h)
-    centres = (np.arange(n) + 0.5) * (top / n)
-    cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
-    step = cands / steps
-    clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
-    # values within a candidate: the (integer) count of the bins whose centre is at most it,
-    # a prefix of the sorted centres
-    within = np.concatenate([[0], np.cumsum(h)])[np.searchsorted(centres, cands, "right")]
-    err = (clip ** 2 * h[None, :]).sum(axis=1) + within * step ** 2 / 12
-    return float(cands[int(np.argmin(err))])
-
-
-def synthetic_samples(g: Graph, count: int = 4, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """Inputs when no data is given: standard-normal floats (what the zoo's image inputs
-    expect); integer inputs that index a table (token, position, token-type ids) uniform
-    below its size (:func:`index_bounds`); other integer and boolean inputs (attention masks)
-    0/1, each row a run of ones then padding zeros (at least one 1)."""
-    rng = np.random.default_rng(seed)
-    bounds = index_bounds(g)
-    return [{k: _synthetic(rng, v.shape, v.dtype, bounds.get(k)) for k, v in g.inputs.items()}
-            for _ in range(count)]
-
-
-def _synthetic(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
-               bound: int | None) -> np.ndarray:
-    if np.dtype(dtype).kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if bound is not None:
-        return rng.integers(0, bound, shape).astype(dtype)
-    if not shape:
-        return np.ones((), dtype)
-    keep = rng.integers(1, shape[-1] + 1, (*shape[:-1], 1))  # ones, then padding
-    return (np.arange(shape[-1]) < keep).astype(dtype)
-
-
-#: Ops whose output values are their (first) input's values: an input reaching a table's
-#: indices through them indexes it too.
-_INDEX_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Identity", "Cast", "Slice",
-                          "Expand", "Concat", "Gather"})
-
-
-def index_bounds(g: Graph) -> dict[str, int]:
-    """Integer graph inputs that index a table (a ``Take``'s indices, directly or through
-    :data:`_INDEX_MOVES`) -> the smallest size of the axes they index (the vocabulary)."""
-    reach = {k: {k} for k, v in g.inputs.items() if np.dtype(v.dtype).kind in "iu"}
-    out: dict[str, int] = {}
-    shapes: dict[str, tuple[int, ...]] | None = None
-    for n in g.nodes:
-        srcs = set().union(*(reach.get(i, set()) for i in n.inputs[:1]))
-        if n.op in _INDEX_MOVES and srcs:
-            reach[n.outputs[0]] = srcs
-        if n.op == "Take" and n.inputs[1] in reach:
-            if shapes is None:
-                shapes = infer_shapes(g)
-            size = shapes[n.inputs[0]][n.attrs["axis"]]
-            for k in reach[n.inputs[1]]:
-                out[k] = min(out.get(k, size), size)
-    return out
-
-
-def _made_non_finite(node: Node | None, env: Mapping[str, Any],
-                     params: Mapping[str, np.ndarray]) -> bool:
-    """Whether ``node`` made a NaN or an infinity of finite inputs (float32 overflowed): a
-    non-finite value that comes from one in an input (the ``-inf`` of an attention mask) is
-    carried, not made."""
-    if node is None:
-        return False
-    for i in node.inputs:
-        x = env.get(i, params.get(i)) if i else None
-        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and not np.isfinite(x).all():
-            return False
-    return True
-
-
-def load_samples(g: Graph, paths: Iterable[str]) -> list[dict[str, np.ndarray]]:
-    """Calibration inputs from .npy files (a model of one input) or .npz files (an array per
-    input name): each array of its input's shape (one sample) or a stack of them ``[K,
-    *shape]`` (K samples, the same K for every input of a file). A float input whose samples
-    are all zeros is an InputError: it would calibrate every scale to a default."""
-    from .executor import batch_size, feeds_for, load_arrays
-
-    out = []
-    for p in paths:
-        feeds = feeds_for(g.inputs, load_arrays(p), p)
-        k = batch_size(g.inputs, feeds, f"calibration file {p}")
-        feeds = {n: _as_input(g, p, n, x) for n, x in feeds.items()}
-        if k is None:
-            out.append(feeds)
-        else:
-            out += [{n: x[i] for n, x in feeds.items()} for i in range(k)]
-    for name, info in g.inputs.items():
-        if (np.dtype(info.dtype).kind == "f" and out
-                and not any(np.any(s[name]) for s in out)):
-            raise InputError(f"calibration input {name!r} is all zeros in "
-                             f"{', '.join(map(str, paths))}: it gives no range to quantize "
-                             "with (every scale would be a guess); give real inputs")
-    return out
-
-
-def _as_input(g: Graph, path: str, name: str, x: np.ndarray) -> np.ndarray:
-    """A calibration array as its input's dtype: any numbers for a float input; integers (or
-    booleans) of the same values for an integer or boolean input."""
-    dtype = np.dtype(g.inputs[name].dtype)
-    if dtype.kind == "f":
-        return x.astype(dtype)
-    if x.dtype.kind not in "biu" or (x.size and not np.array_equal(x.astype(dtype), x)):
-        raise InputError(f"calibration file {path} array {name!r} is {x.dtype}; input "
-                         f"{name!r} takes {dtype} values (token ids, masks): save integers")
-    return x.astype(dtype)
-
-
 def float_first_conv(g: Graph) -> str | None:
     """The first convolution when it stays float by default: while it holds less than
     :data:`FIRST_CONV_FLOAT_SHARE` of the MACs of the graph's conv and dense layers."""
@@ -559,52 +129,6 @@ def float_first_conv(g: Graph) -> str | None:
     first = convs[0]
     return first.name if node_macs(first, shapes, g.params) < FIRST_CONV_FLOAT_SHARE * total \
         else None
-
-
-def node_macs(n: Node, shapes: Mapping[str, tuple[int, ...]],
-              params: Mapping[str, np.ndarray]) -> int:
-    """Multiply-accumulates of a (float or int8) conv or dense node, and of a matrix product
-    of two activations (``MatMul``, ``Gemm``: Q·Kᵀ and softmax·V of attention, on the CPU
-    for now); 0 for other ops."""
-    if n.op in ("MatMul", "Gemm"):
-        a = shapes[n.inputs[0]]
-        k = a[0] if n.op == "Gemm" and n.attrs.get("transA") else a[-1]
-        return int(np.prod(shapes[n.outputs[0]])) * int(k)
-    if n.op in ("Conv", "QConv"):
-        w = params[n.inputs[1]].shape
-        st = n.attrs.get("input_strides", [1, 1])
-        if list(st) == [1, 1]:
-            return int(np.prod(shapes[n.outputs[0]])) * int(np.prod(w[1:]))
-        # a transposed conv: only the taps that meet an input pixel (not an inserted zero)
-        x, out, pads = shapes[n.inputs[0]], shapes[n.outputs[0]], n.attrs["pads"]
-        taps = 1
-        for d in range(2):
-            z = np.arange(out[2 + d])[:, None] + np.arange(w[2 + d])[None, :] - pads[d]
-            taps *= int(((z >= 0) & (z % st[d] == 0) & (z // st[d] < x[2 + d])).sum())
-        return out[0] * out[1] * int(w[1]) * taps
-    if n.op in ("Dense", "QDense"):
-        w = params[n.inputs[1]].shape
-        return int(np.prod(shapes[n.outputs[0]])) * int(w[1])
-    return 0
-
-
-def qdq_ranges(g: Graph) -> dict[str, tuple[float, float]]:
-    """The float range ``(lo, hi)`` a QDQ model fixes for a tensor: both sides of every
-    ``FakeQuant`` (QuantizeLinear + DequantizeLinear) node."""
-    out: dict[str, tuple[float, float]] = {}
-    prod = g.producers()
-    for n in g.nodes:
-        if n.op != "FakeQuant":
-            continue
-        a = n.attrs
-        rng = ((a["qmin"] - a["zero_point"]) * a["scale"], (a["qmax"] - a["zero_point"])
-               * a["scale"])
-        out[n.outputs[0]] = rng
-        src = prod.get(n.inputs[0])
-        # the producer of a quantized tensor writes it at the QDQ scale directly
-        if n.inputs[0] not in out and (src is None or src.op != "FakeQuant"):
-            out[n.inputs[0]] = rng
-    return out
 
 
 #: Weights quantized at a time by :func:`quantize_weights` (4 MB of float32: the passes over
@@ -921,22 +445,64 @@ def _q_fakequant(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> Non
     q.emit("QFakeQuant", n, ins, {"rescale": resc, "lo": lo, "hi": hi}, so, info)
 
 
-_INT_CAPABLE = {
-    "FakeQuant": _q_fakequant,
-    "Add": _q_add,
-    "Relu": lambda q, n, *r: _q_same("QClip")(
-        q, Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}), *r),
-    "Clip": _q_same("QClip"),
-    "MaxPool": _q_same("QMaxPool"),
-    "LeakyRelu": _q_same("QLeakyRelu"),
-    "HardSigmoid": _q_hard,
-    "HardSwish": _q_hard,
-    "AveragePool": _q_avg,
-    "GlobalAveragePool": _q_avg,
-    "Concat": _q_concat,
-    "Pad": _q_same("QPad"),
-    **{op: _q_same(op) for op in _PASSTHROUGH if op != "Pad"},
-}
+def _q_relu(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    _q_same("QClip")(q, Node("Clip", n.name, n.inputs, n.outputs, {"min": 0.0, "max": None}),
+                     ins, info)
+
+
+ops.attach("FakeQuant", quantize=_q_fakequant)
+ops.attach("Add", quantize=_q_add)
+ops.attach("Relu", quantize=_q_relu)
+ops.attach("Clip", quantize=_q_same("QClip"))
+ops.attach("MaxPool", quantize=_q_same("QMaxPool"))
+ops.attach("LeakyRelu", quantize=_q_same("QLeakyRelu"))
+ops.attach("HardSigmoid", quantize=_q_hard)
+ops.attach("HardSwish", quantize=_q_hard)
+ops.attach("AveragePool", quantize=_q_avg)
+ops.attach("GlobalAveragePool", quantize=_q_avg)
+ops.attach("Concat", quantize=_q_concat)
+ops.attach("Pad", quantize=_q_same("QPad"))
+
+
+def _q_table(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
+    """``QLut``: the float op of each of the 256 int8 input values, quantized at the output's
+    scale (an offset tensor's asymmetric scale and offset, see :func:`offset_groups`)."""
+    s_in, off_in = q.scales[ins[0]], q.offsets.get(ins[0], 0)
+    out = n.outputs[0]
+    if out in q.unsigned:
+        s_out, off = q.asymmetric(out)
+    else:
+        s_out, off = q.tensor_scale(out), 0
+    x = ((np.arange(QMIN, QMAX + 1) + off_in) * s_in).astype(np.float32)
+    y = ops.get(n.op).float_kernel(n, [x])[0]
+    table = quantize_array(y, s_out, off)
+    q.emit("QLut", n, ins, {"op": n.op, "table": [int(v) for v in table]}, s_out, info)
+    if off:
+        q.offsets[out] = off
+
+
+for _op in TABLE_OPS:
+    ops.attach(_op, quantize=_q_table)
+
+
+def _read_as_int8(g: Graph, t: str, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether tensor ``t`` would be quantized anyway: read only by Conv/Dense layers, through
+    shape ops (a table op's output that a float op or the graph's output reads stays float:
+    its table would round it once more)."""
+    if t in g.outputs or not readers.get(t):
+        return False
+    return all(r.op in ("Conv", "Dense") or (ops.has(r.op, "moves") and r.op != "Concat"
+                                             and _read_as_int8(g, r.outputs[0], readers))
+               for r in readers[t])
+
+
+def _int_rule(op: str):  # noqa: ANN202 - a quantizer rule or None
+    """The quantizer's rewrite of ``op`` into int8 ops: its own, or for an op that runs on
+    int8 tensors at its input's scale (``int8_passthrough``), the same op on int8."""
+    o = ops.get(op)
+    if o is None or not o.int8_capable:
+        return None
+    return o.quantize or _q_same(op)
 
 
 def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
@@ -960,11 +526,14 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     lows: dict[str, float] = {}
     fenv: dict[str, np.ndarray] = {}
     means: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
+    rows: dict[str, float] = {}
     th = calibrate(g, samples, calibration, unsigned, lows, fenv,
-                   means if bias_correction else None)
+                   means if bias_correction else None, rows)
     for grp in groups:  # one scale per group: the largest threshold
         top = max(th.get(t, 0.0) for t in grp)
         th.update((t, top) for t in grp)
+    lossy = lossy_rows(th, rows)
+    readers = g.consumers()
     q = _Quantizer(g, th, pow2, per_channel, ranges)
     q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
@@ -978,6 +547,11 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             reason = "infinite values (an attention mask of -inf)"
         elif n.name == first:
             reason = f"first convolution, under {FIRST_CONV_FLOAT_SHARE:.0%} of the MACs"
+        elif n.op not in ("Conv", "Dense") and n.outputs[0] in lossy:
+            reason = (f"a LayerNorm reads it and one int8 scale would leave "
+                      f"{lossy[n.outputs[0]]:.0%} error on its smallest token")
+        elif n.op in TABLE_OPS and not _read_as_int8(g, n.outputs[0], readers):
+            reason = "read in float (an int8 table would round its output once more)"
         if n.op in ("Conv", "Dense") and reason is None and len(acts) == 1:
             try:
                 q.conv(n, info)
@@ -986,18 +560,18 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
         if info.in_scale is not None:
             pass  # quantized above
         elif reason is None and acts and len(acts) == len(n.inputs) and \
-                any(a in q.scales or a in q.qcache for a in acts) and n.op in _INT_CAPABLE:
+                any(a in q.scales or a in q.qcache for a in acts) and _int_rule(n.op):
             ins = [q.as_int(a) for a in acts]
-            _INT_CAPABLE[n.op](q, n, ins, info)
-            if n.outputs[0] in unsigned:  # a carrier (see offset_groups)
-                _carry_offset(q, n, ins)
+            _int_rule(n.op)(q, n, ins, info)
+            if n.outputs[0] in unsigned and n.op not in TABLE_OPS:  # a carrier
+                carry_offset(q, n, ins)
         else:
             q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
                                 list(n.outputs), dict(n.attrs)))
             out = fenv.get(n.outputs[0])
             if reason is None and isinstance(out, np.ndarray) and out.dtype.kind in "biu":
                 reason = "integer or boolean values (ids, masks)"
-            info.float_reason = reason or ("no int8 kernel" if n.op not in _INT_CAPABLE
+            info.float_reason = reason or ("no int8 kernel" if _int_rule(n.op) is None
                                            and n.op not in ("Conv", "Dense")
                                            else "float input")
         layers.append(info)
@@ -1018,10 +592,6 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     qg.verify()
     qg.remove_unused()
     return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
-
-
-#: int8 ops whose output is clipped to their ``lo``/``hi`` attributes.
-_CLIPPED = frozenset({"QConv", "QConvTranspose", "QDense", "QAdd", "QClip", "QFakeQuant"})
 
 
 def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
@@ -1045,148 +615,10 @@ def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],
             dropped.add(n.name)
             del q.scales[out]
             continue
-        if n.op in _CLIPPED:
+        if ops.has(n.op, "clipped"):  # its output lies in its lo/hi
             span[out] = (n.attrs["lo"], n.attrs["hi"])
-        elif n.op in _SELECTING and x in span:
+        elif ops.has(n.op, "selecting") and x in span:  # some of its input's values
             span[out] = span[x]
         nodes.append(n)
     return nodes, [info for info in layers if info.node not in dropped]
 
-
-#: Ops whose int8 kernel carries an offset through unchanged (they move, select or take the
-#: maximum of values, and a concatenation of inputs at its own scale copies them): tensors they
-#: join share one scale and offset (see :func:`offset_groups`).
-_CARRIERS = _MOVES | {"MaxPool", "Slice", "Gather", "GlobalMaxPool"}
-#: The int8 ops whose output values are some of their one input's values: the carriers but
-#: Concat (which may rescale its inputs), under their int8 names.
-_SELECTING = frozenset("QMaxPool" if op == "MaxPool" else op for op in _CARRIERS - {"Concat"})
-
-
-def _carry_offset(q: _Quantizer, n: Node, ins: list[str]) -> None:
-    """A carrier's output keeps its inputs' offset and scale (one group, one scale)."""
-    t = n.outputs[0]
-    if any(q.offsets.get(i) != OFFSET or q.scales[i] != q.scales[t] for i in ins):
-        raise QuantizationError(f"{n.name}: the inputs of an offset group differ in scale or "
-                                f"offset (an internal error)")
-    q.offsets[t] = OFFSET
-
-
-def offset_tensors(g: Graph, float_nodes: set[str | None], qdq: set[str],
-                   asymmetric: bool = True) -> set[str]:
-    """The tensors stored with an offset: the union of :func:`offset_groups`."""
-    return set().union(*offset_groups(g, float_nodes, qdq, asymmetric))
-
-
-def offset_groups(g: Graph, float_nodes: set[str | None], qdq: set[str],
-                  asymmetric: bool = True) -> list[set[str]]:
-    """The tensors stored with an offset (``x = scale * (q + offset)``, 256 steps over the
-    tensor's range instead of 128 over ``[0, max]`` for a non-negative one), in groups that
-    share one scale: tensors that max pooling, shape ops and concatenations (:data:`_CARRIERS`)
-    join. A group qualifies when every tensor in it is made by a Conv/Dense whose fused
-    Relu/Clip keeps it non-negative (offset :data:`OFFSET`) or by a carrier, and every reader
-    is a carrier or a Conv/Dense that reads it as its one activation input (folding the offset
-    into its bias), unpadded or grouped (a padded one gets a ``QPad`` before it). A tensor
-    alone may also be made by an op without an int8 kernel (a ``Quantize`` on the CPU: SiLU,
-    Sigmoid, Mul; the offset comes from the calibrated minimum; not with power-of-two scales,
-    ``asymmetric=False``). Graph outputs, QDQ-fixed tensors and tensors read by a layer kept
-    float stay signed."""
-    cons, prod = g.consumers(), g.producers()
-
-    def carrier(n: Node) -> bool:
-        return n.op in _CARRIERS and n.name not in float_nodes \
-            and all(i and i not in g.params for i in n.inputs)
-
-    def reads_only(n: Node, t: str) -> bool:
-        acts = [i for i in n.inputs if i and i not in g.params]
-        # a transposed conv (input_strides) inserts zeros, which would stand for the offset;
-        # a padded reader needs a QPad on the CPU: worth it before a depthwise/grouped conv
-        # (MobileNet, EfficientNet, RegNet), not before a dense one (ResNet, VGG and YOLO
-        # stay free of CPU copies)
-        return n.op in ("Conv", "Dense") and acts == [t] and n.inputs[0] == t \
-            and n.name not in float_nodes and max(n.attrs.get("input_strides", [1])) == 1 \
-            and (n.attrs.get("group", 1) > 1 or not any(n.attrs.get("pads", [0])))
-
-    def made_ok(t: str, alone: bool) -> bool:
-        n = prod.get(t)
-        if n is None:
-            return False
-        if n.op in ("Conv", "Dense"):
-            a = n.attrs
-            return bool(a.get("activation")) and a.get("act_min") is not None \
-                and a["act_min"] >= 0
-        if carrier(n):
-            return True
-        return alone and asymmetric and n.op not in _INT_CAPABLE
-
-    root: dict[str, str] = {}
-
-    def find(t: str) -> str:
-        while root.get(t, t) != t:
-            t = root[t]
-        return t
-
-    for n in g.nodes:
-        if carrier(n):
-            for i in n.inputs:
-                root[find(i)] = find(n.outputs[0])
-    groups: dict[str, set[str]] = {}
-    for n in g.nodes:  # a carrier's inputs too: a graph input or a float op's output fails
-        for t in (n.outputs[0], *(n.inputs if carrier(n) else ())):
-            groups.setdefault(find(t), set()).add(t)
-    out = []
-    for grp in groups.values():
-        if all(t not in g.outputs and t not in qdq and cons.get(t)
-               and made_ok(t, len(grp) == 1)
-               and all(carrier(c) or reads_only(c, t) for c in cons[t]) for t in grp):
-            out.append(grp)
-    return out
-
-
-def run_quantized(g: Graph, feeds: Mapping[str, np.ndarray], *, keep: bool = False
-                  ) -> dict[str, np.ndarray]:
-    """The int8 reference: execute a quantized graph with numpy (bit-exact VTA spec)."""
-    from .reference import check_feeds
-
-    env: dict[str, Any] = dict(g.params)
-    env.update(check_feeds(g, feeds))
-    for n in g.nodes:
-        res = kernel_for(n.op)(n, [env[i] if i else None for i in n.inputs])
-        for o, v in zip(n.outputs, res):
-            env[o] = v
-    return env if keep else {o: env[o] for o in g.outputs}
-
-
-def agreement(f: np.ndarray, q: np.ndarray) -> dict[str, float | bool]:
-    """Cosine similarity and top-1 match of a quantized output against the float one."""
-    a, b = f.reshape(-1).astype(np.float64), q.reshape(-1).astype(np.float64)
-    den = np.linalg.norm(a) * np.linalg.norm(b)
-    return {"cosine": float(a @ b / den) if den > 0 else float(np.array_equal(a, b)),
-            "top1": bool(int(a.argmax()) == int(b.argmax()))}
-
-
-def layer_errors(fg: Graph, qr: QuantResult, feeds: Mapping[str, np.ndarray],
-                 qenv: Mapping[str, np.ndarray] | None = None,
-                 fenv: Mapping[str, np.ndarray] | None = None
-                 ) -> dict[str, dict[str, float | bool]]:
-    """Fill ``rel_error`` (||deq(q) - f|| / ||f||) of every layer with an int8 output; return
-    the graph outputs' :func:`agreement` with float. ``qenv``: every tensor of the quantized
-    graph on ``feeds`` when the caller has run it already; ``fenv``: the same of the float
-    graph (``qr.float_env`` when ``feeds`` is the first calibration sample)."""
-    if fenv is None:
-        fenv = run_float(fg, feeds, keep=True)
-    if qenv is None:
-        qenv = run_quantized(qr.graph, feeds, keep=True)
-    # a tensor a QDQ pair reads stands for the pair's output (onnxruntime drops a Relu whose
-    # clip the pair makes): that is the float value its int8 stands for
-    qdq_value = {n.inputs[0]: n.outputs[0] for n in fg.nodes if n.op == "FakeQuant"}
-    for info in qr.layers:
-        n = fg.node(info.node)
-        o = n.outputs[0]
-        qo = o if o in qr.scales else (f"{o}.int8" if f"{o}.int8" in qr.scales else None)
-        if qo is None or o not in fenv:
-            continue
-        f = fenv[qdq_value.get(o, o)].astype(np.float64)
-        d = (qenv[qo].astype(np.float64) + qr.offsets.get(qo, 0)) * qr.scales[qo]
-        den = np.linalg.norm(f)
-        info.rel_error = float(np.linalg.norm(d - f) / den) if den > 0 else 0.0
-    return {o: agreement(fenv[o], qenv[o]) for o in fg.outputs}

@@ -14,15 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import ops
 from .ir import Graph
-from .lowering import ALU_KINDS
-from .quantize import QuantInfo
+from .quant_info import QuantInfo
 
-#: Nodes that only convert between float and int8 (not layers of the model); so are nodes the
-#: quantizer inserts with the attribute ``conversion`` (the QPad of an offset tensor).
-_CONVERSIONS = ("Quantize", "Dequantize")
-#: Ops the partitioner can send to VTA (vta.compiler.graph.options.LOWERED_OPS).
-_LOWERABLE = ("QConv", "QDense", *ALU_KINDS)
 #: Prefix of the module notes that record a fallback (one per layer not on VTA).
 FALLBACK = "fallback: "
 
@@ -35,14 +30,17 @@ def cpu_reasons(g: Graph, layers: Iterable[QuantInfo], partition: Mapping[str, s
     cpu_layers, vta_ops = set(cpu_layers), set(vta_ops)
     out: dict[str, str] = {}
     for n in g.nodes:
-        if partition.get(n.name) == "vta" or n.op in _CONVERSIONS or n.attrs.get("conversion"):
+        # conversions between float and int8 are not layers of the model; nor are the nodes
+        # the quantizer inserts with the attribute ``conversion`` (an offset tensor's QPad)
+        if partition.get(n.name) == "vta" or ops.has(n.op, "conversion") \
+                or n.attrs.get("conversion"):
             continue
         if n.name in lowering_errors:
             r = f"int8, does not fit VTA: {lowering_errors[n.name]}"
         elif n.name in cpu_layers:
             r = "int8, named by --cpu-layer"
-        elif n.op in _LOWERABLE and n.op not in vta_ops:
-            r = "int8, VTA disabled (--no-vta)" if not vta_ops or n.op not in ALU_KINDS \
+        elif ops.has(n.op, "lowered") and n.op not in vta_ops:
+            r = "int8, VTA disabled (--no-vta)" if not vta_ops or not ops.alu_kind(n.op) \
                 else "int8, element-wise ops on the CPU (--elementwise cpu)"
         elif n.op.startswith("Q") or (n.name in info and info[n.name].out_scale is not None):
             r = "int8, no VTA kernel for this op"
@@ -54,8 +52,8 @@ def cpu_reasons(g: Graph, layers: Iterable[QuantInfo], partition: Mapping[str, s
 
 
 def fallback_notes(reasons: Mapping[str, str], g: Graph) -> list[str]:
-    ops = {n.name: n.op for n in g.nodes}
-    return [f"{FALLBACK}{name} ({ops[name]}) runs on the CPU ({r})"
+    op_of = {n.name: n.op for n in g.nodes}
+    return [f"{FALLBACK}{name} ({op_of[name]}) runs on the CPU ({r})"
             for name, r in reasons.items()]
 
 
@@ -83,8 +81,14 @@ def compile_summary(m: Any, out: str, *, names: int = 6) -> str:
              f"{(m.plan.naive_size - m.plan.const_size) / 2**20:.2f} MiB without reuse)"]
     alu: dict[str, int] = {}
     for n in m.graph.nodes:
-        if m.partition.get(n.name) == "vta" and n.op in ALU_KINDS:
+        if m.partition.get(n.name) == "vta" and ops.alu_kind(n.op):
             alu[n.op] = alu.get(n.op, 0) + 1
+    fused = [n.name for n in m.graph.nodes
+             if m.partition.get(n.name) == "vta" and "residual" in n.attrs]
+    if fused:
+        lines.insert(2, f"    of which {len(fused)} with the residual add fused into the epilogue: "
+                        + ", ".join(fused[:names])
+                        + (f", ... ({len(fused) - names} more)" if len(fused) > names else ""))
     if alu:
         lines.insert(2, f"    of which {sum(alu.values())} element-wise on VTA's ALU (int8): "
                         + ", ".join(f"{op} {c}" for op, c in sorted(alu.items())))
@@ -152,3 +156,12 @@ class Latency:
 
 def latency(cycles: Mapping[str, int], clock_mhz: float, source: str) -> Latency:
     return Latency(int(sum(cycles.values())), clock_mhz, source)
+
+
+def host_part(seconds: Mapping[str, float], vta: Latency) -> str:
+    """The CPU layers' time as measured on this machine (``seconds`` per CPU layer of a run),
+    labelled so, and its sum with the VTA part at the board's clock."""
+    ms = sum(seconds.values()) * 1e3
+    return (f"host part: {ms:.3f} ms for {len(seconds)} CPU layers, measured on this "
+            f"machine's CPU (not the board's ARM cores); VTA part + host part = "
+            f"{vta.ms + ms:.3f} ms")

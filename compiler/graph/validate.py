@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from vta.isa.fileio import format_size
 
+from .. import ops
 from .errors import ModelError
 from .ir import Node
 from .reference import output_shape
@@ -36,11 +37,6 @@ from .reference import output_shape
 MAX_TENSOR_BYTES = 1 << 30
 
 Shape = tuple[int, ...]
-
-#: The ops whose constants are weights the int8 path scales (a constant elsewhere, such as an
-#: attention mask of -inf, may be meant)
-_WEIGHTED = frozenset({"Conv", "ConvTranspose", "Dense", "Gemm", "MatMul",
-                       "BatchNormalization", "LayerNormalization"})
 
 #: float32's largest finite value
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -54,14 +50,17 @@ def checked_shape(n: Node, in_shapes: Sequence[Shape | None],
     for name, shape in zip(n.inputs, in_shapes):
         if shape is not None:
             _check_size(n, source, f"input {name!r}", shape, 4)
-        if name in params and n.op in _WEIGHTED:
+        # the constants of the ops whose constants are weights the int8 path scales (a
+        # constant elsewhere, such as an attention mask of -inf, may be meant)
+        if name in params and ops.has(n.op, "weights"):
             check_finite(params[name], f"{source}: node {n.name!r} ({n.op}): tensor {name!r}")
-    rule = _ATTR_RULES.get(n.op)
+    desc = ops.get(n.op)
+    rule = desc.check_attrs if desc is not None else None
     if rule is not None:
         problem = rule(n, [s for s in in_shapes if s is not None])
         if problem:
             raise ModelError(f"{source}: node {n.name!r} ({n.op}): {problem}")
-    ahead = _PREDICT.get(n.op)
+    ahead = desc.predict_shape if desc is not None else None
     if ahead is not None and in_shapes and in_shapes[0] is not None:
         _check_size(n, source, "output", ahead(n, in_shapes[0]), 4)  # before computing it
     out = output_shape(n, list(in_shapes), params)
@@ -124,6 +123,7 @@ def _folded_size(op: str, v: Sequence[np.ndarray | None]) -> int | None:
 def check_external_data(tensors: Iterable[Any], base: Path, source: str) -> None:
     """Before loading the ONNX ``tensors`` stored beside the model file: each claims at most
     :data:`MAX_TENSOR_BYTES`, names a regular file inside ``base`` and fits in it."""
+    # deferred: onnx is a heavy import, made only when a model is read
     from onnx import helper
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
@@ -247,8 +247,11 @@ def _resize_ahead(n: Node, s: Shape) -> Shape:
                  for d, f in zip(s, scales))
 
 
-#: the output shape of ops whose kernel would be run (and allocate) to learn it, told ahead
-_PREDICT = {"Pad": _pad_ahead, "Resize": _resize_ahead}
-
-_ATTR_RULES = {"Conv": _conv, "ConvTranspose": _conv_t, "MaxPool": _pool,
-               "AveragePool": _pool, "Dense": _dense}
+# the output shape of ops whose kernel would be run (and allocate) to learn it, told ahead
+ops.attach("Pad", predict_shape=_pad_ahead)
+ops.attach("Resize", predict_shape=_resize_ahead)
+ops.attach("Conv", check_attrs=_conv)
+ops.attach("ConvTranspose", check_attrs=_conv_t)
+ops.attach("MaxPool", check_attrs=_pool)
+ops.attach("AveragePool", check_attrs=_pool)
+ops.attach("Dense", check_attrs=_dense)

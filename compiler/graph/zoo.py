@@ -34,12 +34,14 @@ class _Builder:
         return base if k == 0 else f"{base}_{k}"
 
     def param(self, name: str, a: np.ndarray) -> str:
+        # deferred: onnx is a heavy import, made only when a model is read
         from onnx import numpy_helper
 
         self.inits.append(numpy_helper.from_array(a.astype(np.float32), name))
         return name
 
     def node(self, op: str, ins: list[str], name: str, **attrs: Any) -> str:
+        # deferred: onnx is a heavy import, made only when a model is read
         from onnx import helper
 
         out = f"{name}.out"
@@ -72,6 +74,7 @@ class _Builder:
 
     def model(self, x_name: str, x_shape: list[int], out: str, out_shape: list[int],
               name: str) -> Any:
+        # deferred: onnx is a heavy import, made only when a model is read
         from onnx import TensorProto, helper
 
         graph = helper.make_graph(

@@ -178,6 +178,18 @@ def quantize(shape: Sequence[int], scale: float, offset: int = 0) -> CpuOp:
     return CpuOp("quantize", s, [x, c], tuple(shape), "int8")
 
 
+def lut(shape: Sequence[int]) -> CpuOp:
+    """int8 -> int8 ``table[q + 128]``: a function of one int8 value as its 256 results (the
+    table is the second argument; quantize's ``QLut``)."""
+    n = prod(shape)
+    q = te.placeholder((n,), "int8", "q")
+    table = te.placeholder((256,), "int8", "table")
+    c = te.compute((n,), lambda i: table[q[i].astype("int32") + 128], name="lut")
+    s = te.create_schedule(c.op)
+    _vec(s, c)
+    return CpuOp("lut", s, [q, table, c], tuple(shape), "int8")
+
+
 def dequantize(shape: Sequence[int], scale: float) -> CpuOp:
     """int8 -> float32 ``float32(float64(q) * scale)`` (numpy's ``dequantize_array`` bit for
     bit: one correctly rounded float64 product, then rounded to float32)."""

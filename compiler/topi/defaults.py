@@ -364,15 +364,20 @@ def _cached(workload: dict[str, Any], cfg: Config, compute: Callable[[], Choice]
 
 def _epi_key(epi: Any) -> dict[str, Any]:
     # what changes the program's shape: which ALU passes run (not their immediates)
-    return {"bias": bool(epi.bias), "shift": bool(epi.shift), "relu": bool(epi.relu),
-            "clip": epi.clip is not None, "shift_vector": bool(epi.shift_vector),
-            "mul": epi.mul != 1, "mul_vector": bool(epi.mul_vector),
-            "shift2": bool(epi.shift2)}
+    key = {"bias": bool(epi.bias), "shift": bool(epi.shift), "relu": bool(epi.relu),
+           "clip": epi.clip is not None, "shift_vector": bool(epi.shift_vector),
+           "mul": epi.mul != 1, "mul_vector": bool(epi.mul_vector),
+           "shift2": bool(epi.shift2)}
+    r = getattr(epi, "residual", None)
+    if r is not None:  # a fused add (absent otherwise: unfused layers keep their entries)
+        key["residual"] = {"mul_a": r.mul_a != 1, "mul_b": r.mul_b != 1}
+    return key
 
 
 def _requant(epi: Any) -> dict[str, Any]:
     """The epilogue's requantization arguments of the topi operators."""
-    return {"mul": epi.mul, "mul_vector": epi.mul_vector, "shift2": epi.shift2}
+    return {"mul": epi.mul, "mul_vector": epi.mul_vector, "shift2": epi.shift2,
+            "residual": getattr(epi, "residual", None)}
 
 
 def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
@@ -391,7 +396,8 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
     _, ow = T.conv2d_out_hw(h, w, kh, kw, strides, padding, dilation)
 
     def valid(k: dict[str, int]) -> bool:
-        return T.conv2d_valid(k, ds, ks, strides, padding, cfg, dilation, groups)
+        return T.conv2d_valid(k, ds, ks, strides, padding, cfg, dilation, groups,
+                              epilogue.residual is not None)
 
     def seed_key(k: dict[str, int]) -> tuple:
         return (k["tile_w"] == ow, k["tile_b"] * k["tile_co"] * k["tile_h"] * k["tile_w"],
@@ -455,8 +461,18 @@ def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:
 
     wl = {"template": "dense", "shape": [n, k, m], "epilogue": _epi_key(epilogue)}
     return _cached(wl, cfg, lambda: search(
-        space, lambda v: T.dense_valid(v, n, k, m, cfg),
+        space, lambda v: T.dense_valid(v, n, k, m, cfg, epilogue.residual is not None),
         (lambda v: (v["tile_b"] * v["tile_co"], v["tile_ci"]),), cost, BUDGET, rank))
+
+
+def given_knobs(workload: str, knobs: dict[str, int], cfg: Config,
+                operator: Callable[[], Any]) -> Choice:
+    """The Choice of knobs given for a workload (``operator()``: its unbuilt operator with
+    them), timed by vta.sim.perf and cached like a search (a fused layer takes its unfused
+    layer's knobs: :mod:`vta.compiler.graph.fuse`)."""
+    wl = {"template": "given", "workload": workload, "knobs": dict(knobs)}
+    return _cached(wl, cfg, lambda: Choice(dict(knobs), program_cycles(operator(), keep=True)[0],
+                                           1))
 
 
 # ----------------------------------------------------------------------------- reduced programs
@@ -501,5 +517,5 @@ def conv2d_reduced(k: dict[str, int], data_shape: Sequence[int], kernel_shape: S
 
 
 __all__ = ["BUDGET", "FINALISTS", "Choice", "search", "conv2d_default", "dense_default",
-           "conv2d_reduced", "probe", "program_cycles", "recorded_program", "search_unstored",
-           "store"]
+           "conv2d_reduced", "given_knobs", "probe", "program_cycles", "recorded_program",
+           "search_unstored", "store"]

@@ -6,7 +6,7 @@ element-wise op does not matter, so a whole NCHWnc tensor is one run of ``T`` ti
 accumulator holds int32 only, and VTA has no widening load, so an input reaches it through the
 GEMM core: a product with the identity matrix (a 1 x BLOCK x BLOCK int8 constant operand), one
 GEMM micro-op per tile, which keeps the DRAM traffic at one byte per element. The ALU then
-runs the op's integer rule (:mod:`vta.compiler.graph.quantize` defines each one; the numpy
+runs the op's integer rule (:mod:`vta.compiler.ops.int8_kernels` defines each one; the numpy
 kernels there are the specification this file is tested against bit for bit):
 
 - ``add`` (``QAdd``, a residual add with both inputs rescaled): ``clip(rshift(a * ma + b * mb,
@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 from vta.isa import Config
 
-from .. import te
+from .. import ops, te
 from ..env import Env
 from ..errors import ScheduleError
 from ..te.tensor import Tensor
 from .alu import fits_imm, rshift
+from .defaults import Choice, _cached, program_cycles
 from .vta import Operator, dma_load, place_alu_stages
 
 #: Operators and the attributes each one takes (all ints; see the module doc).
@@ -220,16 +221,12 @@ def elementwise_default(spec: Spec, tiles: int, cfg: Config, threads: bool = Tru
     with one and (``threads``) two virtual threads (a
     :class:`vta.compiler.topi.defaults.Choice`), cached like the other templates' defaults
     (per workload, configuration and kit version in the user cache)."""
-    from .defaults import _cached
-
     wl = {"template": "elementwise", "op": spec.kind, "attrs": dict(spec.attrs),
           "tiles": tiles, "threads": threads}
     return _cached(wl, cfg, lambda: _search(spec, tiles, cfg, threads))
 
 
 def _search(spec: Spec, tiles: int, cfg: Config, threads: bool) -> Any:
-    from .defaults import Choice, program_cycles
-
     space = elementwise_knob_space(tiles)
     best: Choice | None = None
     n = 0
@@ -249,14 +246,10 @@ def _search(spec: Spec, tiles: int, cfg: Config, threads: bool) -> Any:
 
 
 def elementwise_reference(spec: Spec, *xs: np.ndarray) -> np.ndarray:
-    """The int8 result of ``spec`` (numpy; the same rules as the graph's int8 reference)."""
-    from vta.compiler.graph.ir import Node
-    from vta.compiler.graph.quantize import INT_KERNELS
-
-    op = {"add": "QAdd", "clip": "QClip", "leaky_relu": "QLeakyRelu",
-          "hard_sigmoid": "QHardSigmoid", "hard_swish": "QHardSwish"}[spec.kind]
-    n = Node(op, "ref", [f"x{k}" for k in range(len(xs))], ["y"], dict(spec.attrs))
-    return INT_KERNELS[op](n, list(xs))[0]
+    """The int8 result of ``spec`` (numpy: the int8 kernel of the op the registry runs as
+    ``spec.kind`` on the ALU, the graph's int8 reference)."""
+    op = ops.op_for_alu_kind(spec.kind)
+    return op.int_kernel(ops.Call(op.name, dict(spec.attrs)), list(xs))[0]
 
 
 __all__ = ["OPS", "Spec", "elementwise_int8", "elementwise_valid", "elementwise_default",

@@ -29,6 +29,7 @@ from ..schedule import Schedule
 from ..te.tensor import IterVar, Tensor
 from . import nn
 from .alu import MAX_ROUND_SHIFT, rshift
+from .residual import Residual, ResidualTensors, residual_compute, residual_entries
 
 KNOB_NAMES = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "oc_nthread", "h_nthread")
 
@@ -51,6 +52,9 @@ class Epilogue:
     mul: int = 1
     mul_vector: bool = False
     shift2: int = 0
+    #: a residual add fused after the clip (:mod:`vta.compiler.topi.residual`): one more
+    #: int8 operand, shaped like the output, and the identity weight that widens it
+    residual: Residual | None = None
 
     @property
     def multiplies(self) -> bool:
@@ -65,9 +69,13 @@ class Epilogue:
         bufs = {k: te.compute(vec, lambda *i, t=t: t(*i), name=f"{k}_buf")
                 for k, t in ops.items()}
         stages = self._stages(acc, bufs)
+        rt = None
+        if self.residual is not None:
+            rt = residual_compute(env, self.residual, stages[-1] if stages else acc)
+            stages += rt.stages
         last = stages[-1] if stages else acc
         res = te.compute(acc.shape, lambda *i: last(*i).astype(env.out_dtype), name="res")
-        return EpilogueTensors(list(ops.values()), list(bufs.values()), stages, res)
+        return EpilogueTensors(list(ops.values()), list(bufs.values()), stages, res, rt)
 
     def _stages(self, acc: Tensor, bufs: dict[str, Tensor]) -> list[Tensor]:
         def per_channel(v: Tensor) -> Callable[[tuple], Any]:
@@ -104,8 +112,14 @@ class Epilogue:
         return stages
 
     def reference(self, acc: np.ndarray, bias: np.ndarray | None,
-                  shift_vec: np.ndarray | None = None, mul_vec: np.ndarray | None = None
-                  ) -> np.ndarray:
+                  shift_vec: np.ndarray | None = None, mul_vec: np.ndarray | None = None,
+                  residual: np.ndarray | None = None) -> np.ndarray:
+        """The int8 result (``residual``: the fused add's other operand)."""
+        y = self._reference(acc, bias, shift_vec, mul_vec)
+        return y if self.residual is None else self.residual.reference(y, residual)
+
+    def _reference(self, acc: np.ndarray, bias: np.ndarray | None,
+                   shift_vec: np.ndarray | None, mul_vec: np.ndarray | None) -> np.ndarray:
         x = acc.astype(np.int64)
         if self.bias:
             x = x + bias
@@ -139,6 +153,14 @@ class EpilogueTensors:
     bufs: list[Tensor]
     stages: list[Tensor]
     res: Tensor
+    residual: ResidualTensors | None = None
+
+    def arguments(self, data: Tensor, kernel: Tensor) -> list[Tensor]:
+        """The operator's arguments: ``data``, the fused add's operand, ``kernel``, the
+        per-channel operands, the fused add's identity weight, the result."""
+        r = self.residual
+        return [data, *([r.operand] if r else []), kernel, *self.operands,
+                *([r.eye] if r else []), self.res]
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:
@@ -223,7 +245,8 @@ def conv2d_knob_space(data_shape: Sequence[int], kernel_shape: Sequence[int],
 
 
 def conv2d_fits(knobs: dict[str, int], kernel_shape: Sequence[int], strides: Sequence[int],
-                cfg: Config, dilation: Sequence[int] = (1, 1), groups: int = 1) -> bool:
+                cfg: Config, dilation: Sequence[int] = (1, 1), groups: int = 1,
+                residual: bool = False) -> bool:
     """Whether a knob setting fits the on-chip buffers (threads double the buffers). In a
     depthwise-style group conv (one output tile per group) the input tile follows the output
     tile: a step holds ``tile_co`` groups' input tiles."""
@@ -237,6 +260,10 @@ def conv2d_fits(knobs: dict[str, int], kernel_shape: Sequence[int], strides: Seq
     wgt = knobs["tile_co"] * knobs["tile_ci"] * kh * kw
     acc = knobs["tile_b"] * knobs["tile_co"] * knobs["tile_h"] * knobs["tile_w"]
     uops = knobs["tile_b"] * knobs["tile_w"] * (knobs["tile_ci"] * kh * kw + 4)
+    if residual:  # a fused add's operand: its input tile and its widened copy
+        inp += residual_entries(knobs)
+        acc += residual_entries(knobs)
+        uops += knobs["tile_b"] * knobs["tile_w"] * 4
     return (nt * inp <= cfg.inp_depth and nt * wgt <= cfg.wgt_depth
             and nt * acc + 2 * knobs["tile_co"] * nt <= cfg.acc_depth
             and uops * nt <= cfg.uop_depth)
@@ -248,7 +275,8 @@ MAX_VIRTUAL_THREADS = 4
 
 def conv2d_valid(k: dict[str, int], data_shape: Sequence[int], kernel_shape: Sequence[int],
                  strides: Sequence[int], padding: Sequence[int], cfg: Config,
-                 dilation: Sequence[int] = (1, 1), groups: int = 1) -> bool:
+                 dilation: Sequence[int] = (1, 1), groups: int = 1,
+                 residual: bool = False) -> bool:
     """Whether a knob setting is a valid schedule: it fits, the threads divide their loops,
     and a group conv's output tile lies within one group (or covers whole one-tile groups)."""
     oh, _ = conv2d_out_hw(data_shape[2], data_shape[3], kernel_shape[2], kernel_shape[3],
@@ -257,7 +285,7 @@ def conv2d_valid(k: dict[str, int], data_shape: Sequence[int], kernel_shape: Seq
     opg = co // groups
     if groups > 1 and opg > 1 and opg % k["tile_co"]:
         return False  # an output tile within one group: its input tiles are that group's
-    return (conv2d_fits(k, kernel_shape, strides, cfg, dilation, groups)
+    return (conv2d_fits(k, kernel_shape, strides, cfg, dilation, groups, residual)
             and (oh // k["tile_h"]) % k["h_nthread"] == 0
             and (co // k["tile_co"]) % k["oc_nthread"] == 0
             and k["h_nthread"] * k["oc_nthread"] <= MAX_VIRTUAL_THREADS)
@@ -346,6 +374,15 @@ def place_accumulator(s: Schedule, env: Env, res: Tensor, at: IterVar, acc: Tens
     operands loaded there by DMA, one LOAD ACC of tile_co entries each."""
     s[acc].compute_at(s[res], at)
     s[acc].set_scope(env.acc_scope)
+    r = epi.residual
+    if r is not None:  # the fused add's operand: LOAD INP, widened by an identity GEMM
+        dma_load(s, env, res, at, env.inp_scope, [r.operand_buf])
+        dma_load(s, env, res, at, env.wgt_scope, [r.eye_buf])
+        s[r.wide].compute_at(s[res], at)
+        s[r.wide].set_scope(env.acc_scope)
+        rk, rt = s[r.wide].op.reduce_axis
+        s[r.wide].reorder(rk, *s[r.wide].op.axis, rt)
+        s[r.wide].tensorize(s[r.wide].op.axis[-2], env.gemm)
     place_alu_stages(s, env, res, at, epi.stages)
     dma_load(s, env, res, at, env.acc_scope, epi.bufs)
 
@@ -407,21 +444,22 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
                   shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
                   bias: bool = False, shift_vector: bool = False,
                   knobs: dict[str, int] | None = None, target: str | None = "fsim",
-                  groups: int = 1, mul: int = 1, mul_vector: bool = False, shift2: int = 0
-                  ) -> Operator:
+                  groups: int = 1, mul: int = 1, mul_vector: bool = False, shift2: int = 0,
+                  residual: Residual | None = None) -> Operator:
     """Packed int8 conv2d with an int32 accumulator and a fused epilogue.
 
     Call the result on ``(data, kernel[, bias][, shift])`` numpy arrays; it returns the packed
     int8 output. ``padding``: (ph, pw) or (top, left, bottom, right). ``shift_vector`` adds a
     per-channel shift operand shaped like the bias; ``mul``/``mul_vector``/``shift2`` the
     fixed-point requantization (see :class:`Epilogue`; a vector is one more such operand).
-    ``knobs=None`` takes the default knobs
+    ``residual`` fuses a residual add (:mod:`vta.compiler.topi.residual`): the arguments are
+    then ``(data, other, kernel, bias..., eye)``. ``knobs=None`` takes the default knobs
     (:func:`conv2d_knobs`: ranked by vta.sim.perf, cached). ``target=None`` returns the
     operator unbuilt (for tuners). ``groups`` > 1 makes a group convolution over channel tiles
     (see :func:`group_conv2d_packed`).
     """
     env = Env(config)
-    epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2)
+    epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2, residual)
     t = conv2d_packed_compute(env, data_shape, kernel_shape, tuple(strides), tuple(padding), epi,
                               groups=groups, dilation=tuple(dilation))
     if knobs:
@@ -435,7 +473,7 @@ def conv2d_packed(data_shape: Sequence[int], kernel_shape: Sequence[int], *,
         raise ScheduleError(f"group conv2d: tile_co={k['tile_co']} must divide the {opg} output "
                             "tiles per group")
     s = conv2d_packed_schedule(env, t, k)
-    args = [t["data"], t["kernel"], *t["epi"].operands, t["res"]]
+    args = t["epi"].arguments(t["data"], t["kernel"])
     # the GEMM reset goes into the first reduction step, after that step's loads: a thread's
     # next tile then starts with its loads, not with a reset that waits for its last store
     return Operator("conv2d_packed", s, args, k, config, t["oshape"],
@@ -504,7 +542,8 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
                  shift: int = 0, relu: bool = False, clip: tuple[int, int] | None = None,
                  bias: bool = False, shift_vector: bool = False,
                  knobs: dict[str, int] | None = None, target: str | None = "fsim",
-                 mul: int = 1, mul_vector: bool = False, shift2: int = 0) -> Operator:
+                 mul: int = 1, mul_vector: bool = False, shift2: int = 0,
+                 residual: Residual | None = None) -> Operator:
     """Packed int8 dense: data (N/BATCH, K/BLOCK_IN, BATCH, BLOCK_IN), weight
     (M/BLOCK_OUT, K/BLOCK_IN, BLOCK_OUT, BLOCK_IN) -> (N/BATCH, M/BLOCK_OUT, BATCH, BLOCK_OUT).
     With ``bias`` (and ``shift_vector``) the operator takes int32 (1, M/BLOCK_OUT, BATCH,
@@ -512,7 +551,8 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     ``reshape(1, -1, BATCH, BLOCK_OUT)``).
 
     Knobs: tile_b, tile_co (output tiles per step), tile_ci (reduction tiles per load),
-    oc_nthread (virtual threads); ``None``: the default (:func:`dense_knobs`).
+    oc_nthread (virtual threads); ``None``: the default (:func:`dense_knobs`). ``residual``:
+    a fused residual add, as in :func:`conv2d_packed`.
     """
     env = Env(config)
     n, k, bb, bi = data_shape
@@ -520,7 +560,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     if k != k2 or (bb, bi, bo, bi2) != (env.BATCH, env.BLOCK_IN, env.BLOCK_OUT, env.BLOCK_IN):
         raise ScheduleError(f"dense: {tuple(data_shape)} x {tuple(weight_shape)} are not packed "
                             f"for {env}")
-    epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2)
+    epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2, residual)
     kn = {"tile_b": 1, "tile_co": 1, "tile_ci": 1, "oc_nthread": 1}
     kn.update(knobs if knobs else dense_knobs(n, k, m, config, epi))
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
@@ -547,7 +587,7 @@ def dense_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, conf
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
     place_gemm(s, env, res_gem, k_out, data_buf, weight_buf, gbt)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
-    args = [data, weight, *et.operands, res]
+    args = et.arguments(data, weight)
     return Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
                     build_opts={"init_in_first_iteration": True}).built(target)
 
@@ -558,15 +598,19 @@ def dense_knob_space(n: int, k: int, m: int) -> dict[str, list[int]]:
             "oc_nthread": [1, 2]}
 
 
-def dense_valid(v: dict[str, int], n: int, k: int, m: int, cfg: Config) -> bool:
-    """Whether dense knobs divide the layer and fit the buffers (threads double them)."""
+def dense_valid(v: dict[str, int], n: int, k: int, m: int, cfg: Config,
+                residual: bool = False) -> bool:
+    """Whether dense knobs divide the layer and fit the buffers (threads double them; a
+    fused add's operand takes an input and an accumulator tile more)."""
     nt = v["oc_nthread"]
+    extra = v["tile_b"] * v["tile_co"] if residual else 0
     return (n % v["tile_b"] == 0 and k % v["tile_ci"] == 0 and m % v["tile_co"] == 0
             and (m // v["tile_co"]) % nt == 0
-            and nt * v["tile_b"] * v["tile_ci"] <= cfg.inp_depth
+            and nt * (v["tile_b"] * v["tile_ci"] + extra) <= cfg.inp_depth
             and nt * v["tile_co"] * v["tile_ci"] <= cfg.wgt_depth
-            and nt * v["tile_b"] * v["tile_co"] + 2 * nt * v["tile_co"] <= cfg.acc_depth
-            and v["tile_b"] * (v["tile_ci"] + 4) * nt <= cfg.uop_depth)
+            and nt * (v["tile_b"] * v["tile_co"] + extra) + 2 * nt * v["tile_co"]
+            <= cfg.acc_depth
+            and v["tile_b"] * (v["tile_ci"] + 4 + (4 if residual else 0)) * nt <= cfg.uop_depth)
 
 
 def dense_knobs(n: int, k: int, m: int, cfg: Config, epilogue: Epilogue | None = None

@@ -11,19 +11,12 @@
 //   written, as an interconnect does (`respond_errors`, the virtual boards).
 // - vta_axi::lite_write / lite_read<Lite>: AXI4-Lite transactions as a CPU's store and load.
 //
-// `Master` and `Lite` are structs that name the ports (the prefixes differ: m_axi_* and s_axil_*
-// on the core, m_axi_gmem_* and s_axi_control_* on a board's top):
+// `Master` and `Lite` are structs that name the ports. A harness declares them with the two
+// macros below, from its top's type and its port prefixes (m_axi_ and s_axil_ on the core,
+// m_axi_gmem_ and s_axi_control_ on a board's top), so that the list of ports is written once:
 //
-//   struct Master {
-//     using Top = Vvta_core;
-//     static constexpr int bus_bytes = BUS_BYTES;
-//     static auto& araddr(Top& t) { return t.m_axi_araddr; }
-//     ... arlen arsize arburst arvalid arready rdata rresp rlast rvalid rready
-//         awaddr awlen awsize awburst awvalid awready wdata wstrb wlast wvalid wready
-//         bresp bvalid bready
-//   };
-//   struct Lite { using Top = ...; awaddr awvalid awready wdata wstrb wvalid wready bresp bvalid
-//                 bready araddr arvalid arready rdata rresp rvalid rready };
+//   VTA_AXI_MASTER(Master, Vvta_core, m_axi_, BUS_BYTES);  // araddr() ... bready()
+//   VTA_AXI_LITE(Lite, Vvta_core, s_axil_);                 // awaddr() ... rready()
 //
 // Per clock cycle a harness calls sample() with the clock low (the master's outputs settled),
 // raises the clock, calls step() (the handshakes of the cycle that ended, then what the memory
@@ -41,6 +34,34 @@
 #include <utility>
 
 #include "verilated.h"
+
+// The ports of an AXI4 master and of an AXI4-Lite slave, each as X(prefix, name).
+#define VTA_AXI_MASTER_PORTS_(X, P)                                                           \
+  X(P, araddr) X(P, arlen) X(P, arsize) X(P, arburst) X(P, arvalid) X(P, arready)           \
+  X(P, rdata) X(P, rresp) X(P, rlast) X(P, rvalid) X(P, rready)                              \
+  X(P, awaddr) X(P, awlen) X(P, awsize) X(P, awburst) X(P, awvalid) X(P, awready)           \
+  X(P, wdata) X(P, wstrb) X(P, wlast) X(P, wvalid) X(P, wready)                              \
+  X(P, bresp) X(P, bvalid) X(P, bready)
+#define VTA_AXI_LITE_PORTS_(X, P)                                                             \
+  X(P, awaddr) X(P, awvalid) X(P, awready) X(P, wdata) X(P, wstrb) X(P, wvalid) X(P, wready) \
+  X(P, bresp) X(P, bvalid) X(P, bready) X(P, araddr) X(P, arvalid) X(P, arready)            \
+  X(P, rdata) X(P, rresp) X(P, rvalid) X(P, rready)
+#define VTA_AXI_PORT_(P, name) \
+  static auto& name(Top& t) { return t.P##name; }
+
+// struct NAME: the AXI4 master ports PREFIX<port> of TOP, a bus of BYTES bytes, for Memory<>.
+#define VTA_AXI_MASTER(NAME, TOP, PREFIX, BYTES)      \
+  struct NAME {                                       \
+    using Top = TOP;                                  \
+    static constexpr int bus_bytes = BYTES;           \
+    VTA_AXI_MASTER_PORTS_(VTA_AXI_PORT_, PREFIX)      \
+  }
+// struct NAME: the AXI4-Lite slave ports PREFIX<port> of TOP, for lite_write / lite_read.
+#define VTA_AXI_LITE(NAME, TOP, PREFIX)               \
+  struct NAME {                                       \
+    using Top = TOP;                                  \
+    VTA_AXI_LITE_PORTS_(VTA_AXI_PORT_, PREFIX)        \
+  }
 
 namespace vta_axi {
 

@@ -33,56 +33,8 @@
 namespace {
 
 // The core's AXI4 master (m_axi_*) and AXI4-Lite slave (s_axil_*), for axi_bus.h.
-struct Master {
-  using Top = Vvta_core;
-  static constexpr int bus_bytes = BUS_BYTES;
-  static auto& araddr(Top& t) { return t.m_axi_araddr; }
-  static auto& arlen(Top& t) { return t.m_axi_arlen; }
-  static auto& arsize(Top& t) { return t.m_axi_arsize; }
-  static auto& arburst(Top& t) { return t.m_axi_arburst; }
-  static auto& arvalid(Top& t) { return t.m_axi_arvalid; }
-  static auto& arready(Top& t) { return t.m_axi_arready; }
-  static auto& rdata(Top& t) { return t.m_axi_rdata; }
-  static auto& rresp(Top& t) { return t.m_axi_rresp; }
-  static auto& rlast(Top& t) { return t.m_axi_rlast; }
-  static auto& rvalid(Top& t) { return t.m_axi_rvalid; }
-  static auto& rready(Top& t) { return t.m_axi_rready; }
-  static auto& awaddr(Top& t) { return t.m_axi_awaddr; }
-  static auto& awlen(Top& t) { return t.m_axi_awlen; }
-  static auto& awsize(Top& t) { return t.m_axi_awsize; }
-  static auto& awburst(Top& t) { return t.m_axi_awburst; }
-  static auto& awvalid(Top& t) { return t.m_axi_awvalid; }
-  static auto& awready(Top& t) { return t.m_axi_awready; }
-  static auto& wdata(Top& t) { return t.m_axi_wdata; }
-  static auto& wstrb(Top& t) { return t.m_axi_wstrb; }
-  static auto& wlast(Top& t) { return t.m_axi_wlast; }
-  static auto& wvalid(Top& t) { return t.m_axi_wvalid; }
-  static auto& wready(Top& t) { return t.m_axi_wready; }
-  static auto& bresp(Top& t) { return t.m_axi_bresp; }
-  static auto& bvalid(Top& t) { return t.m_axi_bvalid; }
-  static auto& bready(Top& t) { return t.m_axi_bready; }
-};
-
-struct Lite {
-  using Top = Vvta_core;
-  static auto& awaddr(Top& t) { return t.s_axil_awaddr; }
-  static auto& awvalid(Top& t) { return t.s_axil_awvalid; }
-  static auto& awready(Top& t) { return t.s_axil_awready; }
-  static auto& wdata(Top& t) { return t.s_axil_wdata; }
-  static auto& wstrb(Top& t) { return t.s_axil_wstrb; }
-  static auto& wvalid(Top& t) { return t.s_axil_wvalid; }
-  static auto& wready(Top& t) { return t.s_axil_wready; }
-  static auto& bresp(Top& t) { return t.s_axil_bresp; }
-  static auto& bvalid(Top& t) { return t.s_axil_bvalid; }
-  static auto& bready(Top& t) { return t.s_axil_bready; }
-  static auto& araddr(Top& t) { return t.s_axil_araddr; }
-  static auto& arvalid(Top& t) { return t.s_axil_arvalid; }
-  static auto& arready(Top& t) { return t.s_axil_arready; }
-  static auto& rdata(Top& t) { return t.s_axil_rdata; }
-  static auto& rresp(Top& t) { return t.s_axil_rresp; }
-  static auto& rvalid(Top& t) { return t.s_axil_rvalid; }
-  static auto& rready(Top& t) { return t.s_axil_rready; }
-};
+VTA_AXI_MASTER(Master, Vvta_core, m_axi_, BUS_BYTES);
+VTA_AXI_LITE(Lite, Vvta_core, s_axil_);
 
 struct Sample {  // the debug ports at a cycle where one of them changed
   uint64_t cycle;

@@ -240,6 +240,11 @@ def test_fuzz_module(seeds: Path, data: st.DataObject) -> None:
     _fuzz_module(seeds, data)
 
 
+@pytest.mark.slow
+@fuzz_settings(150)
+@given(data=st.data())
+def test_fuzz_module_long(seeds: Path, data: st.DataObject) -> None:
+    _fuzz_module(seeds, data)
 
 
 # ------------------------------------------------------------------------ tuning logs

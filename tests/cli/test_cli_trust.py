@@ -371,9 +371,12 @@ def test_a_kernel_regenerated_from_forged_shapes_checks_its_arrays(work: Path,  
                                                                    tmp_path: Path,
                                                                    capsys) -> None:
     """Shapes forged consistently (the manifest's and a kernel the kit emits for them): the
-    kernel is the kit's, and it refuses arrays of other sizes instead of overrunning them."""
+    load refuses them (a VTA layer's arena buffer cannot hold the larger tensor), and the
+    kernel, which is the kit's, refuses arrays of other sizes instead of overrunning them."""
     import json
 
+    import numpy as np
+    from vta.compiler.graph.errors import ModuleError
     from vta.compiler.graph.host import host_kernel
     from vta.compiler.graph.module import load_module
 
@@ -386,10 +389,14 @@ def test_a_kernel_regenerated_from_forged_shapes_checks_its_arrays(work: Path,  
     for t in (n.inputs[0], n.outputs[0]):  # an element-wise kernel: both twice as large
         shapes[t] = (2 * shapes[t][0], *shapes[t][1:])
         m["shapes"][t] = list(shapes[t])
-    (d / rec["llvm_ir"]).write_text(host_kernel(n, shapes, mod.graph.params).text())
+    forged = host_kernel(n, shapes, mod.graph.params)
+    (d / rec["llvm_ir"]).write_text(forged.text())
     (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
     _resign(d)
-    _refused(d, work, capsys, "the module's shapes are not its graph's")
+    _refused(d, work, capsys, "does not fit its arena buffer")
+    x = np.zeros(mod.shapes[n.inputs[0]], np.float32)  # the size the true graph gives
+    with pytest.raises(ModuleError, match="the module's shapes are not its graph's"):
+        forged([x])
 
 
 # ------------------------------------------------------------------ a tuning log is data

@@ -238,9 +238,10 @@ def test_int8_kernels_exact_against_the_int8_reference():
     """quantize/dequantize, qadd, int8 max and global average pooling and the int8
     conv with the VTA epilogue give the int8 reference's bits (vta.compiler.graph.quantize),
     with power-of-two scales and with calibrated scales (fixed-point multipliers)."""
-    from vta.compiler.graph import ops
     from vta.compiler.graph.ir import Node
-    from vta.compiler.graph.quantize import INT_KERNELS, dequantize_array, quantize_array
+    from vta.compiler.ops import kernel_for
+    from vta.compiler.ops import kernels as ops
+    from vta.compiler.ops.int8 import dequantize_array, quantize_array
 
     x = (RNG.standard_normal((1, 8, 9, 9)) * 4).astype(np.float32)
     for scale in (2.0 ** -4, 3.0, 0.0123456789, 0.3):
@@ -260,11 +261,11 @@ def test_int8_kernels_exact_against_the_int8_reference():
         n = Node("QAdd", "a", ["a", "b"], ["c"],
                  {"mul_a": ma, "mul_b": mb, "shift": k, "lo": lo, "hi": hi})
         np.testing.assert_array_equal(cpu.qadd(a.shape, ma, mb, k, lo, hi)(a, b),
-                                      INT_KERNELS["QAdd"](n, [a, b])[0], err_msg=str((ma, k)))
+                                      kernel_for("QAdd")(n, [a, b])[0], err_msg=str((ma, k)))
     for m, k in [(1, 0), (4, 0), (1, 3), (21845, 15), (32767, 30), (19, 4)]:
         n = Node("QGlobalAveragePool", "p", ["a"], ["c"], {"mul": m, "shift": k})
         np.testing.assert_array_equal(cpu.qglobal_avg_pool2d(a.shape, m, k)(a),
-                                      INT_KERNELS["QGlobalAveragePool"](n, [a])[0],
+                                      kernel_for("QGlobalAveragePool")(n, [a])[0],
                                       err_msg=str((m, k)))
     np.testing.assert_array_equal(cpu.max_pool2d(a.shape, (3, 3), (2, 2), (1, 1), "int8")(a),
                                   ops.max_pool(a, [3, 3], [2, 2], [1, 1, 1, 1]))
@@ -284,7 +285,7 @@ def test_int8_kernels_exact_against_the_int8_reference():
                         requant=(shift, lo, hi, mul, shift2))
         extra = [np.array(v, np.int32) for v in (shift, mul) if isinstance(v, list)]
         np.testing.assert_array_equal(op(a, w, bias, *extra),
-                                      INT_KERNELS["QConv"](n, [a, w, bias])[0],
+                                      kernel_for("QConv")(n, [a, w, bias])[0],
                                       err_msg=str((shift, mul, shift2)))
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from vta.compiler.errors import ScheduleError
 from vta.compiler.graph.ir import Node
-from vta.compiler.graph.quantize import INT_KERNELS, fixed_point
+from vta.compiler.ops import kernel_for
+from vta.compiler.ops.int8 import fixed_point
 from vta.compiler.topi.elementwise import (
     Spec,
     elementwise_default,
@@ -47,7 +48,7 @@ def _reference(spec: Spec, xs: list[np.ndarray]) -> np.ndarray:
     """The graph's int8 kernel of the op (the bit-exact specification)."""
     op = KIND_OP[spec.kind]
     n = Node(op, "n", [f"x{k}" for k in range(len(xs))], ["y"], dict(spec.attrs))
-    return INT_KERNELS[op](n, xs)[0]
+    return kernel_for(op)(n, xs)[0]
 
 
 def _inputs(spec: Spec, tiles: int, cfg: Config) -> list[np.ndarray]:

@@ -204,7 +204,7 @@ def test_dense_with_bias(small):
 def test_dense_fixed_point_requantization(small, shift, mul, shift2):
     """The epilogue's MUL and rounding shift equal the graph's requantize (shift2 20: the
     rounding term is beyond the 16-bit immediate, so the shift runs in two SHRs)."""
-    from vta.compiler.graph.quantize import requantize
+    from vta.compiler.ops.int8 import requantize
 
     d = _i8((4, 3, small.batch, small.block_in))
     w = _i8((8, 3, small.block_out, small.block_in))

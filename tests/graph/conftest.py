@@ -41,9 +41,13 @@ def _single_thread_blas() -> None:
 
 def torch_families() -> ModuleType:
     """bench/torch_families.py: the PyTorch models of the network families, one definition for
-    the benchmark (full size) and the export tests (``small=True``); loaded by path, since
-    bench/ is a folder of scripts beside the tests, not a package."""
-    name = "torch_families"
+    the benchmark (full size) and the export tests (``small=True``)."""
+    return bench_module("torch_families")
+
+
+def bench_module(name: str) -> ModuleType:
+    """The module ``bench/<name>.py``, loaded by path, since bench/ is a folder of scripts
+    beside the tests, not a package."""
     if name not in sys.modules:
         path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
         spec = importlib.util.spec_from_file_location(name, path)

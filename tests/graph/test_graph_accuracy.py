@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vta.compiler.graph import ops
+from vta.compiler.graph.calibration import OUTPUT_HEADROOM, calibrate, synthetic_samples
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.offsets import offset_tensors
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import (
-    OUTPUT_HEADROOM,
-    agreement,
-    calibrate,
-    offset_tensors,
-    quantize_graph,
-    run_quantized,
-    synthetic_samples,
-)
+from vta.compiler.graph.quant_error import agreement
+from vta.compiler.graph.quantize import quantize_graph
+from vta.compiler.ops import kernels as ops
 from vta.isa import Config
 
 from .conftest import onnx_model, rand_input, run_ort
@@ -120,7 +116,7 @@ def test_offset_storage_in_the_graph() -> None:
         if n.op == "QConv" and n.inputs[0] in qr.offsets:
             assert n.attrs["pads"] == [0, 0, 0, 0] or not any(n.attrs["pads"])
     # dequantized with their offsets, the int8 tensors follow float
-    from vta.compiler.graph.quantize import layer_errors
+    from vta.compiler.graph.quant_error import layer_errors
 
     layer_errors(g, qr, rand_input(g, 3))
     errs = [i.rel_error for i in qr.layers if i.rel_error is not None]
@@ -175,7 +171,7 @@ def test_values_reaching_an_output_through_order_keeping_ops_keep_their_maximum(
     """The head's output reaches the graph output through Reshape, Transpose and Sigmoid: it
     is calibrated like an output (max times the headroom, not mse, which would clip its
     outliers and tie the best boxes); a tensor inside the network keeps mse."""
-    from vta.compiler.graph.quantize import output_sources
+    from vta.compiler.graph.calibration import output_sources
     from vta.compiler.graph.reference import run_float
 
     g = optimize(from_onnx(detector_head()))
@@ -354,7 +350,7 @@ def test_concatenations_and_pools_of_relu_outputs_share_an_offset() -> None:
     that only convs read form one group: one scale (the largest threshold, 255 steps), offset
     128 throughout, the concatenation a plain copy; the last block, read by global pooling,
     stays signed."""
-    from vta.compiler.graph.quantize import offset_groups
+    from vta.compiler.graph.offsets import offset_groups
 
     g = optimize(from_onnx(inception_chain()))
     prod = g.producers()
@@ -399,7 +395,7 @@ def test_offset_group_of_a_graph_input_stays_signed() -> None:
     """A max pool of the graph's input, read by a conv: the input is quantized symmetric by
     its Quantize, so the pool's output (one group with it) stays symmetric too."""
     from vta.compiler.graph.ir import Graph, Node, TensorInfo
-    from vta.compiler.graph.quantize import offset_groups
+    from vta.compiler.graph.offsets import offset_groups
     from vta.compiler.graph.reference import run_float
 
     rng = np.random.default_rng(0)

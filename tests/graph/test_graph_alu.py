@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.options import CompileOptions
-from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.summary import compile_summary
 from vta.isa import Config
 
@@ -64,8 +64,10 @@ def compiled():  # noqa: ANN201
     model = _blocks_model()
     g = from_onnx(model)
     samples = [rand_input(g, s) for s in range(4)]
-    return model, g, compile_graph(g, Config(), CompileOptions(keep_first_float=False),
-                                   samples=samples)
+    # the element-wise layers on their own (the residual add fused into its conv's epilogue:
+    # tests/graph/test_graph_fuse.py)
+    return model, g, compile_graph(g, Config(), CompileOptions(keep_first_float=False,
+                                                               fuse=False), samples=samples)
 
 
 def test_alu_ops_run_on_vta_bit_exact(compiled) -> None:

@@ -56,11 +56,14 @@ def test_compile_writes_module(work, capsys) -> None:
     assert m["format"] == "vta-module" and m["config"]["LOG_BLOCK"] == 4
     assert m["inputs"] == {"input": {"shape": [1, 3, 32, 32], "dtype": "float32"}}
     assert m["outputs"]["fc.out"]["shape"] == [1, 10]
-    # 20 conv/dense layers and the 8 residual adds (element-wise, on the ALU)
-    assert sum(v == "vta" for v in m["partition"].values()) == 28
-    assert sum(k["template"] == "elementwise" for k in m["kernels"].values()) == 8
-    assert len(m["kernels"]) == 28 and all((d / k["program"]).stat().st_size % 16 == 0
-                                           for k in m["kernels"].values())
+    # 20 conv/dense layers and the 8 residual adds: each in the epilogue of the conv that
+    # makes one of its operands where that is faster (vta.compiler.graph.fuse), else on the ALU
+    fused = [n for n in m["graph"]["nodes"] if "residual" in n["attrs"]]
+    ew = sum(k["template"] == "elementwise" for k in m["kernels"].values())
+    assert fused and len(fused) + ew == 8
+    assert sum(v == "vta" for v in m["partition"].values()) == 28 - len(fused)
+    assert len(m["kernels"]) == 28 - len(fused) and all(
+        (d / k["program"]).stat().st_size % 16 == 0 for k in m["kernels"].values())
     assert {"scales", "layers"} <= set(m["quantization"])
     plan = json.loads((d / "plan.json").read_text())
     assert plan["size"] >= (d / "const.bin").stat().st_size
@@ -203,7 +206,7 @@ def test_run_a_batch_equals_single_runs(work, tmp_path, capsys, batch: int) -> N
 
 
 def test_bad_batches_are_one_line_errors(work, tmp_path, capsys, monkeypatch) -> None:
-    from vta.compiler.graph import executor
+    from vta.compiler.graph import inputs
 
     mod = str(work / "mod")
     np.save(tmp_path / "bad.npy", np.zeros((2, 1, 3, 16, 16), np.float32))
@@ -213,7 +216,7 @@ def test_bad_batches_are_one_line_errors(work, tmp_path, capsys, monkeypatch) ->
     one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "empty.npy")],
                    "shape [0, 1, 3, 32, 32]")
     np.save(tmp_path / "three.npy", np.zeros((3, 1, 3, 32, 32), np.float32))
-    monkeypatch.setattr(executor, "MAX_BATCH", 2)  # the bound, without a file of 4097 images
+    monkeypatch.setattr(inputs, "MAX_BATCH", 2)  # the bound, without a file of 4097 images
     one_line_error(capsys, ["run", mod, "--input", str(tmp_path / "three.npy")],
                    "3 images", "more than 2")
 
@@ -444,11 +447,25 @@ def test_latency_at_the_boards_clock(work, tmp_path, capsys) -> None:
     c_run, ms_run, mhz_run, _ = _latency_figures(rep)
     assert mhz_run == mhz and abs(c_run - cyc) <= 0.01 * cyc
     assert ms_run == pytest.approx(c_run / (mhz * 1e3), abs=1e-3)
+    rj = tmp_path / "report.json"
     assert main(["run", str(out), "--input", str(work / "x.npy"), "--report", "--board",
-                 "pynq-z1"]) == 0
-    c2, ms2, mhz2, _ = _latency_figures(capsys.readouterr().out)
+                 "pynq-z1", "--report-json", str(rj)]) == 0
+    text = capsys.readouterr().out
+    c2, ms2, mhz2, _ = _latency_figures(text)
     assert (c2, mhz2) == (cyc, get_board("pynq-z1").clock_mhz)
     assert ms2 == pytest.approx(c2 / (mhz2 * 1e3), abs=1e-3)
+    # the host part: the CPU layers' measured time on this machine, labelled so, and the sum
+    import json
+    import re
+
+    cpu = [r for r in json.loads(rj.read_text())["layers"] if r["where"] == "cpu"]
+    m = re.search(r"host part: ([\d.]+) ms for (\d+) CPU layers, measured on this machine's "
+                  r"CPU \(not the board's ARM cores\); VTA part \+ host part = ([\d.]+) ms",
+                  text)
+    assert m, text
+    host_ms = sum(r["seconds"] for r in cpu) * 1e3
+    assert int(m[2]) == len(cpu) > 0 and float(m[1]) == pytest.approx(host_ms, abs=1e-3)
+    assert float(m[3]) == pytest.approx(ms2 + host_ms, abs=2e-3)
     one_line_error(capsys, ["run", str(out), "--input", str(work / "x.npy"), "--report",
                             "--board", "no-such-board"], "no-such-board")
 

@@ -11,18 +11,14 @@ import numpy as np
 import pytest
 from onnx import helper
 from vta.cli.main import main
+from vta.compiler.graph.calibration import synthetic_samples
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import (
-    FIRST_CONV_FLOAT_SHARE,
-    float_first_conv,
-    quantize_graph,
-    run_quantized,
-    synthetic_samples,
-)
+from vta.compiler.graph.quantize import FIRST_CONV_FLOAT_SHARE, float_first_conv, quantize_graph
 from vta.isa import Config
 
 from .conftest import onnx_model, rand_input, run_ort

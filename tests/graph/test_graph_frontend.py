@@ -33,12 +33,15 @@ CASES = [
      {"x": [1, 8, 9, 9]}, {"w": w(16, 1, 3, 3)}, 13),
     ("conv_valid", [node("Conv", ["x", "w"], auto_pad="VALID")],
      {"x": [1, 3, 6, 6]}, {"w": w(4, 3, 3, 3)}, 13),
-    # 3x3 stride 1 with 196 output tiles or more: Winograd F(2x2, 3x3) (odd output sizes crop
-    # the last tile; asymmetric pads; two images)
+    # 3x3 stride 1 with 49 output tiles of 4x4 or more: Winograd F(4x4, 3x3) (odd output sizes
+    # crop the last tile; asymmetric pads; two images)
     ("conv_winograd", [node("Conv", ["x", "w", "b"], pads=[1, 0, 2, 1])],
      {"x": [2, 5, 28, 29]}, {"w": w(7, 5, 3, 3), "b": w(7)}, 13),
     ("conv_winograd_valid", [node("Conv", ["x", "w"])],
      {"x": [1, 4, 31, 30]}, {"w": w(6, 4, 3, 3)}, 13),
+    # 14x14 outputs: 49 tiles of 2x2, F(2x2, 3x3)
+    ("conv_winograd_2x2", [node("Conv", ["x", "w", "b"], pads=[1, 1, 1, 1])],
+     {"x": [1, 8, 14, 14]}, {"w": w(6, 8, 3, 3), "b": w(6)}, 13),
     ("conv_1x1", [node("Conv", ["x", "w", "b"])],
      {"x": [2, 6, 5, 7]}, {"w": w(3, 6, 1, 1), "b": w(3)}, 13),
     ("convtranspose", [node("ConvTranspose", ["x", "w", "b"], strides=[2, 2], pads=[1, 1, 1, 1],
@@ -116,6 +119,30 @@ def test_zoo_float_matches_onnxruntime(small_models, name: str) -> None:
         (ref,) = run_ort(model, feeds)
         assert_close_rel(ours, ref, 1e-4)
         assert np.linalg.norm(ours - ref) <= 1e-4 * np.linalg.norm(ref)
+
+
+def test_resnet18_cpu_path_with_both_winograd_tiles_matches_onnxruntime(monkeypatch) -> None:
+    """What `vta run MODEL.onnx --target cpu` runs (the optimized graph) on ResNet-18 at 112:
+    its 28x28 stage takes Winograd F(4x4, 3x3), its 14x14 stage F(2x2, 3x3), the rest im2col;
+    within 1e-4 of onnxruntime's largest output, the same top-1, twice (the second run with
+    the cached weight transforms)."""
+    from vta.compiler.graph import zoo
+    from vta.compiler.graph.passes import optimize
+    from vta.compiler.ops import kernels as ops
+
+    model = zoo.build("resnet18", image_size=112)
+    g = from_onnx(model)
+    fused = optimize(g)
+    tiles = []
+    monkeypatch.setattr(ops, "_winograd_3x3", lambda *a, f=ops._winograd_3x3: (
+        tiles.append(a[-1]), f(*a))[1])
+    feeds = rand_input(g)
+    (ref,) = run_ort(model, feeds)
+    for _ in range(2):
+        ours = run_float(fused, feeds)[g.outputs[0]]
+        assert_close_rel(ours, ref, 1e-4)
+        assert ours.argmax() == ref.argmax()
+    assert sorted(set(tiles)) == [2, 4] and len(tiles) == 2 * 7  # 4 + 3 convs per run
 
 
 def test_zoo_structure(small_models) -> None:
@@ -277,11 +304,12 @@ def test_global_pooling_of_a_1d_signal(op: str) -> None:
 
 
 @pytest.mark.parametrize("pads", [[1, 1, 1, 1], [0, 2, 1, 0]])
-def test_winograd_and_im2col_convs_equal_a_float64_sum(pads, monkeypatch) -> None:
-    """Both float convolution paths (Winograd F(2x2, 3x3), taken for this 3x3 stride-1 conv
-    of >= 196 output tiles, and im2col) within float32 roundings of the float64 sum over the
-    windows."""
-    from vta.compiler.graph import ops
+@pytest.mark.parametrize("tile", [4, 2])
+def test_winograd_and_im2col_convs_equal_a_float64_sum(pads, tile, monkeypatch) -> None:
+    """Both float convolution paths (Winograd F(4x4, 3x3) and F(2x2, 3x3), taken for this 3x3
+    stride-1 conv of >= 49 output tiles, and im2col) within float32 roundings of the float64
+    sum over the windows."""
+    from vta.compiler.ops import kernels as ops
 
     x = R.standard_normal((2, 6, 29, 28)).astype(np.float32)
     wt, b = w(5, 6, 3, 3), w(5)
@@ -289,12 +317,50 @@ def test_winograd_and_im2col_convs_equal_a_float64_sum(pads, monkeypatch) -> Non
     win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
     want = np.einsum("nchwij,ocij->nohw", win, wt.astype(np.float64)) + b[None, :, None, None]
     calls = []
+    monkeypatch.setattr(ops, "_WINOGRAD_TILES", (tile,))
     monkeypatch.setattr(ops, "_winograd_3x3", lambda *a, f=ops._winograd_3x3: (
-        calls.append(1), f(*a))[1])
+        calls.append(a[-1]), f(*a))[1])
     got = ops.conv2d(x, wt, b, strides=[1, 1], pads=pads, dilations=[1, 1], group=1)
     monkeypatch.setattr(ops, "_WINOGRAD_MIN_TILES", 1 << 30)
     im2col = ops.conv2d(x, wt, b, strides=[1, 1], pads=pads, dilations=[1, 1], group=1)
-    assert calls == [1] and got.dtype == im2col.dtype == np.float32
+    assert calls == [tile] and got.dtype == im2col.dtype == np.float32
     for y in (got, im2col):
         assert y.shape == want.shape
         assert np.abs(y - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_winograd_weights_changed_in_place_are_transformed_again() -> None:
+    """The transformed weights are cached per weight array: changed in place (same array, same
+    address) they are transformed again, and the result is the new weights' convolution."""
+    from vta.compiler.ops import kernels as ops
+
+    x = R.standard_normal((1, 4, 30, 30)).astype(np.float32)
+    wt = w(3, 4, 3, 3)
+    ref = ops.conv2d(x, wt.copy(), None, strides=[1, 1], pads=[1] * 4, dilations=[1, 1],
+                     group=1)
+    first = ops.conv2d(x, wt, None, strides=[1, 1], pads=[1] * 4, dilations=[1, 1], group=1)
+    assert np.array_equal(first, ref)  # (the same computation, cached or not)
+    assert np.array_equal(ops.conv2d(x, wt, None, strides=[1, 1], pads=[1] * 4,
+                                     dilations=[1, 1], group=1), first)
+    wt *= -2
+    again = ops.conv2d(x, wt, None, strides=[1, 1], pads=[1] * 4, dilations=[1, 1], group=1)
+    assert np.abs(again + 2 * first).max() <= 1e-5 * np.abs(first).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+@pytest.mark.parametrize("kernel, strides, pads", [([3, 3], [2, 2], [1, 1, 1, 1]),
+                                                   ([2, 3], [1, 2], [0, 1, 1, 0]),
+                                                   ([3, 2], [3, 1], [1, 0, 2, 1])])
+def test_max_pool_is_the_window_maximum(kernel, strides, pads, dtype) -> None:
+    """The separable max pool (rows, then columns) equals the maximum over every window of the
+    padded input (padding never wins)."""
+    from vta.compiler.ops import kernels as ops
+
+    x = (R.standard_normal((2, 3, 11, 10)) * 60).astype(dtype)
+    lo = np.iinfo(dtype).min if dtype == np.int8 else -np.inf
+    t, left, b, r = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (left, r)), constant_values=lo)
+    win = np.lib.stride_tricks.sliding_window_view(xp, kernel, axis=(2, 3))
+    want = win[:, :, ::strides[0], ::strides[1]].max(axis=(4, 5))
+    got = ops.max_pool(x, kernel, strides, pads)
+    assert got.dtype == x.dtype and np.array_equal(got, want)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.host import module_host_kernels
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph, load_module
 from vta.compiler.graph.options import CompileOptions
-from vta.compiler.graph.quantize import kernel_for, run_quantized
+from vta.compiler.ops import kernel_for
 from vta.isa import Config
 
 from .conftest import rand_input

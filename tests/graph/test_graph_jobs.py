@@ -1,7 +1,9 @@
 """``vta compile --jobs N`` / ``compile_graph(jobs=N)``: the default-knob searches and the
 recordings in N forked workers give the same module, byte for byte, as in-process (N=1); each
 knob cache entry is searched once; bad N is a one-line error; Ctrl-C (or SIGTERM) stops the
-compile and its workers at once."""
+compile and its workers at once. The search accounting compiles with ``fuse=False``: a layer
+with a residual add fused in is timed (and, when its conv's knobs do not fit, searched) by its
+own worker job, ``_fused_choice`` (tests/graph/test_graph_fuse.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from vta.cli.main import main
 from vta.compiler.graph import module as gm
 from vta.compiler.graph import zoo
 from vta.compiler.graph.errors import InputError
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.topi import defaults
 from vta.isa import Config
 
@@ -77,13 +80,13 @@ def test_each_cache_entry_is_searched_once(small_models, tmp_path, monkeypatch) 
 
     monkeypatch.setattr(gm, "_search", counting)
     g = small_models["resnet18"][1]
-    m = gm.compile_graph(g, Config(), jobs=1)
+    m = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     entries = len(list((tmp_path / "knobs").glob("*.json")))
     assert len(searched) == entries
     works = {gm.replace(k, node="") for k in _layers(m, g)}
     assert len(works) > entries  # some workloads shared an entry
     searched.clear()
-    gm.compile_graph(g, Config(), jobs=1)
+    gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     assert searched == []
 
 
@@ -120,10 +123,10 @@ def test_searches_run_ahead_of_quantization(small_models, tmp_path, monkeypatch)
     meets it."""
     g = small_models["resnet18"][1]
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
-    ref = gm.compile_graph(g, Config(), jobs=1)
+    ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
     calls = _watch_workers(monkeypatch)
-    m = gm.compile_graph(g, Config(), jobs=2)
+    m = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=2)
     assert _kernels(m) == _kernels(ref)
     assert _entries(tmp_path / "j2") == _entries(tmp_path / "j1")
     templates = [json.loads(json.loads(e)["key"])["workload"]["template"]
@@ -140,7 +143,7 @@ def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
     after quantization, the guesses leave no entry in the cache, and the module is the same."""
     g = small_models["mobilenet_v1"][1]
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
-    ref = gm.compile_graph(g, Config(), jobs=1)
+    ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     real = gm._search_ahead
 
     def wrong(*a):  # noqa: ANN002, ANN202
@@ -149,7 +152,7 @@ def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
     monkeypatch.setattr(gm, "_search_ahead", wrong)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
     calls = _watch_workers(monkeypatch)
-    m = gm.compile_graph(g, Config(), jobs=2)
+    m = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=2)
     assert _kernels(m) == _kernels(ref)
     assert _entries(tmp_path / "j2") == _entries(tmp_path / "j1")
     ahead = sum(n for _, fn, n in calls if fn == "_search_unstored")
@@ -163,7 +166,7 @@ def test_a_failing_guess_does_not_stop_the_compile(small_models, tmp_path,
     the compile then searches after quantization, with the same module."""
     g = small_models["resnet18"][1]
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
-    ref = gm.compile_graph(g, Config(), jobs=1)
+    ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
 
     def broken(*a):  # noqa: ANN002, ANN202
         raise ValueError("a graph the guess does not foresee")
@@ -171,7 +174,8 @@ def test_a_failing_guess_does_not_stop_the_compile(small_models, tmp_path,
     monkeypatch.setattr(gm, "_expected_workloads", broken)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
     calls = _watch_workers(monkeypatch)
-    assert _kernels(gm.compile_graph(g, Config(), jobs=2)) == _kernels(ref)
+    assert _kernels(gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=2)) == \
+        _kernels(ref)
     assert sum(n for _, fn, n in calls if fn == "_search_unstored") == 0
     assert sum(n for _, fn, n in calls if fn == "_search") == len(_entries(tmp_path / "j1"))
 

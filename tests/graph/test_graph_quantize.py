@@ -6,27 +6,23 @@ import math
 
 import numpy as np
 import pytest
+from vta.compiler.graph.calibration import CALIBRATIONS, calibrate, load_samples, synthetic_samples
 from vta.compiler.graph.errors import InputError
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import (
-    CALIBRATIONS,
-    calibrate,
+from vta.compiler.graph.quant_error import layer_errors
+from vta.compiler.graph.quantize import quantize_graph, requant_params
+from vta.compiler.graph.reference import run_float
+from vta.compiler.ops.int8 import (
     dequantize_array,
     exponent_for,
-    layer_errors,
-    load_samples,
     quantize_array,
-    quantize_graph,
-    requant_params,
     requantize,
     rescale,
-    run_quantized,
     shr,
-    synthetic_samples,
     wrap_int32,
 )
-from vta.compiler.graph.reference import run_float
 
 from .conftest import rand_input
 
@@ -319,7 +315,7 @@ def test_int8_conv2d_adds_an_integer_bias_exactly(group: int) -> None:
     """The int8 reference's convolution (im2col products, or depthwise sums) with an int32
     bias equals an int64 convolution written out with windows (sums beyond 2^24 included)."""
     from numpy.lib.stride_tricks import sliding_window_view
-    from vta.compiler.graph import ops
+    from vta.compiler.ops import kernels as ops
 
     rng = np.random.default_rng(group)
     x = rng.integers(-128, 128, (1, 8, 9, 9), dtype=np.int8)

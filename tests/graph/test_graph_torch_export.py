@@ -19,10 +19,10 @@ import onnx
 import pytest
 from vta.cli.main import main
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
 

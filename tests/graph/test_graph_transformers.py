@@ -8,8 +8,8 @@ opset 23 writes ONNX's ``Attention`` op).
 
 - float (the ``--target cpu`` path): the kit's reference execution against onnxruntime, every
   element within 1e-4 of the output's largest magnitude;
-- int8 on fsim: bit-exact with the kit's int8 reference; against onnxruntime's float output the
-  cosine these random-init blocks reach today (int8 accuracy of transformers is later work);
+- int8 on fsim: bit-exact with the kit's int8 reference; cosine >= 0.99 against onnxruntime's
+  float output;
 - the compile summary's MACs (Q·Kᵀ and softmax·V included) against a count made here from the
   ONNX graph (onnx shape inference, Conv/Gemm/MatMul nodes);
 - token ids outside the vocabulary, a row masked entirely, synthetic calibration of integer
@@ -27,13 +27,14 @@ import onnx
 import pytest
 import torch
 from vta.cli.main import main
+from vta.compiler.graph.calibration import index_bounds, synthetic_samples
 from vta.compiler.graph.errors import InputError, UnsupportedOpError
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
 from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
-from vta.compiler.graph.quantize import index_bounds, run_quantized, synthetic_samples
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
 
@@ -238,9 +239,10 @@ def test_float_matches_onnxruntime(name: str, exporter: str) -> None:
         assert "Attention" in {n.op_type for n in model.graph.node}
 
 
-#: int8 on fsim against onnxruntime's float output: what these random-init blocks reach today
-#: with synthetic calibration (the int8 accuracy of transformers is issue 37's later part).
-COSINE = {"bert": 0.97, "vit": 0.99, "gpt": 0.99, "gpt_sdpa": 0.99, "mask_bool": 0.99,
+#: int8 on fsim against onnxruntime's float output, with synthetic calibration (the BERT layer,
+#: whose output is 32 values, reached 0.97 before the residual-stream and GELU rules of
+#: test_graph_transformer_accuracy.py).
+COSINE = {"bert": 0.99, "vit": 0.99, "gpt": 0.99, "gpt_sdpa": 0.99, "mask_bool": 0.99,
           "mask_additive": 0.99}
 INT8_CASES = [(m, e) for m in ("bert", "gpt", "vit") for e in ("ts", "dynamo")] + \
     [("gpt_sdpa", "dynamo23"), ("mask_additive", "ts")]

@@ -1,11 +1,12 @@
-"""The compute pipeline's sub-components (loop issuer, ALU and GEMM lanes, write-back) on
-their own, against hand-computed sequences."""
+"""The compute pipeline's sub-components (loop issuer, ALU and GEMM lanes, accumulator read,
+write-back) on their own, against hand-computed sequences."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from vta.hw.acc_read import AccReader
 from vta.hw.alu import AluLane
 from vta.hw.decode import insn_layouts
 from vta.hw.gemm import GemmLane
@@ -279,8 +280,8 @@ def test_write_back_history_and_ports(granularity) -> None:
             ctx.set(dut.load.data, x["load_data"])
             ctx.set(dut.load.en, x["load_en"])
             got.append({
-                "w": entry(ctx, dut.w), "w1": entry(ctx, dut.w1),
-                "w2_result": ctx.get(dut.w2_result),
+                "w": entry(ctx, dut.history.w), "w1": entry(ctx, dut.history.w1),
+                "w2_result": ctx.get(dut.history.w2_result),
                 **{name: {"addr": ctx.get(p.addr), "data": ctx.get(p.data),
                           "en": ctx.get(p.en)}
                    for name, p in (("acc", dut.acc_wr), ("out", dut.out_wr))}})
@@ -309,7 +310,7 @@ def test_write_back_mixes_lanes_by_their_own_select() -> None:
             ctx.set(dut.gemm_result[k], g)
             ctx.set(dut.alu_result[k], a)
         await ctx.tick()
-        got.append(ctx.get(dut.w.result))
+        got.append(ctx.get(dut.history.w.result))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -321,3 +322,29 @@ def test_write_back_mixes_lanes_by_their_own_select() -> None:
 def test_write_back_rejects_an_out_width_wider_than_the_accumulator() -> None:
     with pytest.raises(TypeError, match="out_width"):
         WriteBack(lanes=2, acc_width=8, out_width=16, addr_width=3)
+
+
+def test_acc_reader_shares_the_port_and_clears_reset_lanes() -> None:
+    """GEMM's T1 address wins over the ALU's; the data arrives registered a cycle later, with
+    the lanes ``zero`` selects cleared."""
+    dut = AccReader(lanes=3, acc_width=8, addr_width=4)
+    got = []
+
+    async def bench(ctx) -> None:
+        for gemm_valid, zero, word in ((1, (0, 1, 0), 0x332211), (0, (0, 0, 0), 0x665544),
+                                       (1, (1, 1, 1), 0x998877)):
+            ctx.set(dut.gemm.valid, gemm_valid)
+            ctx.set(dut.gemm.addr, 5)
+            ctx.set(dut.alu_addr, 9)
+            ctx.set(dut.acc_rd.data, word)
+            for k, z in enumerate(zero):
+                ctx.set(dut.zero[k], z)
+            addr = ctx.get(dut.acc_rd.addr)
+            await ctx.tick()
+            got.append((addr, ctx.get(dut.data)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [(5, 0x330011), (9, 0x665544), (5, 0)]

@@ -197,8 +197,8 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     shaped by ``input_shapes`` as `vta compile --input-shape`) and keep its VTA layers'
     geometry and requantization parameters."""
     import onnx
+    from vta.compiler import ops
     from vta.compiler.graph.onnx_frontend import from_onnx
-    from vta.compiler.graph.options import VTA_OPS
 
     try:
         proto = onnx.load_from_string(model_bytes)
@@ -209,8 +209,8 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     qg, shapes = quantized_model(graph, cfg)
     layers, cpu = [], []
     for n in qg.nodes:
-        if n.op not in VTA_OPS:
-            if n.op in ("Conv", "Dense", "ConvTranspose"):
+        if not ops.has(n.op, "gemm"):
+            if ops.has(n.op, "vta_layer"):
                 cpu.append(n.name)  # kept in float by the quantizer
             continue
         shift, mul = n.attrs["shift"], n.attrs.get("mul", 1)

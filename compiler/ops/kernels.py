@@ -1,16 +1,16 @@
 """Vectorised numpy kernels shared by the float reference and the int8 reference.
 
 Convolution is im2col + one matrix multiply per group (float32 BLAS for floats, in NCHW, and
-Winograd F(2x2, 3x3) for large 3x3 stride-1 ones; for int8, the exact integer product of
-:func:`vta.sim.blas.exact_matmul`: :func:`int8_matmul`); depthwise
-convolution (float64 for integers: exact) is a sum of
-shifted, scaled copies. Attributes are the canonical ones produced by the ONNX frontend
-(``pads`` is ``[top, left, bottom, right]``).
+Winograd F(4x4, 3x3) or F(2x2, 3x3) for large 3x3 stride-1 ones; for int8, the exact integer
+product of :func:`vta.sim.blas.exact_matmul`: :func:`int8_matmul`); depthwise convolution
+(float64 for integers: exact) is a sum of shifted, scaled copies. Attributes are the canonical
+ones produced by the ONNX frontend (``pads`` is ``[top, left, bottom, right]``).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -112,26 +112,30 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, strides: list[
     return res
 
 
-#: Winograd F(2x2, 3x3) pays (2.25 times fewer multiplications against its transforms) from
-#: this many 2x2 output tiles per image on (a 28x28 output); below, its 16 products are too
-#: narrow for BLAS and the weights' transform costs as much as it saves.
-_WINOGRAD_MIN_TILES = 196
+#: Winograd F(m x m, 3x3) for a 3x3 stride-1 convolution with at least this many m x m output
+#: tiles per image; the larger tile first (F(4x4, 3x3): 2.25 multiplications per output
+#: against F(2x2, 3x3)'s 4 and a direct sum's 9, with cheaper transforms per output). Below it
+#: the 36 or 16 products are too narrow for BLAS and im2col is as fast (measured on ResNet-18's
+#: stages: 28x28 outputs and up take F(4x4), 14x14 F(2x2), 7x7 im2col).
+_WINOGRAD_MIN_TILES = 49
+_WINOGRAD_TILES = (4, 2)
 
 
 def _conv2d_float(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: list[int],
                   pads: list[int], dilations: list[int], group: int) -> np.ndarray:
     """A float convolution computed in NCHW: 3x3 stride-1 convolutions of enough tiles by
-    Winograd F(2x2, 3x3); the others as one product of the weights with the input's im2col
-    columns per image and group (the product's rows are the output channels, so it is NCHW
-    as it comes)."""
+    Winograd (:func:`_winograd_3x3`); the others as one product of the weights with the
+    input's im2col columns per image and group (the product's rows are the output channels,
+    so it is NCHW as it comes)."""
     o, cg, kh, kw = w.shape
     n = x.shape[0]
     sh, sw = strides
     if ((kh, kw, sh, sw) == (3, 3, 1, 1) and list(dilations) == [1, 1] and group == 1
             and min(pads) >= 0):
         oh, ow = x.shape[2] + pads[0] + pads[2] - 2, x.shape[3] + pads[1] + pads[3] - 2
-        if -(-oh // 2) * -(-ow // 2) >= _WINOGRAD_MIN_TILES:
-            return _winograd_3x3(x, w, b, pads)
+        for m in _WINOGRAD_TILES:
+            if -(-oh // m) * -(-ow // m) >= _WINOGRAD_MIN_TILES:
+                return _winograd_3x3(x, w, b, pads, m)
     xp = pad_nchw(x, pads)
     win = windows(xp, kh, kw, strides, dilations)  # N, C, OH, OW, KH, KW
     oh, ow = win.shape[2], win.shape[3]
@@ -151,55 +155,82 @@ def _conv2d_float(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, strides: l
     return out.reshape(n, o, oh, ow)
 
 
-def _winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
-                  pads: list[int]) -> np.ndarray:
-    """A 3x3 stride-1 convolution by Winograd F(2x2, 3x3) (Lavin & Gray 2016): per 4x4 input
-    tile d and channel pair, the 2x2 output tile A^T [(G g G^T) * (B^T d B)] A; the
-    elementwise products over channels are 16 matrix products. The transforms add and
-    subtract rows and columns (B, A hold 0 and +-1; G halves), so the result stays within a
-    few float32 roundings of the direct sum."""
+def _winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """F(m x m, 3x3)'s transforms as Kronecker products (Lavin & Gray 2016, points 0, +-1
+    (m = 2) and 0, +-1, +-2, infinity (m = 4)): B^T x B of an (m + 2)^2 tile, G g G^T of a
+    3x3 kernel and A^T y A of the product tile, each as one matrix on flattened tiles."""
+    if m == 2:
+        bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+        g = [[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]
+        at = [[1, 1, 1, 0], [0, 1, -1, -1]]
+    else:
+        bt = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+              [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+        g = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+             [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+        at = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
+    return tuple(np.kron(np.array(t, np.float64), np.array(t, np.float64)) for t in (bt, g, at))
+
+
+_WINOGRAD = {m: _winograd_matrices(m) for m in _WINOGRAD_TILES}
+
+#: The transformed weights of the last convolutions (G g G^T costs as much as the products on
+#: 14x14 outputs): key (id of the weights, m) -> (a copy of the weights, their transform). An
+#: entry is used only while the weights still equal its copy, so that weights changed in place
+#: or a new array at a reused address are transformed again.
+_WINOGRAD_WEIGHTS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+_WINOGRAD_WEIGHTS_MAX = 64
+_WINOGRAD_LOCK = threading.Lock()
+
+
+def _winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """G g G^T of every (output, input) kernel pair: ((m + 2)^2, O, C)."""
+    key = (id(w), m)
+    hit = _WINOGRAD_WEIGHTS.get(key)
+    if hit is not None and hit[0].shape == w.shape and hit[0].dtype == w.dtype and \
+            np.array_equal(hit[0], w):
+        return hit[1]
+    o, c = w.shape[:2]
+    kg = _WINOGRAD[m][1].astype(w.dtype)
+    u = (kg @ w.reshape(o * c, 9).T).reshape((m + 2) ** 2, o, c)
+    with _WINOGRAD_LOCK:  # (a caller may run convolutions in several threads)
+        if len(_WINOGRAD_WEIGHTS) >= _WINOGRAD_WEIGHTS_MAX:
+            _WINOGRAD_WEIGHTS.pop(next(iter(_WINOGRAD_WEIGHTS)))
+        _WINOGRAD_WEIGHTS[key] = (w.copy(), u)
+    return u
+
+
+def _winograd_3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pads: list[int],
+                  m: int) -> np.ndarray:
+    """A 3x3 stride-1 convolution by Winograd F(m x m, 3x3) (Lavin & Gray 2016): per
+    (m + 2)^2 input tile d (stride m) and channel pair, the m x m output tile
+    A^T [(G g G^T) * (B^T d B)] A. Each transform is one matrix product on the flattened tiles
+    of all channels, the elementwise products summed over channels are (m + 2)^2 matrix
+    products. In float32 the result is within about 1e-6 (m = 2) and 1e-5 (m = 4) of the
+    largest output."""
     n, c, h, wd = x.shape
     o = w.shape[0]
+    a = m + 2
+    kb, _, ka = (k.astype(x.dtype) for k in _WINOGRAD[m])
     t, left, bot, r = pads
     oh, ow = h + t + bot - 2, wd + left + r - 2
-    th, tw = -(-oh // 2), -(-ow // 2)
-    xp = np.zeros((c, n, 2 * th + 2, 2 * tw + 2), x.dtype)
-    xp[:, :, t:t + h, left:left + wd] = x.transpose(1, 0, 2, 3)
-    # B^T d B: rows of tiles first (on whole rows of the input), then their columns
-    rows = xp[:, :, 0:2 * th + 2]
-    e = [rows[:, :, k:k + 2 * th:2] for k in range(4)]  # row k of every tile: C, N, TH, W
-    bt = (e[0] - e[2], e[1] + e[2], e[2] - e[1], e[1] - e[3])
-    v = np.empty((4, 4, c, n, th, tw), x.dtype)
-    for a, ra in enumerate(bt):
-        q = [ra[..., k:k + 2 * tw:2] for k in range(4)]  # column k of every tile
-        np.subtract(q[0], q[2], out=v[a, 0])
-        np.add(q[1], q[2], out=v[a, 1])
-        np.subtract(q[2], q[1], out=v[a, 2])
-        np.subtract(q[1], q[3], out=v[a, 3])
-    # G g G^T, rows then columns: [g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2]
-    g = np.ascontiguousarray(w.transpose(2, 3, 0, 1))  # KH, KW, O, C
-    half = x.dtype.type(0.5)
-    gr = (g[0], (g[0] + g[1] + g[2]) * half, (g[0] - g[1] + g[2]) * half, g[2])
-    u = np.empty((4, 4, o, c), x.dtype)
-    for a, ga in enumerate(gr):
-        u[a, 0] = ga[0]
-        u[a, 1] = (ga[0] + ga[1] + ga[2]) * half
-        u[a, 2] = (ga[0] - ga[1] + ga[2]) * half
-        u[a, 3] = ga[2]
-    m = np.matmul(u.reshape(16, o, c), v.reshape(16, c, n * th * tw))
-    m = m.reshape(4, 4, o, n, th, tw)
-    # A^T m A: [m0 + m1 + m2, m1 - m2 - m3] on rows, then on columns
-    y = np.empty((n, o, th, 2, tw, 2), x.dtype)
-    yt = y.transpose(1, 0, 2, 3, 4, 5)  # O, N, TH, 2, TW, 2
-    for a, s in enumerate((m[0] + m[1] + m[2], m[1] - m[2] - m[3])):
-        np.add(s[0] + s[1], s[2], out=yt[:, :, :, a, :, 0])
-        np.subtract(s[1] - s[2], s[3], out=yt[:, :, :, a, :, 1])
-    y = y.reshape(n, o, 2 * th, 2 * tw)
-    if (2 * th, 2 * tw) != (oh, ow):
-        y = np.ascontiguousarray(y[:, :, :oh, :ow])
+    th, tw = -(-oh // m), -(-ow // m)
+    xp = np.zeros((n, c, m * th + 2, m * tw + 2), x.dtype)
+    xp[:, :, t:t + h, left:left + wd] = x
+    s = xp.strides
+    tiles = as_strided(xp, (a, a, c, n, th, tw), (s[2], s[3], s[1], s[0], m * s[2], m * s[3]),
+                       writeable=False)  # element (i, j) of every tile: A, A, C, N, TH, TW
+    v = (kb @ np.ascontiguousarray(tiles).reshape(a * a, -1)).reshape(a * a, c, n * th * tw)
+    prod = np.matmul(_winograd_weights(w, m), v).reshape(a * a, -1)
+    y = (ka @ prod).reshape(m, m, o, n, th, tw)
+    out = np.empty((n, o, th, m, tw, m), x.dtype)
+    out.transpose(3, 5, 1, 0, 2, 4)[...] = y
+    out = out.reshape(n, o, m * th, m * tw)
+    if (m * th, m * tw) != (oh, ow):
+        out = np.ascontiguousarray(out[:, :, :oh, :ow])
     if b is not None:
-        y += b.astype(x.dtype, copy=False)[None, :, None, None]
-    return y
+        out += b.astype(x.dtype, copy=False)[None, :, None, None]
+    return out
 
 
 def int8_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -245,14 +276,19 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, *, stri
 
 
 def max_pool(x: np.ndarray, kernel: list[int], strides: list[int], pads: list[int]) -> np.ndarray:
+    """Separable: the maximum over the kernel's rows (whole input rows at a time), then over
+    its columns (kh + kw - 2 passes instead of kh * kw - 1)."""
     lo = np.iinfo(x.dtype).min if np.issubdtype(x.dtype, np.integer) else -np.inf
     xp = pad_nchw(x, pads, lo)
-    win = windows(xp, kernel[0], kernel[1], strides)
-    out = np.array(win[..., 0, 0])
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            if i or j:
-                np.maximum(out, win[..., i, j], out=out)
+    (kh, kw), (sh, sw) = kernel, strides
+    oh = (xp.shape[2] - kh) // sh + 1
+    ow = (xp.shape[3] - kw) // sw + 1
+    rows = np.array(xp[:, :, 0:(oh - 1) * sh + 1:sh])
+    for i in range(1, kh):
+        np.maximum(rows, xp[:, :, i:i + (oh - 1) * sh + 1:sh], out=rows)
+    out = np.array(rows[..., 0:(ow - 1) * sw + 1:sw])
+    for j in range(1, kw):
+        np.maximum(out, rows[..., j:j + (ow - 1) * sw + 1:sw], out=out)
     return out
 
 

@@ -1,0 +1,118 @@
+"""The int8 kernels: the bit-exact numpy rule of every int8 op of the quantized graph (the
+specification VTA's results are checked against bit for bit; the rules are described in
+:mod:`vta.compiler.graph.quantize`). Each takes a node (``op``, ``attrs``) and its inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import kernels as ops
+from .int8 import QMAX, QMIN, dequantize_array, quantize_array, requantize, rescale
+
+Node = Any  # a node of the graph IR: its ``op`` and ``attrs``
+
+def qconv(n: Node, a: list[Any]) -> list[np.ndarray]:
+    acc = ops.conv2d(a[0], a[1], None, strides=n.attrs["strides"], pads=n.attrs["pads"],
+                     dilations=n.attrs["dilations"], group=n.attrs["group"],
+                     input_strides=n.attrs.get("input_strides"))
+    acc = acc + a[2].astype(np.int64)[None, :, None, None]
+    return [_requant(n, acc, a)]
+
+
+def _requant(n: Node, acc: np.ndarray, a: list[Any]) -> np.ndarray:
+    y = requantize(acc, n.attrs["shift"], n.attrs["lo"], n.attrs["hi"],
+                   n.attrs.get("mul", 1), n.attrs.get("shift2", 0))
+    r = n.attrs.get("residual")  # a QAdd fused into the epilogue (vta.compiler.graph.fuse)
+    return y if r is None else _add(r, y, a[3])
+
+
+def qdense(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [_requant(n, ops.int8_matmul(a[0], a[1]) + a[2].astype(np.int64), a)]
+
+
+def qadd(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [_add(n.attrs, a[0], a[1])]
+
+
+def _add(attrs: dict[str, Any], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    s = x.astype(np.int64) * attrs["mul_a"] + y.astype(np.int64) * attrs["mul_b"]
+    return np.clip(rescale(s, 1, attrs["shift"]), attrs["lo"], attrs["hi"]).astype(np.int8)
+
+
+def qavg(n: Node, a: list[Any]) -> list[np.ndarray]:
+    x = a[0]
+    if n.op == "QGlobalAveragePool":
+        s = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
+        cnt = np.int64(x.shape[2] * x.shape[3])
+    else:
+        s, cnt = ops.pool_sum_count(x, n.attrs["kernel_shape"], n.attrs["strides"],
+                                    n.attrs["pads"], n.attrs["count_include_pad"],
+                                    n.attrs.get("ceil_extra"))
+    num = s * n.attrs["mul"]
+    den = cnt * (1 << n.attrs["shift"])
+    return [np.clip((2 * num + den) // (2 * den), QMIN, QMAX).astype(np.int8)]
+
+
+def qconcat(n: Node, a: list[Any]) -> list[np.ndarray]:
+    parts = [np.clip(rescale(x, m, k), QMIN, QMAX) for x, (m, k) in zip(a, n.attrs["rescale"])]
+    return [np.concatenate(parts, axis=n.attrs["axis"]).astype(np.int8)]
+
+
+def qpad(n: Node, a: list[Any]) -> list[np.ndarray]:
+    pads = n.attrs["pads"]
+    r = a[0].ndim
+    width = [(pads[i], pads[i + r]) for i in range(r)]
+    if n.attrs["mode"] == "constant":
+        return [np.pad(a[0], width, constant_values=n.attrs["qvalue"])]
+    return [np.pad(a[0], width, mode=n.attrs["mode"])]
+
+
+def qleaky(n: Node, a: list[Any]) -> list[np.ndarray]:
+    x = a[0].astype(np.int64)
+    neg = rescale(np.minimum(x, 0), n.attrs["mul"], n.attrs["shift"])
+    return [np.clip(np.maximum(x, 0) + neg, QMIN, QMAX).astype(np.int8)]
+
+
+def _hsig_int(n: Node, x: np.ndarray) -> np.ndarray:
+    v = x.astype(np.int64) * n.attrs["mul"] + n.attrs["bias"]
+    return np.clip(rescale(v, 1, n.attrs["shift"]), 0, n.attrs["one"])
+
+
+def qhardswish(n: Node, a: list[Any]) -> list[np.ndarray]:
+    h = _hsig_int(n, a[0])
+    y = rescale(a[0].astype(np.int64) * h, n.attrs["mul2"], n.attrs["shift2"])
+    return [np.clip(y, QMIN, QMAX).astype(np.int8)]
+
+
+def qlut(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """``table[q + 128]``: a float element-wise op of one int8 input as its 256 int8 results."""
+    return [np.asarray(n.attrs["table"], np.int8)[a[0].astype(np.int16) + 128]]
+
+
+
+def qmaxpool(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [ops.max_pool(a[0], n.attrs["kernel_shape"], n.attrs["strides"], n.attrs["pads"])]
+
+
+def qclip(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [np.clip(a[0], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)]
+
+
+def qhardsigmoid(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [_hsig_int(n, a[0]).astype(np.int8)]
+
+
+def qfakequant(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [np.clip(rescale(a[0], *n.attrs["rescale"]), n.attrs["lo"],
+                    n.attrs["hi"]).astype(np.int8)]
+
+
+def quantize(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [quantize_array(a[0], n.attrs["scale"], n.attrs.get("offset", 0))]
+
+
+def dequantize(n: Node, a: list[Any]) -> list[np.ndarray]:
+    return [dequantize_array(a[0], n.attrs["scale"], n.attrs.get("offset", 0))]
