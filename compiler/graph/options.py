@@ -20,8 +20,9 @@ from .errors import InputError
 #: The ops that run on VTA's GEMM core, and every op the partitioner sends to VTA (the
 #: default of :attr:`CompileOptions.vta_ops`; the GEMM ops and the element-wise ones of VTA's
 #: ALU): the op registry's.
-VTA_OPS = ops.names(lambda o: o.gemm)
-LOWERED_OPS = ops.names(lambda o: o.lowered)
+#: Sorted, so that a module's manifest records them in one order.
+VTA_OPS = tuple(sorted(ops.names(lambda o: o.gemm)))
+LOWERED_OPS = tuple(sorted(ops.names(lambda o: o.lowered)))
 #: Where the CPU layers' kernels come from: "llvm" (the operator compiler's LLVM IR, stored in
 #: the module) or "numpy" (none stored: the reference kernels).
 HOSTS = ("llvm", "numpy")
@@ -66,7 +67,8 @@ class CompileOptions(JsonRecord):
             v = getattr(self, name)
             if isinstance(v, str):
                 raise InputError(f"{name} must be a list of names, not the string {v!r}")
-            object.__setattr__(self, name, tuple(v))
+            object.__setattr__(self, name, tuple(sorted(v)) if isinstance(v, set | frozenset)
+                               else tuple(v))
         if self.host not in HOSTS:
             raise InputError(f"unknown host kernels {self.host!r}; use {' or '.join(HOSTS)}")
         if self.calibration not in CALIBRATIONS:

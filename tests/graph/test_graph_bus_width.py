@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from vta.compiler.graph.executor import Executor
+from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.module import compile_graph, load_module
 from vta.compiler.graph.options import CompileOptions
-from vta.compiler.graph.quantize import run_quantized
 from vta.compiler.topi import defaults
 from vta.sim.perf import estimate
 
