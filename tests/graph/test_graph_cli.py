@@ -297,7 +297,7 @@ def test_compile_options(work, tmp_path, capsys) -> None:
     assert m["options"] == {"float_layers": [], "cpu_layers": [], "vta_ops": [],
                             "keep_first_float": True, "board": board.name, "threads": True,
                             "host": "llvm", "per_channel": False, "calibration": "mse",
-                            "pow2": False, "bias_correction": False}
+                            "pow2": False, "bias_correction": False, "fuse": True}
     # recompiling over an existing module replaces it atomically
     assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--no-vta"]) == 0
     m = json.loads((out / "manifest.json").read_text())
