@@ -8,6 +8,7 @@ own worker job, ``_fused_choice`` (tests/graph/test_graph_fuse.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -146,8 +147,8 @@ def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
     ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     real = gm._search_ahead
 
-    def wrong(*a):  # noqa: ANN002, ANN202
-        return real(*a[:-2], not a[-2], a[-1])  # pow2 flipped
+    def wrong(og, cfg, o, *a):  # noqa: ANN001, ANN002, ANN202
+        return real(og, cfg, dataclasses.replace(o, pow2=not o.pow2), *a)  # pow2 flipped
 
     monkeypatch.setattr(gm, "_search_ahead", wrong)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
