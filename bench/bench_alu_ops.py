@@ -28,8 +28,9 @@ from vta.boards import get_board  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
-from vta.compiler.graph.module import VTA_OPS, compile_graph  # noqa: E402
+from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.options import VTA_OPS, CompileOptions  # noqa: E402
 from vta.compiler.ops import alu_kind  # noqa: E402
 from vta.isa import Config  # noqa: E402
 
@@ -71,7 +72,7 @@ def run_net(name: str, cfg: Config, clock_mhz: float, check: bool, tsim: bool) -
     x = {next(iter(graph.inputs)): np.random.default_rng(0)
          .standard_normal(zoo.ZOO[name].input_shape()).astype(np.float32)}
     on_vta = compile_graph(graph, cfg)
-    on_cpu = compile_graph(graph, cfg, vta_ops=VTA_OPS)
+    on_cpu = compile_graph(graph, cfg, CompileOptions(vta_ops=VTA_OPS))
     ew = [n.name for n in on_vta.graph.nodes if alu_kind(n.op)]
     ew_vta = [k for k in ew if on_vta.partition[k] == "vta"]
     cyc = {k: k_.cycles for k, k_ in on_vta.kernels.items()}

@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(samples) >= 2:
         err = model.calibrate(samples)
         print(f"  {len(samples)} synthesized configurations ({model.calibration_method}):")
-        for (cfg, bw, used), e in zip(samples, model.errors(samples)):
-            print(f"    {cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{bw}: "
+        for (cfg, used), e in zip(samples, model.errors(samples)):
+            print(f"    {cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{cfg.bus_width}: "
                   + "  ".join(f"{k} {used[k]:>7g} ({100 * e[k]:+.1f}% fit)" for k in KINDS))
         print("  mean relative error: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in err.items())
               + "   (goal <= 15%)")
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  not synthesized yet: {', '.join(missing)}")
         out["missing"] = missing
     # other cached reports of this board (e.g. finalists): out-of-sample checks
-    seen = {(json.dumps(c.params, sort_keys=True), b) for c, b, _ in samples}
+    seen = {(json.dumps(c.params, sort_keys=True), c.bus_width) for c, _ in samples}
     extra = []
     for f in sorted((cache_dir("synth")).glob(f"{board.name}-*.json")):
         e = json.loads(f.read_text())
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if e.get("hw_hash") != hw_hash():  # made from older hardware sources
             continue
-        cfg = Config(**e["config"])
-        est = model.estimate(cfg, e["bus_width"])
+        cfg = Config(**e["config"], BUS_WIDTH=e["bus_width"])
+        est = model.estimate(cfg)
         rel = {k: (est[k] - e["used"][k]) / max(e["used"][k], 1) for k in KINDS}
         extra.append(rel)
         print(f"  held out {cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{e['bus_width']}: "
@@ -158,10 +158,11 @@ def ceiling(res, net, model, board, goal: float) -> dict:
     top = max(p.cand.cfg.LOG_BLOCK for p in fitting)
     for lb, lk in ((1, top), (0, top + 1)):
         try:
-            cfg = Config(**{**base, "LOG_BATCH": lb, "LOG_BLOCK": lk})
+            cfg = Config(**{**base, "LOG_BATCH": lb, "LOG_BLOCK": lk},
+                         BUS_WIDTH=ref.cand.bus_width)
         except ConfigError:
             continue
-        est = model.estimate(cfg, ref.cand.bus_width)
+        est = model.estimate(cfg)
         over = [f"{k.upper()} {est[k]:,.0f}/{board.budget.as_dict()[k]:,.0f}" for k in KINDS
                 if est[k] > board.budget.as_dict()[k]]
         need[f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}"] = est

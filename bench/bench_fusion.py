@@ -1,6 +1,6 @@
 """Graph-level fusion on VTA (issue 38): each residual add in the epilogue of the conv or dense
 layer that produces one of its operands (vta.compiler.graph.fuse), against the unfused compile
-(``compile_graph(..., fuse=False)``, ``vta compile --no-fuse``) measured in the same run.
+(``CompileOptions(fuse=False)``, ``vta compile --no-fuse``) measured in the same run.
 
 For each network: compile time (best of three, alternating), the VTA layers' cycles on the
 performance model and (``--tsim``, Verilator RTL) on tsim, fused and unfused, and whether the
@@ -27,12 +27,13 @@ from vta.compiler.graph import zoo  # noqa: E402
 from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.options import CompileOptions  # noqa: E402
 from vta.isa import Config  # noqa: E402
 
 
 def _compile(graph, cfg: Config, fuse: bool):  # noqa: ANN001, ANN202
     t0 = time.perf_counter()
-    m = compile_graph(graph, cfg, fuse=fuse)
+    m = compile_graph(graph, cfg, CompileOptions(fuse=fuse))
     return m, time.perf_counter() - t0
 
 

@@ -27,6 +27,7 @@ from vta.compiler.graph.executor import Executor  # noqa: E402
 from vta.compiler.graph.int8_executor import run_quantized  # noqa: E402
 from vta.compiler.graph.module import compile_graph  # noqa: E402
 from vta.compiler.graph.onnx_frontend import from_onnx  # noqa: E402
+from vta.compiler.graph.options import CompileOptions  # noqa: E402
 from vta.compiler.graph.passes import optimize  # noqa: E402
 from vta.compiler.graph.reference import run_float  # noqa: E402
 from vta.isa import Config  # noqa: E402
@@ -147,7 +148,7 @@ def main() -> None:
 
     # int8: numpy reference vs fsim, with the default knobs and with one virtual thread
     ref["int8_numpy_s"], ref["int8_numpy_cpu_s"] = {}, {}
-    single = compile_graph(graph, cfg, threads=False)
+    single = compile_graph(graph, cfg, CompileOptions(threads=False))
     for label, mod in (("default knobs", module), ("one virtual thread", single)):
         with Executor(mod, "fsim") as ex:
             ex.run(x)

@@ -174,7 +174,7 @@ def _uart_soc(cfg, bus_bytes: int):
     from vta.boards.ulx3s import UartSoC
     from vta.hw.core import VTACore
 
-    core = VTACore(cfg, bus_width=bus_bytes * 8, options=_core_options())
+    core = VTACore(cfg.with_bus_width(bus_bytes * 8), options=_core_options())
     core._MustUse__silence = True
     stub = PortStub(core.signature)
     soc = UartSoC(stub, bus_width=bus_bytes * 8, ram_kib=64, uart_divisor=868)

@@ -29,7 +29,7 @@ from vta.isa.layout import MemType, Opcode
 
 def counters(program: list[Insn], dram: np.ndarray, cfg: Config, bus_width: int) -> dict:
     """The core's counter registers after the run (register name -> value)."""
-    return dict(run_program(program, dram, cfg, bus_width=bus_width).stats.hw_counters)
+    return dict(run_program(program, dram, cfg.with_bus_width(bus_width)).stats.hw_counters)
 
 
 def fit(xs: list[int], ys: list[int]) -> tuple[float, float]:

@@ -9,8 +9,9 @@ from .registry import Board
 
 
 def generate_core(cfg: Config, board: Board) -> str:
-    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its bus width and hardware
-    options) from :mod:`vta.hw.verilog`."""
+    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its hardware options; the
+    configuration's bus must be the board's memory port) from :mod:`vta.hw.verilog`."""
     from vta.hw.verilog import generate  # deferred: amaranth, not needed to list boards
 
-    return generate(cfg, bus_width=board.bus_width, name="vta_core", options=board.core_options)
+    board.check_bus(cfg)
+    return generate(cfg, name="vta_core", options=board.core_options)

@@ -44,7 +44,8 @@ def top_verilog(board: Board, cfg: Config, *, ram_kib: int = 64,
     from amaranth.back import verilog  # deferred: amaranth, only to generate
     from vta.hw.core import VTACore  # deferred: amaranth, only to generate
 
-    core = VTACore(cfg, bus_width=board.bus_width, options=board.core_options)
+    board.check_bus(cfg)
+    core = VTACore(cfg, options=board.core_options)
     core._MustUse__silence = True  # only its signature is used
     top = ULX3STop(core.signature, clock_mhz=clock_mhz or board.clock_mhz,
                    bus_width=board.bus_width, ram_kib=ram_kib)

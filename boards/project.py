@@ -39,6 +39,7 @@ def project_files(board: str | Board, cfg: Config | None = None, *,
     """File name -> text of the board's project (nothing written)."""
     board = get_board(board)
     cfg = cfg or board.default_config
+    board.check_bus(cfg)
     core = core_verilog if core_verilog is not None else generate_core(cfg, board)
     ports = core_ports(core, "vta_core")
     files: dict[str, str] = {"vta_core.v": core}

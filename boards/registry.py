@@ -159,15 +159,14 @@ class Board:
     #: Resource budget of the device (see the module docstring for units).
     budget: Resources
     clock_mhz: float
-    #: Width in bits of the AXI memory port of the core (64 or 128).
-    bus_width: int
     #: Byte address of the core's host registers on the processor's bus.
     reg_base: int
     #: Size of the register window (bytes).
     reg_span: int
     #: "vivado", "quartus" or "open".
     flow: str
-    #: The default configuration's parameters (overrides of :class:`Config`'s defaults).
+    #: The default configuration's parameters (overrides of :class:`Config`'s defaults; its
+    #: ``BUS_WIDTH`` is the board's memory port, 64 when not given).
     config_params: dict[str, int] = field(default_factory=dict)
     notes: str = ""
     #: Flow-specific details (Vivado board part, nextpnr device/package, ...).
@@ -189,6 +188,20 @@ class Board:
         return Config(**self.config_params)
 
     @property
+    def bus_width(self) -> int:
+        """Width in bits of the board's AXI memory port: its configuration's ``BUS_WIDTH``."""
+        return self.default_config.bus_width
+
+    def check_bus(self, cfg: Config, source: str = "the configuration") -> None:
+        """A BoardError unless ``cfg``'s core has this board's memory port width (a project
+        wires the core's AXI master to the port as it is); ``source`` names ``cfg``."""
+        if cfg.bus_width != self.bus_width:
+            raise BoardError(f"{source} has a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
+                             f"board {self.name} has a {self.bus_width}-bit memory port; set "
+                             f"\"BUS_WIDTH\": {self.bus_width} in it (vta config write "
+                             f"--bus-width {self.bus_width}) or choose another board")
+
+    @property
     def options_note(self) -> str:
         """``", core options a, b"`` for progress lines (empty for the plain core)."""
         on = sorted(k for k, v in self.core_options.items() if v)
@@ -203,7 +216,7 @@ class Board:
             "reg_span": f"0x{self.reg_span:X}", "flow": self.flow,
             "budget": {k: int(v) for k, v in self.budget.as_dict().items()},
             "units": dict(self.fam.units),
-            "default_config": self.default_config.params,
+            "default_config": self.default_config.hw_params,
             "core_options": dict(self.core_options),
             "notes": self.notes,
         }
@@ -211,6 +224,9 @@ class Board:
 
 #: The PYNQ config of TVM, shared by the processor-based boards.
 _PYNQ_CONFIG: dict[str, int] = {}
+#: The Zynq UltraScale+ boards' (Ultra96-V2, ZCU104): the PYNQ config on their 128-bit
+#: S_AXI_HP0_FPD memory port.
+_ZYNQMP_CONFIG: dict[str, int] = {**_PYNQ_CONFIG, "BUS_WIDTH": 128}
 
 #: The Xilinx boards' core: two GEMM products per DSP48 slice (vta.hw.packed). The ECP5 and
 #: Cyclone V boards keep one product per multiplier (docs/boards.md says why).
@@ -243,7 +259,7 @@ _BOARDS: tuple[Board, ...] = (
         name="pynq-z1", title="PYNQ-Z1", family="xc7", part="xc7z020clg400-1",
         # Zynq-7020: 53,200 LUTs, 106,400 FFs, 140 RAMB36 (4.9 Mb), 220 DSP48E1 (DS190).
         budget=Resources(lut=53200, ff=106400, bram=140, dsp=220),
-        clock_mhz=100.0, bus_width=64, reg_base=0x43C0_0000, reg_span=0x1_0000, flow="vivado",
+        clock_mhz=100.0, reg_base=0x43C0_0000, reg_span=0x1_0000, flow="vivado",
         config_params=_PYNQ_CONFIG,
         notes="Zynq-7000; VTA on M_AXI_GP0, memory through S_AXI_HP0 (64-bit)",
         # S_AXI_HP0's DDR segment HP0_DDR_LOWOCM: the 512 MiB of DDR at 0; M_AXI_GP0's window
@@ -258,8 +274,8 @@ _BOARDS: tuple[Board, ...] = (
         name="ultra96-v2", title="Ultra96-V2", family="xcup", part="xczu3eg-sbva484-1-e",
         # ZU3EG: 70,560 LUTs, 141,120 FFs, 216 RAMB36 (7.6 Mb), 360 DSP48E2 (DS891).
         budget=Resources(lut=70560, ff=141120, bram=216, dsp=360),
-        clock_mhz=200.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
-        config_params=_PYNQ_CONFIG,
+        clock_mhz=200.0, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
+        config_params=_ZYNQMP_CONFIG,
         notes="Zynq UltraScale+; VTA on M_AXI_HPM0_FPD, memory through S_AXI_HP0_FPD (128-bit)",
         extra={**_ZYNQMP_PS, "board_part": "avnet.com:ultra96v2:part0:1.2"},
         core_options=_XILINX_OPTIONS),
@@ -267,8 +283,8 @@ _BOARDS: tuple[Board, ...] = (
         name="zcu104", title="ZCU104", family="xcup", part="xczu7ev-ffvc1156-2-e",
         # ZU7EV: 230,400 LUTs, 460,800 FFs, 312 RAMB36 (11 Mb), 96 UltraRAM, 1,728 DSP48E2.
         budget=Resources(lut=230400, ff=460800, bram=312, dsp=1728),
-        clock_mhz=250.0, bus_width=128, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
-        config_params=_PYNQ_CONFIG,
+        clock_mhz=250.0, reg_base=0xA000_0000, reg_span=0x1_0000, flow="vivado",
+        config_params=_ZYNQMP_CONFIG,
         notes="Zynq UltraScale+; 96 UltraRAM blocks (27 Mb) not counted in the BRAM budget",
         extra={**_ZYNQMP_PS, "board_part": "xilinx.com:zcu104:part0:1.1"},
         core_options=_XILINX_OPTIONS),
@@ -282,7 +298,7 @@ _BOARDS: tuple[Board, ...] = (
         # (bridge address 0x80000000 + physical address, coherent with the ARM caches) as TVM's
         # DE10-Nano driver did. f2h_irq0 lines 0-2 are the GHRD's dip switches, buttons and JTAG
         # UART; VTA takes line 3.
-        clock_mhz=100.0, bus_width=64, reg_base=0xFF22_0000, reg_span=0x1_0000, flow="quartus",
+        clock_mhz=100.0, reg_base=0xFF22_0000, reg_span=0x1_0000, flow="quartus",
         config_params=_PYNQ_CONFIG,
         notes="Cyclone V SoC; VTA on the lightweight HPS-to-FPGA bridge (0xFF220000), memory "
               "through the FPGA-to-HPS bridge's ACP window (64-bit)",
@@ -293,7 +309,7 @@ _BOARDS: tuple[Board, ...] = (
         # LFE5U-85F: 83,640 LUT4s and FFs (41,820 slices), 208 EBR of 18 Kb (3,744 Kb),
         # 156 18x18 multipliers (ECP5 family datasheet).
         budget=Resources(lut=83640, ff=83640, bram=208, dsp=156),
-        clock_mhz=100.0, bus_width=64, reg_base=0x8000_0000, reg_span=0x1_0000, flow="open",
+        clock_mhz=100.0, reg_base=0x8000_0000, reg_span=0x1_0000, flow="open",
         config_params=_ULX3S_CONFIG,
         notes="fully open flow (yosys, nextpnr-ecp5, ecppack); no hard processor: the host "
               "reaches the registers (at 0x80000000 in the serial bridge's address space) and an "

@@ -588,7 +588,7 @@ class ULX3STop(wiring.Component):
     wifi_gpio0: Out(1)  # held high so the ESP32 does not reset the board
 
     def __init__(self, core_signature: wiring.Signature, *, clock_mhz: float,
-                 bus_width: int = 64, ram_kib: int = 64, baud: int = 115200) -> None:
+                 bus_width: int, ram_kib: int = 64, baud: int = 115200) -> None:
         self.core_signature = core_signature
         self.pll = pll_params(25.0, clock_mhz)
         self.bus_width = bus_width

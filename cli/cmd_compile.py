@@ -107,8 +107,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from vta.compiler.graph.calibration import load_samples  # deferred: off vta --help
     from vta.compiler.graph.module import (  # deferred: off vta --help
-        LOWERED_OPS,
-        VTA_OPS,
         compile_graph,
         is_module_or_empty,
     )
@@ -137,15 +135,8 @@ def run(args: argparse.Namespace) -> int:
         tuned = tuning_lookup(args.tuning_log, cfg)
     graph = load_onnx(args.model, input_shapes=input_shapes)
     samples = load_samples(graph, args.calib) if args.calib else []
-    module = compile_graph(graph, cfg, samples=samples, float_layers=args.float_layer,
-                           cpu_layers=args.cpu_layer, vta_ops=() if args.no_vta else
-                           LOWERED_OPS if args.elementwise == "vta" else VTA_OPS,
-                           keep_first_float=not args.quantize_first, board=board,
-                           threads=args.buffering == "auto", tuned=tuned,
-                           host=args.host, per_channel=args.per_channel,
-                           calibration=args.calibration, pow2=args.pow2_scales,
-                           bias_correction=args.bias_correction,
-                           jobs=args.jobs, progress=search_progress(), fuse=not args.no_fuse)
+    module = compile_graph(graph, cfg, compile_options(args, board), samples=samples,
+                           tuned=tuned, jobs=args.jobs, progress=search_progress())
     if args.tuning_log:
         module.notes.append(f"tuning log {args.tuning_log}: tuned knobs compiled into "
                             f"{len(module.tuned_knobs)} VTA layer(s)")
@@ -155,6 +146,23 @@ def run(args: argparse.Namespace) -> int:
         print(quant_report(module))
         print(latency_line(module, board))
     return 0
+
+
+def compile_options(args: argparse.Namespace, board: str | None):  # -> CompileOptions
+    """The one options record of a compile, from its flags (the manifest records it)."""
+    from vta.compiler.graph.options import (  # deferred: off vta --help
+        LOWERED_OPS,
+        VTA_OPS,
+        CompileOptions,
+    )
+
+    return CompileOptions(
+        float_layers=tuple(args.float_layer), cpu_layers=tuple(args.cpu_layer),
+        vta_ops=() if args.no_vta else LOWERED_OPS if args.elementwise == "vta" else VTA_OPS,
+        keep_first_float=not args.quantize_first, board=board,
+        threads=args.buffering == "auto", host=args.host, per_channel=args.per_channel,
+        calibration=args.calibration, pow2=args.pow2_scales,
+        bias_correction=args.bias_correction, fuse=not args.no_fuse)
 
 
 def search_progress(stream=None, after: float = 1.0) -> Callable[[int, int], None]:  # noqa: ANN001

@@ -1,10 +1,12 @@
-"""``vta config show``: print a configuration's parameters, derived sizes and ISA layout."""
+"""``vta config show``: print a configuration's parameters, derived sizes and ISA layout;
+``vta config write``: write one as vta_config.json (``--bus-width`` sets its ``BUS_WIDTH``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from vta.isa.config import BUS_WIDTHS
 from vta.isa.fileio import write_atomic
 
 from .common import add_config_args, check_outputs, config_from_args
@@ -24,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     write = csub.add_parser("write", help="write a configuration as vta_config.json",
                             description="Write a preset or a config file in TVM's JSON format.")
     add_config_args(write)
+    write.add_argument("--bus-width", type=int, choices=BUS_WIDTHS, default=None,
+                       help="the core's AXI memory bus in bits (the file's BUS_WIDTH key; "
+                            "default: the configuration's, 64 unless it says otherwise)")
     write.add_argument("-o", "--output", required=True, metavar="FILE")
     write.set_defaults(func=run_write)
 
@@ -60,5 +65,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_write(args: argparse.Namespace) -> int:
     check_outputs({"configuration file": args.output}, inputs=(args.config,))
     cfg = config_from_args(args)
+    if args.bus_width is not None:
+        cfg = cfg.with_bus_width(args.bus_width)
     write_atomic(args.output, cfg.to_json(), "configuration file")
     return 0

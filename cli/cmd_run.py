@@ -165,10 +165,11 @@ def _run_cpu(graph, feeds: dict):  # noqa: ANN001, ANN202
 def _compile(graph, src, args: argparse.Namespace):  # noqa: ANN001, ANN202
 
     from vta.compiler.graph.module import compile_graph  # deferred: off vta --help
+    from vta.compiler.graph.options import CompileOptions  # deferred: off vta --help
 
     print(f"compiling {src} for {args.target} (use `vta compile` to keep the module)",
           file=sys.stderr)
-    return compile_graph(graph, config_from_args(args), host=args.host)
+    return compile_graph(graph, config_from_args(args), CompileOptions(host=args.host))
 
 
 def _run_module(module, images: list[dict], args: argparse.Namespace) -> list:  # noqa: ANN001

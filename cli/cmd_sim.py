@@ -64,8 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "run leaves one)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="a backend-specific option passed as a keyword argument (repeatable; "
-                        "e.g. --opt bus_width=128 --opt mem_stall=0.1 for rtl/tsim, "
-                        "--opt token_queue_depth=16 for fsim)")
+                        "e.g. --opt mem_stall=0.1 --opt mem_bandwidth=16 for rtl/tsim, "
+                        "--opt token_queue_depth=16 for fsim; the bus width is the "
+                        "configuration's BUS_WIDTH)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)
 
@@ -96,7 +97,10 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key.isidentifier():
-            raise BackendError(f"--opt {item!r}: expected KEY=VALUE, e.g. --opt bus_width=128")
+            raise BackendError(f"--opt {item!r}: expected KEY=VALUE, e.g. --opt mem_stall=0.1")
+        if key == "bus_width":
+            raise BackendError(f"--opt {item!r}: the bus width is the configuration's; set "
+                               "\"BUS_WIDTH\": 128 in the --config file")
         if key in _OWN_OPTIONS:  # those are checked (paths, bounds) through their own option
             raise BackendError(f"--opt {item!r}: use --{key.replace('_', '-')} instead")
         opts[key] = _parse_value(value.strip())
@@ -163,8 +167,6 @@ def run(args: argparse.Namespace) -> int:
     check_program(program, cfg)
     dram = read_dram(args.dram)
     opts = _options(args)
-    if cfg.bus_width is not None and args.backend != "fsim":  # a config from `vta explore`
-        opts.setdefault("bus_width", cfg.bus_width)
     backend = load_backend(args.backend)
     if args.check_races and args.backend != "fsim":
         from vta.sim.fsim import check_races  # deferred: off vta --help

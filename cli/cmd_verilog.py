@@ -1,7 +1,8 @@
 """``vta verilog``: write the core's Verilog and a JSON description of its ports and registers.
 
-``vta verilog [--config F | --preset P] [--bus-width 64|128] [--name vta_core] -o DIR`` writes
-``DIR/<name>.v`` and ``DIR/<name>.json`` (ports, register map, configuration).
+``vta verilog [--config F | --preset P] [--name vta_core] -o DIR`` writes
+``DIR/<name>.v`` and ``DIR/<name>.json`` (ports, register map, configuration); the core's
+memory bus is the configuration's ``BUS_WIDTH`` (``vta config write --bus-width 128``).
 ``--board NAME`` instead writes a whole board project (core, top wrapper, project files) through
 ``vta.boards.project.write_project``.
 """
@@ -12,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from vta.isa import Config, VTAError
+from vta.isa import VTAError
 from vta.isa.fileio import atomic_paths, output_dir
 
 from .common import (
@@ -42,9 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write the VTA core's Verilog (from the Amaranth description) and a JSON "
                     "description of its ports, host register map and configuration.")
     add_config_args(p, default=f"the PYNQ 1x16x16 config; with --board {BOARD_DEFAULT}")
-    p.add_argument("--bus-width", type=int, choices=(64, 128), default=None,
-                   help="AXI memory data width in bits (default: the config file's BUS_WIDTH, "
-                        "as `vta explore` writes it, else 64)")
     add_core_options_arg(p, board=False)
     p.add_argument("--name", default="vta_core", help="Verilog module name (default vta_core)")
     p.add_argument("--board", metavar="NAME",
@@ -52,14 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="output directory (made, with missing parents, when it does not exist)")
     p.set_defaults(func=run)
-
-
-def _bus_width(flag: int | None, cfg: Config, source: str | None) -> int:
-    """--bus-width, else the config file's BUS_WIDTH, else 64; the two must agree."""
-    if flag is not None and cfg.bus_width is not None and flag != cfg.bus_width:
-        raise VerilogError(f"--bus-width {flag} contradicts BUS_WIDTH={cfg.bus_width} in "
-                           f"{source}; drop one of them")
-    return flag or cfg.bus_width or 64
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,9 +63,6 @@ def run(args: argparse.Namespace) -> int:
         raise VerilogError(f"module name of {len(args.name)} characters is too long (at most "
                            f"{MAX_NAME})")
     if args.board:
-        if args.bus_width is not None:
-            raise VerilogError("--bus-width cannot be combined with --board (the board fixes "
-                               "the memory bus); drop one of them")
         try:
             from vta.boards.project import write_project  # deferred: off vta --help
         except ImportError as e:
@@ -88,11 +75,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from vta.hw.verilog import describe_core, generate  # deferred: off vta --help
 
-    bus_width = _bus_width(args.bus_width, cfg, args.config)
     options = core_options_from_args(args)
-    text = generate(cfg, bus_width=bus_width, name=args.name, options=options)
+    text = generate(cfg, name=args.name, options=options)
     v_path, j_path = out / f"{args.name}.v", out / f"{args.name}.json"
-    desc = describe_core(cfg, bus_width=bus_width, name=args.name, options=options)
+    desc = describe_core(cfg, name=args.name, options=options)
     # both files or neither, and no empty directory left when they cannot be written
     with output_dir(out), atomic_paths() as stage:
         stage(v_path, "Verilog file").write_text(text)

@@ -102,16 +102,13 @@ def board_from_args(args: argparse.Namespace) -> Any:
 def board_config_from_args(args: argparse.Namespace, board: Any) -> Config:
     """The configuration a board command builds: ``--config``/``--preset``, else the board's
     own. Every command that builds hardware for a board (verilog --board, synth, build) takes
-    it from here: a ``BUS_WIDTH`` in the config file (``vta explore`` writes one) must be the
-    board's memory bus, since the board fixes it (a ConfigError naming both otherwise)."""
+    it from here: the configuration's bus width (``BUS_WIDTH``, 64 when a file has none) must
+    be the board's memory port (:meth:`vta.boards.Board.check_bus`: a one-line error naming
+    both otherwise)."""
     if not (getattr(args, "config", None) or getattr(args, "preset", None)):
         return board.default_config
     cfg = config_from_args(args)
-    if cfg.bus_width not in (None, board.bus_width):
-        source = args.config or f"preset {args.preset}"
-        raise ConfigError(f"{source} asks for a {cfg.bus_width}-bit bus (BUS_WIDTH) but "
-                          f"board {board.name} has a {board.bus_width}-bit one; choose a "
-                          "configuration for this board")
+    board.check_bus(cfg, args.config or f"preset {args.preset}")
     return cfg
 
 

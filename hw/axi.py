@@ -24,20 +24,11 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 __all__ = ["req_layout", "rdata_layout", "wdata_layout", "BurstSplitter", "ReadArbiter",
-           "AxiErrorMonitor", "MAX_BURST", "check_bus_width"]
+           "AxiErrorMonitor", "MAX_BURST"]
 
 #: Longest burst issued (AXI3-compatible).
 MAX_BURST = 16
 ADDR_BITS = 32
-
-
-def check_bus_width(bus_width: object) -> int:
-    """Validate a memory bus width (64 or 128 bits), Amaranth style."""
-    if isinstance(bus_width, bool) or not isinstance(bus_width, int):
-        raise TypeError(f"Bus width must be an integer, not {bus_width!r}")
-    if bus_width not in (64, 128):
-        raise ValueError(f"Bus width must be 64 or 128, not {bus_width!r}")
-    return bus_width
 
 
 def req_layout() -> data.StructLayout:

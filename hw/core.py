@@ -25,7 +25,7 @@ from amaranth.utils import ceil_log2
 from vta.isa import MODULES, TOKEN_QUEUES, Config
 from vta.isa.layout import INSN_BITS, INSN_QUEUE_DEPTH, TOKEN_QUEUE_DEPTH
 
-from .axi import AxiErrorMonitor, ReadArbiter, check_bus_width
+from .axi import AxiErrorMonitor, ReadArbiter
 from .compute import Compute, out_granularity
 from .decode import insn_layouts
 from .fetch import Fetch
@@ -59,19 +59,15 @@ class VTACore(wiring.Component):
     variants that shorten the critical path on some FPGAs without changing the results.
     """
 
-    def __init__(self, cfg: Config, *, bus_width: int = 64,
+    def __init__(self, cfg: Config, *,
                  options: CoreOptions | Mapping[str, Any] | None = None) -> None:
-        try:
-            if not isinstance(cfg, Config):
-                raise TypeError(f"Configuration must be a vta.isa.Config, not {cfg!r}")
-            self.bus_width = check_bus_width(bus_width)
-        except (TypeError, ValueError):
+        if not isinstance(cfg, Config):
             self._MustUse__silence = True  # never built: no "created but never used" warning
-            raise
+            raise TypeError(f"Configuration must be a vta.isa.Config, not {cfg!r}")
         self.cfg = cfg
         self.options = CoreOptions.coerce(options)
-        self.bus_bytes = bus_width // 8
-        W = bus_width
+        self.bus_width = W = cfg.bus_width  # the memory bus: the configuration's BUS_WIDTH
+        self.bus_bytes = cfg.bus_bytes
         members: dict[str, object] = {}
         for name, flow, shape in _AXIL:
             members[f"s_axil_{name}"] = flow(shape)

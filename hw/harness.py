@@ -86,7 +86,7 @@ def module_of(insn: Insn) -> str:
 
 
 def run_stats(insns: Sequence[Insn], cfg: Config, counters: Mapping[str, int], *,
-              backend: str, bus_width: int, axi: AxiCounts) -> RunStats:
+              backend: str, axi: AxiCounts) -> RunStats:
     """The program's statistics plus the core's counters: cycles, per-module busy and waits
     (busy: cycles with an instruction in progress, including its token and memory waits)."""
     modules = {m: ModuleCycles(insns=counters[f"{m}_done"], busy=counters[f"{m}_busy"],
@@ -94,7 +94,7 @@ def run_stats(insns: Sequence[Insn], cfg: Config, counters: Mapping[str, int], *
                                mem_wait=counters[f"{m}_mem_wait"])
                for m in MODULE_NAMES}
     return program_stats(insns, cfg, backend=backend, cycles=counters["cycles"],
-                         bus_width=bus_width, modules=modules,
+                         bus_width=cfg.bus_width, modules=modules,
                          hw_counters={k: counters[k] for k in COUNTER_REGS if k in counters},
                          axi=axi)
 
@@ -109,12 +109,12 @@ INSN_COST = 100
 PROGRESS_SECONDS = 10.0
 
 
-def static_cycles(insns: Sequence[Insn], cfg: Config, *, bus_width: int, mem_latency: int,
+def static_cycles(insns: Sequence[Insn], cfg: Config, *, mem_latency: int,
                   mem_bandwidth: float | None = None, mem_stall: float = 0.0) -> int:
     """A rough serial cost of ``insns`` in cycles (no overlap of the modules): per instruction
     :data:`INSN_COST`, per LOAD/STORE row the memory latency and its bytes at the bus rate, per
     GEMM/ALU micro-op iteration 2 cycles, slowed down by random memory stalls."""
-    rate = min(bus_width / 8, mem_bandwidth or bus_width / 8)
+    rate = min(cfg.bus_bytes, mem_bandwidth or cfg.bus_bytes)
     stall = 1.0 / (1.0 - min(max(mem_stall, 0.0), 0.99))
     total = 0.0
     for insn in insns:

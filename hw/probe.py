@@ -37,13 +37,13 @@ DEBUG_PORTS = {"debug_states": ("states", 16), "debug_load_done": ("load_done", 
 class ProbedCore(wiring.Component):
     """:class:`VTACore` plus ``debug_*`` output ports (see the module docstring)."""
 
-    def __init__(self, cfg: Config, *, bus_width: int = 64,
+    def __init__(self, cfg: Config, *,
                  options: CoreOptions | Mapping[str, Any] | None = None,
                  reset_stage: bool = False) -> None:
-        self.core = VTACore(cfg, bus_width=bus_width, options=options)
+        self.core = VTACore(cfg, options=options)
         self.core._MustUse__silence = True  # elaborated through this wrapper
         self.cfg = cfg
-        self.bus_width = bus_width
+        self.bus_width = cfg.bus_width
         self.reset_stage = reset_stage
         members = dict(self.core.signature.members)
         for name, (_reg, width) in DEBUG_PORTS.items():
@@ -74,14 +74,13 @@ class ProbedCore(wiring.Component):
         return m
 
 
-def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
-             reset_stage: bool = True,
+def generate(cfg: Config, *, name: str = "vta_core", reset_stage: bool = True,
              options: CoreOptions | Mapping[str, Any] | None = None) -> str:
     """Verilog of :class:`ProbedCore`, by default with its reset stage (the tsim harness's
     design); ``options``: its hardware variant (:class:`~vta.hw.options.CoreOptions`)."""
     from amaranth.back import verilog  # deferred: amaranth, only to generate
 
-    core = ProbedCore(cfg, bus_width=bus_width, reset_stage=reset_stage, options=options)
+    core = ProbedCore(cfg, reset_stage=reset_stage, options=options)
     return verilog.convert(core, name=name, emit_src=False)
 
 

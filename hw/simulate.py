@@ -112,14 +112,15 @@ class Job:
 
 
 def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: Config, *,
-                bus_width: int = 64, max_cycles: int | None = None,
+                max_cycles: int | None = None,
                 idle_limit: int = DEFAULT_IDLE_LIMIT, trace: bool = False,
                 mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                 mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
                 vcd: str | None = None, options: CoreOptions | None = None,
                 progress: float | None = PROGRESS_SECONDS,
                 max_uops: int = MAX_UOPS_PER_INSN) -> RunResult:
-    """Run ``program`` on the Amaranth simulation of :class:`VTACore` and return the result.
+    """Run ``program`` on the Amaranth simulation of :class:`VTACore` for ``cfg`` (its bus
+    width included) and return the result.
 
     ``dram`` is the initial device memory (byte 0 at address 0); the result's ``dram`` has the
     same length. ``mem_latency`` (cycles to the first read beat), ``mem_bandwidth`` (bytes per
@@ -133,7 +134,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     variant of :class:`VTACore` (:class:`CoreOptions`). A GEMM/ALU instruction of more than
     ``max_uops`` micro-op iterations is rejected before simulating, as on every backend.
     """
-    return run_programs([(program, dram)], cfg, bus_width=bus_width, max_cycles=max_cycles,
+    return run_programs([(program, dram)], cfg, max_cycles=max_cycles,
                         idle_limit=idle_limit, trace=trace, mem_latency=mem_latency,
                         mem_bandwidth=mem_bandwidth, mem_stall=mem_stall, seed=seed,
                         poll_interval=poll_interval, vcd=vcd,
@@ -141,7 +142,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
 
 
 def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes]],
-                 cfg: Config, *, bus_width: int = 64, max_cycles: int | None = None,
+                 cfg: Config, *, max_cycles: int | None = None,
                  idle_limit: int = DEFAULT_IDLE_LIMIT, trace: bool = False,
                  mem_latency: int = DEFAULT_MEM_LATENCY, mem_bandwidth: float | None = None,
                  mem_stall: float = 0.0, seed: int = 0, poll_interval: int = 32,
@@ -164,12 +165,12 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
     check_vcd_path(vcd)
     if max_cycles is not None and max_cycles < 1:
         raise VTAError(f"max_cycles must be at least 1, not {max_cycles}")
-    prepared = _prepare_jobs(jobs, cfg, bus_width=bus_width, max_cycles=max_cycles,
+    prepared = _prepare_jobs(jobs, cfg, max_cycles=max_cycles,
                              mem_latency=mem_latency, mem_bandwidth=mem_bandwidth,
                              mem_stall=mem_stall, seed=seed, max_uops=max_uops)
     if not prepared:
         return []
-    core = ProbedCore(cfg, bus_width=bus_width, options=options)
+    core = ProbedCore(cfg, options=options)
     top = Module()
     top.domains.sync = cd = ClockDomain("sync")
     top.submodules.core = core
@@ -200,7 +201,7 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
                                       idle_limit=idle_limit, progress=progress,
                                       default_bound=max_cycles is None)
             outcomes.append(counters)
-            job.result = _result(job, counters, cfg, bus_width, samples if trace else None)
+            job.result = _result(job, counters, cfg, samples if trace else None)
 
     sim = Simulator(top)
     sim.add_clock(1e-8)
@@ -216,7 +217,7 @@ def run_programs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes
 
 
 def _prepare_jobs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | bytes]],
-                  cfg: Config, *, bus_width: int, max_cycles: int | None, mem_latency: int,
+                  cfg: Config, *, max_cycles: int | None, mem_latency: int,
                   mem_bandwidth: float | None, mem_stall: float, seed: int,
                   max_uops: int) -> list[Job]:
     """Check every job's program and DRAM and give it its memory image, model and cycle bound."""
@@ -228,11 +229,11 @@ def _prepare_jobs(jobs: Sequence[tuple[bytes | Sequence[Insn], np.ndarray | byte
         check_insns(insns, cfg, len(dram))  # the same bounds as every backend
         check_work(insns, max_uops, "rtl")
         image = place_program(dram, program)
-        memory = AxiMemory(image.mem, bus_bytes=bus_width // 8, latency=mem_latency,
+        memory = AxiMemory(image.mem, bus_bytes=cfg.bus_bytes, latency=mem_latency,
                            bandwidth=mem_bandwidth, stall=mem_stall, seed=seed + n,
                            write_limit=image.user_bytes)
         bound = max_cycles if max_cycles is not None else default_max_cycles(
-            insns, cfg, bus_width=bus_width, mem_latency=mem_latency,
+            insns, cfg, mem_latency=mem_latency,
             mem_bandwidth=mem_bandwidth, mem_stall=mem_stall)
         prepared.append(Job(program, insns, image, memory, bound))
     return prepared
@@ -284,7 +285,7 @@ async def _run_job(ctx: Any, host: Any, job: Job, *, poll_interval: int, idle_li
     return counters
 
 
-def _result(job: Job, counters: dict[str, int], cfg: Config, bus_width: int,
+def _result(job: Job, counters: dict[str, int], cfg: Config,
             samples: list[tuple[int, ...]] | None) -> RunResult:
     launch = counters.pop("_launch_cycle")
     events = None
@@ -294,7 +295,7 @@ def _result(job: Job, counters: dict[str, int], cfg: Config, bus_width: int,
     m = job.memory
     axi = AxiCounts(read_bursts=m.stats.read_bursts, write_bursts=m.stats.write_bursts,
                     read_beats=m.stats.read_beats, write_beats=m.stats.write_beats)
-    stats = run_stats(job.insns, cfg, counters, backend="rtl", bus_width=bus_width, axi=axi)
+    stats = run_stats(job.insns, cfg, counters, backend="rtl", axi=axi)
     return RunResult(dram=job.image.user_dram(), stats=stats, trace=events)
 
 

@@ -13,23 +13,23 @@ from .regs import describe
 __all__ = ["generate", "describe_ports", "describe_core"]
 
 
-def generate(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
+def generate(cfg: Config, *, name: str = "vta_core",
              options: CoreOptions | Mapping[str, Any] | None = None) -> str:
-    """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` as module ``name``
-    (``options``: its hardware variant, :class:`~vta.hw.options.CoreOptions`)."""
+    """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` (its bus width included)
+    as module ``name`` (``options``: its hardware variant, :class:`~vta.hw.options.CoreOptions`)."""
     from amaranth.back import verilog  # deferred: amaranth, only to generate
 
     from .core import VTACore  # deferred: amaranth, only to generate
 
-    core = VTACore(cfg, bus_width=bus_width, options=options)
+    core = VTACore(cfg, options=options)
     return verilog.convert(core, name=name, emit_src=False)
 
 
-def describe_ports(cfg: Config, *, bus_width: int = 64) -> list[dict[str, Any]]:
+def describe_ports(cfg: Config) -> list[dict[str, Any]]:
     """The core's Verilog ports: name, direction and width (clk and rst first)."""
     from .core import VTACore  # deferred: amaranth, only to generate
 
-    core = VTACore(cfg, bus_width=bus_width)
+    core = VTACore(cfg)
     core._MustUse__silence = True  # only its signature is needed
     ports: list[dict[str, Any]] = [{"name": "clk", "dir": "input", "width": 1},
                                    {"name": "rst", "dir": "input", "width": 1}]
@@ -40,16 +40,16 @@ def describe_ports(cfg: Config, *, bus_width: int = 64) -> list[dict[str, Any]]:
     return ports
 
 
-def describe_core(cfg: Config, *, bus_width: int = 64, name: str = "vta_core",
+def describe_core(cfg: Config, *, name: str = "vta_core",
                   options: CoreOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON description written next to the Verilog by ``vta verilog``."""
     return {
         "module": name,
-        "bus_width": bus_width,
+        "bus_width": cfg.bus_width,
         "core_options": CoreOptions.coerce(options).as_dict(),
         "clock": "clk",
         "reset": {"name": "rst", "active": "high", "synchronous": True},
-        "ports": describe_ports(cfg, bus_width=bus_width),
+        "ports": describe_ports(cfg),
         "registers": describe(),
         "config": cfg.to_dict(),
         "derived": cfg.describe()["derived"],

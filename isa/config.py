@@ -45,11 +45,13 @@ _RANGES: dict[str, tuple[int, int, str]] = {
 
 #: Width of the SRAM address fields of LOAD/STORE (sram_base); no buffer may be deeper.
 SRAM_ADDR_BITS = 16
-#: An extra key of vta_config.json: the AXI data bus width (bits) of the core built from it. Not
-#: one of TVM's nine parameters (TVM fixes the bus per target); `vta explore` writes it because
-#: its best point may need the 128-bit bus, and `vta verilog --config` builds that bus.
+#: The key of vta_config.json that holds the AXI data bus width (bits) of the core
+#: (:attr:`Config.BUS_WIDTH`). Not one of TVM's nine parameters (TVM fixes the bus per target):
+#: a file without it has the 64-bit bus, and it is written only when it is not 64, so a default
+#: configuration's file is TVM's.
 BUS_WIDTH_KEY = "BUS_WIDTH"
 BUS_WIDTHS = (64, 128)
+DEFAULT_BUS_WIDTH = 64
 
 
 def check_param(name: str, value: Any) -> None:
@@ -75,6 +77,9 @@ class Config:
     LOG_INP_BUFF_SIZE: int = 15
     LOG_WGT_BUFF_SIZE: int = 18
     LOG_ACC_BUFF_SIZE: int = 17
+    #: Width in bits of the core's AXI memory bus (one of :data:`BUS_WIDTHS`): the core's data
+    #: port, tsim's and the performance model's beat, the boards' memory port.
+    BUS_WIDTH: int = DEFAULT_BUS_WIDTH
     #: Keys of the JSON file that are not hardware parameters (TARGET, HW_VER, ...), kept as-is.
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
 
@@ -98,8 +103,8 @@ class Config:
                     f"{size_key}={getattr(self, size_key)} gives a {buf} buffer of 2^{log_depth} "
                     f"entries, beyond the {SRAM_ADDR_BITS}-bit sram_base field; lower it to at "
                     f"most {getattr(self, size_key) - log_depth + SRAM_ADDR_BITS}")
-        bus = dict(self.extra).get(BUS_WIDTH_KEY)
-        if bus is not None and (isinstance(bus, bool) or bus not in BUS_WIDTHS):
+        bus = self.BUS_WIDTH
+        if isinstance(bus, bool) or not isinstance(bus, int) or bus not in BUS_WIDTHS:
             raise ConfigError(f"{BUS_WIDTH_KEY}={bus!r} is not a bus width; use 64 or 128")
         # The instruction and micro-op layouts must fit 128 and 32 bits.
         build_layouts(self)
@@ -112,9 +117,10 @@ class Config:
         missing = [p for p in PARAMS if p not in data]
         if missing:
             raise ConfigError(f"{source}: missing key(s) {', '.join(missing)}")
-        extra = tuple((k, v) for k, v in data.items() if k not in PARAMS)
+        extra = tuple((k, v) for k, v in data.items() if k not in (*PARAMS, BUS_WIDTH_KEY))
+        bus = data.get(BUS_WIDTH_KEY, DEFAULT_BUS_WIDTH)
         try:
-            return cls(**{p: data[p] for p in PARAMS}, extra=extra)
+            return cls(**{p: data[p] for p in PARAMS}, BUS_WIDTH=bus, extra=extra)
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from None
 
@@ -145,6 +151,8 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = dict(self.extra)
         d.update({p: getattr(self, p) for p in PARAMS})
+        if self.BUS_WIDTH != DEFAULT_BUS_WIDTH:
+            d[BUS_WIDTH_KEY] = self.BUS_WIDTH
         return d
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -157,18 +165,28 @@ class Config:
         return replace(self, **changes)
 
     @property
-    def bus_width(self) -> int | None:
-        """The bus width the file names (its ``BUS_WIDTH`` key), or None (the user's choice)."""
-        return dict(self.extra).get(BUS_WIDTH_KEY)
+    def bus_width(self) -> int:
+        """The core's AXI data bus width in bits (:attr:`BUS_WIDTH`)."""
+        return self.BUS_WIDTH
+
+    @property
+    def bus_bytes(self) -> int:
+        """The bus width in bytes: one data beat."""
+        return self.BUS_WIDTH // 8
 
     def with_bus_width(self, bits: int) -> Config:
-        """This configuration with ``BUS_WIDTH`` set (written into its vta_config.json)."""
-        extra = tuple((k, v) for k, v in self.extra if k != BUS_WIDTH_KEY)
-        return replace(self, extra=(*extra, (BUS_WIDTH_KEY, bits)))
+        """This configuration with a ``bits``-wide bus."""
+        return replace(self, BUS_WIDTH=bits)
 
     @property
     def params(self) -> dict[str, int]:
+        """TVM's nine parameters (not the bus width: :attr:`hw_params` has it too)."""
         return {p: getattr(self, p) for p in PARAMS}
+
+    @property
+    def hw_params(self) -> dict[str, int]:
+        """Every hardware parameter: TVM's nine and ``BUS_WIDTH``."""
+        return {**self.params, BUS_WIDTH_KEY: self.BUS_WIDTH}
 
     # ------------------------------------------------------------------- derived
     @property
@@ -297,7 +315,7 @@ class Config:
     def describe(self) -> dict[str, Any]:
         """Parameters plus derived quantities, as shown by ``vta config show``."""
         return {
-            "params": self.params,
+            "params": self.hw_params,
             "derived": {
                 "batch": self.batch, "block_in": self.block_in, "block_out": self.block_out,
                 "inp_width": self.inp_width, "wgt_width": self.wgt_width,
@@ -319,4 +337,5 @@ def preset_names() -> list[str]:
 
 DEFAULT = Config()
 
-__all__ = ["Config", "DEFAULT", "PARAMS", "preset_names", "SRAM_ADDR_BITS"]
+__all__ = ["Config", "DEFAULT", "PARAMS", "preset_names", "SRAM_ADDR_BITS", "BUS_WIDTHS",
+           "BUS_WIDTH_KEY", "DEFAULT_BUS_WIDTH"]

@@ -58,10 +58,15 @@ class ContiguousBuffer(Protocol):
     def free(self) -> None: ...
 
 
+#: The bits of the hw_config register that describe the core (hw/README.md).
+HW_CONFIG_MASK = 0xFFF_FFFF
+
+
 def hw_config_word(cfg: Config) -> int:
-    """The low 20 bits of the hw_config register for ``cfg`` (widths, batch, block)."""
+    """The hw_config register of ``cfg``'s core: widths, batch, block and, in bits [27:20],
+    the memory bus width in bytes."""
     return (cfg.LOG_INP_WIDTH | cfg.LOG_WGT_WIDTH << 4 | cfg.LOG_ACC_WIDTH << 8
-            | cfg.LOG_BATCH << 12 | cfg.LOG_BLOCK << 16)
+            | cfg.LOG_BATCH << 12 | cfg.LOG_BLOCK << 16 | cfg.bus_bytes << 20)
 
 
 class PynqDriver:
@@ -79,12 +84,12 @@ class PynqDriver:
         if ident != CORE_ID:
             raise DeviceError(f"no VTA core at this address: id register reads 0x{ident:08X}, "
                               f"expected 0x{CORE_ID:08X}; check the overlay and ip_name")
-        hw = self.mmio.read(self.regs["hw_config"]) & 0xFFFFF
+        hw = self.mmio.read(self.regs["hw_config"]) & HW_CONFIG_MASK
         want = hw_config_word(cfg)
         if hw != want:
             raise DeviceError(f"the bitstream was built for another configuration (hw_config "
-                              f"0x{hw:05X}, this config 0x{want:05X}); open the device with the "
-                              f"bitstream's config")
+                              f"0x{hw:07X}, this config 0x{want:07X}; bits [27:20] are the bus "
+                              f"width in bytes); open the device with the bitstream's config")
 
     def run(self, insn_addr: int, insn_count: int, timeout: float | None = None) -> int:
         """Launch ``insn_count`` instructions at physical ``insn_addr``; wait; return cycles."""

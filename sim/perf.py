@@ -7,7 +7,8 @@ latency), and one shared memory port (bursts with a fixed latency and a bus widt
 compute data, so one instruction costs O(1) however many micro-ops it runs.
 
 Every timing constant is in :class:`PerfParams`, measured from the RTL (tsim) by :func:`calibrate`;
-the defaults describe the kit's RTL on a PYNQ-like 64-bit port.
+the defaults describe the kit's RTL on tsim's default memory. The bus width is the
+configuration's (:attr:`vta.isa.Config.bus_width`): a 128-bit core moves 16-byte beats.
 """
 
 from __future__ import annotations
@@ -49,16 +50,16 @@ from vta.isa.stats import ModuleCycles, RunStats, program_stats
 class PerfParams:
     """Timing constants (cycles), in one place.
 
-    Structural values (bus, bandwidth, bursts, outstanding reads, one micro-op per cycle) are
-    the RTL's and tsim's defaults; the others were fitted to tsim's cycle counts at the default
-    config with ``bench/bench_perf_model.py --calibrate`` on every other program of its
-    benchmark set (refitted for the pipelined compute datapath: 9/8-cycle GEMM/ALU drains only
-    before a token push, two-operand ALU micro-ops at one per two cycles); the training,
-    held-out and other-configuration errors are in the README (from its record).
+    Structural values (bandwidth, bursts, outstanding reads, one micro-op per cycle) are
+    the RTL's and tsim's defaults (the bus width is the configuration's); the others were
+    fitted to tsim's cycle counts at the default config with ``bench/bench_perf_model.py
+    --calibrate`` on every other program of its benchmark set (refitted for the pipelined
+    compute datapath: 9/8-cycle GEMM/ALU drains only before a token push, two-operand ALU
+    micro-ops at one per two cycles); the training, held-out and other-configuration errors
+    are in the README (from its record).
     """
 
-    bus_bytes: int = 8            #: memory port data width in bytes (64-bit PYNQ port)
-    bandwidth: float = 8.0        #: memory bytes per cycle (tsim's default: one 64-bit word)
+    bandwidth: float = 8.0        #: memory bytes per cycle (tsim's default: 8, a 64-bit word)
     mem_latency: float = 30.0     #: cycles from a read burst request to its first data beat
     write_latency: float = 2.0    #: cycles a STORE adds after its last write beat
     max_burst: int = 16           #: beats per burst
@@ -80,20 +81,18 @@ class PerfParams:
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting
 
-    def with_bus_width(self, bus_width: int) -> PerfParams:
-        return replace(self, bus_bytes=bus_width // 8)
+    def beat(self, bus_bytes: int) -> float:
+        """Cycles per data beat of a ``bus_bytes``-wide bus (the bus word or the memory
+        bandwidth, whichever is slower)."""
+        return max(1.0, bus_bytes / self.bandwidth)
 
-    @property
-    def beat(self) -> float:
-        """Cycles per data beat (the bus word or the memory bandwidth, whichever is slower)."""
-        return max(1.0, self.bus_bytes / self.bandwidth)
-
-    def burst_train(self, bursts: int, beats: int, latency: float) -> float:
-        """Cycles to move ``beats`` beats in ``bursts`` bursts with ``outstanding`` in flight:
-        the first burst's latency, then one burst per period (data-bound or latency-bound)."""
+    def burst_train(self, bursts: int, beats: int, latency: float, beat: float) -> float:
+        """Cycles to move ``beats`` beats of ``beat`` cycles in ``bursts`` bursts with
+        ``outstanding`` in flight: the first burst's latency, then one burst per period
+        (data-bound or latency-bound)."""
         if bursts <= 0:
             return 0.0
-        b = beats / bursts * self.beat
+        b = beats / bursts * beat
         period = max(b, (latency + b) / max(1, self.outstanding))
         return latency + b + (bursts - 1) * period
 
@@ -121,6 +120,8 @@ class PerfModel:
                  insn_queue_depth: int = INSN_QUEUE_DEPTH) -> None:
         self.cfg = cfg
         self.p = params
+        self.bus_bytes = cfg.bus_bytes
+        self.beat = params.beat(cfg.bus_bytes)  #: cycles per data beat
         self.insn_queue_depth = insn_queue_depth
         #: Chrome trace events of the last :meth:`run` with ``trace``.
         self.trace_events: list[dict[str, Any]] = []
@@ -129,7 +130,7 @@ class PerfModel:
     # ------------------------------------------------------------- memory costs
     def _rows(self, rows: int, row_bytes: int, start_byte: int) -> tuple[int, int]:
         """(bursts, beats) of ``rows`` rows of ``row_bytes`` contiguous bytes each."""
-        bb = self.p.bus_bytes
+        bb = self.bus_bytes
         beats_row = math.ceil((start_byte % bb + row_bytes) / bb)
         return rows * math.ceil(beats_row / self.p.max_burst), rows * beats_row
 
@@ -142,7 +143,7 @@ class PerfModel:
             return 0.0, 0.0, 0.0, 0.0
         esz = self.cfg.elem_bytes(insn.memory_type)
         key = (insn.opcode == Opcode.STORE, esz, insn.y_size, insn.x_size,
-               insn.dram_base * esz % self.p.bus_bytes, insn.y_pad_0 + insn.y_pad_1)
+               insn.dram_base * esz % self.bus_bytes, insn.y_pad_0 + insn.y_pad_1)
         c = self._mem_memo.get(key)
         if c is None:
             c = self._mem_memo[key] = self._mem_cost(*key)
@@ -153,10 +154,11 @@ class PerfModel:
         p = self.p
         bursts, beats = self._rows(y_size, x_size * esz, start_byte)
         # elements narrower than the bus are written/read one per cycle inside the module
-        narrow = y_size * x_size if esz < p.bus_bytes else 0
+        narrow = y_size * x_size if esz < self.bus_bytes else 0
         if store:
-            return 0.0, max(beats * p.beat, narrow), p.write_latency + p.mem_overhead, 0.0
-        data = max(p.burst_train(bursts, beats, p.mem_latency) - p.mem_latency, narrow)
+            return 0.0, max(beats * self.beat, narrow), p.write_latency + p.mem_overhead, 0.0
+        data = max(p.burst_train(bursts, beats, p.mem_latency, self.beat) - p.mem_latency,
+                   narrow)
         return p.mem_latency, data, p.mem_overhead, pad_rows * p.pad_per_row
 
     def _compute_cycles(self, insn: Insn, chain: int | None = None) -> float:
@@ -259,13 +261,13 @@ class PerfModel:
         """Fetch: pipelined bursts of instructions in program order; the port carries their
         data beats (fetch has priority in the arbiter)."""
         p = self.p
-        fetch_beats = math.ceil(INSN_BYTES / p.bus_bytes)
+        fetch_beats = math.ceil(INSN_BYTES / self.bus_bytes)
         per_burst = max(1, p.max_burst // fetch_beats)
-        burst_cycles = per_burst * fetch_beats * p.beat
+        burst_cycles = per_burst * fetch_beats * self.beat
         period = max(burst_cycles, (p.mem_latency + burst_cycles) / max(1, p.outstanding))
         arrival = [0.0] * n_insns  # Python floats: read once per scheduling step
         bursts: list[tuple[float, float]] = []  # port intervals taken by fetch
-        beat, per_insn = p.beat, p.fetch_per_insn  # (a property: read once)
+        beat, per_insn = self.beat, p.fetch_per_insn
         for j in range(math.ceil(n_insns / per_burst)):
             start = p.mem_latency + j * period
             n_in = min(per_burst, n_insns - j * per_burst)  # the last burst may be short
@@ -312,7 +314,7 @@ class PerfModel:
                                         mem_wait=int(round(m.mem_wait)))
                    for m in mods.values()}
         return program_stats(insns, self.cfg, backend="perf", cycles=int(math.ceil(total)),
-                             bus_width=8 * self.p.bus_bytes, modules=modules,
+                             bus_width=self.cfg.bus_width, modules=modules,
                              memory_port_busy=int(round(state.port_busy)))
 
 
@@ -428,10 +430,9 @@ def _short_name(insn: Insn) -> str:
 
 
 def estimate(program: bytes | Sequence[Insn], cfg: Config, *,
-             params: PerfParams = DEFAULT_PARAMS, bus_width: int | None = None) -> RunStats:
-    """Statistics (with ``cycles``) of a program, without running its data."""
-    if bus_width is not None:
-        params = params.with_bus_width(bus_width)
+             params: PerfParams = DEFAULT_PARAMS) -> RunStats:
+    """Statistics (with ``cycles``) of a program on ``cfg``'s core (its bus width included),
+    without running its data."""
     with paused_gc():
         insns = check_program(as_program_bytes(program, cfg), cfg)
         return PerfModel(cfg, params).run(insns)
@@ -439,7 +440,7 @@ def estimate(program: bytes | Sequence[Insn], cfg: Config, *,
 
 def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: Config, *,
                 trace: bool = False, params: PerfParams = DEFAULT_PARAMS,
-                bus_width: int | None = None, max_uops: int = MAX_UOPS_PER_INSN,
+                max_uops: int = MAX_UOPS_PER_INSN,
                 **_: Any) -> RunResult:
     """The backend entry point: the DRAM image is returned unchanged (no data is computed, so
     ``vta sim --backend perf`` writes no OUT.bin). The program is checked against the image with
@@ -449,8 +450,6 @@ def run_program(program: bytes | Sequence[Insn], dram: bytes | np.ndarray, cfg: 
     dram = as_dram(dram)
     check_insns(insns, cfg, len(dram))  # the same bounds as every backend
     check_work(insns, max_uops, "perf")
-    if bus_width is not None:
-        params = params.with_bus_width(bus_width)
     model = PerfModel(cfg, params)
     stats = model.run(insns, trace=trace)
     events = model.trace_events

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from vta.isa import Config
+from vta.isa.config import DEFAULT_BUS_WIDTH
 from vta.isa.stats import RunStats
 
 from .measure import WrongResult, register_measurer
@@ -40,6 +41,15 @@ EPILOGUE = {"bias": True, "shift": 5, "mul": 1449, "shift2": 15, "clip": (0, 127
 
 def _cfg(params: dict[str, int]) -> Config:
     return Config(**params)
+
+
+def _task_config(cfg: Config) -> dict[str, int]:
+    """The configuration in a task's arguments: TVM's nine parameters, and ``BUS_WIDTH`` when
+    it is not 64 (a 128-bit core's tasks are measured on it; the 64-bit tasks, and the tuning
+    logs that name them, keep their workload keys)."""
+    if cfg.bus_width == DEFAULT_BUS_WIDTH:
+        return cfg.params
+    return {**cfg.params, "BUS_WIDTH": cfg.bus_width}
 
 
 @template("vta.conv2d")
@@ -460,14 +470,14 @@ def _conv_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
                                 "config (pad the channels first)")
     return (v["N"] // cfg.batch, v["CI"] // cfg.block_in, v["H"], v["W"],
             v["CO"] // cfg.block_out, v["K"], v["K"], v["S"], v["S"], v["P"], v["P"],
-            cfg.params)
+            _task_config(cfg))
 
 
 def _dense_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     for key, block in (("N", cfg.batch), ("K", cfg.block_in), ("M", cfg.block_out)):
         if v[key] % block:
             raise WorkloadError(f"dense: {key}={v[key]} is not a multiple of {block}")
-    return (v["N"] // cfg.batch, v["K"] // cfg.block_in, v["M"] // cfg.block_out, cfg.params)
+    return (v["N"] // cfg.batch, v["K"] // cfg.block_in, v["M"] // cfg.block_out, _task_config(cfg))
 
 
 def _matmul_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
@@ -475,7 +485,7 @@ def _matmul_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     `vta compile` pads a layer's)."""
     from vta.compiler.topi.matmul import packed_tiles
 
-    return (v["G"], *packed_tiles(v["G"], v["N"], v["K"], v["M"], cfg), cfg.params)
+    return (v["G"], *packed_tiles(v["G"], v["N"], v["K"], v["M"], cfg), _task_config(cfg))
 
 
 def _matmul_tensors(v: dict[str, int]) -> dict[str, int]:
@@ -537,7 +547,7 @@ def _group_conv_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
                             f"-channel tiles (nor is it depthwise with CI=CO=G a multiple of "
                             f"{cfg.block})")
     return (v["N"] // cfg.batch, ci // cfg.block_in, v["H"], v["W"], co // cfg.block_out,
-            v["K"], v["K"], v["S"], v["S"], v["P"], v["P"], tiles, cfg.params)
+            v["K"], v["K"], v["S"], v["S"], v["P"], v["P"], tiles, _task_config(cfg))
 
 
 def _transpose_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
@@ -550,14 +560,14 @@ def _transpose_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
         raise WorkloadError(f"conv2d_transpose: padding P={p} is not within 0..K-1={k - 1}")
     q = k - 1 - p  # the equivalent conv's padding of the zero-interleaved input
     return (v["N"] // cfg.batch, v["CI"] // cfg.block_in, v["H"], v["W"],
-            v["CO"] // cfg.block_out, k, k, v["S"], v["S"], q, q, q, q, cfg.params)
+            v["CO"] // cfg.block_out, k, k, v["S"], v["S"], q, q, q, q, _task_config(cfg))
 
 
 def _clip_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     from vta.compiler.topi.pack import ceil_div
 
     tiles = ceil_div(v["N"], cfg.batch) * ceil_div(v["C"], cfg.block) * v["H"] * v["W"]
-    return ("clip", [["lo", v["LO"]], ["hi", v["HI"]]], tiles, cfg.params)
+    return ("clip", [["lo", v["LO"]], ["hi", v["HI"]]], tiles, _task_config(cfg))
 
 
 register_workload(Workload(
@@ -606,8 +616,9 @@ def quantized_model(g: Any, cfg: Config) -> tuple[Any, dict[str, tuple[int, ...]
     The one extraction the tuning tasks (:func:`model_layers`) and AutoVTA's networks
     (:func:`vta.tune.autovta.network.extract_layers`) read their VTA layers from."""
     from vta.compiler.graph.module import compile_graph
+    from vta.compiler.graph.options import CompileOptions
 
-    module = compile_graph(g, cfg, vta_ops=())
+    module = compile_graph(g, cfg, CompileOptions(vta_ops=()))
     return module.graph, {k: tuple(v) for k, v in module.shapes.items()}
 
 
@@ -618,8 +629,8 @@ def model_layers(path: str | Path, cfg: Config, *,
     conv2d_transpose, dense, matmul and element-wise ALU layers; layers that do not fit the
     configuration are left out (they run on the CPU)."""
     from vta.compiler.graph.lowering import LayerError, plan_node
-    from vta.compiler.graph.module import LOWERED_OPS
     from vta.compiler.graph.onnx_frontend import load_onnx
+    from vta.compiler.graph.options import LOWERED_OPS
 
     qg, shapes = quantized_model(load_onnx(path, input_shapes=input_shapes), cfg)
     layers = []
@@ -659,17 +670,17 @@ def layer_task(layer: Any, cfg: Config) -> Task | None:
     if layer.template == "elementwise":
         return Task.create("vta.elementwise", (layer.spec.kind, [list(a) for a in
                                                                   layer.spec.attrs],
-                                               layer.tiles, cfg.params))
+                                               layer.tiles, _task_config(cfg)))
     if layer.template == "dense":
         (n, k), (m, _) = layer.data, layer.kernel
-        return Task.create("vta.dense", (n, k, m, cfg.params))
+        return Task.create("vta.dense", (n, k, m, _task_config(cfg)))
     if layer.template == "matmul":
-        return Task.create("vta.matmul", (layer.g, layer.n, layer.k, layer.m, cfg.params))
+        return Task.create("vta.matmul", (layer.g, layer.n, layer.k, layer.m, _task_config(cfg)))
     n, ci, h, w = layer.data
     co, _, kh, kw = layer.kernel
     if layer.template == "conv2d_transpose":
         return Task.create("vta.conv2d_transpose", (n, ci, h, w, co, kh, kw, *layer.strides,
-                                                    *layer.padding, cfg.params))
+                                                    *layer.padding, _task_config(cfg)))
     if layer.template != "conv2d":
         return None
     pt, pl, pb, pr = layer.padding
@@ -677,9 +688,9 @@ def layer_task(layer: Any, cfg: Config) -> Task | None:
         return None
     if layer.groups != 1:  # grouped, or depthwise as groups of one block-diagonal tile
         return Task.create("vta.group_conv2d", (n, ci, h, w, co, kh, kw, *layer.strides, pt,
-                                                pl, layer.groups, cfg.params))
+                                                pl, layer.groups, _task_config(cfg)))
     return Task.create("vta.conv2d", (n, ci, h, w, co, kh, kw, *layer.strides, pt, pl,
-                                      cfg.params))
+                                      _task_config(cfg)))
 
 
 class TuningLogError(WorkloadError):

@@ -2,9 +2,10 @@
 
 :class:`ModuleManifest` is what :meth:`vta.compiler.graph.module.CompiledModule.save` writes and
 :func:`vta.compiler.graph.module.load_module` reads: the format and its version, the
-configuration, the graph, quantization, partition, one :class:`KernelRecord` per VTA layer, the
-host kernels and a :class:`FileDigest` per file. ``to_json`` / ``from_json`` give the file's
-JSON; a missing or mistyped field is a one-line :class:`ModuleError` naming it.
+configuration, the compile's options, the graph, quantization, partition, one
+:class:`KernelRecord` per VTA layer, the host kernels and a :class:`FileDigest` per file.
+``to_json`` / ``from_json`` give the file's JSON; a missing or mistyped field is a one-line
+:class:`ModuleError` naming it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from vta.isa.records import JsonRecord
 
 from .errors import ModuleError
 from .ir import TensorInfo
+from .options import CompileOptions
 from .quant_info import QuantInfo
 
 FORMAT = "vta-module"
 #: 2: the manifest carries a sha256 and a size per file ("files"), checked at load.
 #: 3: a digest (digest.json) covers every file, the manifest included, and is verified first;
 #: every path of the manifest is a plain relative name of a file of the module.
-VERSION = 3
+#: 4: the compile's options (:class:`~vta.compiler.graph.options.CompileOptions`, the board
+#: included) are recorded whole ("options"); the configuration carries the bus width.
+VERSION = 4
 
 
 class _Record(JsonRecord):
@@ -110,7 +114,7 @@ class ModuleManifest(_Record):
     format: str
     version: int
     config: Config
-    board: str | None
+    options: CompileOptions  #: how the module was compiled (``vta compile``'s flags)
     inputs: dict[str, TensorInfo]
     outputs: dict[str, TensorInfo]
     graph: dict[str, Any]  #: the graph's structure (:meth:`Graph.to_json`)

@@ -3,7 +3,8 @@
 A module directory (written atomically: a temporary directory renamed into place) holds:
 
 - ``manifest.json`` (:class:`~vta.compiler.graph.manifest.ModuleManifest`): format version,
-  config, board, the quantized graph, inputs/outputs (shapes, dtypes), quantization (exponent
+  config, the compile's options (:class:`~vta.compiler.graph.options.CompileOptions`, the
+  board included), the quantized graph, inputs/outputs (shapes, dtypes), quantization (exponent
   per tensor, per-layer report), partition, fusion groups, per-kernel records;
 - ``params.npz``: the graph's parameters (int8 weights, int32 biases, float params of CPU ops);
 - ``const.bin``: the constant region of the DRAM arena (packed weights, biases, micro-ops);
@@ -55,7 +56,7 @@ from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
 from . import fuse as fusion_pass
-from .calibration import CALIBRATIONS, qdq_ranges, synthetic_samples
+from .calibration import qdq_ranges, synthetic_samples
 from .errors import InputError, ModelError, ModuleError
 from .host import host_kernel
 from .int8_executor import run_quantized
@@ -83,6 +84,7 @@ from .manifest import (
     QuantizationRecord,
 )
 from .offsets import offset_tensors
+from .options import CompileOptions
 from .passes import fusion_groups, optimize
 from .plan import MemoryPlan, plan_memory
 from .quant_error import layer_errors
@@ -92,11 +94,8 @@ from .reference import infer_shapes
 from .summary import cpu_reasons, fallback_notes
 from .workers import Workers, check_jobs
 
-#: The ops that run on VTA's GEMM core, and every op the partitioner sends to VTA (``vta_ops``
-#: of :func:`compile_graph`; the GEMM ops and the element-wise ones of VTA's ALU): the op
-#: registry's.
-VTA_OPS = ops.names(lambda o: o.gemm)
-LOWERED_OPS = ops.names(lambda o: o.lowered)
+#: The options of a compile that is given none (each field at its default).
+DEFAULT_OPTIONS = CompileOptions()
 
 #: A tuning-log lookup: (layer) -> (knobs, measured cycles) or None when the log has not tuned
 #: its workload (built by vta.tune.vta_tasks.tuning_lookup; the compiler does not import tune).
@@ -131,7 +130,7 @@ class CompiledModule:
     plan: MemoryPlan
     const_image: bytes
     kernels: dict[str, Kernel]
-    board: str | None = None
+    options: CompileOptions = DEFAULT_OPTIONS  #: how it was compiled (the board included)
     fusion: list[FusionRecord] = field(default_factory=list)
     macs: dict[str, int] = field(default_factory=dict)
     compile_seconds: float = 0.0
@@ -140,6 +139,11 @@ class CompiledModule:
     host_ir: dict[str, str] = field(default_factory=dict)
     #: output -> cosine / top-1 of the int8 graph against float on the first calibration input
     agreement: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def board(self) -> str | None:
+        """The board the module was compiled for (``--board``), or None."""
+        return self.options.board
 
     @property
     def tuned_knobs(self) -> dict[str, dict[str, int]]:
@@ -187,7 +191,7 @@ class CompiledModule:
                  files: dict[str, FileDigest]) -> ModuleManifest:
         """The module's manifest, given its kernel and host kernel records and file digests."""
         return ModuleManifest(
-            format=FORMAT, version=VERSION, config=self.cfg, board=self.board,
+            format=FORMAT, version=VERSION, config=self.cfg, options=self.options,
             inputs=dict(self.graph.inputs),
             outputs={o: TensorInfo(tuple(self.shapes[o]), "float32") for o in self.graph.outputs},
             graph=self.graph.to_json(),
@@ -394,65 +398,55 @@ def load_module(path: str | Path) -> CompiledModule:
     q = m.quantization
     return CompiledModule(m.config, graph, dict(q.scales), list(q.layers), dict(m.partition),
                           {k: tuple(v) for k, v in m.shapes.items()}, plan, const, kernels,
-                          m.board, list(m.fusion), dict(m.macs), m.compile_seconds,
+                          m.options, list(m.fusion), dict(m.macs), m.compile_seconds,
                           list(m.notes), host_ir, dict(q.agreement))
 
 
 # ---------------------------------------------------------------------- compile
-def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.ndarray]] = (),
-                  float_layers: Iterable[str] = (), cpu_layers: Iterable[str] = (),
-                  vta_ops: Iterable[str] = LOWERED_OPS, keep_first_float: bool = True,
-                  board: str | None = None, threads: bool = True,
-                  tuned: Lookup | None = None, host: str = "llvm",
-                  per_channel: bool = False, calibration: str = CALIBRATIONS[0],
-                  pow2: bool = False, bias_correction: bool = False, jobs: int | None = None,
-                  progress: Progress | None = None, fuse: bool = True) -> CompiledModule:
-    """Optimize, quantize, partition, plan and lower a float graph. Every VTA layer goes
-    through the operator compiler with the knobs ``tuned`` gives for it (a tuning log), else
-    its template's default knobs; ``threads=False`` keeps default schedules to one virtual
-    thread (fewer, larger instructions: faster on fsim). ``host``: "llvm" stores the LLVM IR
-    of the CPU nodes' kernels, "numpy" none. ``jobs``: worker processes for the default-knob
-    searches and the recordings (None: the CPUs this process may use; 1: in-process; more
-    than 1: the conv and dense layers' searches start before quantization,
+def compile_graph(g: Graph, cfg: Config, options: CompileOptions = DEFAULT_OPTIONS, *,
+                  samples: Sequence[Mapping[str, np.ndarray]] = (), tuned: Lookup | None = None,
+                  jobs: int | None = None, progress: Progress | None = None) -> CompiledModule:
+    """Optimize, quantize, partition, plan and lower a float graph as ``options`` say (the
+    module records them). Every VTA layer goes through the operator compiler with the knobs
+    ``tuned`` gives for it (a tuning log), else its template's default knobs. ``samples``:
+    the calibration inputs (default: synthetic ones). ``jobs``: worker processes for the
+    default-knob searches and the recordings (None: the CPUs this process may use; 1:
+    in-process; more than 1: the conv and dense layers' searches start before quantization,
     :func:`_search_ahead`); the module is the same for every value. ``progress(k, total)``
-    follows the searches. ``fuse``: residual adds go into the epilogue of the conv or dense
-    layer that produces one operand where vta.sim.perf finds that faster
+    follows the searches. With ``options.fuse``, residual adds go into the epilogue of the
+    conv or dense layer that produces one operand where vta.sim.perf finds that faster
     (:mod:`vta.compiler.graph.fuse`)."""
-    if host not in ("llvm", "numpy"):
-        raise InputError(f"unknown host kernels {host!r}; use llvm or numpy")
+    o = options
     jobs = check_jobs(jobs)
     t0 = time.perf_counter()
     og = optimize(g)
-    _check_layer_names(og, cpu_layers, "--cpu-layer")
+    _check_layer_names(og, o.cpu_layers, "--cpu-layer")
     samples = list(samples) or synthetic_samples(og)
     _preload()
     with Workers(jobs) as workers:
         ahead = None
         if tuned is None and workers.jobs > 1:
-            ahead = _search_ahead(og, cfg, workers, threads, set(float_layers),
-                                  set(cpu_layers), set(vta_ops), keep_first_float,
-                                  per_channel, pow2, progress)
-        qr = quantize_graph(og, samples, float_layers=float_layers,
-                            keep_first_float=keep_first_float, per_channel=per_channel,
-                            calibration=calibration, pow2=pow2,
-                            bias_correction=bias_correction)
+            ahead = _search_ahead(og, cfg, o, workers, progress)
+        qr = quantize_graph(og, samples, float_layers=o.float_layers,
+                            keep_first_float=o.keep_first_float, per_channel=o.per_channel,
+                            calibration=o.calibration, pow2=o.pow2,
+                            bias_correction=o.bias_correction)
         qg = qr.graph
         env = run_quantized(qg, samples[0], keep=True)
         agree = layer_errors(og, qr, samples[0], env, qr.float_env)  # calibration: samples[0]
         qr.float_env = None
         shapes = {k: tuple(np.shape(v)) for k, v in env.items() if k not in qg.params}
         known = dict(k for k in ahead() if k is not None) if ahead is not None else {}
-        partition, notes, built, fused = _lower_layers(qg, shapes, cfg, set(cpu_layers),
-                                                       set(vta_ops), threads, tuned, workers,
-                                                       known, progress, fuse)
+        partition, notes, built, fused = _lower_layers(qg, shapes, cfg, o, tuned, workers,
+                                                       known, progress)
     retuned = [f.layer for f in fused if tuned is not None and
                tuned(plan_node(qg.node(f.layer), shapes, qg.params, cfg)) is not None]
     qg = fusion_pass.apply(qg, fused)
     partition = {n.name: partition[n.name] for n in qg.nodes}
     built = {n.name: built[n.name] for n in qg.nodes if n.name in built}  # the graph's order
     shapes = {k: v for k, v in shapes.items() if k not in {f.tensor for f in fused}}
-    notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, cpu_layers, vta_ops),
-                           qg)
+    notes = fallback_notes(cpu_reasons(qg, qr.layers, partition, notes, o.cpu_layers,
+                                       o.vta_ops), qg)
     if retuned:
         notes.append(f"tuning log: {len(retuned)} tuned layer(s) ({', '.join(retuned[:3])}"
                      f"{', ...' if len(retuned) > 3 else ''}) got their residual add fused in, "
@@ -476,7 +470,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
     macs = {n.name: node_macs(n, shapes, qg.params) for n in qg.nodes}
     fusion = [FusionRecord(f.kind, f.master, list(f.nodes)) for f in fusion_groups(qg)]
     host_ir: dict[str, str] = {}
-    if host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
+    if o.host == "llvm":  # the CPU nodes' LLVM kernels (IR only: `vta run` JIT-compiles it)
 
         for n in qg.nodes:
             if partition[n.name] == "cpu":
@@ -484,7 +478,7 @@ def compile_graph(g: Graph, cfg: Config, *, samples: Sequence[Mapping[str, np.nd
                 if hk is not None:
                     host_ir[n.name] = hk.text()
     return CompiledModule(cfg, qg, qr.scales, qr.layers, partition, shapes, plan, bytes(image),
-                          kernels, board, fusion, macs, time.perf_counter() - t0, notes,
+                          kernels, o, fusion, macs, time.perf_counter() - t0, notes,
                           host_ir, agree)
 
 
@@ -499,9 +493,8 @@ class _Built:
 
 
 def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
-                  cpu_layers: set[str], vta_ops: set[str], threads: bool,
-                  tuned: Lookup | None, workers: Workers, known: Mapping[str, Choice],
-                  progress: Progress | None, fuse: bool = True
+                  o: CompileOptions, tuned: Lookup | None, workers: Workers,
+                  known: Mapping[str, Choice], progress: Progress | None
                   ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built],
                              list[fusion_pass.Fusion]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
@@ -515,7 +508,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     notes: dict[str, str] = {}
     planned: dict[str, tuple[VtaLayer | AluLayer, tuple[dict[str, int], float] | None]] = {}
     for n in qg.nodes:
-        if n.op not in vta_ops or not ops.has(n.op, "lowered") or n.name in cpu_layers:
+        if n.op not in o.vta_ops or not ops.has(n.op, "lowered") or n.name in o.cpu_layers:
             continue
         try:
             layer = plan_node(n, shapes, qg.params, cfg)
@@ -525,7 +518,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         hit = tuned(layer) if tuned is not None else None  # a bad log is an error, no fallback
         planned[n.name] = (layer, hit)
     works = [replace(layer, node="") for layer, hit in planned.values() if hit is None]
-    choices, recorded = _default_knobs(works, cfg, threads, workers, known, progress)
+    choices, recorded = _default_knobs(works, cfg, o.threads, workers, known, progress)
     wanted: dict[str, tuple[Any, dict[str, int], float, str] | str] = {}
     for name, (layer, hit) in planned.items():
         work = replace(layer, node="")  # the workload: equal layers share a choice
@@ -535,7 +528,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
             (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
             "default" if hit is None else "tuning-log")
     nodes = {n.name: n for n in qg.nodes}
-    fused = _fusions(qg, shapes, cfg, wanted, threads, workers) if fuse else []
+    fused = _fusions(qg, shapes, cfg, wanted, o.threads, workers) if o.fuse else []
     for f, layer, ch in fused:
         del wanted[f.layer], wanted[f.add]
         wanted[f.node.name] = ((layer, _knob_key(ch.knobs)), ch.knobs, ch.cycles, "default")
@@ -661,9 +654,7 @@ def _search(task: tuple[list[Any], Config, bool]
     return ch, [_record((w, ch.knobs, cfg)) for w in works]
 
 
-def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
-                  float_layers: set[str], cpu_layers: set[str], vta_ops: set[str],
-                  keep_first_float: bool, per_channel: bool, pow2: bool,
+def _search_ahead(og: Graph, cfg: Config, o: CompileOptions, workers: Workers,
                   progress: Progress | None = None
                   ) -> Callable[[], list[tuple[str, Choice] | None]]:
     """Start, in the workers, the default-knob searches the float graph's conv and dense
@@ -671,50 +662,49 @@ def _search_ahead(og: Graph, cfg: Config, workers: Workers, threads: bool,
     depends on a layer's shapes and on which requantization steps its epilogue has, not on
     their amounts (:func:`~vta.compiler.topi.defaults.conv2d_default`), so it can be searched
     before the scales are known. The epilogue is expected to be the quantizer's usual one
-    (a shift, a fixed-point multiplier and its shift; per channel with ``per_channel``; a
-    shift alone with ``pow2``), and a padded conv of a tensor stored with an offset to read
+    (a shift, a fixed-point multiplier and its shift; per channel with ``o.per_channel``; a
+    shift alone with ``o.pow2``), and a padded conv of a tensor stored with an offset to read
     it unpadded after a ``QPad`` (:func:`~vta.compiler.graph.offsets.offset_tensors`). The
     searches write nothing: calling the result waits for
     their (cache key, Choice) (None for a layer that does not fit) and the compile uses and
     stores those of the workloads the quantized graph has; a layer the guess missed is
     searched then, as without it. The module is the same either way."""
     try:
-        works = _expected_workloads(og, cfg, float_layers, cpu_layers, vta_ops,
-                                    keep_first_float, per_channel, pow2)
+        works = _expected_workloads(og, cfg, o)
     except (VTAError, KeyError, TypeError, ValueError, IndexError):
         works = []  # a guess never stops a compile: quantization reports what is wrong
     todo: dict[str, Any] = {}
     for work in dict.fromkeys(works):
         try:
-            key, ch = defaults.probe(lambda w=work: w.default(cfg, threads))
+            key, ch = defaults.probe(lambda w=work: w.default(cfg, o.threads))
         except VTAError:
             continue
         if ch is None and key is not None:
             todo.setdefault(key, work)
     if progress is not None and todo:
         progress(0, len(todo))
-    return workers.start(_search_unstored, [(w, cfg, threads) for w in
+    return workers.start(_search_unstored, [(w, cfg, o.threads) for w in
                                             sorted(todo.values(), key=lambda w: -w.size())],
                          progress)
 
 
-def _expected_workloads(og: Graph, cfg: Config, float_layers: set[str], cpu_layers: set[str],
-                        vta_ops: set[str], keep_first_float: bool, per_channel: bool,
-                        pow2: bool) -> list[VtaLayer | AluLayer]:
+def _expected_workloads(og: Graph, cfg: Config, o: CompileOptions
+                        ) -> list[VtaLayer | AluLayer]:
     """The workloads (:func:`plan_node`) the float graph's conv and dense layers will most
     likely have once quantized (:func:`_search_ahead`)."""
-    first = float_first_conv(og) if keep_first_float else None
+    float_layers, pow2 = set(o.float_layers), o.pow2
+    first = float_first_conv(og) if o.keep_first_float else None
     shapes = infer_shapes(og)
     # tensors stored with an offset: a padded conv of one reads it through a QPad, unpadded
     offset = offset_tensors(og, float_layers | {first}, set(qdq_ranges(og)), not pow2)
-    vec = [1, 2] if per_channel else None
+    vec = [1, 2] if o.per_channel else None
     epi = {"shift": vec or 1, "mul": 1 if pow2 else vec or 2, "shift2": 0 if pow2 else 1,
            "lo": -128, "hi": 127}
     works = []
     for n in og.nodes:
         acts = [i for i in n.inputs if i and i not in og.params]
         if n.op not in ("Conv", "Dense") or len(acts) != 1 or n.name == first or \
-                n.name in float_layers or n.name in cpu_layers or "Q" + n.op not in vta_ops:
+                n.name in float_layers or n.name in o.cpu_layers or "Q" + n.op not in o.vta_ops:
             continue
         q = Node("Q" + n.op, n.name, list(n.inputs), list(n.outputs), {**n.attrs, **epi})
         x = shapes.get(n.inputs[0])

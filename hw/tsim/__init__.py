@@ -108,8 +108,7 @@ def _verilator_version() -> str:
     return find_verilator().version
 
 
-def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool,
-                options: CoreOptions) -> str:
+def _source_key(cfg: Config, vcd: bool, reset_stage: bool, options: CoreOptions) -> str:
     """A hash of everything the Verilog is generated from (the hw sources, Amaranth, the
     config, the core options): lets a cached build be found without regenerating the
     Verilog."""
@@ -120,7 +119,7 @@ def _source_key(cfg: Config, bus_width: int, vcd: bool, reset_stage: bool,
     for path in sorted(hw_dir.rglob("*.py")):
         h.update(str(path.relative_to(hw_dir)).encode())
         h.update(path.read_bytes())
-    for part in (amaranth.__version__, cfg.to_json(), str(bus_width), str(vcd),
+    for part in (amaranth.__version__, cfg.to_json(), str(cfg.bus_width), str(vcd),
                  str(reset_stage), json.dumps(options.as_dict(), sort_keys=True),
                  _harness_source(), *harness_headers().values(),
                  _verilator_version(), *VERILATOR_FLAGS, *_make_variables()):
@@ -143,10 +142,11 @@ _LOCK = threading.Lock()
 _LOADED: dict[Path, ctypes.CDLL] = {}
 
 
-def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool = False,
+def build(cfg: Config, *, vcd: bool = False, verbose: bool = False,
           jobs: int = 1, reset_stage: bool = True,
           options: CoreOptions | Mapping[str, Any] | None = None) -> Build:
-    """Compile (or find in the cache) the tsim model of ``cfg``; returns the library path.
+    """Compile (or find in the cache) the tsim model of ``cfg`` (its bus width included);
+    returns the library path.
 
     ``options`` selects a hardware variant of the core (:class:`~vta.hw.options.CoreOptions`,
     or a dict of them; part of the cache key). ``reset_stage=False`` builds the core without
@@ -156,22 +156,21 @@ def build(cfg: Config, *, bus_width: int = 64, vcd: bool = False, verbose: bool 
 
     options = CoreOptions.coerce(options)
     root = cache_root()
-    index = root / "index" / _source_key(cfg, bus_width, vcd, reset_stage, options)
+    index = root / "index" / _source_key(cfg, vcd, reset_stage, options)
     if index.exists():
         key = index.read_text().strip()
         lib = root / key / "libvtatsim.so"
         if lib.exists():
-            return Build(lib, key, bus_width, vcd)
-    verilog = generate(cfg, bus_width=bus_width, name="vta_core", reset_stage=reset_stage,
-                       options=options)
-    cflags = [f"-DBUS_BYTES={bus_width // 8}"]
+            return Build(lib, key, cfg.bus_width, vcd)
+    verilog = generate(cfg, name="vta_core", reset_stage=reset_stage, options=options)
+    cflags = [f"-DBUS_BYTES={cfg.bus_bytes}"]
     if "debug_states" in verilog:
         cflags.append("-DHAVE_DEBUG_PORTS")
     lib = build_library({"vta_core.v": verilog, "harness.cpp": _harness_source(),
                          **harness_headers()},
                         top="vta_core", cflags=cflags, trace=vcd, verbose=verbose, jobs=jobs)
     _write_index(index, lib.parent.name)
-    return Build(lib, lib.parent.name, bus_width, vcd)
+    return Build(lib, lib.parent.name, cfg.bus_width, vcd)
 
 
 def build_library(files: dict[str, str], *, top: str, cflags: list[str], trace: bool = False,
@@ -417,7 +416,7 @@ def _run_bounded(model: TsimModel, bound: int, idle_limit: int, progress: float 
 
 
 def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: Config, *,
-                bus_width: int = 64, mem_latency: int = DEFAULT_MEM_LATENCY,
+                mem_latency: int = DEFAULT_MEM_LATENCY,
                 mem_write_latency: int = DEFAULT_MEM_WRITE_LATENCY,
                 mem_bandwidth: float | None = DEFAULT_MEM_BANDWIDTH, mem_stall: float = 0.0,
                 seed: int = 0, idle_limit: int = DEFAULT_IDLE_LIMIT,
@@ -426,7 +425,8 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
                 progress: float | None = PROGRESS_SECONDS,
                 max_uops: int = MAX_UOPS_PER_INSN, reset_stage: bool = True,
                 options: CoreOptions | Mapping[str, Any] | None = None) -> RunResult:
-    """Run ``program`` on the Verilator model of the core; byte-identical to fsim.
+    """Run ``program`` on the Verilator model of ``cfg``'s core (its bus width included);
+    byte-identical to fsim.
 
     ``mem_latency`` cycles to the first read beat, ``mem_bandwidth`` bytes per cycle shared by
     reads and writes (``None``: one bus word per cycle), ``mem_stall`` random backpressure
@@ -449,11 +449,9 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
     if max_cycles is not None and max_cycles < 1:
         raise VTAError(f"max_cycles must be at least 1, not {max_cycles}")
     bound = max_cycles if max_cycles is not None else default_max_cycles(
-        insns, cfg, bus_width=bus_width, mem_latency=mem_latency, mem_bandwidth=mem_bandwidth,
-        mem_stall=mem_stall)
+        insns, cfg, mem_latency=mem_latency, mem_bandwidth=mem_bandwidth, mem_stall=mem_stall)
     image = place_program(dram, program)
-    b = build(cfg, bus_width=bus_width, vcd=vcd is not None, reset_stage=reset_stage,
-              options=options)
+    b = build(cfg, vcd=vcd is not None, reset_stage=reset_stage, options=options)
     with TsimModel(b, vcd=vcd) as model:
         if trace and not model.lib.tsim_has_trace_ports():
             raise VTAError("this core has no debug_* trace ports; --trace needs a core that "
@@ -480,7 +478,7 @@ def run_program(program: bytes | Sequence[Insn], dram: np.ndarray | bytes, cfg: 
             samples = [(c - start, *rest) for c, *rest in model.samples() if c >= start]
             events = chrome_trace(spans_from_samples(samples, insns), insns)
         axi = model.axi_stats()
-    stats = run_stats(insns, cfg, counters, backend="tsim", bus_width=bus_width, axi=axi)
+    stats = run_stats(insns, cfg, counters, backend="tsim", axi=axi)
     return RunResult(dram=dram_out, stats=stats, trace=events)
 
 

@@ -28,7 +28,7 @@ def cores(small_cfg: Config) -> dict[int, str]:
     """The real core's Verilog for the small config, per bus width (generated once)."""
     from vta.hw.verilog import generate
 
-    return {w: generate(small_cfg, bus_width=w) for w in (64, 128)}
+    return {w: generate(small_cfg.with_bus_width(w)) for w in (64, 128)}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,8 @@ def projects(tmp_path_factory, cores, small_cfg) -> dict[str, object]:
     for name in BOARDS:
         b = get_board(name)
         out[name] = root / name
-        write_project(name, small_cfg, out[name], core_verilog=cores[b.bus_width])
+        write_project(name, small_cfg.with_bus_width(b.bus_width), out[name],
+                      core_verilog=cores[b.bus_width])
     return out
 
 
@@ -49,7 +50,8 @@ def test_project_files_and_contents(projects, small_cfg, name: str) -> None:
     d = projects[name]
     files = {p.name for p in d.iterdir()}
     assert files == FILES[b.flow] | {"vta_config.json", "board.json"}
-    assert Config.from_json(d / "vta_config.json") == small_cfg
+    # the configuration written is the project's, its bus the board's memory port
+    assert Config.from_json(d / "vta_config.json") == small_cfg.with_bus_width(b.bus_width)
     meta = json.loads((d / "board.json").read_text())
     assert meta["part"] == b.part and set(meta["files"]) == files
     core = (d / "vta_core.v").read_text()
@@ -145,9 +147,13 @@ def test_write_is_atomic(tmp_path, cores, small_cfg) -> None:
     assert "module vta_top" in (out / "vta_top.v").read_text()
     assert all(p.exists() for p in paths)
     # A core that breaks the port contract: nothing is written, no temporary left behind.
-    broken = cores[64].replace("m_axi_wlast", "m_axi_wlost")
-    with pytest.raises(BoardError):
-        write_project("zcu104", small_cfg, tmp_path / "new", core_verilog=broken)
+    broken = cores[128].replace("m_axi_wlast", "m_axi_wlost")
+    with pytest.raises(BoardError, match="m_axi_wl"):
+        write_project("zcu104", small_cfg.with_bus_width(128), tmp_path / "new",
+                      core_verilog=broken)
+    # a core whose bus is not the board's memory port: refused before anything is written
+    with pytest.raises(BoardError, match="64-bit bus .* zcu104 has a 128-bit memory port"):
+        write_project("zcu104", small_cfg, tmp_path / "new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proj"]
 
 

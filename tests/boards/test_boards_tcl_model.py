@@ -131,13 +131,14 @@ def projects(tmp_path_factory) -> dict[str, Path]:
     from vta.hw.verilog import generate
 
     cfg = Config.preset("small")
-    cores = {w: generate(cfg, bus_width=w) for w in (64, 128)}
+    cores = {w: generate(cfg.with_bus_width(w)) for w in (64, 128)}
     root = tmp_path_factory.mktemp("tclmodel")
     out = {}
     for b in all_boards():
         if b.flow in ("vivado", "quartus"):
             out[b.name] = root / b.name
-            write_project(b, cfg, out[b.name], core_verilog=cores[b.bus_width])
+            write_project(b, cfg.with_bus_width(b.bus_width), out[b.name],
+                          core_verilog=cores[b.bus_width])
     return out
 
 

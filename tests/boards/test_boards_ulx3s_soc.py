@@ -139,7 +139,7 @@ def test_serial_bridge_memory_and_registers(small_cfg) -> None:
     from vta.hw.core import VTACore
     from vta.hw.regs import CORE_ID, REGISTER_MAP
 
-    soc = UartSoC(VTACore(small_cfg, bus_width=64), bus_width=64, ram_kib=1, uart_divisor=DIV)
+    soc = UartSoC(VTACore(small_cfg), bus_width=64, ram_kib=1, uart_divisor=DIV)
     host = SerialHost(soc)
     sim = Simulator(soc)
     sim.add_clock(1e-8)
@@ -176,7 +176,7 @@ def test_matmul_over_serial_matches_numpy(small_cfg) -> None:
     mm = matmul_program(small_cfg, 4, 4, 8, a=a, b=b)
     insn_addr = -(-len(mm.dram) // 64) * 64
     image = bytes(mm.dram) + bytes(insn_addr - len(mm.dram)) + mm.program
-    soc = UartSoC(VTACore(small_cfg, bus_width=64), bus_width=64, ram_kib=4, uart_divisor=DIV,
+    soc = UartSoC(VTACore(small_cfg), bus_width=64, ram_kib=4, uart_divisor=DIV,
                   ram_init=image)
     host = SerialHost(soc)
     sim = Simulator(soc)

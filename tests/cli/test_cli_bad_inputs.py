@@ -145,6 +145,9 @@ CASES: dict[str, tuple[list[str], str]] = {
     "sim-opt-bypassing-max-cycles": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o",
                                       "{t}/o.bin", "--backend", "rtl", "--opt",
                                       "max_cycles=-5"], "use --max-cycles"),
+    "sim-opt-bus-width": (["sim", "{t}/m.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin",
+                           "--backend", "tsim", "--opt", "bus_width=128"],
+                          "the bus width is the configuration's; set \"BUS_WIDTH\": 128"),
     "sim-fsim-huge-gemm": (["sim", "{t}/huge.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin"],
                            "iter_out=16383 x iter_in=16383"),
     "sim-tsim-huge-gemm": (["sim", "{t}/huge.bin", "--dram", "{t}/d.bin", "-o", "{t}/o.bin",
@@ -170,10 +173,12 @@ CASES: dict[str, tuple[list[str], str]] = {
                                      "is a file"),
     "verilog-bad-name": (["verilog", "--preset", "small", "--name", "no good", "-o",
                           "{t}/v"], "not a valid identifier"),
-    "verilog-bus-width": (["verilog", "--bus-width", "96", "-o", "{t}/v"], "--bus-width"),
+    "config-write-bus-width": (["config", "write", "--bus-width", "96", "-o", "{t}/c.json"],
+                               "--bus-width"),
     "verilog-board-config-bus-not-the-boards": (["verilog", "--board", "pynq-z1", "--config",
                                                  "{t}/c128.json", "-o", "{t}/v"],
-                                                "asks for a 128-bit bus"),
+                                                "c128.json has a 128-bit bus (BUS_WIDTH) but "
+                                                "board pynq-z1 has a 64-bit memory port"),
     # --- vta synth: before yosys starts
     "synth-workdir-is-file": ([*SYNTH, "--workdir", "{t}/afile"], "is a file"),
     "synth-json-missing-dir": ([*SYNTH, "--json", "{t}/nodir/r.json"], "does not exist"),
@@ -182,7 +187,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                               "different names"),
     "synth-unknown-board": (["synth", "--board", "nosuch", "-q"], "nosuch"),
     "synth-config-bus-not-the-boards": (["synth", "--board", "pynq-z1", "--config",
-                                         "{t}/c128.json", "-q"], "64-bit one"),
+                                         "{t}/c128.json", "-q"],
+                                        "pynq-z1 has a 64-bit memory port"),
     # --- vta build: before yosys starts
     "build-clock-negative": ([*ULX3S, "--clock", "-5", "-o", "{t}/b"], "--clock"),
     "build-clock-zero": ([*ULX3S, "--clock", "0", "-o", "{t}/b"], "above 0"),
@@ -202,7 +208,8 @@ CASES: dict[str, tuple[list[str], str]] = {
     "build-not-open-flow": (["build", "--board", "pynq-z1", "-o", "{t}/b"], "vta verilog"),
     "build-config-bus-not-the-boards": (["build", "--board", "ulx3s-85f", "--config",
                                          "{t}/c128.json", "-q", "-o", "{t}/b"],
-                                        "asks for a 128-bit bus"),
+                                        "c128.json has a 128-bit bus (BUS_WIDTH) but "
+                                        "board ulx3s-85f has a 64-bit memory port"),
     # --- vta zoo
     "zoo-num-classes-negative": (["zoo", "resnet18", "-o", "{t}/z.onnx", "--num-classes",
                                   "-1"], "--num-classes"),

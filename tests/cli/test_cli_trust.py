@@ -174,6 +174,7 @@ def _resign(d: Path, manifest: dict | None = None) -> None:
     import hashlib
     import json
 
+    from vta.compiler.graph.manifest import VERSION
     from vta.isa.digest import write_digest
 
     m = manifest if manifest is not None else json.loads((d / "manifest.json").read_text())
@@ -182,7 +183,7 @@ def _resign(d: Path, manifest: dict | None = None) -> None:
             data = (d / rel).read_bytes()
             m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
-    write_digest(d, "vta-module", 3)
+    write_digest(d, "vta-module", VERSION)
 
 
 def _run_argv(d: Path, work: Path) -> list[str]:  # noqa: F811
@@ -220,9 +221,9 @@ def test_the_digest_covers_every_file_the_manifest_included(work: Path) -> None:
     assert "manifest.json" in files and "digest.json" in files
     lines = "".join(f"{hashlib.sha256((mod / f).read_bytes()).hexdigest()}  {f}\n"
                     for f in files if f != "digest.json")
-    assert dig == {"kind": "vta-module", "version": 3,
+    assert dig == {"kind": "vta-module", "version": 4,
                    "sha256": hashlib.sha256(lines.encode()).hexdigest()}
-    assert json.loads((mod / "manifest.json").read_text())["version"] == 3
+    assert json.loads((mod / "manifest.json").read_text())["version"] == 4
 
 
 def test_a_changed_manifest_field_is_a_digest_error(work: Path, tmp_path: Path,  # noqa: F811
@@ -237,8 +238,8 @@ def test_a_changed_manifest_field_is_a_digest_error(work: Path, tmp_path: Path, 
     _refused(d, work, capsys, "manifest.json was modified")
 
 
-@pytest.mark.parametrize("case", ["no-digest", "old-digest", "unlisted-file", "symlink",
-                                  "fifo-inside", "digest-of-another-kind"])
+@pytest.mark.parametrize("case", ["no-digest", "old-digest", "format-3", "unlisted-file",
+                                  "symlink", "fifo-inside", "digest-of-another-kind"])
 def test_a_module_that_does_not_verify_is_refused(case: str, work: Path,  # noqa: F811
                                                   tmp_path: Path, capsys) -> None:
     import json
@@ -253,6 +254,15 @@ def test_a_module_that_does_not_verify_is_refused(case: str, work: Path,  # noqa
         dig = json.loads((d / "digest.json").read_text())
         (d / "digest.json").write_text(json.dumps({**dig, "version": 2}))
         needle = "version 2"
+    elif case == "format-3":  # digest and manifest of format 3 (before the options record)
+        m = json.loads((d / "manifest.json").read_text())
+        m = {**m, "version": 3, "board": m["options"].get("board")}
+        del m["options"]
+        (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
+        from vta.isa.digest import write_digest
+
+        write_digest(d, "vta-module", 3)
+        needle = "vta-module version 3, this kit reads version 4; recompile it"
     elif case == "unlisted-file":
         (d / "kernels" / "extra.bin").write_bytes(b"\0" * 16)
         needle = "kernels/extra.bin is not part of the module"

@@ -12,6 +12,7 @@ from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.offsets import offset_tensors
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
 from vta.compiler.graph.quant_error import agreement
 from vta.compiler.graph.quantize import quantize_graph
@@ -306,7 +307,7 @@ def test_bias_correction_bit_exact_on_fsim() -> None:
     """The correction is one more term in the int32 bias: VTA's results stay the int8
     reference's bit for bit."""
     g = from_onnx(mobile_chain(blocks=2, size=16))
-    m = compile_graph(g, Config(), bias_correction=True)
+    m = compile_graph(g, Config(), CompileOptions(bias_correction=True))
     _assert_fsim_equals_int8_reference(m, rand_input(g, 5))
 
 

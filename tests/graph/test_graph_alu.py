@@ -10,6 +10,7 @@ import pytest
 from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.summary import compile_summary
 from vta.isa import Config
 
@@ -65,8 +66,8 @@ def compiled():  # noqa: ANN201
     samples = [rand_input(g, s) for s in range(4)]
     # the element-wise layers on their own (the residual add fused into its conv's epilogue:
     # tests/graph/test_graph_fuse.py)
-    return model, g, compile_graph(g, Config(), samples=samples, keep_first_float=False,
-                                   fuse=False)
+    return model, g, compile_graph(g, Config(), CompileOptions(keep_first_float=False,
+                                                               fuse=False), samples=samples)
 
 
 def test_alu_ops_run_on_vta_bit_exact(compiled) -> None:
@@ -119,11 +120,11 @@ def test_cpu_layer_keeps_an_alu_op_on_the_cpu_with_its_reason() -> None:
     from vta.compiler.graph.onnx_frontend import from_onnx
 
     g = from_onnx(_blocks_model())
-    m = compile_graph(g, Config(), keep_first_float=False, cpu_layers=["res"])
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False, cpu_layers=["res"]))
     assert m.partition["res"] == "cpu" and m.partition["hswish"] == "vta"
     assert any(n.startswith("fallback: res (QAdd)") and "--cpu-layer" in n for n in m.notes)
     x = rand_input(g, 5)
     with Executor(m, "fsim") as ex:
         np.testing.assert_array_equal(ex.run(x)["y"], run_quantized(m.graph, x)["y"])
-    off = compile_graph(g, Config(), keep_first_float=False, vta_ops=())
+    off = compile_graph(g, Config(), CompileOptions(keep_first_float=False, vta_ops=()))
     assert any("res (QAdd) runs on the CPU (int8, VTA disabled" in n for n in off.notes)

@@ -292,7 +292,12 @@ def test_compile_options(work, tmp_path, capsys) -> None:
     assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--board", board.name,
                  "--no-vta"]) == 0
     m = json.loads((out / "manifest.json").read_text())
-    assert m["board"] == board.name and m["config"] == board.default_config.to_dict()
+    assert m["config"] == board.default_config.to_dict()
+    # the options record: every compile option, the board and --no-vta's empty op list included
+    assert m["options"] == {"float_layers": [], "cpu_layers": [], "vta_ops": [],
+                            "keep_first_float": True, "board": board.name, "threads": True,
+                            "host": "llvm", "per_channel": False, "calibration": "mse",
+                            "pow2": False, "bias_correction": False, "fuse": True}
     # recompiling over an existing module replaces it atomically
     assert main(["compile", str(work / "r.onnx"), "-o", str(out), "--no-vta"]) == 0
     m = json.loads((out / "manifest.json").read_text())

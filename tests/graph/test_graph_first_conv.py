@@ -16,6 +16,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
 from vta.compiler.graph.quantize import FIRST_CONV_FLOAT_SHARE, float_first_conv, quantize_graph
 from vta.isa import Config
@@ -95,7 +96,7 @@ def test_quantized_first_conv_on_vta_bit_exact(body: int, quantize_first: bool) 
     reference bit for bit, and the result stays close to onnxruntime's float output."""
     model = stem_model(body)
     g = from_onnx(model)
-    m = compile_graph(g, Config(), keep_first_float=not quantize_first)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=not quantize_first))
     assert m.partition["stem"] == m.partition["body"] == m.partition["fc"] == "vta"
     assert m.macs["stem"] == STEM_MACS
     assert not [n for n in m.notes if n.startswith("fallback: stem ")]

@@ -10,6 +10,7 @@ import pytest
 from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph, load_module
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.summary import compile_summary
 from vta.isa import Config
 
@@ -53,12 +54,13 @@ def _residual_model():  # noqa: ANN202 - an onnx ModelProto
     return onnx_model(nodes, {"x": [1, 16, 8, 8]}, {"y": [1, 32]}, inits, opset=14)
 
 
-def _compile(cfg: Config, **kw):  # noqa: ANN003, ANN202
+def _compile(cfg: Config, tuned=None, **kw):  # noqa: ANN001, ANN003, ANN202
     from vta.compiler.graph.onnx_frontend import from_onnx
 
     g = from_onnx(_residual_model())
     samples = [rand_input(g, s) for s in range(4)]
-    return g, compile_graph(g, cfg, samples=samples, keep_first_float=False, jobs=1, **kw)
+    return g, compile_graph(g, cfg, CompileOptions(keep_first_float=False, **kw),
+                            samples=samples, tuned=tuned, jobs=1)
 
 
 @pytest.fixture(scope="module")

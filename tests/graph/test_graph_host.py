@@ -14,6 +14,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.host import module_host_kernels
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph, load_module
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.ops import kernel_for
 from vta.isa import Config
 
@@ -69,8 +70,8 @@ def modules(small_models, request):
     # the default calibrated scales (fixed-point multipliers) and --pow2-scales (shifts)
     # MobileNet's first depthwise conv runs int8 on the CPU (--cpu-layer), so the int8 conv
     # host kernel (grouped, fixed-point epilogue) is among the zoo's host ops
-    return {name: compile_graph(g, Config(), pow2=request.param,
-                                cpu_layers=CPU_LAYERS.get(name, ()))
+    return {name: compile_graph(g, Config(), CompileOptions(
+                pow2=request.param, cpu_layers=CPU_LAYERS.get(name, ())))
             for name, (_, g) in small_models.items()}
 
 
@@ -131,7 +132,7 @@ def test_module_stores_ir_and_runs_only_what_the_kit_emits(modules, small_models
     lm = load_module(tmp_path / "mod")
     assert lm.host_ir == m.host_ir and all("define" in t for t in lm.host_ir.values())
     assert {k: v.text() for k, v in _kernels(lm).items()} == lm.host_ir
-    nm = compile_graph(g, Config(), host="numpy")
+    nm = compile_graph(g, Config(), CompileOptions(host="numpy"))
     assert nm.host_ir == {}
     x = rand_input(g, 5)
     with Executor(lm, "fsim") as ex:

@@ -12,6 +12,7 @@ from vta.compiler.graph.errors import ModelError, UnsupportedOpError
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
 from vta.compiler.graph.reference import infer_shapes, run_float
 from vta.isa import Config
@@ -291,7 +292,7 @@ def test_ceil_mode_pooling_int8_on_fsim() -> None:
                        {"k1": w(16, 16, 3, 3) * 0.1, "k2": w(16, 16, 3, 3) * 0.1})
     g = from_onnx(model)
     x = {"x": R.standard_normal((1, 16, 10, 10)).astype(np.float32)}
-    m = compile_graph(g, Config(), samples=[x], keep_first_float=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False), samples=[x])
     assert {n.op for n in m.graph.nodes} >= {"QConv", "QAveragePool", "QMaxPool"}
     from vta.compiler.graph.executor import Executor
 

@@ -8,6 +8,7 @@ own worker job, ``_fused_choice`` (tests/graph/test_graph_fuse.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -24,6 +25,7 @@ from vta.cli.main import main
 from vta.compiler.graph import module as gm
 from vta.compiler.graph import zoo
 from vta.compiler.graph.errors import InputError
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.topi import defaults
 from vta.isa import Config
 
@@ -79,13 +81,13 @@ def test_each_cache_entry_is_searched_once(small_models, tmp_path, monkeypatch) 
 
     monkeypatch.setattr(gm, "_search", counting)
     g = small_models["resnet18"][1]
-    m = gm.compile_graph(g, Config(), jobs=1, fuse=False)
+    m = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     entries = len(list((tmp_path / "knobs").glob("*.json")))
     assert len(searched) == entries
     works = {gm.replace(k, node="") for k in _layers(m, g)}
     assert len(works) > entries  # some workloads shared an entry
     searched.clear()
-    gm.compile_graph(g, Config(), jobs=1, fuse=False)
+    gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     assert searched == []
 
 
@@ -122,10 +124,10 @@ def test_searches_run_ahead_of_quantization(small_models, tmp_path, monkeypatch)
     meets it."""
     g = small_models["resnet18"][1]
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
-    ref = gm.compile_graph(g, Config(), jobs=1, fuse=False)
+    ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
     calls = _watch_workers(monkeypatch)
-    m = gm.compile_graph(g, Config(), jobs=2, fuse=False)
+    m = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=2)
     assert _kernels(m) == _kernels(ref)
     assert _entries(tmp_path / "j2") == _entries(tmp_path / "j1")
     templates = [json.loads(json.loads(e)["key"])["workload"]["template"]
@@ -142,16 +144,16 @@ def test_a_missed_guess_is_searched_after_quantization(small_models, tmp_path,
     after quantization, the guesses leave no entry in the cache, and the module is the same."""
     g = small_models["mobilenet_v1"][1]
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
-    ref = gm.compile_graph(g, Config(), jobs=1, fuse=False)
+    ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
     real = gm._search_ahead
 
-    def wrong(*a):  # noqa: ANN002, ANN202
-        return real(*a[:-2], not a[-2], a[-1])  # pow2 flipped
+    def wrong(og, cfg, o, *a):  # noqa: ANN001, ANN002, ANN202
+        return real(og, cfg, dataclasses.replace(o, pow2=not o.pow2), *a)  # pow2 flipped
 
     monkeypatch.setattr(gm, "_search_ahead", wrong)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
     calls = _watch_workers(monkeypatch)
-    m = gm.compile_graph(g, Config(), jobs=2, fuse=False)
+    m = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=2)
     assert _kernels(m) == _kernels(ref)
     assert _entries(tmp_path / "j2") == _entries(tmp_path / "j1")
     ahead = sum(n for _, fn, n in calls if fn == "_search_unstored")
@@ -165,7 +167,7 @@ def test_a_failing_guess_does_not_stop_the_compile(small_models, tmp_path,
     the compile then searches after quantization, with the same module."""
     g = small_models["resnet18"][1]
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j1"))
-    ref = gm.compile_graph(g, Config(), jobs=1, fuse=False)
+    ref = gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=1)
 
     def broken(*a):  # noqa: ANN002, ANN202
         raise ValueError("a graph the guess does not foresee")
@@ -173,7 +175,8 @@ def test_a_failing_guess_does_not_stop_the_compile(small_models, tmp_path,
     monkeypatch.setattr(gm, "_expected_workloads", broken)
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path / "j2"))
     calls = _watch_workers(monkeypatch)
-    assert _kernels(gm.compile_graph(g, Config(), jobs=2, fuse=False)) == _kernels(ref)
+    assert _kernels(gm.compile_graph(g, Config(), CompileOptions(fuse=False), jobs=2)) == \
+        _kernels(ref)
     assert sum(n for _, fn, n in calls if fn == "_search_unstored") == 0
     assert sum(n for _, fn, n in calls if fn == "_search") == len(_entries(tmp_path / "j1"))
 

@@ -117,18 +117,19 @@ def test_manifest_round_trips_through_its_records(module_dir) -> None:
 def _edited(module_dir: Path, name: str, edit) -> Path:  # noqa: ANN001
     """A copy of the module with ``edit`` applied to its manifest and a new digest written
     (as a forger would: the digest holds, the manifest's fields are checked)."""
+    from vta.compiler.graph.manifest import VERSION
     from vta.isa.digest import write_digest
 
     d = _damaged(module_dir, name)
     m = json.loads((d / "manifest.json").read_text())
     edit(m)
     (d / "manifest.json").write_text(json.dumps(m))
-    write_digest(d, "vta-module", 3)
+    write_digest(d, "vta-module", VERSION)
     return d
 
 
 @pytest.mark.parametrize("case", ["missing-macs", "mistyped-knobs", "mistyped-config",
-                                  "old-version", "unknown-field"])
+                                  "mistyped-options", "old-version", "unknown-field"])
 def test_malformed_manifest_is_a_one_line_error_naming_the_field(module_dir, case,
                                                                  capsys) -> None:
     def edit(m: dict) -> None:
@@ -139,6 +140,8 @@ def test_malformed_manifest_is_a_one_line_error_naming_the_field(module_dir, cas
             kern["knobs"] = {"tile_h": "two"}
         elif case == "mistyped-config":
             m["config"] = [3, 3, 5]
+        elif case == "mistyped-options":
+            m["options"]["threads"] = "yes"
         elif case == "old-version":
             m["version"] = 1
         else:
@@ -148,7 +151,8 @@ def test_malformed_manifest_is_a_one_line_error_naming_the_field(module_dir, cas
     want = {"missing-macs": f"field kernels.{name}.macs is missing",
             "mistyped-knobs": f"field kernels.{name}.knobs.tile_h must be an integer, not 'two'",
             "mistyped-config": "field config must be a JSON object, not [3, 3, 5]",
-            "old-version": "not a vta-module version 3 manifest",
+            "mistyped-options": "field options.threads must be true or false, not 'yes'",
+            "old-version": "not a vta-module version 4 manifest",
             "unknown-field": "field kernels_v3 is not expected"}[case]
     d = _edited(module_dir, case, edit)
     rc, err = _run(module_dir, d, capsys)

@@ -14,6 +14,7 @@ from vta.compiler.graph.errors import UnsupportedOpError
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.reference import infer_shapes, run_float
 from vta.compiler.graph.summary import compile_summary
 from vta.isa import Config
@@ -71,8 +72,8 @@ def test_an_op_declared_once_runs_through_the_compiler(softsign) -> None:
     env = run_float(g, feeds, keep=True)
     np.testing.assert_allclose(env["s"], _softsign(env["c0"]), rtol=1e-6)
 
-    m = compile_graph(g, Config(), samples=[rand_input(g, s) for s in range(3)],
-                      keep_first_float=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False),
+                      samples=[rand_input(g, s) for s in range(3)])
     kinds = {n.name: n.op for n in m.graph.nodes}
     # quantized around: the convs are int8 on VTA, the new op runs in float on the CPU
     assert kinds["c0"] == kinds["c1"] == "QConv" and kinds["soft"] == "Softsign"

@@ -13,6 +13,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.quant_error import agreement
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
@@ -88,7 +89,8 @@ def test_qdq_model_keeps_its_scales_and_matches_onnxruntime(tmp_path, symmetric:
     yq = run_ort(qm, x, optimize=False)[0]
     np.testing.assert_allclose(run_float(g, x)["y"], yq, atol=1e-5 * np.abs(yq).max())
     # the layers as quantized (their add fused into c2's epilogue: tests/graph/test_graph_fuse)
-    m = compile_graph(g, Config(), keep_first_float=False, per_channel=True, fuse=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False, per_channel=True,
+                                                  fuse=False))
     inits = {i.name: numpy_helper.to_array(i) for i in qm.graph.initializer}
     for conv, w, t in (("c1", "w1", "ar"), ("c2", "w2", "br")):
         n = m.graph.node(conv)
@@ -161,7 +163,7 @@ def test_quantized_pytorch_export_runs_on_vta_with_its_scales(tmp_path, family: 
     (yq,) = run_ort(qm, x)[:1]
     np.testing.assert_allclose(run_float(g, x)[g.outputs[0]], yq, rtol=0,
                                atol=1e-5 * np.abs(yq).max())
-    m = compile_graph(g, Config(), keep_first_float=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False))
     g, prod = m.graph, m.graph.producers()
     readers = {t: [n for n in g.nodes if t in n.inputs] for n in g.nodes for t in n.outputs}
     assert all(m.partition[n.name] == "vta" for n in g.nodes if n.op == "QConv")
@@ -232,7 +234,7 @@ def test_qoperator_model_keeps_its_weights_and_matches_onnxruntime(tmp_path,
     x = {"x": np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)}
     (yq,) = run_ort(qm, x)
     np.testing.assert_allclose(run_float(g, x)["y"], yq, rtol=0, atol=1e-5 * np.abs(yq).max())
-    m = compile_graph(g, Config(), keep_first_float=False, per_channel=True)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False, per_channel=True))
     inits = {i.name: numpy_helper.to_array(i) for i in qm.graph.initializer}
     for conv, w in (("c1", "w1"), ("c2", "w2")):
         n = next(n for n in m.graph.nodes if n.op == "QConv" and n.name.startswith(conv))

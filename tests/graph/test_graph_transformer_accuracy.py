@@ -22,6 +22,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
 from vta.compiler.graph.quantize import quantize_graph
 from vta.isa import Config
@@ -87,7 +88,7 @@ def test_vit_int8_on_fsim_close_to_onnxruntime() -> None:
     cosine >= 0.99 against onnxruntime's float output, the same top-1."""
     model, feeds = vit()
     g = from_onnx(model)
-    m = compile_graph(g, Config(), jobs=1, host="numpy")
+    m = compile_graph(g, Config(), CompileOptions(host="numpy"), jobs=1)
     with Executor(m, "fsim") as ex:
         out = ex.run(feeds)[g.outputs[0]]
     np.testing.assert_array_equal(out, run_quantized(m.graph, feeds)[g.outputs[0]])

@@ -35,6 +35,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.module import compile_graph
 from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.graph.options import CompileOptions
 from vta.compiler.graph.passes import optimize
 from vta.compiler.graph.reference import run_float
 from vta.isa import Config
@@ -259,7 +260,7 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     all of them but the ViT's patch convolution (a light first conv stays float)."""
     model = export(name, exporter)
     g = from_onnx(model)
-    m = compile_graph(g, Config(), jobs=1, host="numpy")
+    m = compile_graph(g, Config(), CompileOptions(host="numpy"), jobs=1)
     x = _inputs(name, 2)
     with Executor(m, "fsim") as ex:
         out = ex.run(x)[g.outputs[0]]

@@ -8,6 +8,7 @@ from vta.compiler.graph.executor import Executor
 from vta.compiler.graph.int8_executor import run_quantized
 from vta.compiler.graph.ir import Graph, Node, TensorInfo
 from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.options import CompileOptions
 from vta.isa import Config
 
 from .conftest import rand_input
@@ -32,7 +33,7 @@ def conv_graph(c: int, o: int, h: int, w: int, k: int, *, n: int = 1, stride=(1,
 
 
 def run_both(g: Graph, cfg: Config, *, seed: int = 1, arena_base: int = 0):
-    m = compile_graph(g, cfg, keep_first_float=False)
+    m = compile_graph(g, cfg, CompileOptions(keep_first_float=False))
     x = rand_input(g, seed)
     ref = run_quantized(m.graph, x, keep=True)
     with Executor(m, "fsim", arena_base=arena_base) as ex:
@@ -93,7 +94,7 @@ def test_network_bit_exact_on_fsim(small_models, name: str, per_channel: bool, p
     """Per-tensor and per-channel fixed-point multipliers (a vector MUL), and power-of-two
     shifts: VTA on fsim gives the int8 reference's bits."""
     _, g = small_models[name]
-    m = compile_graph(g, Config(), per_channel=per_channel, pow2=pow2)
+    m = compile_graph(g, Config(), CompileOptions(per_channel=per_channel, pow2=pow2))
     muls = [n.attrs["mul"] for n in m.graph.nodes if n.op == "QConv"]
     if pow2:
         assert muls and all(v == 1 for v in muls)
@@ -138,7 +139,7 @@ def test_lowering_is_race_free_and_exact(cfg_name, n, c, o, hw, k, stride, threa
     cfg = {"tiny": TINY, "default": Config(), "small": Config.preset("small")}[cfg_name]
     g = conv_graph(c=c, o=o, h=hw, w=hw, k=k, n=n, stride=(stride, stride),
                    pads=(k // 2,) * 4, seed=c + o)
-    m = compile_graph(g, cfg, keep_first_float=False, threads=threads)
+    m = compile_graph(g, cfg, CompileOptions(keep_first_float=False, threads=threads))
     kn = m.kernels["conv"].knobs
     assert threads or kn["oc_nthread"] * kn["h_nthread"] == 1
     assert m.kernels["conv"].knob_source == "default"
@@ -154,7 +155,7 @@ def test_manifest_records_knobs_source_and_cycles(tmp_path) -> None:
     from vta.compiler.graph.module import load_module
 
     g = conv_graph(c=32, o=32, h=10, w=10, k=3)
-    m = compile_graph(g, Config(), keep_first_float=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False))
     m.save(tmp_path / "m")
     km = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]["conv"]
     assert km["knob_source"] == "default" and km["template"] == "conv2d"
@@ -275,7 +276,7 @@ def test_grouped_conv_on_vta_race_free(cfg_name, c, o, group, stride) -> None:
              "activation": "relu", "act_min": 0.0, "act_max": None}
     g = Graph([Node("Conv", "conv", ["x", "w", "b"], ["y"], attrs)],
               {"x": TensorInfo((1, c, 9, 9))}, ["y"], params, "gconv")
-    m = compile_graph(g, cfg, keep_first_float=False)
+    m = compile_graph(g, cfg, CompileOptions(keep_first_float=False))
     assert m.partition["conv"] == "vta"
     _check_module_layer(m, "conv", rand_input(g, 2))
 
@@ -360,7 +361,7 @@ def test_per_channel_shifts_on_vta(cfg_name) -> None:
     g = conv_graph(c=40, o=36, h=9, w=9, k=3, seed=3)
     g.params["w"] = g.params["w"] * np.geomspace(0.05, 4, 36, dtype=np.float32)[:, None, None,
                                                                                 None]
-    m = compile_graph(g, cfg, keep_first_float=False, per_channel=True)
+    m = compile_graph(g, cfg, CompileOptions(keep_first_float=False, per_channel=True))
     shift, mul = m.graph.node("conv").attrs["shift"], m.graph.node("conv").attrs["mul"]
     assert isinstance(shift, list) and len(set(shift)) > 3 and isinstance(mul, list)
     _check_module_layer(m, "conv", rand_input(g, 6))
@@ -372,7 +373,7 @@ def test_per_channel_shifts_on_vta(cfg_name) -> None:
     f = run_float(g, x)["y"]
     errs, werrs = [], []
     for pc in (False, True):
-        q = compile_graph(g, cfg, keep_first_float=False, per_channel=pc).graph
+        q = compile_graph(g, cfg, CompileOptions(keep_first_float=False, per_channel=pc)).graph
         errs.append(np.linalg.norm(run_quantized(q, x)["y"] - f))
         n = q.node("conv")
         sw = np.asarray(n.attrs["w_scale"], np.float64).reshape(-1, 1, 1, 1)
@@ -412,14 +413,14 @@ def test_recorded_layers_on_tsim_small_config(small_cfg) -> None:
     g = Graph(nodes, {"x": TensorInfo((1, 4, 8, 8))}, ["y"], params, "mini")
     x = rand_input(g, 2)
     # the fixed-point requantization (ALU MUL, rounding ADD, SHR): bit-exact on the RTL
-    mfp = compile_graph(g, small_cfg, keep_first_float=False, per_channel=True)
+    mfp = compile_graph(g, small_cfg, CompileOptions(keep_first_float=False, per_channel=True))
     assert any(isinstance(n.attrs.get("mul"), list) for n in mfp.graph.nodes)
     with Executor(mfp, "tsim") as ex:
         np.testing.assert_array_equal(ex.run(x)["y"], run_quantized(mfp.graph, x)["y"])
     # power-of-two scales (shift-only epilogues): bits, and cycles within 10% of the perf model
     # (with the multiplier's three extra ALU passes the model overestimates the tiny dense
     # layer by ~10%)
-    m = compile_graph(g, small_cfg, keep_first_float=False, pow2=True)
+    m = compile_graph(g, small_cfg, CompileOptions(keep_first_float=False, pow2=True))
     assert {k for k, v in m.partition.items() if v == "vta"} == {"c1", "c2", "dw", "fc"}
     ref = run_quantized(m.graph, x)["y"]
     with Executor(m, "tsim") as ex:
@@ -453,7 +454,7 @@ def test_conv_transpose_runs_the_phased_template(c, o, h, k, s, p, op) -> None:
     the stride divides the kernel (phase offsets affine) the GEMM runs exactly kernel**2 /
     stride**2 taps an output pixel, none on an inserted zero."""
     g = conv_transpose_graph(c, o, h, k, s, p, op, seed=c + k)
-    m = compile_graph(g, Config(), keep_first_float=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False))
     # quantize, the layer on VTA, dequantize: no CPU op between (no zero insertion)
     assert [(n.op, m.partition[n.name]) for n in m.graph.nodes] == [
         ("Quantize", "cpu"), ("QConv", "vta"), ("Dequantize", "cpu")]
@@ -478,7 +479,7 @@ def test_conv_transpose_on_tsim_small_config(small_cfg) -> None:
     require_tool("verilator")
     for c, o, h, k, s, p, op in [(8, 4, 4, 4, 2, 1, 0), (4, 8, 3, 3, 2, 1, 1)]:
         g = conv_transpose_graph(c, o, h, k, s, p, op, seed=k)
-        m = compile_graph(g, small_cfg, keep_first_float=False)
+        m = compile_graph(g, small_cfg, CompileOptions(keep_first_float=False))
         assert m.partition["convt"] == "vta"
         x = rand_input(g, 3)
         with Executor(m, "tsim") as ex:
@@ -492,7 +493,7 @@ def test_conv_transpose_outside_the_template_runs_on_the_cpu() -> None:
     """An output that is not whole phase rows (k3 s2 p1 without output_padding: 2H - 1 rows)
     stays on the CPU with the reason in the module's notes, and gives the reference's bits."""
     g = conv_transpose_graph(16, 16, 4, 3, 2, 1, 0)
-    m = compile_graph(g, Config(), keep_first_float=False)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False))
     assert m.partition["convt"] == "cpu" and m.shapes["y"][2:] == (7, 7)
     assert any("convt" in n and "multiple of the stride" in n for n in m.notes), m.notes
     x = rand_input(g, 2)
@@ -524,7 +525,7 @@ def test_depthwise_partial_channel_block_on_vta(c: int, stride: int, per_channel
              "wp": (rng.standard_normal((20, c, 1, 1)) * np.sqrt(2 / c)).astype(np.float32),
              "bp": (rng.standard_normal(20) * 0.1).astype(np.float32)}
     g = from_onnx(onnx_model(nodes, {"x": [1, c, 9, 9]}, {"y": None}, inits))
-    m = compile_graph(g, Config(), keep_first_float=False, per_channel=per_channel)
+    m = compile_graph(g, Config(), CompileOptions(keep_first_float=False, per_channel=per_channel))
     assert isinstance(m.graph.node("dw").attrs["shift"], list) == per_channel
     assert m.partition["dw"] == m.partition["pw"] == "vta"
     assert not [n for n in m.notes if n.startswith("fallback:")]

@@ -57,7 +57,7 @@ class IcarusCore:
 
         self.build_dir = build_dir
         src = build_dir / "vta_core.v"
-        src.write_text(generate(cfg, bus_width=bus_width, name="vta_core"))
+        src.write_text(generate(cfg.with_bus_width(bus_width), name="vta_core"))
         self.runner = get_runner("icarus")
         # -g2005: Icarus then runs yosys' `reg x = 0` initialisers as time-0 events, which
         # wake the `always @*` blocks; with the runner's default -g2012 they stay X.

@@ -93,7 +93,7 @@ def test_tiled_matmul_matches_numpy(small_cfg, bus_width):
     a = rng.integers(-128, 128, (8, 12))
     b = rng.integers(-128, 128, (8, 12))
     mm = matmul_program(small_cfg, 8, 8, 12, a=a, b=b)
-    r = run_program(mm.program, mm.dram, small_cfg, bus_width=bus_width, mem_latency=3)
+    r = run_program(mm.program, mm.dram, small_cfg.with_bus_width(bus_width), mem_latency=3)
     assert (mm.read_c(r.dram) == mm.plan.reference(a, b)).all()
 
 
@@ -131,7 +131,7 @@ def test_random_programs_match_fsim(small_cfg):
     jobs = [random_program(small_cfg, 20_000 + k) for k in range(N_RANDOM_AMARANTH)]
     half = N_RANDOM_AMARANTH // 2
     results = run_programs(jobs[:half], small_cfg, mem_latency=2, mem_stall=0.3, seed=7)
-    results += run_programs(jobs[half:], small_cfg, mem_latency=11, seed=8, bus_width=128)
+    results += run_programs(jobs[half:], small_cfg.with_bus_width(128), mem_latency=11, seed=8)
     assert len(results) == len(jobs)
     for k, ((program, dram), r) in enumerate(zip(jobs, results)):
         expect = fsim_dram(program, dram, small_cfg)

@@ -38,7 +38,7 @@ def _run(cfg: Config, program: bytes, mode: str, *, insn_addr: int = INSN_ADDR,
          relaunch: bool = True) -> dict[str, int]:
     mem = np.zeros(MEM_BYTES, np.uint8)
     mem[INSN_ADDR:INSN_ADDR + len(program)] = np.frombuffer(program, np.uint8)
-    core = VTACore(cfg, bus_width=64)
+    core = VTACore(cfg)
     top = Module()
     top.domains.sync = ClockDomain("sync")
     top.submodules.core = core

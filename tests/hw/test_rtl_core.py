@@ -35,7 +35,7 @@ def test_matmul_matches_fsim(small_cfg: Config, bus_width: int) -> None:
     a = rng.integers(-128, 128, (8, 12), dtype=np.int8)
     b = rng.integers(-128, 128, (8, 12), dtype=np.int8)
     mm = matmul_program(small_cfg, 8, 8, 12, a=a, b=b)
-    got = run_program(mm.program, mm.dram, small_cfg, bus_width=bus_width, mem_stall=0.2)
+    got = run_program(mm.program, mm.dram, small_cfg.with_bus_width(bus_width), mem_stall=0.2)
     np.testing.assert_array_equal(got.dram, _fsim(mm.program, mm.dram, small_cfg).dram)
     c = a.astype(np.int32) @ b.astype(np.int32).T
     np.testing.assert_array_equal(mm.read_c(got.dram), c.astype(np.int8))
@@ -91,7 +91,7 @@ def test_config_variants_match_fsim(variant: str, bus_width: int, options) -> No
 
     cfg = Config(**VARIANTS[variant])
     jobs = [random_program(cfg, seed, n_insns=24) for seed in (1, 2)]
-    results = run_programs(jobs, cfg, bus_width=bus_width, mem_stall=0.2, options=options)
+    results = run_programs(jobs, cfg.with_bus_width(bus_width), mem_stall=0.2, options=options)
     for (program, dram), res in zip(jobs, results):
         np.testing.assert_array_equal(res.dram, _fsim(program, dram, cfg).dram)
 
@@ -103,7 +103,7 @@ def test_default_config_program_matches_fsim(cfg: Config) -> None:
     from vta.sim.progen import random_program
 
     program, dram = random_program(cfg, 7, n_insns=20)
-    got = run_program(program, dram, cfg, bus_width=128)
+    got = run_program(program, dram, cfg.with_bus_width(128))
     np.testing.assert_array_equal(got.dram, _fsim(program, dram, cfg).dram)
 
 
@@ -126,7 +126,7 @@ def test_host_registers_and_launch(small_cfg: Config) -> None:
     program = _noop_program(small_cfg)
     mem = np.zeros(0x2000, np.uint8)
     mem[0x1000:0x1000 + len(program)] = np.frombuffer(program, np.uint8)
-    core = VTACore(small_cfg, bus_width=64)
+    core = VTACore(small_cfg)
     top = Module()
     top.domains.sync = ClockDomain("sync")
     top.submodules.core = core
@@ -174,12 +174,16 @@ def test_host_registers_and_launch(small_cfg: Config) -> None:
 
 @pytest.mark.unit
 def test_bus_width_is_validated(small_cfg: Config) -> None:
-    with pytest.raises(ValueError, match="64 or 128"):
-        VTACore(small_cfg, bus_width=32)
+    """The bus is the configuration's BUS_WIDTH, which Config checks; the core takes it."""
+    from vta.isa.errors import ConfigError
+
+    for bad in (32, "64", True):
+        with pytest.raises(ConfigError, match="is not a bus width; use 64 or 128"):
+            small_cfg.with_bus_width(bad)
+    assert VTACore(small_cfg.with_bus_width(128)).bus_width == 128
+    assert VTACore(small_cfg).bus_width == 64
     with pytest.raises(TypeError):
-        VTACore(small_cfg, bus_width="64")
-    with pytest.raises(TypeError):
-        VTACore("small", bus_width=64)
+        VTACore("small")
 
 
 # --------------------------------------------------------------------------- Verilog
@@ -193,7 +197,7 @@ def test_verilog_lints_clean(preset: str, tmp_path, bus_width: int, options) -> 
     verilator = require_tool("verilator")
     from vta.hw.verilog import generate
 
-    text = generate(Config.preset(preset), bus_width=bus_width, name="vta_core",
+    text = generate(Config.preset(preset).with_bus_width(bus_width), name="vta_core",
                     options=options)
     for port in ("s_axil_awaddr", "m_axi_arlen", "m_axi_wstrb", "m_axi_bready", "interrupt"):
         assert f" {port}" in text
@@ -210,12 +214,16 @@ def test_cli_verilog_writes_core_and_description(tmp_path) -> None:
     from vta.cli.main import main
 
     out = tmp_path / "out"
-    assert main(["verilog", "--preset", "small", "--bus-width", "128", "-o", str(out)]) == 0
+    cfg = tmp_path / "small128.json"  # the bus is the configuration's: BUS_WIDTH in its file
+    assert main(["config", "write", "--preset", "small", "--bus-width", "128", "-o",
+                 str(cfg)]) == 0
+    assert json.loads(cfg.read_text())["BUS_WIDTH"] == 128
+    assert main(["verilog", "--config", str(cfg), "-o", str(out)]) == 0
     text = (out / "vta_core.v").read_text()
     assert "module vta_core(" in text
     desc = json.loads((out / "vta_core.json").read_text())
     assert desc["bus_width"] == 128
-    assert desc["config"]["LOG_BLOCK"] == 2
+    assert desc["config"]["LOG_BLOCK"] == 2 and desc["config"]["BUS_WIDTH"] == 128
     ports = {p["name"]: p for p in desc["ports"]}
     assert ports["m_axi_wdata"] == {"name": "m_axi_wdata", "dir": "output", "width": 128}
     assert ports["m_axi_rdata"]["dir"] == "input"
@@ -268,8 +276,13 @@ def test_cli_verilog_board_delegates(tmp_path, capsys) -> None:
     assert main(["verilog", "--preset", "small", "--board", "no-such-board", "-o",
                  str(tmp_path / "x")]) == 2
     assert "no-such-board" in capsys.readouterr().err
-    assert main(["verilog", "--preset", "small", "--board", "pynq-z1", "--bus-width", "64",
-                 "-o", str(tmp_path / "y")]) == 2
+    # the board's memory port is 128 bits; the small preset's bus 64: a one-line error
+    assert main(["verilog", "--preset", "small", "--board", "ultra96-v2", "-o",
+                 str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err
+    assert ("preset small has a 64-bit bus (BUS_WIDTH) but board ultra96-v2 has a 128-bit "
+            "memory port") in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "y").exists()
 
 
 @pytest.mark.sim

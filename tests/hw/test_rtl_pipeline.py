@@ -80,12 +80,11 @@ def build(cfg: Config, uops: list[Uop], body: list[Insn], *, seed: int = 0,
     return prog, dram
 
 
-def check(cfg: Config, prog: list[Insn], dram: np.ndarray, *, bus_width: int = 64,
+def check(cfg: Config, prog: list[Insn], dram: np.ndarray, *,
           mem_stall: float = 0.0, options: dict | None = None) -> dict:
     from vta.hw.simulate import run_program
 
-    got = run_program(prog, dram, cfg, bus_width=bus_width, mem_stall=mem_stall,
-                      options=options)
+    got = run_program(prog, dram, cfg, mem_stall=mem_stall, options=options)
     want = _fsim(prog, dram, cfg)
     np.testing.assert_array_equal(got.dram, want.dram)
     return got.stats
@@ -100,7 +99,7 @@ def test_load_acc_then_store_narrows(small_cfg: Config, bus_width: int) -> None:
     load = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.ACC, sram_base=0, dram_base=0,
                    y_size=3, x_size=5, x_stride=7, y_pad_0=1, y_pad_1=1, x_pad_0=1, x_pad_1=0)
     prog, dram = build(small_cfg, [Uop(0, 0, 0)], [], acc_load=load, seed=bus_width)
-    check(small_cfg, prog, dram, bus_width=bus_width, mem_stall=0.2)
+    check(small_cfg.with_bus_width(bus_width), prog, dram, mem_stall=0.2)
 
 
 def test_gemm_then_store(small_cfg: Config) -> None:

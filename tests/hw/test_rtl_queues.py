@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-from vta.hw.axi import BurstSplitter, ReadArbiter, check_bus_width
+from vta.hw.axi import BurstSplitter, ReadArbiter
 from vta.hw.queues import TokenQueue
 from vta.hw.testbench import ReadResponder, split_bursts, stream_put
 
@@ -50,8 +50,6 @@ def test_token_queue_parameters() -> None:
         TokenQueue("4")
     with pytest.raises(ValueError):
         TokenQueue(0)
-    with pytest.raises(ValueError):
-        check_bus_width(96)
 
 
 @pytest.mark.parametrize("elem,bus", [(4, 8), (16, 8), (256, 16), (16, 16)])

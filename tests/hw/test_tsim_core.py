@@ -327,7 +327,7 @@ def test_long_run_prints_progress_and_default_bound(small_build, small_cfg, monk
     assert np.array_equal(r.dram, fsim_dram(program, dram, small_cfg))
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) >= r.stats.cycles // 64 - 1
-    bound = default_max_cycles(decode_program(program, small_cfg), small_cfg, bus_width=64,
+    bound = default_max_cycles(decode_program(program, small_cfg), small_cfg,
                                mem_latency=tsim.DEFAULT_MEM_LATENCY,
                                mem_bandwidth=tsim.DEFAULT_MEM_BANDWIDTH)
     assert all(line.startswith("tsim: ") and f"(bound {bound:,} cycles)" in line
@@ -355,7 +355,7 @@ def test_bus_128_random_programs_match_fsim(small_cfg):
 
     for k in range(20):
         program, dram = random_program(small_cfg, 40_000 + k)
-        r = tsim.run_program(program, dram, small_cfg, bus_width=128, mem_latency=4 + k,
+        r = tsim.run_program(program, dram, small_cfg.with_bus_width(128), mem_latency=4 + k,
                              mem_stall=0.2 * (k % 2), seed=k)
         assert (r.dram == fsim_dram(program, dram, small_cfg)).all(), f"seed {40_000 + k}"
 

@@ -57,6 +57,32 @@ def test_json_round_trip(tmp_path: Path) -> None:
     assert Config.from_json(write(tmp_path, small.to_json(), "s.json")).params == small.params
 
 
+def test_bus_width_is_a_parameter_read_from_the_bus_width_key(tmp_path: Path) -> None:
+    """BUS_WIDTH: 64 when a file has none (TVM's files), the file's key otherwise; written only
+    when it is not 64, so a default configuration's file stays TVM's; part of equality."""
+    tvm = Config.from_json(write(tmp_path, TVM_CONFIG))
+    assert tvm.bus_width == tvm.BUS_WIDTH == 64 and tvm.bus_bytes == 8
+    wide = Config.from_json(write(tmp_path, json.dumps({**json.loads(TVM_CONFIG),
+                                                         "BUS_WIDTH": 128}), "w.json"))
+    assert wide.bus_width == 128 and wide.bus_bytes == 16 and wide.params == tvm.params
+    assert wide != tvm and wide == tvm.with_bus_width(128) and hash(wide) != hash(tvm)
+    assert wide.to_dict()["BUS_WIDTH"] == 128 and "BUS_WIDTH" not in tvm.to_dict()
+    assert dict(wide.extra) == {"TARGET": "sim", "HW_VER": "0.0.2"}  # not an extra key
+    assert Config.from_json(write(tmp_path, wide.to_json(), "again.json")) == wide
+    assert wide.hw_params == {**DEFAULT_PARAMS, "BUS_WIDTH": 128}
+    for bad in (96, "128", True, None):
+        with pytest.raises(ConfigError, match=f"BUS_WIDTH={bad!r} is not a bus width; use 64 "
+                                              "or 128"):
+            Config.from_dict({**DEFAULT_PARAMS, "BUS_WIDTH": bad}, source="c.json")
+
+
+def test_config_write_sets_the_bus_width(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    assert main(["config", "write", "--preset", "small", "--bus-width", "128", "-o",
+                 str(out)]) == 0
+    assert Config.from_json(out) == Config.preset("small").with_bus_width(128)
+
+
 def test_to_json_writes_atomically(tmp_path: Path) -> None:
     with pytest.raises(VTAError, match="directory .*missing does not exist"):
         Config().to_json(tmp_path / "missing" / "c.json")
@@ -236,7 +262,7 @@ def test_config_show_layout_and_json(capsys) -> None:
     assert "[ 57: 26] dram_base" in out and "[127:112] imm signed" in out
     assert main(["config", "show", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["params"] == DEFAULT_PARAMS
+    assert info["params"] == {**DEFAULT_PARAMS, "BUS_WIDTH": 64}
     d = info["derived"]
     assert (d["uop_depth"], d["inp_depth"], d["wgt_depth"], d["acc_depth"]) == (
         8192, 2048, 1024, 2048)

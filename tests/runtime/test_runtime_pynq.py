@@ -44,6 +44,21 @@ def test_exact_register_sequence(small_cfg: Config, matmul_case) -> None:
     assert insn_addr % 16 == 0 and board.mmio.launches == 1
 
 
+def test_a_core_of_another_bus_width_is_refused(small_cfg: Config) -> None:
+    """hw_config bits [27:20] hold the core's bus width in bytes (as hw.core sets them): a
+    128-bit bitstream opened with the 64-bit configuration is a one-line DeviceError."""
+    from vta.isa.errors import VTAError
+
+    wide = small_cfg.with_bus_width(128)
+    assert hw_config_word(wide) - hw_config_word(small_cfg) == (16 - 8) << 20
+    board = SimulatedBoard(wide, mem_size=8 << 20)
+    with pytest.raises(VTAError, match="built for another configuration") as e:
+        rt.open("pynq", small_cfg, platform=board, arena_size=1 << 20)
+    assert "\n" not in str(e.value)
+    dev = rt.open("pynq", wide, platform=board, arena_size=1 << 20)
+    dev.close()
+
+
 def test_arena_is_flushed_before_and_invalidated_after(small_cfg: Config, matmul_case) -> None:
     dev, board = _open(small_cfg)
     case = matmul_case(small_cfg, 2, 2, 2, seed=12)

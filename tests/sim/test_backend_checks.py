@@ -241,7 +241,7 @@ def test_default_cycle_bound_is_generous_and_overridable(small_cfg):
 
     mm = matmul_program(small_cfg, 8, 8, 16, dram_bytes=None)
     insns = decode_program(mm.program, small_cfg)
-    cost = {"bus_width": 64, "mem_latency": 8}
+    cost = {"mem_latency": 8}
     r = run_program(mm.program, mm.dram, small_cfg, progress=None)
     # the real run needs far less than the static cost the bound is built from
     assert r.stats.cycles < static_cycles(insns, small_cfg, **cost)

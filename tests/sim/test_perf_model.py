@@ -19,7 +19,7 @@ from vta.isa import (
 )
 from vta.sim.perf import PerfParams, calibrate, estimate, run_program
 
-P = PerfParams(bus_bytes=8, mem_latency=10, max_burst=16, insn_overhead=2, gemm_latency=4,
+P = PerfParams(mem_latency=10, max_burst=16, insn_overhead=2, gemm_latency=4,
                alu_ii=2, alu_latency=3, token_latency=1, fetch_per_insn=0)
 
 
@@ -58,6 +58,30 @@ def test_load_moves_one_bus_word_per_cycle_plus_burst_latency(cfg: Config) -> No
     begin = max(start + 2, fetch_done(2))
     assert s.modules["load"].busy == round(begin + port - start)
     assert s.bytes_loaded["INP"] == 3 * 5 * 16
+
+
+@pytest.mark.unit
+def test_the_bus_is_the_configurations(cfg: Config) -> None:
+    """A 128-bit configuration's core moves 16-byte beats: one instruction per fetch beat, 5
+    beats per 80-byte row; with the memory keeping up (16 B/cycle) the same LOAD takes half the
+    data cycles, with the default memory (8 B/cycle) each beat takes 2 cycles."""
+    wide = cfg.with_bus_width(128)
+    ld = MemInsn(opcode=Opcode.LOAD, memory_type=MemType.INP, dram_base=0, y_size=3, x_size=5,
+                 x_stride=5)
+    fast = PerfParams(**{**P.__dict__, "bandwidth": 16.0})
+    s = estimate([ld, FinishInsn()], wide, params=fast)
+    assert s.bus_width == 128 and estimate([ld, FinishInsn()], cfg, params=P).bus_width == 64
+    fetch = [fast.mem_latency + 1, fast.mem_latency + 2]  # one beat per instruction
+    start = fetch[0]
+    begin = max(start + 2, fetch[1])
+    period = max(5, (fast.mem_latency + 5) / 4)
+    port = fast.mem_latency + 5 + 2 * period  # one 5-beat burst per row
+    assert s.modules["load"].busy == round(begin + port - start)
+    slow = estimate([ld, FinishInsn()], wide, params=P)  # 8 B/cycle: 2 cycles per 16-B beat
+    period = max(10, (P.mem_latency + 10) / 4)
+    fetch = [P.mem_latency + 2, P.mem_latency + 4]
+    begin = max(fetch[0] + 2, fetch[1])
+    assert slow.modules["load"].busy == round(begin + P.mem_latency + 10 + 2 * period - fetch[0])
 
 
 @pytest.mark.unit

@@ -43,7 +43,7 @@ def test_small_core_bram_and_dsp_by_hand() -> None:
     # (3 x 2): 11.5 RAMB36. yosys on this core gives 11.5.
     small = Config.preset("small")
     m = ResourceModel(family="xc7", dsp_budget=220)
-    est = m.estimate(small, 64)
+    est = m.estimate(small)
     assert est["bram"] == 11.5
     # 16 GEMM 8x8 multipliers (1 DSP each), 4 ALU lanes of three 16x16 partial products
     # (1 DSP each): 16 + 12 = 28 DSP48E1 (what yosys reports).
@@ -53,7 +53,7 @@ def test_small_core_bram_and_dsp_by_hand() -> None:
     # queues 6 -> 28; DSP: 64 + 8 x 3 = 88
     ulx = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=15,
                  LOG_ACC_BUFF_SIZE=15)
-    assert (m.estimate(ulx, 64)["bram"], m.estimate(ulx, 64)["dsp"]) == (28, 88)
+    assert (m.estimate(ulx)["bram"], m.estimate(ulx)["dsp"]) == (28, 88)
     # (the ALU chains' stages around the ALU have no multipliers)
     assert multipliers(small) == [(8, 8, 16), (16, 16, 12)]
 
@@ -67,8 +67,8 @@ def test_soft_multipliers_follow_the_dsp_budget_by_hand() -> None:
     assert (used, soft, bits) == (220, 84, 84 * 64)
     assert soft_multipliers(Config(), "xc7", None) == (256 + 48, 0, 0)
     # ... and cost 134 LUTs each (the measured lone 8x8 multiplier)
-    with_budget = ResourceModel(dsp_budget=220).estimate(Config(), 64)["lut"]
-    without = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
+    with_budget = ResourceModel(dsp_budget=220).estimate(Config())["lut"]
+    without = ResourceModel(dsp_budget=None).estimate(Config())["lut"]
     assert with_budget - without == pytest.approx(84 * 134)
 
 
@@ -87,11 +87,11 @@ def test_packed_multipliers_count_one_dsp_per_pair_by_hand() -> None:
     pynq = ResourceModel.for_board("pynq-z1")
     assert pynq.packed and not ResourceModel.for_board("ulx3s-85f").packed
     assert not ResourceModel.for_board("de10-nano").packed
-    assert pynq.estimate(small, 64)["dsp"] == 20
-    assert pynq.estimate(Config(), 64)["dsp"] == 176
+    assert pynq.estimate(small)["dsp"] == 20
+    assert pynq.estimate(Config())["dsp"] == 176
     # LUTs: no soft multipliers, plus the packing fabric per packed multiplier
-    plain = ResourceModel(dsp_budget=None).estimate(Config(), 64)["lut"]
-    assert pynq.estimate(Config(), 64)["lut"] - plain == pytest.approx(
+    plain = ResourceModel(dsp_budget=None).estimate(Config())["lut"]
+    assert pynq.estimate(Config())["lut"] - plain == pytest.approx(
         128 * (563 - 256) / 16)
     assert ResourceModel.from_json(pynq.to_json()).packed
 
@@ -154,14 +154,18 @@ def test_calibration_recovers_a_linear_truth() -> None:
                           ff_coef=np.array([2000.0, 5, 30, 30]), dsp_budget=220)
     cfgs = _some_configs() + [Config.preset("small"), Config()]
     assert len({(c.batch, c.block) for c in cfgs}) >= 3
-    samples = [(c, bw, truth.estimate(c, bw)) for c in cfgs for bw in (64, 128)]
+    samples = [(c.with_bus_width(bw), truth.estimate(c.with_bus_width(bw))) for c in cfgs
+               for bw in (64, 128)]
     model = ResourceModel(dsp_budget=220)
     err = model.calibrate(samples)
     assert model.calibration_method == "leave-one-out"
     assert err["lut"] < 1e-6 and err["ff"] < 1e-6 and err["bram"] == 0 and err["dsp"] == 0
     c = Config(LOG_BLOCK=4, LOG_BATCH=1)
-    assert model.estimate(c, 64)["lut"] == pytest.approx(truth.estimate(c, 64)["lut"])
-    assert features(c, 64).shape == model.lut_coef.shape
+    assert model.estimate(c)["lut"] == pytest.approx(truth.estimate(c)["lut"])
+    assert features(c).shape == model.lut_coef.shape
+    wide = c.with_bus_width(128)  # the bus is the configuration's: 8 more bus bytes
+    assert features(wide)[3] - features(c)[3] == 8
+    assert model.estimate(wide)["lut"] - model.estimate(c)["lut"] == pytest.approx(8 * 40)
 
 
 @pytest.mark.unit
@@ -169,22 +173,22 @@ def test_calibration_error_is_out_of_sample() -> None:
     # A truth the features cannot express (a quadratic term): the leave-one-out error must be
     # larger than the in-sample residual of the final fit.
     cfgs = _some_configs()
-    samples = [(c, 64, {"lut": 3000.0 + 0.02 * c.macs_per_cycle ** 2, "ff": 5000.0,
+    samples = [(c, {"lut": 3000.0 + 0.02 * c.macs_per_cycle ** 2, "ff": 5000.0,
                         "bram": 0.0, "dsp": 0.0}) for c in cfgs]
     model = ResourceModel(dsp_budget=None)
     err = model.calibrate(samples)
-    insample = np.mean([abs(model.estimate(c, b)["lut"] - r["lut"]) / r["lut"]
-                        for c, b, r in samples])
+    insample = np.mean([abs(model.estimate(c)["lut"] - r["lut"]) / r["lut"]
+                        for c, r in samples])
     assert err["lut"] > insample
 
 
 @pytest.mark.unit
 def test_model_json_round_trip() -> None:
     m = ResourceModel(family="xc7", dsp_budget=220.0)
-    m.calibrate([(Config.preset("small"), 64, {"lut": 6587, "ff": 3531, "bram": 15, "dsp": 29})])
+    m.calibrate([(Config.preset("small"), {"lut": 6587, "ff": 3531, "bram": 15, "dsp": 29})])
     m2 = ResourceModel.from_json(m.to_json())
     for c in (Config(), Config.preset("small")):
-        assert m2.estimate(c, 128) == m.estimate(c, 128)
+        assert m2.estimate(c.with_bus_width(128)) == m.estimate(c.with_bus_width(128))
     assert m2.calibration_error == m.calibration_error
 
 
@@ -205,5 +209,5 @@ def test_estimates_unchanged_by_family_facts_in_the_registry(
     from vta.boards import get_board
 
     b = get_board(board)
-    got = ResourceModel.for_board(b.name).estimate(Config(**params), b.bus_width)
+    got = ResourceModel.for_board(b.name).estimate(Config(**params, BUS_WIDTH=b.bus_width))
     assert got == pytest.approx(want, abs=0.01)

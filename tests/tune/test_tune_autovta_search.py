@@ -109,10 +109,10 @@ def _exhaustive(net: Network, board, model: ResourceModel) -> dict[tuple, tuple[
             cand = candidate_from_values(values, BASE)
         except ConfigError:
             continue
-        est = model.estimate(cand.cfg, cand.bus_width)
+        est = model.estimate(cand.cfg)
         if not all(est[k] <= board.budget.as_dict()[k] for k in KINDS):
             continue
-        perf = network_cycles(net, cand.cfg, cand.bus_width, board.bus_width)
+        perf = network_cycles(net, cand.cfg, board.bus_width)
         if perf.unmapped:
             continue
         out[tuple(sorted(values.items()))] = (perf.cycles, est)
@@ -127,7 +127,7 @@ def test_network_layers_and_cycles(net: Network) -> None:
     assert net.cpu_layers == ()
     assert net.macs == 16 * 16 * 9 * 8 * 8 + 16 * 32 * 9 * 4 * 4 + 32 * 32 * 4 * 4 + 32 * 10
     cfg = Config.preset("small")
-    perf = network_cycles(net, cfg, 64)
+    perf = network_cycles(net, cfg)
     assert perf.complete and perf.cycles == sum(perf.layer_cycles.values())
     # the GEMM work the lowered programs do covers every MAC of the layers (4x4 blocks)
     from vta.isa import GemmInsn
@@ -137,7 +137,7 @@ def test_network_layers_and_cycles(net: Network) -> None:
                if isinstance(i, GemmInsn))
     assert gemm >= net.macs
     # the bus width changes the timing, not the programs: same micro-ops and bytes moved
-    wide = network_cycles(net, cfg, 128)
+    wide = network_cycles(net, cfg.with_bus_width(128))
     assert (wide.gemm_uops, wide.bytes_loaded) == (perf.gemm_uops, perf.bytes_loaded)
     assert wide.cycles != perf.cycles
 
@@ -146,12 +146,11 @@ def test_network_layers_and_cycles(net: Network) -> None:
 def test_memory_moves_one_word_of_the_narrower_of_bus_and_port() -> None:
     assert port_params(64).bandwidth == 8.0 and port_params(128).bandwidth == 16.0
     assert port_params(128, 64).bandwidth == 8.0 and port_params(64, 128).bandwidth == 8.0
-    assert port_params(128).bus_bytes == port_params(128, 64).bus_bytes == 16
     # a dense layer reads each 256 KiB weight byte once: bound by the memory port
     net = Network("fc", (VTALayer("fc", (1, 512), (512, 512), (), 8, -128, 127),))
-    narrow = network_cycles(net, Config(), 64, 128)
-    wide = network_cycles(net, Config(), 128, 128)
-    wide_on_narrow_port = network_cycles(net, Config(), 128, 64)
+    narrow = network_cycles(net, Config(), 128)
+    wide = network_cycles(net, Config(BUS_WIDTH=128), 128)
+    wide_on_narrow_port = network_cycles(net, Config(BUS_WIDTH=128), 64)
     # weights alone: 256 KiB at 8 or 16 bytes per cycle
     assert narrow.cycles >= 512 * 512 // 8 and wide.cycles >= 512 * 512 // 16
     # the 128-bit core nearly halves it on a 128-bit port; on a 64-bit port it keeps 8 bytes
@@ -169,9 +168,10 @@ def test_layer_cycles_equal_the_compiled_kernels(env: Path, net: Network) -> Non
 
     mid = Config(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=12, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=14,
                  LOG_ACC_BUFF_SIZE=14)
-    for cfg, bw in ((Config.preset("small"), 64), (mid, 128)):
+    for cfg in (Config.preset("small"), mid.with_bus_width(128)):
+        bw = cfg.bus_width
         module = compile_graph(load_onnx(env), cfg)
-        perf = network_cycles(net, cfg, bw)
+        perf = network_cycles(net, cfg)
         assert set(module.kernels) == set(perf.layer_cycles)
         for name, kern in module.kernels.items():
             assert estimate(kern.program, cfg, params=port_params(bw)).cycles == \
@@ -197,7 +197,7 @@ def test_search_finds_the_exhaustive_optimum(net: Network) -> None:
             key = tuple(sorted({**p.cand.cfg.params, "bus_width": p.cand.bus_width}.items()))
             key = tuple((k, v) for k, v in key if k in SMALL)
             assert p.fits and key in truth
-            est = model.estimate(p.cand.cfg, p.cand.bus_width)
+            est = model.estimate(p.cand.cfg)
             assert all(est[k] <= board.budget.as_dict()[k] for k in KINDS)
             if p.cycles is not None:
                 assert p.cycles == truth[key][0]
@@ -259,9 +259,8 @@ def test_cli_explore_and_verilog_round_trip(env: Path, tmp_path: Path, capsys) -
     assert ("DSP ceiling (the largest GEMM with every multiplier in a DSP): 1x16x16 (256 MACs) "
             "with packed multipliers, 2x8x8 (128 MACs) without; this board's core packs"
             ) in capsys.readouterr().out
-    vdir = tmp_path / "v"
-    assert main(["verilog", "--config", str(out / "vta_config.json"), "--bus-width",
-                 str(best["bus_width"]), "-o", str(vdir)]) == 0
+    vdir = tmp_path / "v"  # the written configuration carries the best point's bus width
+    assert main(["verilog", "--config", str(out / "vta_config.json"), "-o", str(vdir)]) == 0
     desc = json.loads((vdir / "vta_core.json").read_text())
     assert {k: desc["config"][k] for k in best["config"]} == best["config"]
     assert desc["bus_width"] == best["bus_width"]
@@ -272,7 +271,7 @@ def test_cli_explore_and_verilog_round_trip(env: Path, tmp_path: Path, capsys) -
 @pytest.mark.unit
 def test_explored_config_file_carries_the_bus_width(env: Path, tmp_path: Path, capsys) -> None:
     """A best point on the 128-bit bus: its vta_config.json says so, and `vta verilog --config`
-    alone (no --bus-width) builds exactly the core of that point."""
+    builds exactly the core of that point."""
     from vta.cli.main import main
     from vta.hw.verilog import generate
 
@@ -291,14 +290,8 @@ def test_explored_config_file_carries_the_bus_width(env: Path, tmp_path: Path, c
     assert main(["verilog", "--config", str(out / "vta_config.json"), "-o", str(vdir)]) == 0
     desc = json.loads((vdir / "vta_core.json").read_text())
     assert desc["bus_width"] == 128
-    assert (vdir / "vta_core.v").read_text() == generate(Config(**best["config"]),
-                                                         bus_width=128, name="vta_core")
-    # an explicit --bus-width that contradicts the file is a one-line error
-    capsys.readouterr()
-    assert main(["verilog", "--config", str(out / "vta_config.json"), "--bus-width", "64",
-                 "-o", str(tmp_path / "w")]) == 2
-    err = capsys.readouterr().err
-    assert "contradicts BUS_WIDTH=128" in err and err.count("\n") == 1
+    assert (vdir / "vta_core.v").read_text() == generate(
+        Config(**best["config"], BUS_WIDTH=128), name="vta_core")
     # and a bad value in the file is a config error
     (tmp_path / "bad.json").write_text(json.dumps({**written, "BUS_WIDTH": 96}))
     with pytest.raises(ConfigError, match="BUS_WIDTH=96 is not a bus width"):
@@ -365,7 +358,7 @@ def test_best_config_runs_a_program_on_rtl(net: Network) -> None:
                    ranges={**SMALL, "LOG_BLOCK": [2]}).best
     cfg = best.cand.cfg
     prog, dram, plan, want = _matmul(cfg)
-    rtl = run_program(prog, dram, cfg, bus_width=best.cand.bus_width)
+    rtl = run_program(prog, dram, cfg)  # cfg carries the best point's bus width
     assert np.array_equal(plan.read_c(rtl.dram), want)
 
 
@@ -393,8 +386,8 @@ def test_synth_finalists_record_fit_and_model_error(net: Network, monkeypatch) -
     res = explore(board, net, base=BASE, n_trial=1000, ranges=SMALL)
     calls = []
 
-    def fake_synthesize(bname, cfg, bw, **_):
-        calls.append((bname, cfg.params["LOG_BLOCK"], bw))
+    def fake_synthesize(bname, cfg, **_):
+        calls.append((bname, cfg.params["LOG_BLOCK"], cfg.bus_width))
         # 1x8x8 cores "need" twice the BRAM budget, 1x4x4 cores 10 LUTs more than estimated
         big = cfg.block_in == 8
         return {"used": {"lut": 1000.0, "ff": 2000.0, "bram": 48.0 if big else 10.0,
@@ -421,21 +414,21 @@ def test_stale_synthesis_reports_are_not_used(env: Path, monkeypatch, tmp_path: 
 
     monkeypatch.setenv("VTA_CACHE_DIR", str(tmp_path))
     cfg, board = Config.preset("small"), get_board("pynq-z1")
-    path = synthcache._path(board.name, cfg, 64)
+    path = synthcache._path(board.name, cfg)
     path.parent.mkdir(parents=True)
     entry = {"format": synthcache.SYNTH_FORMAT, "used": {"lut": 1.0, "ff": 2.0, "bram": 3.0,
                                                          "dsp": 4.0},
              "hw_hash": "0" * 16, "report": {}, "seconds": 1.0}
     path.write_text(json.dumps(entry))
-    assert synthcache.cached_synthesis(board.name, cfg, 64) is None
-    stale = synthcache.cached_synthesis(board.name, cfg, 64, allow_stale=True)
+    assert synthcache.cached_synthesis(board.name, cfg) is None
+    stale = synthcache.cached_synthesis(board.name, cfg, allow_stale=True)
     assert stale["stale"] and stale["used"]["bram"] == 3.0
-    samples, missing = synthesis_samples(board.name, [(cfg, 64)])
+    samples, missing = synthesis_samples(board.name, [cfg])
     assert samples == [] and len(missing) == 1 and "stale" in missing[0]
     # the same report made from the current sources is used
     path.write_text(json.dumps({**entry, "hw_hash": synthcache.hw_hash()}))
-    samples, missing = synthesis_samples(board.name, [(cfg, 64)])
-    assert missing == [] and samples[0][2]["bram"] == 3.0
+    samples, missing = synthesis_samples(board.name, [cfg])
+    assert missing == [] and samples[0][1]["bram"] == 3.0
 
 
 @pytest.mark.tsim

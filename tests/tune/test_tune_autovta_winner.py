@@ -111,11 +111,12 @@ def check_layer_on_tsim(layer: VTALayer, cfg: Config, bus: int = BUS) -> dict[st
     prog, dram, ref = _layer_image(layer, cfg, seed=5)
     params = port_params(bus, bus)
     want = fsim.run(prog, dram, cfg).dram
-    got = run_program(prog, dram, cfg, bus_width=bus, mem_bandwidth=params.bandwidth)
+    core = cfg.with_bus_width(bus)
+    got = run_program(prog, dram, core, mem_bandwidth=params.bandwidth)
     return {"same_image": bool(np.array_equal(np.asarray(got.dram), np.asarray(want))),
             "same_as_numpy": bool(np.array_equal(_output(got.dram, ref), ref[1])),
             "cycles": int(got.stats.cycles),
-            "perf_cycles": int(estimate(prog, cfg, params=params).cycles)}
+            "perf_cycles": int(estimate(prog, core, params=params).cycles)}
 
 
 @pytest.mark.slow

@@ -33,21 +33,22 @@ CALIBRATION_POINTS: tuple[tuple[dict[str, int], int], ...] = (
 )
 
 
-def calibration_points() -> list[tuple[Config, int]]:
-    return [(Config(**p), bw) for p, bw in CALIBRATION_POINTS]
+def calibration_points() -> list[Config]:
+    return [Config(**p, BUS_WIDTH=bw) for p, bw in CALIBRATION_POINTS]
 
 
-def synthesis_samples(board: str, points: Sequence[tuple[Config, int]] | None = None, *,
+def synthesis_samples(board: str, points: Sequence[Config] | None = None, *,
                       synth: bool = False, progress: Callable[[str], None] | None = None
-                      ) -> tuple[list[tuple[Config, int, dict[str, float]]], list[str]]:
+                      ) -> tuple[list[tuple[Config, dict[str, float]]], list[str]]:
     """(samples, missing): cached synthesis results of ``points`` for ``board`` as
-    ``(cfg, bus_width, used)``; with ``synth`` the missing ones are synthesized (minutes each)
+    ``(cfg, used)``; with ``synth`` the missing ones are synthesized (minutes each)
     and cached. ``missing`` names the points without a report from the current hardware
     sources (a stale report, made from older sources, counts as missing)."""
     samples, missing = [], []
     pts = list(points) if points is not None else calibration_points()
-    for k, (cfg, bw) in enumerate(pts):
-        entry = cached_synthesis(board, cfg, bw, allow_stale=True)
+    for k, cfg in enumerate(pts):
+        bw = cfg.bus_width
+        entry = cached_synthesis(board, cfg, allow_stale=True)
         stale = entry is not None and entry["stale"]
         if stale:
             entry = None
@@ -55,18 +56,18 @@ def synthesis_samples(board: str, points: Sequence[tuple[Config, int]] | None = 
             if progress:
                 progress(f"[{k + 1}/{len(pts)}] synthesizing {cfg.batch}x{cfg.block_in}x"
                          f"{cfg.block_out} bus {bw} for {board} (minutes)")
-            entry = synthesize(board, cfg, bw, progress=None)
+            entry = synthesize(board, cfg, progress=None)
         if entry is None:
             missing.append(f"{cfg.batch}x{cfg.block_in}x{cfg.block_out} bus{bw}"
                            + (" (stale: synthesized from older hardware sources)" if stale
                               else ""))
             continue
-        samples.append((cfg, bw, {k2: float(entry["used"][k2]) for k2 in KINDS}))
+        samples.append((cfg, {k2: float(entry["used"][k2]) for k2 in KINDS}))
     return samples, missing
 
 
 def calibrated_model(board: Any, *, synth: bool = False,
-                     points: Sequence[tuple[Config, int]] | None = None,
+                     points: Sequence[Config] | None = None,
                      progress: Callable[[str], None] | None = None,
                      min_samples: int = 3) -> tuple[ResourceModel, list[str]]:
     """The resource model for ``board`` calibrated on its cached synthesis reports (with

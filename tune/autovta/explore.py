@@ -216,7 +216,7 @@ def explore(board: Any, net: Network, *, base: Config, n_trial: int = 200,
     points = []
     for index, cost, kind in res.history:
         cand = candidate_from_values(dict(space.get(index).values), base)
-        est = model.estimate(cand.cfg, cand.bus_width)
+        est = model.estimate(cand.cfg)
         err = None if cost is not None else measurer.errors.get(index)
         points.append(Point(index, cand, est, model.fits(est, board.budget.as_dict()),
                             int(cost) if cost is not None else None, kind, err))
@@ -256,9 +256,9 @@ def mark_pareto(points: list[Point]) -> None:
 
 def reference_point(board: Any, net: Network, model: ResourceModel) -> Point:
     """The board's default configuration, evaluated the same way."""
-    cand = HardwareCandidate(board.default_config, board.bus_width)
-    est = model.estimate(cand.cfg, cand.bus_width)
-    perf = network_cycles(net, cand.cfg, cand.bus_width, board.bus_width)
+    cand = HardwareCandidate(board.default_config)
+    est = model.estimate(cand.cfg)
+    perf = network_cycles(net, cand.cfg, board.bus_width)
     p = Point(-1, cand, est, model.fits(est, board.budget.as_dict()))
     if perf.unmapped:
         p.status, p.error = "run", f"{len(perf.unmapped)} layer(s) do not fit the buffers"

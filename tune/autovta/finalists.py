@@ -32,7 +32,7 @@ def synth_finalists(result: ExploreResult, k: int,
     for n, p in enumerate(finalists(result, k), 1):
         if progress:
             progress(f"synthesizing finalist {n}/{k}: {p.key} (minutes; cached afterwards)")
-        e = synthesize(result.board, p.cand.cfg, p.cand.bus_width)
+        e = synthesize(result.board, p.cand.cfg)
         used = e["used"]
         p.synth = {"used": used, "fits": all(used[r] <= result.budget[r] for r in KINDS),
                    "seconds": e["seconds"], "cached": e["cached"],
@@ -58,9 +58,10 @@ def tsim_available() -> str | None:
     return None
 
 
-def check_program(cfg: Any, bus_width: int, backend: str = "tsim",
+def check_program(cfg: Any, backend: str = "tsim",
                   port_width: int | None = None) -> dict[str, Any]:
-    """Run a small matmul on ``backend`` (tsim or rtl), compare with fsim; cycles vs the
+    """Run a small matmul on ``backend`` (tsim or rtl) with ``cfg``'s core (its bus width
+    included), compare with fsim; cycles vs the
     performance model with the same memory port (:func:`~.network.port_params`; tsim's
     memory moves as many bytes per cycle as the model's)."""
     import numpy as np
@@ -73,12 +74,12 @@ def check_program(cfg: Any, bus_width: int, backend: str = "tsim",
     m, n, kk = 2 * cfg.batch, 2 * cfg.block_out, 2 * cfg.block_in
     prog, dram, _plan = matmul_program(cfg, m, n, kk, seed=1)
     ref = fsim.run(prog, dram, cfg)
-    params = port_params(bus_width, port_width)
+    params = port_params(cfg.bus_width, port_width)
     if backend == "tsim":
         from vta.hw.tsim import run_program
     else:
         from vta.hw.simulate import run_program
-    got = run_program(prog, dram, cfg, bus_width=bus_width, mem_bandwidth=params.bandwidth)
+    got = run_program(prog, dram, cfg, mem_bandwidth=params.bandwidth)
     model = estimate(prog, cfg, params=params).cycles
     cycles = got.stats.cycles
     return {"backend": backend, "program": f"matmul {m}x{n}x{kk}",
@@ -101,8 +102,7 @@ def tsim_finalists(result: ExploreResult, k: int,
         if progress:
             progress(f"tsim finalist {n}/{k}: {p.key} (the first build takes minutes)")
         try:
-            p.tsim = check_program(p.cand.cfg, p.cand.bus_width, "tsim",
-                                   get_board(result.board).bus_width)
+            p.tsim = check_program(p.cand.cfg, "tsim", get_board(result.board).bus_width)
         except Exception as e:  # noqa: BLE001 - a failing check is a reported result
             p.tsim = {"backend": "tsim", "error": f"{type(e).__name__}: {e}"[:300]}
         done.append(p)

@@ -287,9 +287,10 @@ def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
 
 
 def port_params(bus_width: int, port_width: int | None = None) -> Any:
-    """The performance model's parameters (:class:`vta.sim.perf.PerfParams`) for a core with a
-    ``bus_width``-bit memory bus on a board whose memory port is ``port_width`` bits wide
-    (None: as wide as the bus): the memory moves one word of the narrower of the two per cycle.
+    """The performance model's parameters (:class:`vta.sim.perf.PerfParams`; the bus width
+    itself is the configuration's) for a core with a ``bus_width``-bit memory bus on a board
+    whose memory port is ``port_width`` bits wide (None: as wide as the bus): the memory moves
+    one word of the narrower of the two per cycle.
 
     The perf model's default memory bandwidth is tsim's default, 8 bytes per cycle: PYNQ-Z1's
     64-bit HP port at 100 MHz (0.8 GB/s of its 2.1 GB/s DDR3). Every board's port carries one
@@ -303,16 +304,15 @@ def port_params(bus_width: int, port_width: int | None = None) -> Any:
     from vta.sim.perf import DEFAULT_PARAMS
 
     width = min(bus_width, port_width or bus_width)
-    return replace(DEFAULT_PARAMS.with_bus_width(bus_width), bandwidth=width / 8)
+    return replace(DEFAULT_PARAMS, bandwidth=width / 8)
 
 
-def network_cycles(net: Network, cfg: Config, bus_width: int = 64,
-                   port_width: int | None = None) -> NetworkPerf:
-    """Sum the performance model's cycles over the network's VTA layers on ``cfg`` with a
-    ``bus_width``-bit bus on a ``port_width``-bit board port (:func:`port_params`)."""
+def network_cycles(net: Network, cfg: Config, port_width: int | None = None) -> NetworkPerf:
+    """Sum the performance model's cycles over the network's VTA layers on ``cfg`` (its bus
+    width included) on a ``port_width``-bit board port (:func:`port_params`)."""
     from vta.sim.perf import estimate
 
-    params = port_params(bus_width, port_width)
+    params = port_params(cfg.bus_width, port_width)
     out = NetworkPerf(0)
     memo: dict[tuple, RunStats | str] = {}
     for layer in net.layers:

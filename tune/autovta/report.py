@@ -79,9 +79,8 @@ def write_outputs(result: ExploreResult, out_dir: str | Path,
         (tmp / PLOT).write_bytes(png)
         best = result.best
         if best is not None:
-            # the bus width is part of the point: a 64-bit build of a 128-bit best is another core
-            cfg = best.cand.cfg.with_bus_width(best.cand.bus_width)
-            (tmp / CONFIG).write_text(cfg.to_json())
+            # the bus width is part of the point (its configuration's BUS_WIDTH)
+            (tmp / CONFIG).write_text(best.cand.cfg.to_json())
         write_digest(tmp, KIND, VERSION)
     return out
 

@@ -169,12 +169,12 @@ def dsp_ceiling(family: str, dsp_budget: float, base: Config, packed: bool = Fal
 
 FEATURE_NAMES = ("const", "mac_lanes", "alu_lanes", "bus_bytes")
 
-def features(cfg: Config, bus_width: int) -> np.ndarray:
+def features(cfg: Config) -> np.ndarray:
     """Structural features the LUT and FF counts are linear in (see :data:`FEATURE_NAMES`):
     GEMM multiply-accumulate lanes (adder trees, pipeline registers), ALU lanes (32-bit
     min/max/add/shift datapaths) and memory bus bytes (DMA datapaths)."""
     lanes = cfg.batch * cfg.block_out
-    return np.array([1.0, float(cfg.macs_per_cycle), float(lanes), bus_width / 8.0])
+    return np.array([1.0, float(cfg.macs_per_cycle), float(lanes), float(cfg.bus_bytes)])
 
 
 def _default_coef(kind: str) -> np.ndarray:
@@ -243,9 +243,9 @@ class ResourceModel:
         fam = get_family(self.family)
         return bits / 64.0 * fam.soft_mult_luts + pairs * fam.packed_pair_luts
 
-    def estimate(self, cfg: Config, bus_width: int = 64) -> dict[str, float]:
-        """{lut, ff, bram, dsp} of the core for ``cfg`` and ``bus_width``."""
-        f = features(cfg, bus_width)
+    def estimate(self, cfg: Config) -> dict[str, float]:
+        """{lut, ff, bram, dsp} of the core for ``cfg`` (its bus width included)."""
+        f = features(cfg)
         dsp, _, _ = soft_multipliers(cfg, self.family, self.dsp_budget, self.packed)
         return {"lut": float(max(0.0, f @ self.lut_coef)) + self.soft_luts(cfg),
                 "ff": float(max(0.0, f @ self.ff_coef)),
@@ -255,19 +255,19 @@ class ResourceModel:
         return all(estimate[k] <= budget[k] for k in KINDS)
 
     # --------------------------------------------------------------- calibration
-    def _fit(self, samples: Sequence[tuple[Config, int, Mapping[str, float]]]) -> None:
-        x = np.stack([features(c, b) for c, b, _ in samples])
+    def _fit(self, samples: Sequence[tuple[Config, Mapping[str, float]]]) -> None:
+        x = np.stack([features(c) for c, _ in samples])
         for kind in ("lut", "ff"):
-            y = np.array([r[kind] for _, _, r in samples], dtype=np.float64)
+            y = np.array([r[kind] for _, r in samples], dtype=np.float64)
             if kind == "lut":  # the soft multipliers' LUTs are known, not fitted
-                y = y - np.array([self.soft_luts(c) for c, _, _ in samples])
+                y = y - np.array([self.soft_luts(c) for c, _ in samples])
             # relative least squares (each sample weighted by 1/y), non-negative coefficients
             w = 1.0 / np.maximum(y, 1.0)
             setattr(self, f"{kind}_coef", _nnls(x * w[:, None], y * w))
 
-    def calibrate(self, samples: Sequence[tuple[Config, int, Mapping[str, float]]]
+    def calibrate(self, samples: Sequence[tuple[Config, Mapping[str, float]]]
                   ) -> dict[str, float]:
-        """Fit the LUT/FF coefficients to synthesis reports ``(cfg, bus_width, used)``.
+        """Fit the LUT/FF coefficients to synthesis reports ``(cfg, used)``.
 
         Returns the mean relative error per resource, also kept in ``calibration_error``: for
         LUT and FF it is the leave-one-out error (each sample predicted by a fit to the
@@ -282,17 +282,17 @@ class ResourceModel:
         if loo:
             for kind in ("lut", "ff"):
                 e = []
-                for k, (c, b, r) in enumerate(samples):
+                for k, (c, r) in enumerate(samples):
                     sub = ResourceModel(self.family, self.dsp_budget, packed=self.packed)
                     sub._fit(samples[:k] + samples[k + 1:])
-                    e.append(abs(sub.estimate(c, b)[kind] - r[kind]) / max(r[kind], 1.0))
+                    e.append(abs(sub.estimate(c)[kind] - r[kind]) / max(r[kind], 1.0))
                 err[kind] = float(np.mean(e))
         self._fit(samples)
         for kind in KINDS:
             if kind in err:
                 continue
-            e = [abs(self.estimate(c, b)[kind] - r[kind]) / max(r[kind], 1.0)
-                 for c, b, r in samples if kind in r]
+            e = [abs(self.estimate(c)[kind] - r[kind]) / max(r[kind], 1.0)
+                 for c, r in samples if kind in r]
             if e:
                 err[kind] = float(np.mean(e))
         self.calibration_error = err
@@ -301,12 +301,12 @@ class ResourceModel:
         self.source = f"calibrated on {len(samples)} synthesis reports ({self.family})"
         return err
 
-    def errors(self, samples: Sequence[tuple[Config, int, Mapping[str, float]]]
+    def errors(self, samples: Sequence[tuple[Config, Mapping[str, float]]]
                ) -> list[dict[str, float]]:
         """Relative error per resource of each sample (no fitting)."""
         out = []
-        for c, b, r in samples:
-            est = self.estimate(c, b)
+        for c, r in samples:
+            est = self.estimate(c)
             out.append({k: (est[k] - r[k]) / max(r[k], 1.0) for k in KINDS if k in r})
         return out
 

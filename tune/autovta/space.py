@@ -24,10 +24,13 @@ DEFAULT_RANGES: dict[str, Sequence[int]] = {
 
 @dataclass(frozen=True)
 class HardwareCandidate:
-    """One point of the hardware space."""
+    """One point of the hardware space: a configuration (its bus width included)."""
 
     cfg: Config
-    bus_width: int
+
+    @property
+    def bus_width(self) -> int:
+        return self.cfg.bus_width
 
     @property
     def key(self) -> str:
@@ -41,7 +44,8 @@ def candidate_from_values(values: dict[str, int], base: Config) -> HardwareCandi
     """The candidate of knob ``values``; the parameters they do not set (the data widths) are
     ``base``'s."""
     params = {k: v for k, v in values.items() if k != "bus_width"}
-    return HardwareCandidate(base.replace(**params), int(values.get("bus_width", 64)))
+    bus = values.get("bus_width", base.bus_width)
+    return HardwareCandidate(base.replace(**params, BUS_WIDTH=bus))
 
 
 def _valid(values: dict[str, int], base: Config) -> bool:

@@ -51,11 +51,12 @@ def hw_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def synth_key(board: str, cfg: Config, bus_width: int) -> str:
-    """The cache key of one (board, config, bus width) under this kit version."""
+def synth_key(board: str, cfg: Config) -> str:
+    """The cache key of one (board, config) under this kit version (the bus width is a key of
+    its own, as before it was the configuration's)."""
     from vta.boards import get_board
 
-    key = {"board": board, "config": cfg.params, "bus_width": bus_width,
+    key = {"board": board, "config": cfg.params, "bus_width": cfg.bus_width,
            "kit": kit_version(), "format": SYNTH_FORMAT}
     options = get_board(board).core_options
     if options:  # (only when set: the keys of boards without options stay what they were)
@@ -64,15 +65,15 @@ def synth_key(board: str, cfg: Config, bus_width: int) -> str:
     p = cfg.params
     label = (f"{board}-b{p['LOG_BATCH']}k{p['LOG_BLOCK']}-u{p['LOG_UOP_BUFF_SIZE']}"
              f"i{p['LOG_INP_BUFF_SIZE']}w{p['LOG_WGT_BUFF_SIZE']}a{p['LOG_ACC_BUFF_SIZE']}"
-             f"-bus{bus_width}")
+             f"-bus{cfg.bus_width}")
     return f"{label}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
-def _path(board: str, cfg: Config, bus_width: int) -> Path:
-    return cache_dir("synth") / f"{synth_key(board, cfg, bus_width)}.json"
+def _path(board: str, cfg: Config) -> Path:
+    return cache_dir("synth") / f"{synth_key(board, cfg)}.json"
 
 
-def cached_synthesis(board: str, cfg: Config, bus_width: int, *,
+def cached_synthesis(board: str, cfg: Config, *,
                      allow_stale: bool = False) -> dict[str, Any] | None:
     """The cached synthesis entry, or None when this point was never synthesized from the
     current hardware sources (with ``allow_stale``: from any sources; the entry's ``stale``
@@ -80,7 +81,7 @@ def cached_synthesis(board: str, cfg: Config, bus_width: int, *,
     from vta.boards import get_board
 
     name = get_board(board).name
-    p = _path(name, cfg, bus_width)
+    p = _path(name, cfg)
     if not p.exists():
         return None
     try:
@@ -95,10 +96,11 @@ def cached_synthesis(board: str, cfg: Config, bus_width: int, *,
         return None
 
 
-def synthesize(board: str, cfg: Config, bus_width: int | None = None, *,
+def synthesize(board: str, cfg: Config, *,
                use_cache: bool = True, progress: Callable[[str], None] | None = None,
                timeout: float = 3600.0) -> dict[str, Any]:
-    """Synthesize the core for ``cfg`` with yosys for ``board`` (cached); returns the entry:
+    """Synthesize the core for ``cfg`` (its bus width included) with yosys for ``board``
+    (cached); returns the entry:
     ``used`` ({lut, ff, bram, dsp} in the board's units), ``seconds``, ``report`` (the full
     :meth:`vta.boards.synth.SynthReport.to_dict`), ``cached`` (whether it came from the cache)."""
     from vta.boards import get_board
@@ -106,9 +108,8 @@ def synthesize(board: str, cfg: Config, bus_width: int | None = None, *,
     from vta.hw.verilog import generate
 
     b = get_board(board)
-    bw = int(bus_width or b.bus_width)
     if use_cache:
-        entry = cached_synthesis(b.name, cfg, bw)
+        entry = cached_synthesis(b.name, cfg)
         if entry is not None:
             return {**entry, "cached": True}
     import tempfile
@@ -116,18 +117,19 @@ def synthesize(board: str, cfg: Config, bus_width: int | None = None, *,
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vta-autovta-synth-") as tmp:
         src = Path(tmp) / "vta_core.v"
-        src.write_text(generate(cfg, bus_width=bw, name="vta_core", options=b.core_options))
+        src.write_text(generate(cfg, name="vta_core", options=b.core_options))
         rep = yosys_synthesize(b, [src], "vta_core", workdir=Path(tmp) / "work",
                                progress=progress, config=cfg, timeout=timeout)
     entry = {
-        "format": SYNTH_FORMAT, "key": synth_key(b.name, cfg, bw), "board": b.name,
-        "family": b.family, "config": cfg.params, "bus_width": bw, "kit": kit_version(),
+        "format": SYNTH_FORMAT, "key": synth_key(b.name, cfg), "board": b.name,
+        "family": b.family, "config": cfg.params, "bus_width": cfg.bus_width,
+        "kit": kit_version(),
         "hw_hash": hw_hash(), "stale": False, "seconds": round(time.monotonic() - t0, 1),
         "used": rep.used.as_dict(), "report": rep.to_dict(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if use_cache:
-        path = _path(b.name, cfg, bw)
+        path = _path(b.name, cfg)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, json.dumps(entry, indent=1), "synthesis cache entry")

@@ -67,7 +67,7 @@ def hardware_template(cfg: Any, ranges: Mapping[str, list[int]], budget: Mapping
                 except ConfigError:
                     cache[key] = False
                 else:
-                    cache[key] = rm.fits(rm.estimate(cand.cfg, cand.bus_width), budget)
+                    cache[key] = rm.fits(rm.estimate(cand.cfg), budget)
             return cache[key]
 
         cfg.add_constraint(valid)
@@ -83,7 +83,7 @@ def evaluate_candidate(cand: HardwareCandidate, net: Network,
     key = (tuple(sorted(cand.cfg.params.items())), cand.bus_width, port_width, net.name,
            len(net.layers), hash(net.layers))
     if key not in _PERF_CACHE:
-        perf = network_cycles(net, cand.cfg, cand.bus_width, port_width)
+        perf = network_cycles(net, cand.cfg, port_width)
         if perf.unmapped:
             name, why = next(iter(perf.unmapped.items()))
             _PERF_CACHE[key] = (None, f"{len(perf.unmapped)} layer(s) do not fit the buffers "
