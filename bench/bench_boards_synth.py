@@ -8,11 +8,11 @@
    small), and with ``--unpacked`` also the default config without packing (``--core-options
    ''``: one product per multiplier), so the ratios show what packing saves.
 2. The ULX3S-85F's own config (1x4x4; ``--preset NAME`` or ``--config FILE`` for another)
-   through the whole open flow (yosys, nextpnr-ecp5, ecppack) at the board's clock (100 MHz;
-   ``--clock`` for another target) with the board's core options (a register stage in front
-   of the multipliers): the achieved Fmax (goal: >= 100 MHz on every seed; without that
-   stage the core reached 94.5 MHz at a 90 MHz target, its GEMM multiplier path the limit,
-   docs/boards.md). The Fmax moves by a few percent from one placement seed to the next, so
+   through the whole open flow (yosys, nextpnr-ecp5, ecppack) at the board's clock (90 MHz;
+   ``--clock 100`` for issue #39's target) with the board's core options: the achieved Fmax
+   (goal: >= 100 MHz on every seed; the core reached 94.5 MHz at a 90 MHz target, its GEMM
+   multiplier path the limit, docs/boards.md). The Fmax moves by a few percent from one
+   placement seed to the next, so
    ``--seeds 1,2,3`` places and routes once per seed (one synthesis each; ``--jobs 2``: two
    at once) and reports every figure, the worst, the median and the best; a seed whose tools
    fail or run past their limit (an hour) counts as 0 MHz, with its error in the record.

@@ -232,16 +232,14 @@ _ZYNQMP_CONFIG: dict[str, int] = {**_PYNQ_CONFIG, "BUS_WIDTH": 128}
 #: Cyclone V boards keep one product per multiplier (docs/boards.md says why).
 _XILINX_OPTIONS = {"pack_multipliers": True}
 
-#: The ECP5 board's core: a register stage in front of the multipliers (their operands copied
-#: next to each MULT18X18D), the only board whose GEMM takes that extra cycle.
-_ECP5_OPTIONS = {"replicate_operands": True}
-
 #: The ULX3S-85F's configuration: the 1x4x4 GEMM of the ``small`` preset (16 multipliers; 1 KiB
 #: micro-op, input and weight, 2 KiB accumulator buffers), which closes timing at the board's
-#: 100 MHz with its core options (docs/boards.md, "Measured").
+#: 90 MHz (docs/boards.md: 94.5 MHz with the default seed; the core before the ALU chains
+#: closed 100 MHz, the current one misses it by its GEMM weight -> multiplier path; a register
+#: stage in front of the multipliers, `replicate_operands`, does not route better).
 #: A 1x8x8 core with 8 KiB micro-op and input and 32 KiB weight and accumulator buffers also
 #: fits the LFE5U-85F's block RAM and multipliers, but its GEMM operand -> MULT18X18D paths held
-#: earlier cores at 53-59 MHz, and the plain core did not finish routing within an hour.
+#: earlier cores at 53-59 MHz, and the current core does not finish routing within an hour.
 _ULX3S_CONFIG = {"LOG_BLOCK": 2, "LOG_UOP_BUFF_SIZE": 10, "LOG_INP_BUFF_SIZE": 10,
                  "LOG_WGT_BUFF_SIZE": 10, "LOG_ACC_BUFF_SIZE": 11}
 
@@ -309,17 +307,16 @@ _BOARDS: tuple[Board, ...] = (
         # LFE5U-85F: 83,640 LUT4s and FFs (41,820 slices), 208 EBR of 18 Kb (3,744 Kb),
         # 156 18x18 multipliers (ECP5 family datasheet).
         budget=Resources(lut=83640, ff=83640, bram=208, dsp=156),
-        clock_mhz=100.0, reg_base=0x8000_0000, reg_span=0x1_0000, flow="open",
+        clock_mhz=90.0, reg_base=0x8000_0000, reg_span=0x1_0000, flow="open",
         config_params=_ULX3S_CONFIG,
         notes="fully open flow (yosys, nextpnr-ecp5, ecppack); no hard processor: the host "
               "reaches the registers (at 0x80000000 in the serial bridge's address space) and an "
               "on-chip memory over the USB serial port",
         extra={"nextpnr_device": "--85k", "package": "CABGA381", "speed": "6",
                "board_clock_mhz": 25.0},
-        # a pipeline register in front of every MULT18X18D (a private copy of its operands
-        # next to it: stage C, one more GEMM cycle): without it the weight register ->
-        # multiplier -> product path held the core at 90 MHz (docs/boards.md)
-        core_options=_ECP5_OPTIONS),
+        # (no core options: per-multiplier operand copies raised the compute module's Fmax out
+        # of context, but the whole design then no longer routes; see docs/boards.md)
+        core_options={}),
 )
 
 _BY_NAME = {b.name: b for b in _BOARDS}

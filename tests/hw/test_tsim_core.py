@@ -188,18 +188,17 @@ def test_packed_multipliers_match_fsim_with_the_plain_cores_cycles(small_build, 
     assert (mm.read_c(runs[True].dram) == mm.plan.reference(a, b)).all()
 
 
-def test_ulx3s_core_matches_fsim_one_cycle_per_gemm_at_most(small_build, small_cfg):
-    """The ULX3S board's core (a register stage in front of every multiplier, one more GEMM
-    pipeline cycle) on the GEMM programs: fsim's bytes, the plain core's GEMM micro-ops, and
-    at most one more cycle per GEMM instruction than the plain core (its drain is one cycle
-    longer; memory without random stalls, so both see the same memory timing)."""
-    from vta.boards import get_board
+def test_operand_stage_matches_fsim_one_cycle_per_gemm_at_most(small_build, small_cfg):
+    """The core with a register stage in front of every multiplier (``replicate_operands``,
+    one more GEMM pipeline cycle) on the GEMM programs: fsim's bytes, the plain core's GEMM
+    micro-ops, and at most one more cycle per GEMM instruction than the plain core (its drain
+    is one cycle longer; memory without random stalls, so both see the same memory timing)."""
     from vta.hw import tsim
     from vta.hw.options import CoreOptions
     from vta.isa.insn import decode_program
 
-    options = CoreOptions.from_dict(get_board("ulx3s-85f").core_options)
-    assert options.extra_gemm_latency == 1 and not options.pack_multipliers
+    options = CoreOptions(replicate_operands=True)
+    assert options.extra_gemm_latency == 1
     jobs, (mm, a, b) = _gemm_jobs(small_cfg, 40)
     for k, (name, (program, dram)) in enumerate(jobs.items()):
         expect = fsim_dram(program, dram, small_cfg)
