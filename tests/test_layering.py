@@ -316,13 +316,8 @@ def deferred_imports(source: str, rel: Path) -> list[tuple[int, str, bool]]:
     return out
 
 
-#: Layers whose function-body imports are all justified; the others are still being swept
-#: (#36: the 76 in tune).
-SWEPT_LAYERS = ("isa", "sim", "hw", "runtime", "boards", "compiler", "cli")
-
-
 @pytest.mark.unit
-@pytest.mark.parametrize("layer", SWEPT_LAYERS)
+@pytest.mark.parametrize("layer", LAYERS)
 def test_function_imports_say_why(layer: str) -> None:
     """An import inside a function body is there only to keep a heavy dependency off start-up,
     and says so: ``# deferred: <reason>`` on its line; every other import stands at the top."""
