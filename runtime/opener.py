@@ -28,10 +28,14 @@ PLATFORM_GROUP = "vta_kit.platforms"  # (an entry-point group, named after the d
 TARGETS = backends.devices()
 
 
-def _device_class(ref: tuple[str, str]) -> type[Device]:
+def _device_class(ref: tuple[str, str], target: str) -> type[Device]:
     """The device class a registry entry names as (module, class)."""
     module, name = ref
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as e:
+        raise DeviceUnavailableError(f"the {target} device is not available: cannot import "
+                                     f"{module} ({e})") from None
 
 
 def _config(config: Config | str | Path | None) -> Config:
@@ -94,7 +98,7 @@ def open(target: str, config: Config | str | Path | None = None, *,  # noqa: A00
     cfg = _config(config)
     entry = backends.REGISTRY[target]
     size = arena_size if arena_size is not None else entry.arena
-    cls = _device_class(entry.device)
+    cls = _device_class(entry.device, target)
     return cls(cfg, arena_size=size, **opts)
 
 
