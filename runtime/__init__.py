@@ -11,7 +11,7 @@ device. See runtime/API.md for a walk-through.
 """
 
 from .arena import Arena, DeviceBuffer, as_mem_type
-from .device import TARGETS, Device, FsimDevice, PerfDevice, RtlDevice, TsimDevice, open
+from .device import Device, FsimDevice, PerfDevice, RtlDevice, TsimDevice
 from .errors import (
     ArenaError,
     BusError,
@@ -24,6 +24,7 @@ from .errors import (
     RuntimeVTAError,
 )
 from .kernel import ALU, GEMM, Loop, UopCache, UopKernel
+from .opener import TARGETS, open
 from .queue import COMPUTE_STAGE, LOAD_STAGE, STAGES, STORE_STAGE, CommandQueue, as_stage
 from .record import RecordedProgram, Relocation
 

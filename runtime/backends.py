@@ -17,9 +17,7 @@ board names are those of :mod:`vta.boards.registry`, which the runtime may not i
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any
 
 KINDS = ("simulator", "estimator", "cpu", "board", "virtual")
 
@@ -104,12 +102,5 @@ def described(names: tuple[str, ...]) -> str:
     return ", ".join(f"{n} ({REGISTRY[n].about})" for n in names)
 
 
-def resolve(ref: tuple[str, str]) -> Any:
-    """The object named by a (module, attribute) reference (ImportError/AttributeError if
-    absent)."""
-    module, attr = ref
-    return getattr(importlib.import_module(module), attr)
-
-
 __all__ = ["Backend", "KINDS", "REGISTRY", "get", "names", "devices", "programs",
-           "module_targets", "described", "resolve"]
+           "module_targets", "described"]

@@ -269,26 +269,12 @@ def _cycle(comp: list[str], graph: dict[str, set[str]]) -> list[str]:
     return comp  # pragma: no cover - a component always has a circle
 
 
-#: Circles left, each through a registry that imports its registrants by name (a string table),
-#: while they import the registry: to be broken by splitting each registry from its loader
-#: (#36). The test fails on any other circle, and when one of these is gone (drop it here).
-KNOWN_CIRCLES = [
-    ["vta.runtime.backends", "vta.runtime.device", "vta.runtime.backends"],
-    ["vta.tune.autovta.network", "vta.tune.vta_tasks", "vta.tune.task",
-     "vta.tune.autovta.template", "vta.tune.autovta.network"],
-]
-
-
 @pytest.mark.unit
 def test_no_import_circles() -> None:
     """No two vta modules import each other, directly or around a circle, counting imports
     inside functions (a deferred import is still a dependency, ARCHITECTURE.md)."""
     found = circles(import_graph())
-    new = [c for c in found if c not in KNOWN_CIRCLES]
-    assert not new, "import circles:\n" + "\n".join(" -> ".join(c) for c in new)
-    gone = [c for c in KNOWN_CIRCLES if c not in found]
-    assert not gone, "circles now broken (remove from KNOWN_CIRCLES):\n" + "\n".join(
-        " -> ".join(c) for c in gone)
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 @pytest.mark.unit
@@ -330,13 +316,8 @@ def deferred_imports(source: str, rel: Path) -> list[tuple[int, str, bool]]:
     return out
 
 
-#: Layers whose function-body imports are all justified; the others are still being swept
-#: (#36: the 76 in tune).
-SWEPT_LAYERS = ("isa", "sim", "hw", "runtime", "boards", "compiler", "cli")
-
-
 @pytest.mark.unit
-@pytest.mark.parametrize("layer", SWEPT_LAYERS)
+@pytest.mark.parametrize("layer", LAYERS)
 def test_function_imports_say_why(layer: str) -> None:
     """An import inside a function body is there only to keep a heavy dependency off start-up,
     and says so: ``# deferred: <reason>`` on its line; every other import stands at the top."""

@@ -64,7 +64,7 @@ class XGBoostCostModel:
 
     def fit(self, indices: Sequence[int], costs: Sequence[float | None]) -> None:
         """Fit on this workload's measurements (and the priors of matching feature width)."""
-        import xgboost as xgb
+        import xgboost as xgb  # deferred: xgboost, only the XGB tuner
 
         xs, ys, groups, weights = [], [], [], []
         y = _labels(costs)
@@ -98,7 +98,7 @@ class XGBoostCostModel:
         """Scores (higher is better); zeros before the first fit."""
         if not self.fitted or not len(indices):
             return np.zeros(len(indices))
-        import xgboost as xgb
+        import xgboost as xgb  # deferred: xgboost, only the XGB tuner
 
         return self._booster.predict(xgb.DMatrix(self.features(indices), nthread=1))
 

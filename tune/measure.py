@@ -9,6 +9,7 @@ invalid measurements; they never stop the tuner.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
 import threading
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vta.compiler.graph.workers import kill_pool, new_pool
 from vta.isa.errors import VTAError
 
 from .task import Task
@@ -116,7 +118,7 @@ def check_scheduler(address: str) -> None:
     that answers garbage made it allocate exabytes). Commands call it before their long
     work."""
     try:
-        from distributed.comm import connect
+        from distributed.comm import connect  # deferred: dask (optional), --scheduler only
     except ImportError:
         raise MeasureError("--scheduler needs the 'distributed' package "
                            "(pip install 'dask[distributed]')") from None
@@ -132,8 +134,6 @@ def check_scheduler(address: str) -> None:
 
 
 def _handshake(address: str, connect: Any) -> None:
-    import asyncio
-
     async def probe() -> None:
         # (connect's own timeout covers the connection, with its own message; this one
         # the handshake after it)
@@ -161,7 +161,7 @@ def make_executor(jobs: int = 1, scheduler: str | None = None) -> cf.Executor:
     """A local process pool (``jobs`` > 1), inline (1), or a Dask cluster at ``scheduler``."""
     if scheduler:
         try:
-            from distributed import Client
+            from distributed import Client  # deferred: dask (optional), --scheduler only
         except ImportError:
             raise MeasureError("--scheduler needs the 'distributed' package "
                                "(pip install 'dask[distributed]')") from None
@@ -177,7 +177,6 @@ def make_executor(jobs: int = 1, scheduler: str | None = None) -> cf.Executor:
         raise MeasureError(f"--jobs must be at least 1, not {jobs}")
     if jobs == 1:
         return InlineExecutor()
-    from vta.compiler.graph.workers import new_pool
 
     return new_pool(jobs)  # its workers ignore Ctrl-C and die with this process
 
@@ -190,8 +189,6 @@ def close_executor(ex: cf.Executor) -> None:
         ex.shutdown(wait=False)
         client.close()
     elif isinstance(ex, cf.ProcessPoolExecutor):
-        from vta.compiler.graph.workers import kill_pool
-
         kill_pool(ex)
     else:
         ex.shutdown(wait=False, cancel_futures=True)
@@ -228,7 +225,5 @@ class Measurer:
         return out
 
     def _restart_pool(self) -> None:
-        from vta.compiler.graph.workers import kill_pool, new_pool
-
         workers = kill_pool(self.executor)
         self.executor = new_pool(max(1, workers))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,12 +24,10 @@ def best_so_far_curves(path: str | Path) -> dict[tuple[str, str], list[float]]:
 
 def plot_log(path: str | Path, out: str | Path, *, title: str | None = None) -> int:
     """Write a PNG of the log's best-so-far curves; returns the number of curves."""
-    import io
-
-    import matplotlib
+    import matplotlib  # deferred: matplotlib, only to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib, after its backend is set
 
     curves = best_so_far_curves(path)
     if not curves:

@@ -2,27 +2,25 @@
 
 A template is registered under a name with :func:`template`; a :class:`Task` is that name plus
 JSON-serialisable arguments, so it can be rebuilt in a worker process (or on a Dask worker) from
-its name alone. A task names a template of the kit's own registry: a worker (or a tuning log
-read back) imports the kit's template modules (:data:`KIT_TEMPLATE_MODULES`), never a module a
-record names (a log is data: nothing is imported by name from it).
+its name alone. A task names a template of the kit's own registry, which this module holds and
+never loads: the package (``vta/tune/__init__.py``) imports the kit's template modules, so every
+process that imports anything of vta.tune (a worker, a tuning log read back) has them all; nothing
+is imported by name from a record (a log is data).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from vta.isa.errors import VTAError
 
 from .space import ConfigEntity, ConfigSpace
 
 _TEMPLATES: dict[str, Callable[..., Any]] = {}
-#: The kit's modules that register templates, imported when a task names a template not yet
-#: registered in this process (a worker's first task, a log read back).
-KIT_TEMPLATE_MODULES = ("vta.tune.vta_tasks", "vta.tune.autovta.template")
 
 
 class TaskError(VTAError):
@@ -44,13 +42,10 @@ def template(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def get_template(name: str) -> Callable[..., Any]:
-    """The template registered as ``name`` (the kit's template modules are imported first
-    when it is not registered yet); an unknown name is a TaskError naming the known ones."""
+    """The template registered as ``name``; an unknown name is a TaskError naming the known
+    ones."""
     if not isinstance(name, str):
         raise TaskError(f"a tuning template is named by a string, not {name!r}")
-    if name not in _TEMPLATES:
-        for module in KIT_TEMPLATE_MODULES:
-            importlib.import_module(module)
     if name not in _TEMPLATES:
         raise TaskError(f"unknown tuning template {name!r}; known: {', '.join(sorted(_TEMPLATES))}")
     return _TEMPLATES[name]
@@ -111,8 +106,6 @@ def task_features(task: Task, index: int) -> Any:
     fn = _FEATURES.get(task.name)
     if fn is None:
         return task.space.features(index)
-    import numpy as np
-
     return np.concatenate(
         [task.space.features(index), np.asarray(fn(task, task.space.get(index)), dtype=np.float64)]
     )

@@ -24,11 +24,50 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from vta import runtime as rt
+from vta.compiler.build import lower_vta
+from vta.compiler.graph.lowering import LayerError, VtaLayer, plan_node
+from vta.compiler.graph.module import compile_graph
+from vta.compiler.graph.onnx_frontend import load_onnx
+from vta.compiler.graph.options import LOWERED_OPS, CompileOptions
+from vta.compiler.tir import stmt as S
+from vta.compiler.topi import (
+    conv2d_knob_space,
+    conv2d_packed,
+    conv2d_reference,
+    conv2d_valid,
+    dense_knob_space,
+    dense_packed,
+    dense_reference,
+    dense_valid,
+)
+from vta.compiler.topi import conv_transpose as ct
+from vta.compiler.topi.conv_transpose import conv2d_transpose_reference, packed_phase_kernel
+from vta.compiler.topi.defaults import program_cycles
+from vta.compiler.topi.elementwise import (
+    Spec,
+    elementwise_int8,
+    elementwise_knob_space,
+    elementwise_reference,
+    elementwise_valid,
+    identity_weight,
+)
+from vta.compiler.topi.matmul import (
+    matmul_knob_space,
+    matmul_packed,
+    matmul_reference,
+    matmul_valid,
+    packed_tiles,
+)
+from vta.compiler.topi.pack import ceil_div
 from vta.isa import Config
 from vta.isa.config import DEFAULT_BUS_WIDTH
+from vta.isa.errors import VTAError
 from vta.isa.stats import RunStats
 
+from .log import best_per_workload
 from .measure import WrongResult, register_measurer
+from .space import SpaceError
 from .task import Task, features, template
 from .workload_registry import Workload, WorkloadError, register_workload
 
@@ -56,8 +95,6 @@ def _task_config(cfg: Config) -> dict[str, int]:
 def conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int, sh: int,
                     sw: int, ph: int, pw: int, config: dict[str, int]):
     """Packed conv2d; shapes in tiles (n/BATCH, ci/BLOCK_IN, co/BLOCK_OUT)."""
-    from vta.compiler.topi import conv2d_knob_space, conv2d_packed, conv2d_valid
-
     hw = _cfg(config)
     data_shape = (n, ci, h, w, hw.batch, hw.block_in)
     kernel_shape = (co, ci, kh, kw, hw.block_out, hw.block_in)
@@ -78,8 +115,6 @@ def group_conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int
     """Packed group conv2d over ``groups`` groups of whole channel tiles (shapes in tiles); a
     depthwise conv is the one with one input and one output tile per group (its kernel packed
     block-diagonal, vta.compiler.topi.pack.depthwise_to_group_kernel)."""
-    from vta.compiler.topi import conv2d_knob_space, conv2d_packed, conv2d_valid
-
     hw = _cfg(config)
     data_shape = (n, ci, h, w, hw.batch, hw.block_in)
     kernel_shape = (co, ci // groups, kh, kw, hw.block_out, hw.block_in)
@@ -97,8 +132,6 @@ def group_conv2d_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh: int
 @template("vta.dense")
 def dense_template(cfg, n: int, k: int, m: int, config: dict[str, int]):
     """Packed dense; shapes in tiles (n/BATCH, k/BLOCK_IN, m/BLOCK_OUT)."""
-    from vta.compiler.topi import dense_knob_space, dense_packed, dense_valid
-
     hw = _cfg(config)
     for name, cands in dense_knob_space(n, k, m).items():
         cfg.define_knob(name, cands)
@@ -118,8 +151,6 @@ MATMUL_EPILOGUE = {"shift": 0, "mul": 1449, "shift2": 20, "clip": (-128, 127)}
 def matmul_template(cfg, g: int, n: int, k: int, m: int, config: dict[str, int]):
     """Packed batched product of two int8 activations (vta.compiler.topi.matmul): ``g``
     products of (n, k) x (k, m) tiles, the second operand in weight layout."""
-    from vta.compiler.topi.matmul import matmul_knob_space, matmul_valid
-
     hw = _cfg(config)
     for name, cands in matmul_knob_space(g, n, k, m).items():
         cfg.define_knob(name, cands)
@@ -131,8 +162,6 @@ def matmul_template(cfg, g: int, n: int, k: int, m: int, config: dict[str, int])
 
 def _matmul_op(g: int, n: int, k: int, m: int, hw: Config, knobs: dict[str, int] | None
                ) -> Any:
-    from vta.compiler.topi.matmul import matmul_packed
-
     return matmul_packed((g, n, k, hw.batch, hw.block_in), (g, m, k, hw.block_out, hw.block_in),
                          config=hw, knobs=knobs, target=None, **MATMUL_EPILOGUE)
 
@@ -141,8 +170,6 @@ def _transpose_layer(n: int, ci: int, h: int, w: int, co: int, kh: int, kw: int,
                      sw: int, pads: Sequence[int]) -> Any:
     """The compiler's conv2d_transpose layer of a workload (tiles; ``pads``: the equivalent
     conv's top, left, bottom, right padding) with the default epilogue."""
-    from vta.compiler.graph.lowering import VtaLayer
-
     epi = {k: v for k, v in EPILOGUE.items() if k != "bias"}
     return VtaLayer("", "conv2d_transpose", (n, ci, h, w), (co, ci, kh, kw), strides=(sh, sw),
                     padding=tuple(pads), **epi)
@@ -154,8 +181,6 @@ def conv2d_transpose_template(cfg, n: int, ci: int, h: int, w: int, co: int, kh:
                               config: dict[str, int]):
     """Packed conv2d_transpose as `vta compile` lowers it (output phases as sub-kernel convs,
     vta.compiler.topi.conv_transpose); shapes in tiles, padding the equivalent conv's."""
-    from vta.compiler.topi import conv_transpose as ct
-
     hw = _cfg(config)
     layer = _transpose_layer(n, ci, h, w, co, kh, kw, sh, sw, (pt, pl, pb, pr))
     py, px = layer.phases()
@@ -173,13 +198,6 @@ def elementwise_template(cfg, kind: str, attrs: Sequence[Sequence[Any]], tiles: 
                          config: dict[str, int]):
     """An int8 element-wise op on the ALU (vta.compiler.topi.elementwise): ``attrs`` its
     integer attributes as (name, value) pairs, over ``tiles`` packed tiles."""
-    from vta.compiler.topi.elementwise import (
-        Spec,
-        elementwise_int8,
-        elementwise_knob_space,
-        elementwise_valid,
-    )
-
     hw = _cfg(config)
     spec = Spec.make(kind, **{str(k): int(v) for k, v in attrs})
     for name, cands in elementwise_knob_space(tiles).items():
@@ -204,8 +222,6 @@ def _inputs(op: Any, seed: int = 0) -> list[np.ndarray]:
 def _fresh_device(op: Any, target: str) -> Any:
     """A new device per measurement: a warm micro-op cache left by an earlier candidate
     would make costs depend on measurement order."""
-    from vta import runtime as rt
-
     nbytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in op.args)
     return rt.open(target, op.cfg, arena_size=max(1 << 20, 4 * nbytes + (1 << 20)))
 
@@ -213,8 +229,6 @@ def _fresh_device(op: Any, target: str) -> Any:
 def measure_perf(op: Any, **_: Any) -> float:
     """Cycles of the operator's recorded program on vta.sim.perf (cold start): the same
     lowering, recording and estimate as the compiler's default knobs and a module's layers."""
-    from vta.compiler.topi.defaults import program_cycles
-
     return program_cycles(op)[0]
 
 
@@ -244,18 +258,12 @@ def _run_checked(op: Any, target: str) -> RunStats:
 
 def _checked_case(op: Any) -> tuple[list[np.ndarray], np.ndarray]:
     """Random operands of an operator and its numpy result."""
-    from vta.compiler.topi import conv2d_reference, dense_reference
-
     ins = _inputs(op)
     if op.name.startswith("ew_"):  # the element-wise template: operands, identity, output
-        from vta.compiler.topi.elementwise import elementwise_reference, identity_weight
-
         ins[-1] = identity_weight(op.cfg)
         return ins, elementwise_reference(op.info["spec"], *ins[:-1])
     epi = op.info.get("epilogue")
     if op.name == "matmul_packed":
-        from vta.compiler.topi.matmul import matmul_reference
-
         return ins, matmul_reference(ins[0], ins[1], epi)
     bias = ins[2] if epi.bias else None
     if op.name == "conv2d_transpose_packed":
@@ -271,11 +279,6 @@ def _checked_case(op: Any) -> tuple[list[np.ndarray], np.ndarray]:
 def _transpose_case(op: Any, ins: list[np.ndarray], epi: Any, bias: np.ndarray | None
                     ) -> tuple[list[np.ndarray], np.ndarray]:
     """conv2d_transpose: a random transposed-conv kernel, its phase kernel as the operand."""
-    from vta.compiler.topi.conv_transpose import (
-        conv2d_transpose_reference,
-        packed_phase_kernel,
-    )
-
     py, px = op.info["phases"]
     data = ins[0]
     n, ci, h, w, _, bi = data.shape
@@ -301,8 +304,6 @@ MAX_LOOPS = 8
 def ir_features(func: Any) -> np.ndarray:
     """TVM-paper-style features of a lowered VTA function: the first loops' extents and
     nesting, and per memory scope the DMA elements moved, DMA count and reuse."""
-    from vta.compiler.tir import stmt as S
-
     loops: list[tuple[int, int]] = []
     traffic: dict[str, list[float]] = {k: [0.0, 0.0] for k in ("inp", "wgt", "acc", "out")}
     compute = [0.0, 0.0, 0.0]  # gemm kernel launches, gemm micro-ops, alu micro-ops
@@ -373,8 +374,6 @@ def relative_features(func: Any, args: Sequence[Any], cfg: Config) -> np.ndarray
     the tensor's size (log2 of the re-load factor) and the on-chip buffer's occupancy; the
     micro-ops per GEMM launch, the launches and DMAs relative to the total work, the compute per
     loaded byte (arithmetic intensity), per launch and overall, and the virtual threads."""
-    from vta.compiler.tir import stmt as S
-
     moved = {"inp": 0.0, "wgt": 0.0, "out": 0.0}
     dmas = {"inp": 0.0, "wgt": 0.0, "out": 0.0}
     alloc = {S.INP_SCOPE: 0, S.WGT_SCOPE: 0, S.ACC_SCOPE: 0}
@@ -443,9 +442,6 @@ N_FEATURES = N_IR + N_RELATIVE
 
 def _op_features(task: Task, entity: Any) -> np.ndarray:
     """IR features of one configuration; NaN (missing, for XGBoost) when it does not lower."""
-    from vta.compiler.build import lower_vta
-    from vta.isa.errors import VTAError
-
     try:
         op = task.instantiate(entity)
         func = lower_vta(op.sch, op.args, op.cfg, op.name, **op.build_opts)
@@ -483,8 +479,6 @@ def _dense_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
 def _matmul_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
     """G products of (N, K) x (K, M) elements, in tiles (a partial tile is zero-padded, as
     `vta compile` pads a layer's)."""
-    from vta.compiler.topi.matmul import packed_tiles
-
     return (v["G"], *packed_tiles(v["G"], v["N"], v["K"], v["M"], cfg), _task_config(cfg))
 
 
@@ -564,8 +558,6 @@ def _transpose_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
 
 
 def _clip_args(v: dict[str, int], cfg: Config) -> tuple[Any, ...]:
-    from vta.compiler.topi.pack import ceil_div
-
     tiles = ceil_div(v["N"], cfg.batch) * ceil_div(v["C"], cfg.block) * v["H"] * v["W"]
     return ("clip", [["lo", v["LO"]], ["hi", v["HI"]]], tiles, _task_config(cfg))
 
@@ -615,9 +607,6 @@ def quantized_model(g: Any, cfg: Config) -> tuple[Any, dict[str, tuple[int, ...]
     first conv kept in float), nothing lowered: the quantized graph and every tensor's shape.
     The one extraction the tuning tasks (:func:`model_layers`) and AutoVTA's networks
     (:func:`vta.tune.autovta.network.extract_layers`) read their VTA layers from."""
-    from vta.compiler.graph.module import compile_graph
-    from vta.compiler.graph.options import CompileOptions
-
     module = compile_graph(g, cfg, CompileOptions(vta_ops=()))
     return module.graph, {k: tuple(v) for k, v in module.shapes.items()}
 
@@ -628,10 +617,6 @@ def model_layers(path: str | Path, cfg: Config, *,
     ``input_shapes`` as `vta compile --input-shape`): conv2d (plain, grouped, depthwise),
     conv2d_transpose, dense, matmul and element-wise ALU layers; layers that do not fit the
     configuration are left out (they run on the CPU)."""
-    from vta.compiler.graph.lowering import LayerError, plan_node
-    from vta.compiler.graph.onnx_frontend import load_onnx
-    from vta.compiler.graph.options import LOWERED_OPS
-
     qg, shapes = quantized_model(load_onnx(path, input_shapes=input_shapes), cfg)
     layers = []
     for n in qg.nodes:
@@ -702,9 +687,6 @@ def tuning_lookup(log_path: str | Path, cfg: Config
     """What ``vta compile --tuning-log`` gives the compiler: layer -> (best knobs, measured
     cycles) of its workload in the log, or None when the log has not tuned it. Knobs outside
     the workload's space (a hand-edited or foreign log) are a :class:`TuningLogError`."""
-    from .log import best_per_workload
-    from .space import SpaceError
-
     best = best_per_workload(log_path)
 
     def lookup(layer: Any) -> tuple[dict[str, int], float] | None:
@@ -732,8 +714,6 @@ def tuning_lookup(log_path: str | Path, cfg: Config
 
 def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
     """The cost of the compiler's default schedule for a task (the baseline tuning beats)."""
-    from vta.compiler.topi import conv2d_packed, dense_packed
-
     a = task.args
     hw = _cfg(a[-1])
     if task.name == "vta.conv2d":
@@ -751,8 +731,6 @@ def default_knobs_cost(task: Task, measurer: str = "perf") -> float:
     elif task.name == "vta.matmul":
         op = _matmul_op(*a[:4], hw, None)
     elif task.name == "vta.elementwise":
-        from vta.compiler.topi.elementwise import Spec, elementwise_int8
-
         spec = Spec.make(a[0], **{str(k): int(v) for k, v in a[1]})
         op = elementwise_int8(spec, a[2], config=hw, target=None)
     else:

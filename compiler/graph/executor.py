@@ -22,8 +22,7 @@ import numpy as np
 from vta.isa import Config, MemInsn, decode_program, encode_program
 from vta.isa.errors import VTAError
 from vta.isa.records import JsonRecord
-from vta.runtime import backends
-from vta.runtime import device as rdev
+from vta.runtime import backends, opener
 
 from ..ops import kernel_for
 from ..topi.pack import unpack_activation
@@ -154,7 +153,7 @@ class Executor:
         align = m.plan.align
         try:
             opts = {"arena_base": self.arena_base} if self.arena_base else {}
-            self.dev = rdev.open(self.target, self.cfg, arena_size=m.plan.size + 2 * align,
+            self.dev = opener.open(self.target, self.cfg, arena_size=m.plan.size + 2 * align,
                                  **opts)
         except VTAError as e:
             raise VTAError(f"target {self.target} is not available: {e}") from None

@@ -172,3 +172,33 @@ def test_a_hanging_measurement_times_out_and_its_worker_is_killed() -> None:
         assert [r.cost for r in measurer.measure(task, [1, 3])] == [101.0, 103.0]
     finally:
         close_executor(measurer.executor)
+
+
+@pytest.mark.unit
+def test_a_fresh_process_has_every_kit_template() -> None:
+    """The template registry (vta.tune.task) loads nothing itself: a process that imports only
+    it (a worker, a log read back) still has the kit's templates, which the vta.tune package
+    imports; compared with the names the template modules' decorators carry in their source."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    declared = []
+    for src in (root / "tune" / "vta_tasks.py", root / "tune" / "autovta" / "template.py"):
+        tree = ast.parse(src.read_text())
+        consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                  and isinstance(n.value, ast.Constant) for t in n.targets
+                  if isinstance(t, ast.Name)}
+        for fn in ast.walk(tree):
+            for d in getattr(fn, "decorator_list", ()):
+                if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "template":
+                    arg = d.args[0]
+                    declared.append(arg.value if isinstance(arg, ast.Constant)
+                                    else consts[arg.id])
+    code = "from vta.tune.task import _TEMPLATES\nprint(' '.join(sorted(_TEMPLATES)))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    assert len(declared) == 7 and "autovta.hw" in declared
+    assert out == sorted(declared)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from vta.boards import get_board
 from vta.isa import Config
 
 from .resources import KINDS, ResourceModel
@@ -73,8 +74,6 @@ def calibrated_model(board: Any, *, synth: bool = False,
     """The resource model for ``board`` calibrated on its cached synthesis reports (with
     ``synth``: synthesizing the missing calibration points first). With fewer than
     ``min_samples`` reports, the shipped coefficients are kept. Returns the model and notes."""
-    from vta.boards import get_board
-
     b = get_board(board)
     model = ResourceModel.for_board(b)
     samples, missing = synthesis_samples(b.name, points, synth=synth, progress=progress)

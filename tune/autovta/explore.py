@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vta.boards import get_board
 from vta.isa import Config
 from vta.isa.errors import VTAError
 
@@ -183,8 +184,6 @@ def explore(board: Any, net: Network, *, base: Config, n_trial: int = 200,
     """Search the hardware knobs of ``board`` for ``net`` with ``n_trial`` evaluations; the
     parameters the knobs do not set (the data widths) are ``base``'s, the configuration ``net``
     was extracted with."""
-    from vta.boards import get_board
-
     t0 = time.perf_counter()
     board = get_board(board)
     if n_trial < 1:

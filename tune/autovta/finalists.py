@@ -3,8 +3,8 @@
 The finalists are the Pareto points, fastest first. :func:`synth_finalists` synthesizes them
 for the board and records the real resource counts, whether they fit and the model's error.
 :func:`tsim_finalists` runs a small matmul program on the Verilator model of each finalist (when
-:mod:`vta.hw.tsim` and Verilator are available), checks its memory image against the functional
-simulator, and compares its cycles with the performance model's estimate of the same program.
+Verilator is available), checks its memory image against the functional simulator, and compares
+its cycles with the performance model's estimate of the same program.
 """
 
 from __future__ import annotations
@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+from vta.boards import get_board
+from vta.hw import simulate, tsim
+from vta.hw.verilator import ToolMissingError, find_verilator
+from vta.sim import fsim
+from vta.sim.perf import estimate
+from vta.sim.programs import matmul_program
+
+from . import synthcache
 from .explore import ExploreResult, Point
+from .network import port_params
 from .resources import KINDS
 
 
@@ -26,13 +36,11 @@ def finalists(result: ExploreResult, k: int) -> list[Point]:
 def synth_finalists(result: ExploreResult, k: int,
                     progress: Callable[[str], None] | None = None) -> list[Point]:
     """Synthesize up to ``k`` finalists (cached); sets ``point.synth``."""
-    from .synthcache import synthesize
-
     done = []
     for n, p in enumerate(finalists(result, k), 1):
         if progress:
             progress(f"synthesizing finalist {n}/{k}: {p.key} (minutes; cached afterwards)")
-        e = synthesize(result.board, p.cand.cfg)
+        e = synthcache.synthesize(result.board, p.cand.cfg)
         used = e["used"]
         p.synth = {"used": used, "fits": all(used[r] <= result.budget[r] for r in KINDS),
                    "seconds": e["seconds"], "cached": e["cached"],
@@ -44,13 +52,7 @@ def synth_finalists(result: ExploreResult, k: int,
 
 
 def tsim_available() -> str | None:
-    """None when tsim can run here, else why not."""
-    try:
-        import vta.hw.tsim  # noqa: F401
-    except ImportError:
-        return "vta.hw.tsim is not available"
-    from vta.hw.verilator import ToolMissingError, find_verilator
-
+    """None when tsim can run here (Verilator found), else why not."""
     try:
         find_verilator()
     except ToolMissingError as e:
@@ -64,21 +66,11 @@ def check_program(cfg: Any, backend: str = "tsim",
     included), compare with fsim; cycles vs the
     performance model with the same memory port (:func:`~.network.port_params`; tsim's
     memory moves as many bytes per cycle as the model's)."""
-    import numpy as np
-    from vta.sim import fsim
-    from vta.sim.perf import estimate
-    from vta.sim.programs import matmul_program
-
-    from .network import port_params
-
     m, n, kk = 2 * cfg.batch, 2 * cfg.block_out, 2 * cfg.block_in
     prog, dram, _plan = matmul_program(cfg, m, n, kk, seed=1)
     ref = fsim.run(prog, dram, cfg)
     params = port_params(cfg.bus_width, port_width)
-    if backend == "tsim":
-        from vta.hw.tsim import run_program
-    else:
-        from vta.hw.simulate import run_program
+    run_program = tsim.run_program if backend == "tsim" else simulate.run_program
     got = run_program(prog, dram, cfg, mem_bandwidth=params.bandwidth)
     model = estimate(prog, cfg, params=params).cycles
     cycles = got.stats.cycles
@@ -92,8 +84,6 @@ def tsim_finalists(result: ExploreResult, k: int,
                    progress: Callable[[str], None] | None = None) -> tuple[list[Point], str | None]:
     """Run each of up to ``k`` finalists on tsim; sets ``point.tsim``. Returns the checked
     points and, when tsim is unavailable, why."""
-    from vta.boards import get_board
-
     why = tsim_available()
     if why is not None:
         return [], why

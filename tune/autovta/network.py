@@ -23,14 +23,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vta.isa import Config
+from vta.compiler import ops
+from vta.compiler.build import placed_offsets
+from vta.compiler.graph import zoo
+from vta.compiler.graph.errors import ModelError
+from vta.compiler.graph.ir import Node
+from vta.compiler.graph.lowering import plan_layer, record_layer
+from vta.compiler.graph.onnx_frontend import from_onnx
+from vta.compiler.topi import conv2d_out_hw
+from vta.isa import Config, decode_program
 from vta.isa.errors import VTAError
 from vta.isa.fileio import kit_version, loads_json, read_bytes, user_cache_dir, write_atomic
 from vta.isa.stats import RunStats
+from vta.sim.perf import DEFAULT_PARAMS, estimate
 from vta.tune.vta_tasks import quantized_model
 
 #: Bumped when the layer extraction changes (invalidates the on-disk cache).
@@ -72,9 +81,6 @@ class VTALayer:
     def plan(self, cfg: Config) -> Any:
         """The compiler's :class:`~vta.compiler.graph.lowering.VtaLayer` on ``cfg`` (raises
         ``LayerError`` when no template expresses it there)."""
-        from vta.compiler.graph.ir import Node
-        from vta.compiler.graph.lowering import plan_layer
-
         a = dict(self.attr_dict, shift=list(self.shift) if isinstance(self.shift, tuple)
                  else self.shift, lo=self.lo, hi=self.hi,
                  mul=list(self.mul) if isinstance(self.mul, tuple) else self.mul,
@@ -87,7 +93,6 @@ class VTALayer:
     def macs(self) -> int:
         if len(self.x_shape) == 2:
             return int(self.x_shape[0] * self.w_shape[0] * self.w_shape[1])
-        from vta.compiler.topi import conv2d_out_hw
 
         a = self.attr_dict
         n, _, h, w = self.x_shape
@@ -151,15 +156,11 @@ class Network:
 
 
 def _zoo_names() -> list[str]:
-    from vta.compiler.graph import zoo
-
     return list(zoo.ZOO)
 
 
 def _model_bytes(model: str, zoo_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
     """(name, ONNX bytes) of a zoo name or an ONNX file (checked: :func:`check_model`)."""
-    from vta.compiler.graph import zoo
-
     if model in zoo.ZOO:
         return model, zoo.build(model, **dict(zoo_kwargs)).SerializeToString()
     return Path(model).stem, read_bytes(model, "model file")
@@ -170,9 +171,6 @@ def check_model(model: str, zoo_kwargs: Mapping[str, Any],
     """A one-line error unless ``model`` is a zoo name or a readable ONNX file (and the zoo
     options or the input shapes apply): what :func:`load_network` would reject, checked
     without loading."""
-    from vta.compiler.graph import zoo
-    from vta.compiler.graph.errors import ModelError
-
     if model in zoo.ZOO:
         if input_shapes:
             raise NetworkError(f"input shapes apply to ONNX files, not to the zoo model "
@@ -196,9 +194,7 @@ def extract_layers(model_bytes: bytes, name: str, cfg: Config, source: str = "",
     """Compile the model once (for ``cfg``, whose data widths quantization follows; its inputs
     shaped by ``input_shapes`` as `vta compile --input-shape`) and keep its VTA layers'
     geometry and requantization parameters."""
-    import onnx
-    from vta.compiler import ops
-    from vta.compiler.graph.onnx_frontend import from_onnx
+    import onnx  # deferred: onnx, only when a model is read
 
     try:
         proto = onnx.load_from_string(model_bytes)
@@ -277,10 +273,6 @@ def lower_layer(layer: VTALayer, cfg: Config) -> list[Any]:
     """The layer's program for ``cfg`` as the compiler builds it (its template with the
     default knobs for ``cfg``, recorded), at placeholder addresses (raises a VTAError, e.g.
     ``LayerError``, when it does not fit the buffers)."""
-    from vta.compiler.build import placed_offsets
-    from vta.compiler.graph.lowering import record_layer
-    from vta.isa import decode_program
-
     vl = layer.plan(cfg)
     r = record_layer(vl.operator(cfg, vl.default(cfg).knobs))
     return decode_program(r.rec.relocate(0, placed_offsets(r.sizes, cfg)[1]), cfg)
@@ -299,10 +291,6 @@ def port_params(bus_width: int, port_width: int | None = None) -> Any:
     moves 8 bytes per cycle and a 128-bit core on a 128-bit port 16 (with the default 8 it
     would be no faster than a 64-bit one). tsim runs with ``mem_bandwidth`` equal to this
     ``bandwidth`` model the same port."""
-    from dataclasses import replace
-
-    from vta.sim.perf import DEFAULT_PARAMS
-
     width = min(bus_width, port_width or bus_width)
     return replace(DEFAULT_PARAMS, bandwidth=width / 8)
 
@@ -310,8 +298,6 @@ def port_params(bus_width: int, port_width: int | None = None) -> Any:
 def network_cycles(net: Network, cfg: Config, port_width: int | None = None) -> NetworkPerf:
     """Sum the performance model's cycles over the network's VTA layers on ``cfg`` (its bus
     width included) on a ``port_width``-bit board port (:func:`port_params`)."""
-    from vta.sim.perf import estimate
-
     params = port_params(cfg.bus_width, port_width)
     out = NetworkPerf(0)
     memo: dict[tuple, RunStats | str] = {}

@@ -26,10 +26,10 @@ KIND, VERSION = "vta-explore", 1
 def plot_pareto(result: ExploreResult) -> bytes:
     """A PNG: cycles against LUT, DSP and BRAM; every fitting point, the Pareto front, the
     board's default configuration and the best point."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib, only to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib, after its backend is set
 
     pts = result.measured
     front = result.pareto

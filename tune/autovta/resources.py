@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from vta.boards import get_board
 from vta.boards.registry import get_family
+from vta.hw.options import CoreOptions
 from vta.hw.packed import packed_width
 from vta.isa import INSN_BITS, INSN_QUEUE_DEPTH, Config
 
@@ -219,9 +221,6 @@ class ResourceModel:
     @classmethod
     def for_board(cls, board: Any) -> ResourceModel:
         """The model for a board (its family and DSP budget), shipped coefficients."""
-        from vta.boards import get_board
-        from vta.hw.options import CoreOptions
-
         b = get_board(board)
         model = cls(family=b.family, dsp_budget=float(b.budget.dsp),
                     packed=CoreOptions.from_dict(b.core_options).pack_multipliers)

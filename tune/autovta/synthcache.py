@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vta.boards import get_board
+from vta.boards.synth import synthesize as yosys_synthesize
+from vta.hw.verilog import generate
 from vta.isa import Config
 from vta.isa.errors import VTAError
 from vta.isa.fileio import SMALL_INPUT, kit_version, loads_json, read_bytes, write_atomic
@@ -54,8 +58,6 @@ def hw_hash() -> str:
 def synth_key(board: str, cfg: Config) -> str:
     """The cache key of one (board, config) under this kit version (the bus width is a key of
     its own, as before it was the configuration's)."""
-    from vta.boards import get_board
-
     key = {"board": board, "config": cfg.params, "bus_width": cfg.bus_width,
            "kit": kit_version(), "format": SYNTH_FORMAT}
     options = get_board(board).core_options
@@ -78,8 +80,6 @@ def cached_synthesis(board: str, cfg: Config, *,
     """The cached synthesis entry, or None when this point was never synthesized from the
     current hardware sources (with ``allow_stale``: from any sources; the entry's ``stale``
     says which)."""
-    from vta.boards import get_board
-
     name = get_board(board).name
     p = _path(name, cfg)
     if not p.exists():
@@ -103,16 +103,11 @@ def synthesize(board: str, cfg: Config, *,
     (cached); returns the entry:
     ``used`` ({lut, ff, bram, dsp} in the board's units), ``seconds``, ``report`` (the full
     :meth:`vta.boards.synth.SynthReport.to_dict`), ``cached`` (whether it came from the cache)."""
-    from vta.boards import get_board
-    from vta.boards.synth import synthesize as yosys_synthesize
-    from vta.hw.verilog import generate
-
     b = get_board(board)
     if use_cache:
         entry = cached_synthesis(b.name, cfg)
         if entry is not None:
             return {**entry, "cached": True}
-    import tempfile
 
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vta-autovta-synth-") as tmp:

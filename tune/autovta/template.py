@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vta.isa import Config
 from vta.isa.errors import ConfigError
 
 from ..measure import register_measurer
@@ -50,8 +51,6 @@ def hardware_template(cfg: Any, ranges: Mapping[str, list[int]], budget: Mapping
                       base: Mapping[str, int], port_width: int | None = None) -> Any:
     """Define the hardware knobs (definition mode) or give ``(candidate, network, port
     width)``."""
-    from vta.isa import Config
-
     base_cfg = Config(**dict(base))
     for name, cands in ranges.items():
         cfg.define_knob(name, list(cands))
