@@ -149,9 +149,15 @@ def test_bench_transformers_quick_writes_its_record(tmp_path) -> None:
     rec = json.loads(path.read_text())["figures"]
     assert set(rec["models"]) == {"vit_ti16", "swin_t", "bert_4x256", "gpt_4x256"}
     mhz = get_board("pynq-z1").clock_mhz
-    for r in rec["models"].values():
+    for name, r in rec["models"].items():
         assert r["cosine"] >= 0.99 and r["argmax_same"] == r["argmax_rows"] >= 1, r
-        assert 0.5 < r["vta_mac_share"] < 1 and r["cycles"] > 0
+        assert r["cycles"] > 0
+        # every product on VTA: only a vision model's patch embedding (its light first conv,
+        # float by default) stays on the CPU
+        if name in ("vit_ti16", "swin_t"):
+            assert 0.5 < r["vta_mac_share"] < 1, (name, r["vta_mac_share"])
+        else:
+            assert r["vta_mac_share"] == 1.0, (name, r["vta_mac_share"])
         assert r["vta_ms_pynq"] == pytest.approx(r["cycles"] / (mhz * 1e3), abs=1e-3)
     e = rec["vit_error_sources"]
     assert e["residual_rule"]["one_minus_cosine"] < e["int8_residual"]["one_minus_cosine"]

@@ -326,7 +326,7 @@ def test_every_product_on_vta(name: str) -> None:
     and run on VTA with every Dense layer: with the ViT's patch convolution quantized too
     (``keep_first_float=False``), 100% of the ONNX graph's MACs are on VTA."""
     model = export(name, "dynamo")
-    m = compile_graph(from_onnx(model), Config(), jobs=1, keep_first_float=False)
+    m = compile_graph(from_onnx(model), Config(), CompileOptions(keep_first_float=False), jobs=1)
     products = sum(v for k, v in m.macs.items() if m.graph.node(k).op == "QMatMul")
     tokens = T if name == "gpt" else 17
     assert products == 2 * tokens * tokens * D
