@@ -71,10 +71,11 @@ def _strings(tree: ast.AST) -> list[str]:
     return found
 
 
-def imported_layers(source: str, rel: Path) -> set[str]:
-    """The ``vta.<layer>`` names a module at ``rel`` (relative to the repository) imports;
-    ``".."`` for a relative import that climbs above ``vta``."""
-    tree = ast.parse(source, str(rel))
+def _imported_names(tree: ast.AST, rel: Path) -> list[str]:
+    """Every dotted name a module imports, wherever the import stands (module level, inside a
+    function, under ``if TYPE_CHECKING``), by string included; ``from m import a`` gives ``m``
+    and ``m.a`` (``a`` may be a submodule). The one import walker: the layering check and the
+    circle check both read it."""
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -83,15 +84,20 @@ def imported_layers(source: str, rel: Path) -> set[str]:
             if node.level:
                 names += _relative(node, rel)
             elif node.module:
-                names.append(node.module)
-    # a string is a module name only when it names a layer (not e.g. an entry-point group)
-    names += [n for n in _strings(tree) if n.split(".")[1] in ALLOWED]
+                names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return names + _strings(tree)
+
+
+def imported_layers(source: str, rel: Path) -> set[str]:
+    """The ``vta.<layer>`` names a module at ``rel`` (relative to the repository) imports;
+    ``".."`` for a relative import that climbs above ``vta``. A name counts only when it names
+    a layer (a string such as an entry-point group ``vta.platforms`` is no import)."""
     found = set()
-    for n in names:
+    for n in _imported_names(ast.parse(source, str(rel)), rel):
         parts = n.split(".")
         if n.startswith(".."):
             found.add("..")
-        elif parts[0] == "vta" and len(parts) > 1:
+        elif parts[0] == "vta" and len(parts) > 1 and parts[1] in ALLOWED:
             found.add(parts[1])
     return found
 
@@ -149,22 +155,6 @@ def _sources(root: Path = ROOT) -> dict[str, Path]:
     """Every vta module's name -> its file (``__init__.py`` under its package's name)."""
     return {_module_name(p.relative_to(root)): p
             for layer in LAYERS for p in sorted((root / layer).rglob("*.py"))}
-
-
-def _imported_names(tree: ast.AST, rel: Path) -> list[str]:
-    """Every dotted name a module imports, wherever the import stands (module level, inside a
-    function, under ``if TYPE_CHECKING``), by string included; ``from m import a`` gives ``m``
-    and ``m.a`` (``a`` may be a submodule)."""
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                names += _relative(node, rel)
-            elif node.module:
-                names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-    return names + _strings(tree)
 
 
 def _faces(sources: dict[str, Path], root: Path) -> dict[str, dict[str, str]]:
