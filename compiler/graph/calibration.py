@@ -162,16 +162,16 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
     for k in outputs:
         if k in out:
             out[k] *= OUTPUT_HEADROOM
-    hists: dict[tuple, np.ndarray] = {}  # views of one tensor share their subsamples
+    found: dict[tuple, float] = {}  # views of one tensor share their subsamples
     for k, parts in kept.items():
         if amax[k] > 0:
-            same = (tuple(map(id, parts)), amax[k])
-            if same not in hists:
-                hists[same] = np.histogram(np.concatenate(parts), bins=_BINS,
-                                           range=(0.0, amax[k]))[0]
-            h = hists[same]
-            out[k] = _percentile(h, amax[k]) if method == "percentile" else \
-                _mse(h, amax[k], UMAX if k in unsigned else QMAX)
+            steps = UMAX if k in unsigned else QMAX
+            same = (tuple(map(id, parts)), amax[k], steps)
+            if same not in found:
+                h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
+                found[same] = _percentile(h, amax[k]) if method == "percentile" else \
+                    _mse(h, amax[k], steps)
+            out[k] = found[same]
     return out
 
 
@@ -214,11 +214,14 @@ def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
     centres = (np.arange(n) + 0.5) * (top / n)
     cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
     step = cands / steps
-    clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
+    clip = centres[None, :] - cands[:, None]
+    np.maximum(clip, 0.0, out=clip)
+    np.square(clip, out=clip)
+    clip *= h[None, :]
     # values within a candidate: the (integer) count of the bins whose centre is at most it,
     # a prefix of the sorted centres
     within = np.concatenate([[0], np.cumsum(h)])[np.searchsorted(centres, cands, "right")]
-    err = (clip ** 2 * h[None, :]).sum(axis=1) + within * step ** 2 / 12
+    err = clip.sum(axis=1) + within * step ** 2 / 12
     return float(cands[int(np.argmin(err))])
 
 
