@@ -21,25 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from digits_data import accuracies, digits, fit  # noqa: E402
+
 GOAL_DROP = 0.5  # accuracy points
-
-
-def digits(size: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                   np.ndarray]:
-    """Train/test split (80/20) of the digits, bilinearly upsampled to size x size and
-    standardised; float32 NCHW images and int64 labels."""
-    import torch
-    from sklearn.datasets import load_digits
-    from torch.nn import functional as F  # noqa: N812
-
-    d = load_digits()
-    x = torch.tensor(d.images[:, None], dtype=torch.float32) / 16.0
-    x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
-    x = ((x - x.mean()) / x.std()).numpy()
-    y = d.target.astype(np.int64)
-    order = np.random.default_rng(seed).permutation(len(y))
-    cut = int(0.8 * len(y))
-    return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
 
 
 def small_cnn():  # noqa: ANN201 - a torch module
@@ -58,22 +42,15 @@ def train(xtr: np.ndarray, ytr: np.ndarray, epochs: int, seed: int = 0):  # noqa
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     model = small_cnn()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    x, y = torch.tensor(xtr), torch.tensor(ytr)
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(y), generator=gen).split(64):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
+    fit(model, torch.optim.Adam(model.parameters(), lr=3e-3), xtr, ytr, epochs, seed)
     # batch-norm statistics of the final weights (the running averages lag behind training)
     for mod in model.modules():
         if isinstance(mod, torch.nn.BatchNorm2d):
             mod.reset_running_stats()
             mod.momentum = None
+    x = torch.tensor(xtr)
     with torch.no_grad():
-        for idx in torch.arange(len(y)).split(256):
+        for idx in torch.arange(len(ytr)).split(256):
             model(x[idx])
     return model.eval()
 
@@ -84,9 +61,7 @@ def evaluate(epochs: int = 12, test_images: int = 0, calib: int = 32, seed: int 
     held-out images (the first ``test_images`` of them; 0: all)."""
     import tempfile
 
-    import onnxruntime as ort
     import torch
-    from vta.compiler.graph.executor import Executor
     from vta.compiler.graph.module import compile_graph
     from vta.compiler.graph.onnx_frontend import load_onnx
     from vta.isa import Config
@@ -102,23 +77,14 @@ def evaluate(epochs: int = 12, test_images: int = 0, calib: int = 32, seed: int 
         with torch.no_grad():
             torch.onnx.export(model, torch.tensor(xtr[:1]), str(path), opset_version=17,
                               dynamo=False, input_names=["input"])
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        f_pred = np.array([int(sess.run(None, {"input": xte[k:k + 1]})[0].argmax())
-                           for k in range(len(yte))])
         g = load_onnx(path)
         t0 = time.perf_counter()
         m = compile_graph(g, Config(), samples=[{"input": xtr[k:k + 1]} for k in range(calib)])
         compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with Executor(m, "fsim") as ex:
-        q_pred = np.array([int(ex.run({"input": xte[k:k + 1]})[g.outputs[0]].argmax())
-                           for k in range(len(yte))])
-    f_acc, q_acc = float((f_pred == yte).mean() * 100), float((q_pred == yte).mean() * 100)
+        acc = accuracies(path.read_bytes(), m, "input", g.outputs[0], xte, yte)
     return {"train_images": len(ytr), "test_images": len(yte), "epochs": epochs,
-            "calibration_images": calib, "float_accuracy": round(f_acc, 3),
-            "int8_vta_accuracy": round(q_acc, 3), "drop_points": round(f_acc - q_acc, 3),
-            "agree": float((f_pred == q_pred).mean()), "train_s": round(train_s, 2),
-            "compile_s": round(compile_s, 2), "fsim_s": round(time.perf_counter() - t0, 2),
+            "calibration_images": calib, **acc, "train_s": round(train_s, 2),
+            "compile_s": round(compile_s, 2), "fsim_s": round(acc["fsim_s"], 2),
             "vta_share": round(sum(v for k, v in m.macs.items() if m.partition.get(k) == "vta")
                                / max(sum(m.macs.values()), 1), 4)}
 

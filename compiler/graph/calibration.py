@@ -127,8 +127,17 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
             axes = tuple(a for a in range(v.ndim) if a != (1 if op == "Conv" else v.ndim - 1))
             m = v.mean(axis=axes, dtype=np.float64) / len(samples)
             means[k] = (means[k][0] + m if k in means else m, tuple(v.shape))
+        seen: dict[tuple, tuple[bool, float, float, np.ndarray | None]] = {}
         for k, v in _float_tensors(g, env):
-            finite = not v.size or np.isfinite(v.max() - v.min())
+            key = _memory_key(v)
+            if key in seen:  # a view of a tensor already read (a Reshape's): its very values
+                finite, lo, peak, part = seen[key]
+            else:
+                finite = bool(not v.size or np.isfinite(v.max() - v.min()))
+                lo = float(v.min()) if v.size and finite else 0.0
+                # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
+                peak = max(float(v.max()), -lo) if v.size and finite else 0.0
+                part = None
             if amax.get(k) == np.inf and finite:
                 continue  # -inf in another sample's mask (not in this one's: no padding)
             if not finite:
@@ -140,24 +149,39 @@ def calibrate(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], method: str
                 amax[k] = np.inf  # -inf of an attention mask: no int8 range (stays float)
                 kept.pop(k, None)
                 continue
-            lo = float(v.min()) if v.size else 0.0
-            # max |v| without a copy of |v|: the histogram takes |v| of the subsample alone
-            peak = max(float(v.max()), -lo) if v.size else 0.0
             amax[k] = max(amax.get(k, 0.0), peak)
             if lows is not None and k in unsigned and v.size:
                 lows[k] = min(lows.get(k, 0.0), lo)
             if method != "max" and v.size >= _HIST_MIN and k not in outputs:
-                kept.setdefault(k, []).append(np.abs(v.ravel()[::max(1, v.size // _SUBSAMPLE)]))
+                if part is None:
+                    part = np.abs(v.ravel()[::max(1, v.size // _SUBSAMPLE)])
+                kept.setdefault(k, []).append(part)
+            if key is not None:
+                seen[key] = (finite, lo, peak, part)
     out = dict(amax)
     for k in outputs:
         if k in out:
             out[k] *= OUTPUT_HEADROOM
+    found: dict[tuple, float] = {}  # views of one tensor share their subsamples
     for k, parts in kept.items():
         if amax[k] > 0:
-            h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
-            out[k] = _percentile(h, amax[k]) if method == "percentile" else \
-                _mse(h, amax[k], UMAX if k in unsigned else QMAX)
+            steps = UMAX if k in unsigned else QMAX
+            same = (tuple(map(id, parts)), amax[k], steps)
+            if same not in found:
+                h, _ = np.histogram(np.concatenate(parts), bins=_BINS, range=(0.0, amax[k]))
+                found[same] = _percentile(h, amax[k]) if method == "percentile" else \
+                    _mse(h, amax[k], steps)
+            out[k] = found[same]
     return out
+
+
+def _memory_key(v: np.ndarray) -> tuple | None:
+    """Where a C-contiguous array's values lie (address, bytes, dtype): two arrays with the
+    same key hold the same values in the same order (one is a reshaped view of the other);
+    None for an array that is not C-contiguous."""
+    if not v.flags.c_contiguous or not v.size:
+        return None
+    return (v.__array_interface__["data"][0], v.nbytes, v.dtype.str)
 
 
 def lossy_rows(th: Mapping[str, float], rows: Mapping[str, float]) -> dict[str, float]:
@@ -190,11 +214,14 @@ def _mse(h: np.ndarray, top: float, steps: int = QMAX) -> float:
     centres = (np.arange(n) + 0.5) * (top / n)
     cands = np.unique(np.geomspace(16, n, 128).astype(np.int64)) * (top / n)
     step = cands / steps
-    clip = np.maximum(centres[None, :] - cands[:, None], 0.0)
+    clip = centres[None, :] - cands[:, None]
+    np.maximum(clip, 0.0, out=clip)
+    np.square(clip, out=clip)
+    clip *= h[None, :]
     # values within a candidate: the (integer) count of the bins whose centre is at most it,
     # a prefix of the sorted centres
     within = np.concatenate([[0], np.cumsum(h)])[np.searchsorted(centres, cands, "right")]
-    err = (clip ** 2 * h[None, :]).sum(axis=1) + within * step ** 2 / 12
+    err = clip.sum(axis=1) + within * step ** 2 / 12
     return float(cands[int(np.argmin(err))])
 
 

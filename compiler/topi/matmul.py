@@ -10,8 +10,9 @@ dense layer's data, the second one in VTA's weight layout:
 - output (G, N/BATCH, M/BLOCK_OUT, BATCH, BLOCK_OUT) int8 after the epilogue (``>> shift``,
   ``* mul``, the rounding ``>> shift2``, clip; no bias: both operands are activations).
 
-The schedule is the dense template's with the group axis outermost (each group loads its own
-weight tiles); its knobs are the dense knobs (``tile_b``, ``tile_ci``, ``tile_co``,
+The compute and schedule are the dense template's (:func:`vta.compiler.topi.vta.gemm_packed`,
+one declaration for both) with the group axis outermost (each group loads its own weight
+tiles); its knobs are the dense knobs (``tile_b``, ``tile_ci``, ``tile_co``,
 ``oc_nthread``), the default the best of them as ranked by vta.sim.perf (cached,
 :func:`matmul_default`).
 """
@@ -23,20 +24,11 @@ from collections.abc import Sequence
 import numpy as np
 from vta.isa import Config
 
-from .. import te
 from ..env import Env
 from ..errors import ScheduleError
 from . import defaults
 from .pack import ceil_div
-from .vta import (
-    Epilogue,
-    Operator,
-    bind_cthreads,
-    dense_knob_space,
-    dense_valid,
-    place_accumulator,
-    place_gemm,
-)
+from .vta import Epilogue, Operator, dense_knob_space, dense_valid, gemm_packed
 
 #: The knobs of the template (the dense template's).
 MATMUL_KNOBS = ("tile_b", "tile_ci", "tile_co", "oc_nthread")
@@ -64,31 +56,8 @@ def matmul_packed(data_shape: Sequence[int], weight_shape: Sequence[int], *, con
     if unknown:
         raise ScheduleError(f"unknown knob(s) {', '.join(sorted(unknown))}; knobs are "
                             f"{', '.join(MATMUL_KNOBS)}")
-    data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
-    weight = te.placeholder(tuple(weight_shape), name="weight", dtype=env.wgt_dtype)
-    data_buf = te.compute(data.shape, lambda *i: data(*i), name="data_buf")
-    weight_buf = te.compute(weight.shape, lambda *i: weight(*i), name="weight_buf")
-    rk = te.reduce_axis((0, k), name="k_o")
-    rt = te.reduce_axis((0, env.BLOCK_IN), name="k_i")
-    oshape = (g, n, m, env.BATCH, env.BLOCK_OUT)
-    res_gem = te.compute(oshape, lambda gg, b, o, bt, ot: te.sum(
-        data_buf[gg, b, rk, bt, rt].astype(env.acc_dtype)
-        * weight_buf[gg, o, rk, ot, rt].astype(env.acc_dtype), axis=[rk, rt]), name="res_gem")
-    et = epi.compute(env, res_gem, (1, m, env.BATCH, env.BLOCK_OUT))
-    res = et.res
-    s = te.create_schedule(res.op)
-    ga, b, o, bt, ot = s[res].op.axis
-    b_out, b_inn = s[res].split(b, factor=kn["tile_b"])
-    o_out, o_inn = s[res].split(o, factor=kn["tile_co"])
-    s[res].reorder(ga, b_out, o_out, b_inn, o_inn, bt, ot)
-    (o_out,) = bind_cthreads(s, res, ga, [(o_out, kn["oc_nthread"])])
-    place_accumulator(s, env, res, o_out, res_gem, et)
-    _, gb, go, gbt, got = s[res_gem].op.axis
-    k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
-    s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
-    place_gemm(s, env, res_gem, k_out, data_buf, weight_buf, gbt)
-    s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
-    return Operator("matmul_packed", s, [data, weight, res], kn, config, oshape,
+    s, args, oshape = gemm_packed(env, data_shape, weight_shape, epi, kn)
+    return Operator("matmul_packed", s, args, kn, config, oshape,
                     info={"epilogue": epi},
                     build_opts={"init_in_first_iteration": True}).built(target)
 

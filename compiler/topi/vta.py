@@ -540,33 +540,51 @@ def dense_operator(data_shape: Sequence[int], weight_shape: Sequence[int], *, co
     epi = Epilogue(bias, shift, relu, clip, shift_vector, mul, mul_vector, shift2, residual)
     kn = {"tile_b": 1, "tile_co": 1, "tile_ci": 1, "oc_nthread": 1}
     kn.update(knobs(epi) if callable(knobs) else knobs)
+    s, args, oshape = gemm_packed(env, data_shape, weight_shape, epi, kn)
+    return Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
+                    build_opts={"init_in_first_iteration": True}).built(target)
+
+
+def gemm_packed(env: Env, data_shape: Sequence[int], weight_shape: Sequence[int],
+                epi: Epilogue, kn: dict[str, int]
+                ) -> tuple[Schedule, list[Tensor], tuple[int, ...]]:
+    """The packed GEMM of dense and of matmul, declared and scheduled once: data
+    ([G,] N, K, BATCH, BLOCK_IN) x weight ([G,] M, K, BLOCK_OUT, BLOCK_IN) -> ([G,] N, M,
+    BATCH, BLOCK_OUT) with ``epi``, shapes checked by the caller. A leading group axis ``G``
+    (matmul's flattened batch and heads) is the outermost loop, not tiled: each group loads
+    its own weight tiles. Returns the schedule, the arguments and the output shape."""
+    grouped = len(data_shape) == 5
+    n, k = data_shape[-4], data_shape[-3]
+    m = weight_shape[-4]
     data = te.placeholder(tuple(data_shape), name="data", dtype=env.inp_dtype)
     weight = te.placeholder(tuple(weight_shape), name="weight", dtype=env.wgt_dtype)
     data_buf = te.compute(data.shape, lambda *i: data(*i), name="data_buf")
     weight_buf = te.compute(weight.shape, lambda *i: weight(*i), name="weight_buf")
     rk = te.reduce_axis((0, k), name="k_o")
     rt = te.reduce_axis((0, env.BLOCK_IN), name="k_i")
-    oshape = (n, m, env.BATCH, env.BLOCK_OUT)
-    res_gem = te.compute(oshape, lambda b, o, bt, ot: te.sum(
-        data_buf[b, rk, bt, rt].astype(env.acc_dtype)
-        * weight_buf[o, rk, ot, rt].astype(env.acc_dtype), axis=[rk, rt]), name="res_gem")
+
+    def product(g: tuple, b: Any, o: Any, bt: Any, ot: Any) -> Any:
+        return te.sum(data_buf[(*g, b, rk, bt, rt)].astype(env.acc_dtype)
+                      * weight_buf[(*g, o, rk, ot, rt)].astype(env.acc_dtype), axis=[rk, rt])
+    oshape = (*data_shape[:-4], n, m, env.BATCH, env.BLOCK_OUT)
+    res_gem = te.compute(oshape, (lambda gg, b, o, bt, ot: product((gg,), b, o, bt, ot))
+                         if grouped else (lambda b, o, bt, ot: product((), b, o, bt, ot)),
+                         name="res_gem")
     et = epi.compute(env, res_gem, (1, m, env.BATCH, env.BLOCK_OUT))
     res = et.res
     s = te.create_schedule(res.op)
-    b, o, bt, ot = s[res].op.axis
+    *group, b, o, bt, ot = s[res].op.axis
     b_out, b_inn = s[res].split(b, factor=kn["tile_b"])
     o_out, o_inn = s[res].split(o, factor=kn["tile_co"])
-    s[res].reorder(b_out, o_out, b_inn, o_inn, bt, ot)
-    (o_out,) = bind_cthreads(s, res, b_out, [(o_out, kn["oc_nthread"])])
+    s[res].reorder(*group, b_out, o_out, b_inn, o_inn, bt, ot)
+    (o_out,) = bind_cthreads(s, res, (*group, b_out)[0], [(o_out, kn["oc_nthread"])])
     place_accumulator(s, env, res, o_out, res_gem, et)
-    gb, go, gbt, got = s[res_gem].op.axis
+    *_, gb, go, gbt, got = s[res_gem].op.axis
     k_out, k_inn = s[res_gem].split(rk, factor=kn["tile_ci"])
     s[res_gem].reorder(k_out, go, k_inn, gb, gbt, got, rt)
     place_gemm(s, env, res_gem, k_out, data_buf, weight_buf, gbt)
     s[res].pragma(s[res].leaf_iter_vars[-4], env.dma_copy)
-    args = et.arguments(data, weight)
-    return Operator("dense_packed", s, args, kn, config, oshape, info={"epilogue": epi},
-                    build_opts={"init_in_first_iteration": True}).built(target)
+    return s, et.arguments(data, weight), oshape
 
 
 def dense_knob_space(n: int, k: int, m: int) -> dict[str, list[int]]:

@@ -10,12 +10,14 @@ import pytest
 from vta.compiler.errors import ScheduleError
 from vta.compiler.graph.quantize import matmul_requant
 from vta.compiler.ops.int8 import requantize
+from vta.compiler.topi import defaults
 from vta.compiler.topi.matmul import (
     matmul_packed,
     matmul_reference,
     pack_operands,
     unpack_output,
 )
+from vta.compiler.topi.vta import dense_operator
 from vta.isa import Config
 
 from ..conftest import require_tool
@@ -120,3 +122,20 @@ def test_on_tsim_small_config(small_cfg: Config) -> None:
                    {"tile_b": 3, "tile_ci": 1, "tile_co": 1, "oc_nthread": 2})
     np.testing.assert_array_equal(out, _expected(a, b, 0, 300, 15))
     assert op.module.last_stats.cycles > 0
+
+
+@pytest.mark.parametrize("knobs", [{"tile_b": 1, "tile_co": 2, "tile_ci": 2, "oc_nthread": 2},
+                                   {"tile_b": 2, "tile_co": 4, "tile_ci": 4, "oc_nthread": 1}])
+def test_one_group_records_the_dense_program(knobs: dict) -> None:
+    """Dense and matmul share one GEMM declaration (topi.vta.gemm_packed): a matmul of one
+    group records the very program (instructions, micro-ops, relocations) of the dense layer
+    of the same shapes, knobs and requantization."""
+    cfg = Config()
+    epi = {"shift": 6, "mul": 5, "shift2": 3}
+    d = dense_operator((2, 4, 1, 16), (8, 4, 16, 16), config=cfg, knobs=knobs, target=None,
+                       clip=(-128, 127), **epi)
+    m = matmul_packed((1, 2, 4, 1, 16), (1, 8, 4, 16, 16), config=cfg, knobs=knobs,
+                      target=None, **epi)
+    a, b = defaults.recorded_program(d), defaults.recorded_program(m)
+    assert a.insn_count > 4
+    assert (a.program, a.uops, a.relocations) == (b.program, b.uops, b.relocations)

@@ -162,6 +162,29 @@ def test_calibration_methods() -> None:
         calibrate(g, [{"x": x}], "kl")
 
 
+def test_calibration_of_a_reshaped_view_is_its_own() -> None:
+    """A Reshape's output is a view of its input (the same values in the same order): it
+    shares the input's histogram, and its threshold is the one calibrating it alone gives;
+    a Transpose's (a copy, other values subsampled) is calibrated on its own values."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 8, 96, 96)).astype(np.float32) * 3
+    x[rng.random(x.shape) < 0.002] *= 20
+    g = Graph([Node("Relu", "r", ["x"], ["y"], {}),
+               Node("Reshape", "s", ["y"], ["z"], {"shape": [1, 8, 9216], "allowzero": 0}),
+               Node("Transpose", "t", ["z"], ["w"], {"perm": [0, 2, 1]}),
+               Node("Relu", "r2", ["w"], ["out"], {})],
+              {"x": TensorInfo(x.shape)}, ["out"], {})
+    samples = [{"x": x}, {"x": x[:, ::-1].copy() * 0.5}]
+    env = [run_float(g, s, keep=True) for s in samples]
+    for m in ("mse", "percentile"):
+        th = calibrate(g, samples, m)
+        for t in ("y", "z", "w"):
+            alone = Graph([Node("Relu", "r", ["a"], ["b"], {})],
+                          {"a": TensorInfo(env[0][t].shape)}, ["b"], {})
+            assert th[t] == calibrate(alone, [{"a": e[t]} for e in env], m)["a"], (m, t)
+        assert th["y"] == th["z"]
+
+
 @pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.1}),
                                       ("HardSigmoid", {"alpha": 0.2, "beta": 0.5}),
                                       ("HardSwish", {})])

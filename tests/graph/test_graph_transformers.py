@@ -1,10 +1,11 @@
 """Transformers as ``torch.onnx.export`` writes them (issue 37, import): small PyTorch blocks
 written here (a BERT encoder layer with token/position/token-type embeddings, a padding mask
 and a tanh pooler; GPT blocks with a causal mask, hand-written and through
-``F.scaled_dot_product_attention``; a ViT encoder block with ``nn.MultiheadAttention``; an
-attention of a boolean mask input and of a Hugging Face-style additive ``finfo.min`` mask),
-exported with the TorchScript exporter (``dynamo=False``) and the dynamo one (``dynamo=True``;
-opset 23 writes ONNX's ``Attention`` op).
+``F.scaled_dot_product_attention``; a ViT encoder block with ``nn.MultiheadAttention``; Swin
+window attention, a regular and a shifted block (relative-position bias, ``torch.roll`` and the
+shifted-window mask); an attention of a boolean mask input and of a Hugging Face-style
+additive ``finfo.min`` mask), exported with the TorchScript exporter (``dynamo=False``) and
+the dynamo one (``dynamo=True``; opset 23 writes ONNX's ``Attention`` op).
 
 - float (the ``--target cpu`` path): the kit's reference execution against onnxruntime, every
   element within 1e-4 of the output's largest magnitude;
@@ -45,6 +46,7 @@ from .conftest import assert_close_rel, run_ort
 nn, F = torch.nn, torch.nn.functional
 
 VOCAB, T, D, HEADS = 50, 16, 32, 2
+WIN = 4  # Swin's window (tokens a side)
 
 
 class Bert(nn.Module):
@@ -120,6 +122,73 @@ class ViT(nn.Module):
         return self.head(x[:, 0])
 
 
+class SwinBlock(nn.Module):
+    """A Swin block: window attention over ``W x W`` windows of the token grid with its learned
+    relative-position bias (a table indexed by a constant); ``shift`` > 0 rolls the grid by
+    ``-shift`` first (``torch.roll``) and masks (-100) the pairs of tokens that come from
+    different regions of the unshifted image, then rolls back; residual adds, an MLP."""
+
+    def __init__(self, res: int, shift: int) -> None:
+        super().__init__()
+        self.res, self.shift, self.scale = res, shift, (D // HEADS) ** -0.5
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.mlp = nn.Sequential(nn.Linear(D, 2 * D), nn.GELU(), nn.Linear(2 * D, D))
+        self.table = nn.Parameter(torch.randn((2 * WIN - 1) ** 2, HEADS) * 0.5)
+        c = torch.stack(torch.meshgrid(torch.arange(WIN), torch.arange(WIN), indexing="ij"))
+        rel = (c.flatten(1)[:, :, None] - c.flatten(1)[:, None, :]).permute(1, 2, 0) + WIN - 1
+        self.register_buffer("index", rel[..., 0] * (2 * WIN - 1) + rel[..., 1])
+        mask = None
+        if shift:
+            img = torch.zeros(1, res, res, 1)
+            cuts = (slice(0, -WIN), slice(-WIN, -shift), slice(-shift, None))
+            for k, (hs, ws) in enumerate((h, w) for h in cuts for w in cuts):
+                img[:, hs, ws] = k
+            m = self.windows(img).squeeze(-1)
+            mask = (m[:, None, :] != m[:, :, None]).float() * -100.0
+        self.register_buffer("mask", mask)
+
+    def windows(self, x):  # noqa: ANN001, ANN201
+        b, h, w, c = x.shape
+        return x.view(b, h // WIN, WIN, w // WIN, WIN, c).permute(0, 1, 3, 2, 4, 5) \
+            .reshape(-1, WIN * WIN, c)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        b, n, c = x.shape
+        r = self.res
+        y = self.ln1(x).view(b, r, r, c)
+        if self.shift:
+            y = torch.roll(y, (-self.shift, -self.shift), (1, 2))
+        y = self.windows(y)
+        nw, t = y.shape[:2]
+        q, k, v = self.qkv(y).reshape(nw, t, 3, HEADS, c // HEADS).permute(2, 0, 3, 1, 4)
+        a = (q * self.scale) @ k.transpose(-2, -1)
+        a = a + self.table[self.index].permute(2, 0, 1).unsqueeze(0)
+        if self.mask is not None:
+            a = a + self.mask.unsqueeze(1)
+        y = self.proj((a.softmax(-1) @ v).transpose(1, 2).reshape(nw, t, c))
+        y = y.view(b, r // WIN, r // WIN, WIN, WIN, c).permute(0, 1, 3, 2, 4, 5) \
+            .reshape(b, r, r, c)
+        if self.shift:
+            y = torch.roll(y, (self.shift, self.shift), (1, 2))
+        x = x + y.reshape(b, n, c)
+        return x + self.mlp(self.ln2(x))
+
+
+class Swin(nn.Module):
+    """Patch embedding of a 16x16 image (2x2 patches: an 8x8 token grid), a regular and a
+    shifted window block (4x4 windows, shift 2), mean pooling, a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(3, D, 2, 2)
+        self.blocks = nn.Sequential(SwinBlock(8, 0), SwinBlock(8, WIN // 2))
+        self.head = nn.Linear(D, 10)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        return self.head(self.blocks(self.patch(x).flatten(2).transpose(1, 2)).mean(1))
+
+
 class MaskedAttention(nn.Module):
     """Attention over token embeddings under a mask given as an input: a boolean one (True:
     attend) through ``F.scaled_dot_product_attention``, or Hugging Face's additive one
@@ -154,7 +223,7 @@ def _padding(valid: int, length: int = T) -> np.ndarray:
 
 def _inputs(name: str, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    if name == "vit":
+    if name in ("vit", "swin"):
         return {"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
     if name == "bert":
         return {"ids": _ids(rng), "types": (np.arange(T) >= 9).astype(np.int64)[None],
@@ -167,7 +236,7 @@ def _inputs(name: str, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 BUILDERS = {"bert": Bert, "gpt": GPT, "gpt_sdpa": lambda: GPT(sdpa=True), "vit": ViT,
-            "mask_bool": lambda: MaskedAttention(False),
+            "swin": Swin, "mask_bool": lambda: MaskedAttention(False),
             "mask_additive": lambda: MaskedAttention(True)}
 #: id: (dynamo, opset); "dynamo23" writes ONNX's Attention op for scaled_dot_product_attention
 EXPORTS = {"ts": (False, 17), "dynamo": (True, None), "dynamo23": (True, 23)}
@@ -221,7 +290,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
-CASES = [(m, e) for m in ("bert", "gpt", "gpt_sdpa", "vit", "mask_bool", "mask_additive")
+CASES = [(m, e) for m in ("bert", "gpt", "gpt_sdpa", "vit", "swin", "mask_bool", "mask_additive")
          for e in ("ts", "dynamo")] + [("gpt_sdpa", "dynamo23"), ("mask_bool", "dynamo23")]
 IDS = [f"{m}-{e}" for m, e in CASES]
 
@@ -243,7 +312,7 @@ def test_float_matches_onnxruntime(name: str, exporter: str) -> None:
 
 #: int8 on fsim against onnxruntime's float output, with synthetic calibration.
 COSINE = 0.99
-INT8_CASES = [(m, e) for m in ("bert", "gpt", "vit") for e in ("ts", "dynamo")] + \
+INT8_CASES = [(m, e) for m in ("bert", "gpt", "vit", "swin") for e in ("ts", "dynamo")] + \
     [("gpt_sdpa", "dynamo23"), ("mask_additive", "ts")]
 
 
@@ -269,7 +338,8 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     (ref,) = run_ort(model, x)
     assert cosine(out, ref) >= COSINE
     products = [n.name for n in m.graph.nodes if n.op == "QMatMul"]
-    assert len(products) == 2 and all(ran[p] == "fsim" for p in products)
+    assert len(products) == (4 if name == "swin" else 2)  # Swin: two blocks
+    assert all(ran[p] == "fsim" for p in products)
     # a (1, T, C) residual add: on the ALU, or fused into its Dense's epilogue (``residual``)
     residual = [n.name for n in m.graph.nodes
                 if (n.op == "QAdd" and len(m.shapes[n.inputs[0]]) == 3) or "residual" in n.attrs]
@@ -278,7 +348,7 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     total = onnx_macs(model, x)
     assert sum(m.macs.values()) == total
     on_vta = sum(v for k, v in m.macs.items() if m.partition.get(k) == "vta")
-    assert on_vta == total - (onnx_macs(model, x, ("Conv",)) if name == "vit" else 0)
+    assert on_vta == total - (onnx_macs(model, x, ("Conv",)) if name in ("vit", "swin") else 0)
     from vta.compiler.graph.summary import compile_summary
 
     assert f"on VTA: {on_vta / total * 100:.1f}% of" in compile_summary(m, "out")
