@@ -123,8 +123,8 @@ def fitted_knobs(knobs: dict[str, int], valid: Callable[[dict[str, int]], bool]
     tile knob it starts from, that knob and then the following ones (:data:`SHRINKABLE`,
     cyclically) each cut to its next smaller divisor until the setting fits (distinct
     settings, possibly none). The extra operand's tiles change no other choice of the layer's
-    search, so its knobs shrunk are as good as a search of the fused layer's own (ResNet-18's
-    first stage: within 0.1% on vta.sim.perf) at the price of a timing per setting."""
+    search, so its knobs shrunk stand in for a search of the fused layer's own at the price of
+    a timing per setting."""
     if valid(knobs):
         return [dict(knobs)]
     names = [k for k in SHRINKABLE if k in knobs]
