@@ -55,6 +55,7 @@ from ..ops import has_kernel, node_macs
 from ..topi import defaults
 from ..topi.defaults import Choice
 from ..topi.pack import packed_nbytes
+from ..topi.residual import fitted_knobs
 from . import fuse as fusion_pass
 from .calibration import qdq_ranges, synthetic_samples
 from .errors import InputError, ModelError, ModuleError
@@ -528,7 +529,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
             (work, _knob_key(ch.knobs)), ch.knobs, ch.cycles,
             "default" if hit is None else "tuning-log")
     nodes = {n.name: n for n in qg.nodes}
-    fused = _fusions(qg, shapes, cfg, wanted, o.threads, workers) if o.fuse else []
+    fused = _fusions(qg, shapes, cfg, wanted, workers) if o.fuse else []
     for f, layer, ch in fused:
         del wanted[f.layer], wanted[f.add]
         wanted[f.node.name] = ((layer, _knob_key(ch.knobs)), ch.knobs, ch.cycles, "default")
@@ -554,11 +555,12 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
 
 
 def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
-             wanted: Mapping[str, Any], threads: bool, workers: Workers
+             wanted: Mapping[str, Any], workers: Workers
              ) -> list[tuple[fusion_pass.Fusion, VtaLayer, Choice]]:
     """The residual adds to fuse (:func:`vta.compiler.graph.fuse.candidates` of the layers
-    that have knobs, ``wanted``): each fused layer with its layer's knobs (or its own default
-    when the extra operand's buffers do not fit them), timed by vta.sim.perf in the workers;
+    that have knobs, ``wanted``): each fused layer with its layer's knobs (shrunk where the
+    extra operand's tiles do not fit them: :func:`_fused_choice`), timed by vta.sim.perf in
+    the workers;
     per add the one that saves most against the layer's and the add's cycles together, if any
     (:func:`vta.compiler.graph.fuse.choose`)."""
     ok = [k for k, w in wanted.items() if not isinstance(w, str)]
@@ -569,7 +571,7 @@ def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         except VTAError:
             continue
         jobs.append((f, layer, wanted[f.layer][1], wanted[f.layer][2] + wanted[f.add][2]))
-    timed = workers.map(_fused_choice, [(replace(layer, node=""), knobs, cfg, threads)
+    timed = workers.map(_fused_choice, [(replace(layer, node=""), knobs, cfg)
                                         for _, layer, knobs, _ in jobs])
     found = {f.node.name: (replace(layer, node=""), ch)
              for (f, layer, _, _), ch in zip(jobs, timed) if not isinstance(ch, str)}
@@ -578,15 +580,19 @@ def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
     return [(f, *found[f.node.name]) for f in keep]
 
 
-def _fused_choice(task: tuple[VtaLayer, dict[str, int], Config, bool]) -> Choice | str:
-    """A worker's job: a fused layer's knobs (its unfused layer's ``knobs`` when they fit,
-    else its own default) and cycles, or the one-line reason it does not lower."""
-    layer, knobs, cfg, threads = task
+def _fused_choice(task: tuple[VtaLayer, dict[str, int], Config]) -> Choice | str:
+    """A worker's job: a fused layer's knobs and cycles (its unfused layer's ``knobs``, shrunk
+    where the extra operand's tiles do not fit them: the fastest of
+    :func:`vta.compiler.topi.residual.fitted_knobs` on vta.sim.perf; no knob search), or the
+    one-line reason it does not lower."""
+    layer, knobs, cfg = task
     try:
-        if not layer.valid(cfg, knobs):
-            return layer.default(cfg, threads)
-        return defaults.given_knobs(repr(layer), knobs, cfg,
-                                    lambda: layer.operator(cfg, knobs))
+        fits = fitted_knobs(dict(knobs), lambda k: layer.valid(cfg, k))
+        if not fits:
+            return "no tiling of its layer's knobs leaves room for the fused add's operand"
+        timed = [defaults.given_knobs(repr(layer), k, cfg,
+                                      lambda k=k: layer.operator(cfg, k)) for k in fits]
+        return min(timed, key=lambda ch: ch.cycles)  # ties: the first
     except VTAError as e:
         return str(e).splitlines()[0]
 

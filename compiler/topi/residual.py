@@ -15,6 +15,7 @@ two-operand ADD joins them and the rounding shift and clip run as one ALU chain
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,4 +112,39 @@ def residual_entries(knobs: dict[str, int]) -> int:
             * knobs.get("tile_w", 1))
 
 
-__all__ = ["Residual", "ResidualTensors", "residual_compute", "residual_entries"]
+#: The tile knobs :func:`fitted_knobs` shrinks, in the order it first tries them.
+SHRINKABLE = ("tile_co", "tile_h", "tile_w", "tile_b")
+
+
+def fitted_knobs(knobs: dict[str, int], valid: Callable[[dict[str, int]], bool]
+                 ) -> list[dict[str, int]]:
+    """Knob settings for a fused layer derived from its unfused layer's ``knobs`` (``valid``:
+    whether a setting fits the fused layer): ``knobs`` when they fit, else one setting per
+    tile knob it starts from, that knob and then the following ones (:data:`SHRINKABLE`,
+    cyclically) each cut to its next smaller divisor until the setting fits (distinct
+    settings, possibly none). The extra operand's tiles change no other choice of the layer's
+    search, so its knobs shrunk stand in for a search of the fused layer's own at the price of
+    a timing per setting."""
+    if valid(knobs):
+        return [dict(knobs)]
+    names = [k for k in SHRINKABLE if k in knobs]
+    out: list[dict[str, int]] = []
+    for start in range(len(names)):
+        k = dict(knobs)
+        order = names[start:] + names[:start]
+        while not valid(k) and any(k[n] > 1 for n in order):
+            n = next(n for n in order if k[n] > 1)
+            k[n] = _next_divisor(k[n])
+            order = order[order.index(n) + 1:] + order[:order.index(n) + 1]
+        if valid(k) and k not in out:
+            out.append(k)
+    return out
+
+
+def _next_divisor(v: int) -> int:
+    """The largest proper divisor of ``v`` > 1 (1 for a prime)."""
+    return next((v // d for d in range(2, v + 1) if v % d == 0), 1)
+
+
+__all__ = ["Residual", "ResidualTensors", "residual_compute", "residual_entries",
+           "SHRINKABLE", "fitted_knobs"]

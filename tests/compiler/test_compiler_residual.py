@@ -11,7 +11,7 @@ from vta.compiler import topi
 from vta.compiler.graph.ir import Node
 from vta.compiler.ops import kernel_for
 from vta.compiler.topi.elementwise import identity_weight
-from vta.compiler.topi.residual import Residual
+from vta.compiler.topi.residual import Residual, fitted_knobs
 from vta.isa import Config
 from vta.isa.errors import VTAError
 
@@ -105,6 +105,32 @@ def test_buffers_count_the_fused_operand(cfg: Config) -> None:
          "oc_nthread": 1, "h_nthread": 1}
     assert topi.conv2d_valid(k, ds, ks, (1, 1), (1, 1), cfg)
     assert not topi.conv2d_valid(k, ds, ks, (1, 1), (1, 1), cfg, residual=True)
+
+
+def test_fitted_knobs_shrink_a_layers_tiles_until_the_operand_fits(cfg: Config) -> None:
+    """The fused layer's knobs: the unfused layer's when they fit, else one setting per tile
+    knob the shrinking starts from (each knob cut to its next smaller divisor in turn), every
+    one valid on the real template; the distinct settings by hand for ResNet-18's first
+    stage (its unfused knobs: 2 x 14 x 28 entries per thread, 2 threads)."""
+    ds, ks = (1, 4, 56, 56, 1, 16), (4, 4, 3, 3, 16, 16)
+    k = {"tile_b": 1, "tile_co": 2, "tile_h": 14, "tile_w": 28, "tile_ci": 1,
+         "oc_nthread": 2, "h_nthread": 1}
+
+    def valid(kn: dict[str, int]) -> bool:
+        return topi.conv2d_valid(kn, ds, ks, (1, 1), (1, 1), cfg, residual=True)
+
+    assert topi.conv2d_valid(k, ds, ks, (1, 1), (1, 1), cfg) and not valid(k)
+    got = fitted_knobs(k, valid)
+    assert [(g["tile_co"], g["tile_h"], g["tile_w"]) for g in got] == \
+        [(1, 14, 28), (2, 7, 28), (2, 14, 14)]
+    assert all(valid(g) and {**g, "tile_co": 0, "tile_h": 0, "tile_w": 0}
+               == {**k, "tile_co": 0, "tile_h": 0, "tile_w": 0} for g in got)
+    fits = dict(k, tile_co=1)
+    assert fitted_knobs(fits, valid) == [fits]
+    assert fitted_knobs(k, lambda kn: False) == []
+    # a prime tile goes to 1 in one step
+    assert fitted_knobs({"tile_co": 7, "tile_b": 1}, lambda kn: kn["tile_co"] < 7) == \
+        [{"tile_co": 1, "tile_b": 1}]
 
 
 def test_immediates_out_of_range_are_one_line_errors() -> None:

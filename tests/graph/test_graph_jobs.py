@@ -2,8 +2,8 @@
 recordings in N forked workers give the same module, byte for byte, as in-process (N=1); each
 knob cache entry is searched once; bad N is a one-line error; Ctrl-C (or SIGTERM) stops the
 compile and its workers at once. The search accounting compiles with ``fuse=False``: a layer
-with a residual add fused in is timed (and, when its conv's knobs do not fit, searched) by its
-own worker job, ``_fused_choice`` (tests/graph/test_graph_fuse.py)."""
+with a residual add fused in is timed (its conv's knobs, shrunk when they do not fit; never
+searched) by its own worker job, ``_fused_choice`` (tests/graph/test_graph_fuse.py)."""
 
 from __future__ import annotations
 
