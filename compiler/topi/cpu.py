@@ -22,6 +22,7 @@ from ..build import build
 from ..codegen.llvm import llvm_ir
 from ..errors import CodegenError, ScheduleError
 from ..lower import lower
+from ..ops.int8 import DROP_BIAS, MASK_STEPS, QMAX
 from ..schedule import Schedule
 from ..te.tensor import Tensor
 from ..tir.expr import Call, int_range, is_int
@@ -643,6 +644,57 @@ def softmax(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
     return CpuOp("softmax", s, [x, out], tuple(shape), dtype)
 
 
+def qsoftmax(shape: Sequence[int], table_len: int, scale: float, mul: int, shift: int,
+             bias_shape: Sequence[int] | None = None) -> CpuOp:
+    """int8 softmax over the last axis (quantize's ``QSoftmax``, the numpy kernel's rule bit
+    for bit): arguments the int8 scores, the float32 bias when ``bias_shape`` is given (its
+    rows repeat over the scores' leading rows: the trailing axes of the scores' shape), then
+    the int32 exp table of ``table_len`` entries. Integer after the bias, whose steps are one
+    float64 division and ``rint`` as numpy's."""
+    rows, cols = prod(shape[:-1]), shape[-1]
+    x = te.placeholder((rows, cols), "int8", "x")
+    table = te.placeholder((table_len,), "int32", "table")
+    args = [x]
+    lowest = te.const(-(1 << 30), "int32")
+    if bias_shape is None:
+        zm = te.compute((rows, cols), lambda i, j: x[i, j].astype("int32"), name="zm")
+    else:
+        brows = prod(bias_shape) // cols
+        b = te.placeholder((brows, cols), "float32", "bias")
+        args.append(b)
+
+        def z(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+            f = b[i % brows, j].astype("float64")
+            steps = te.clip(Call("rint", [f / te.const(float(scale), "float64")], "float64"),
+                            float(-2 * MASK_STEPS), float(2 * MASK_STEPS)).astype("int32")
+            v = te.clip(x[i, j].astype("int32") + steps, -MASK_STEPS, MASK_STEPS)
+            return te.if_then_else(f < te.const(-DROP_BIAS, "float64"), lowest, v)
+        zm = te.compute((rows, cols), z, name="zm")
+    r1 = te.reduce_axis((0, cols), "r1")
+    mx = te.compute((rows,), lambda i: te.max(zm[i, r1], axis=[r1]), name="mx")
+
+    def exp(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        d = mx[i] - zm[i, j]
+        keep = te.all(zm[i, j] > lowest, d < table_len)
+        return te.if_then_else(keep, table[te.min(d, table_len - 1)],
+                               te.const(0, "int32")).astype("int64")
+    e = te.compute((rows, cols), exp, name="e")
+    r2 = te.reduce_axis((0, cols), "r2")
+    sm = te.compute((rows,), lambda i: te.sum(e[i, r2], axis=[r2]), name="sm")
+    one = te.const(1 << shift, "int64")
+
+    def out(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        y = (e[i, j] * (2 * mul) + sm[i] * one) // te.max(sm[i] * (2 * one), 1)
+        return te.if_then_else(sm[i] > 0, te.clip(y, 0, QMAX),
+                               te.const(0, "int64")).astype("int8")
+    c = te.compute((rows, cols), out, name="qsoftmax")
+    s = te.create_schedule(c.op)
+    row = s[c].op.axis[0]
+    for t in (zm, mx, e, sm):  # one row at a time, in cache
+        s[t].compute_at(s[c], row)
+    return CpuOp("qsoftmax", s, [*args, table, c], tuple(shape), "int8")
+
+
 __all__ = ["CpuOp", "fast_exp", "add", "relu", "tanh", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "dense", "conv2d", "softmax", "quantize", "dequantize", "qadd",
-           "qglobal_avg_pool2d"]
+           "qglobal_avg_pool2d", "qsoftmax"]

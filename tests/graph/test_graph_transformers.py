@@ -270,6 +270,7 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     assert cosine(out, ref) >= COSINE
     products = [n.name for n in m.graph.nodes if n.op == "QMatMul"]
     assert len(products) == 2 and all(ran[p] == "fsim" for p in products)
+    assert softmax_path(m.graph) == ["QMatMul", "QSoftmax", "QMatMul"]
     # a (1, T, C) residual add: on the ALU, or fused into its Dense's epilogue (``residual``)
     residual = [n.name for n in m.graph.nodes
                 if (n.op == "QAdd" and len(m.shapes[n.inputs[0]]) == 3) or "residual" in n.attrs]
@@ -282,6 +283,25 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     from vta.compiler.graph.summary import compile_summary
 
     assert f"on VTA: {on_vta / total * 100:.1f}% of" in compile_summary(m, "out")
+
+
+def softmax_path(g) -> list[str]:  # noqa: ANN001 - a Graph
+    """The ops from the Q·Kᵀ product to the softmax·V one, shape ops and ``Identity`` (a
+    scale folded in) left out: ``QMatMul, QSoftmax, QMatMul`` when the softmax and its masks
+    run as one int8 kernel with no Dequantize/Quantize between the two VTA layers."""
+    from vta.compiler import ops
+
+    prod = g.producers()
+    pv = [n for n in g.nodes if n.op == "QMatMul"][-1]  # softmax·V, after Q·Kᵀ
+    path, t = [pv.op], pv.inputs[0]
+    while t in prod:
+        n = prod[t]
+        if not (ops.has(n.op, "moves") or n.op == "Identity"):
+            path.append(n.op)
+            if n.op == "QMatMul":
+                break
+        t = n.inputs[0]
+    return path[::-1]
 
 
 def onnx_macs(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
