@@ -12,7 +12,9 @@ the tests compare against.
 Agreement with the numpy kernels:
 
 - integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QLut``
-  (int8 GELU, Sigmoid, Tanh, SiLU as a table), ``QMaxPool``,
+  (int8 GELU, Sigmoid, Tanh, SiLU as a table), ``QSoftmax`` (integer after its float mask's
+  one float64 division and ``rint`` per element, as numpy's), ``QLayerNorm`` (integer but
+  for one float64 multiplier per row, computed as numpy's), ``QMaxPool``,
   ``QGlobalAveragePool``, ``QPad``, ``MaxPool``) are bit-exact, with the calibrated scales'
   fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
   (float64 arithmetic as numpy's, ``rint`` rounding half to even);
@@ -251,6 +253,7 @@ ops.attach("Softmax", host=_softmax)
 ops.attach("Tanh", host=lambda n, xs, shapes, params: cpu.tanh(xs))
 ops.attach("QPad", host=lambda n, xs, shapes, params: _qpad(n, xs))
 ops.attach("QSoftmax", host=_qsoftmax)
+ops.attach("QLayerNorm", host=lambda n, xs, shapes, params: cpu.qlayernorm(xs, n.attrs["eps_c2"]))
 ops.attach("QLut", host=lambda n, xs, shapes, params: cpu.lut(xs)
            if len(n.attrs["table"]) == 256 else None)
 

@@ -44,6 +44,15 @@ the numpy kernels here are the specification VTA's results are checked against b
   :data:`TABLE_OPS`) as a table of its 256 int8 results, ``table[q + 128]``; each entry is
   the float function of the value ``q`` stands for, quantized at the output's scale (and
   offset): the output's rounding is its only error.
+- ``QSoftmax``: an attention Softmax with the masks added before it
+  (:mod:`.softmax_chains`) on int8 scores: ``e = table[max(z) - z]`` of an exp table, ``z``
+  the scores plus the float mask in steps of their scale, then ``round(e / sum(e))`` at the
+  output's scale in [0, 127] (:func:`vta.compiler.ops.int8_kernels.qsoftmax`). A ``Mul`` or
+  ``Div`` of an int8 tensor by a positive scalar is its scale (an ``Identity``).
+- ``QLayerNorm``: a LayerNorm of an int8 input read by int8 layers: the row's deviations
+  ``d = C x - sum(x)`` (integer), one float64 multiplier per row from ``sum(d**2)``, then
+  ``(((d r) >> k) g + b) >> LN_SHIFT`` with gamma and beta as int32 at the output's scale
+  (:func:`vta.compiler.ops.int8_kernels.qlayernorm`).
 - ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
   * scale`` (``offset`` 0 unless given).
 """
@@ -59,6 +68,8 @@ import numpy as np
 from .. import ops
 from ..ops import node_macs
 from ..ops.int8 import (
+    LN_FRAC,
+    LN_SHIFT,
     MUL_BITS,
     OFFSET,
     QMAX,
@@ -487,6 +498,52 @@ def _q_softmax(q: _Quantizer, chain: Chain, info: QuantInfo) -> str | None:
     return None
 
 
+def _int8_readers(g: Graph, t: str, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether every reader of ``t`` reads int8 (a Conv, Dense, residual Add or attention
+    product, through shape ops and selections such as a class token's Gather)."""
+    if t in g.outputs or not readers.get(t):
+        return False
+    return all(r.op in ("Conv", "Dense", "Add") or ops.has(r.op, "activation_product")
+               or ((ops.has(r.op, "moves") or ops.has(r.op, "selecting"))
+                   and _int8_readers(g, r.outputs[0], readers))
+               for r in readers[t])
+
+
+def _layernorm_int8(q: _Quantizer, n: Node, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether LayerNorm ``n`` runs as ``QLayerNorm``: its input is int8 (the calibration
+    rule keeps a lossy residual stream float, see :func:`lossy_rows`), it normalises the last
+    axis with constant gamma/beta, and int8 layers read its output."""
+    if n.op != "LayerNormalization" or n.inputs[0] not in q.scales \
+            or not all(i in q.params for i in n.inputs[1:] if i):
+        return False
+    rank = len(q.shapes()[n.inputs[0]])
+    return list(n.attrs["axes"]) in ([-1], [rank - 1]) \
+        and _int8_readers(q.g, n.outputs[0], readers)
+
+
+def _q_layernorm(q: _Quantizer, n: Node, info: QuantInfo) -> None:
+    """``QLayerNorm``: gamma and beta as int32 at the output's scale (and offset), see
+    :func:`vta.compiler.ops.int8_kernels.qlayernorm`."""
+    x, out = n.inputs[0], n.outputs[0]
+    c = q.shapes()[x][-1]
+    s_in = q.scales[x]
+    s_out, off = q.asymmetric(out) if out in q.unsigned else (q.tensor_scale(out), 0)
+    gamma = q.params[n.inputs[1]].astype(np.float64).reshape(-1)
+    beta = q.params[n.inputs[2]].astype(np.float64).reshape(-1) \
+        if len(n.inputs) > 2 and n.inputs[2] else np.zeros(c)
+    gq = np.rint(np.broadcast_to(gamma, (c,)) / s_out * 2.0 ** (LN_SHIFT - LN_FRAC))
+    bq = np.rint(np.broadcast_to(beta, (c,)) / s_out * 2.0 ** LN_SHIFT) \
+        + (1 << (LN_SHIFT - 1)) - off * (1 << LN_SHIFT)
+    lim = (1 << 31) - 1
+    q.params[f"{n.name}.gq"] = np.clip(gq, -lim, lim).astype(np.int32)
+    q.params[f"{n.name}.bq"] = np.clip(bq, -lim, lim).astype(np.int32)
+    eps_c2 = float(n.attrs["epsilon"]) / (s_in * s_in) * c * c
+    q.emit("QLayerNorm", n, [x, f"{n.name}.gq", f"{n.name}.bq"],
+           {"axis": -1, "eps_c2": eps_c2}, s_out, info)
+    if off:
+        q.offsets[out] = off
+
+
 def _q_same(op: str):  # noqa: ANN202
     def conv(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
         s = q.scales[ins[0]]
@@ -680,6 +737,8 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             pass  # quantized above
         elif reason is None and len(acts) == 1 and _scalar_factor(q, n) is not None:
             _q_scale(q, n, acts[0], info)
+        elif reason is None and _layernorm_int8(q, n, readers):
+            _q_layernorm(q, n, info)
         elif reason is None and acts and len(acts) == len(n.inputs) and _int_rule(n.op) and \
                 (any(a in q.scales or a in q.qcache for a in acts)
                  or ops.has(n.op, "activation_product")):

@@ -130,3 +130,11 @@ def softmax_bias_steps(b: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndar
     f = np.asarray(b).astype(np.float64)
     steps = np.clip(np.rint(f / scale), -2 * MASK_STEPS, 2 * MASK_STEPS).astype(np.int64)
     return steps, f < -DROP_BIAS
+
+
+#: int8 LayerNorm (``QLayerNorm``): the normalised value ``(x - mean) / std`` in steps of
+#: ``2**-LN_FRAC``, from a per-row multiplier of ``LN_BITS`` fraction bits; gamma and beta at
+#: the output's scale as ``2**LN_SHIFT``-scaled integers (gamma ``LN_SHIFT - LN_FRAC`` bits).
+LN_BITS, LN_FRAC, LN_SHIFT = 40, 12, 20
+#: The per-row multiplier's bound (a row of equal values under a tiny epsilon).
+LN_RMAX = float(1 << 52)

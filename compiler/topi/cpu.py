@@ -22,7 +22,7 @@ from ..build import build
 from ..codegen.llvm import llvm_ir
 from ..errors import CodegenError, ScheduleError
 from ..lower import lower
-from ..ops.int8 import DROP_BIAS, MASK_STEPS, QMAX
+from ..ops.int8 import DROP_BIAS, LN_BITS, LN_FRAC, LN_RMAX, LN_SHIFT, MASK_STEPS, QMAX
 from ..schedule import Schedule
 from ..te.tensor import Tensor
 from ..tir.expr import Call, int_range, is_int
@@ -695,6 +695,39 @@ def qsoftmax(shape: Sequence[int], table_len: int, scale: float, mul: int, shift
     return CpuOp("qsoftmax", s, [*args, table, c], tuple(shape), "int8")
 
 
+def qlayernorm(shape: Sequence[int], eps_c2: float) -> CpuOp:
+    """int8 LayerNorm over the last axis (quantize's ``QLayerNorm``, the numpy kernel's rule
+    bit for bit): arguments the int8 input, the int32 gamma and beta at the output's scale.
+    Integer but for the per-row multiplier (float64 division, addition, square root, division
+    and ``rint``, single correctly rounded operations as numpy's)."""
+    rows, c = prod(shape[:-1]), shape[-1]
+    i64, f64 = "int64", "float64"
+    x = te.placeholder((rows, c), "int8", "x")
+    g = te.placeholder((c,), "int32", "gamma")
+    b = te.placeholder((c,), "int32", "beta")
+    r1 = te.reduce_axis((0, c), "r1")
+    sm = te.compute((rows,), lambda i: te.sum(x[i, r1].astype(i64), axis=[r1]), name="sm")
+    d = te.compute((rows, c), lambda i, j: x[i, j].astype(i64) * c - sm[i], name="d")
+    r2 = te.reduce_axis((0, c), "r2")
+    v = te.compute((rows,), lambda i: te.sum(d[i, r2] * d[i, r2], axis=[r2]), name="v")
+    rr = te.compute((rows,), lambda i: te.min(Call("rint", [
+        te.const(float(1 << LN_BITS), f64) / te.sqrt(v[i].astype(f64) / te.const(float(c), f64)
+                                                     + te.const(float(eps_c2), f64))], f64),
+        te.const(LN_RMAX, f64)).astype(i64), name="r")
+    sh = LN_BITS - LN_FRAC
+
+    def out(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        z = (d[i, j] * rr[i] + te.const(1 << (sh - 1), i64)) >> te.const(sh, i64)
+        y = (z * g[j].astype(i64) + b[j].astype(i64)) >> te.const(LN_SHIFT, i64)
+        return te.clip(y, -128, QMAX).astype("int8")
+    c_ = te.compute((rows, c), out, name="qlayernorm")
+    s = te.create_schedule(c_.op)
+    row = s[c_].op.axis[0]
+    for t in (sm, d, v, rr):  # one row at a time, in cache
+        s[t].compute_at(s[c_], row)
+    return CpuOp("qlayernorm", s, [x, g, b, c_], tuple(shape), "int8")
+
+
 __all__ = ["CpuOp", "fast_exp", "add", "relu", "tanh", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "dense", "conv2d", "softmax", "quantize", "dequantize", "qadd",
-           "qglobal_avg_pool2d", "qsoftmax"]
+           "qglobal_avg_pool2d", "qsoftmax", "qlayernorm"]
