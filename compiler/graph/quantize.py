@@ -540,7 +540,7 @@ def _q_layernorm(q: _Quantizer, n: Node, info: QuantInfo) -> None:
     eps_c2 = float(n.attrs["epsilon"]) / (s_in * s_in) * c * c
     q.emit("QLayerNorm", n, [x, f"{n.name}.gq", f"{n.name}.bq"],
            {"axis": -1, "eps_c2": eps_c2}, s_out, info)
-    if off:
+    if out in q.unsigned:  # an offset group's source (its offset may round to 0)
         q.offsets[out] = off
 
 
