@@ -595,6 +595,8 @@ def _q_avg(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
 
 def _q_concat(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
     so = q.out_scale(n.outputs[0])
+    if n.outputs[0] in q.unsigned and len({(q.scales[i], q.offsets.get(i)) for i in ins}) == 1:
+        so = q.scales[ins[0]]  # a carrier of an offset group: its source's scale
     resc = [[1, 0] if q.scales[i] == so else list(fixed_point(q.scales[i] / so)) for i in ins]
     q.emit("QConcat", n, ins, {"axis": n.attrs["axis"], "rescale": resc}, so, info)
 
