@@ -499,11 +499,11 @@ def _q_softmax(q: _Quantizer, chain: Chain, info: QuantInfo) -> str | None:
 
 
 def _int8_readers(g: Graph, t: str, readers: Mapping[str, list[Node]]) -> bool:
-    """Whether every reader of ``t`` reads int8 (a Conv, Dense, residual Add or attention
-    product, through shape ops and selections such as a class token's Gather)."""
+    """Whether every reader of ``t`` reads int8 (a VTA layer: Conv, Dense; a residual Add; an
+    attention product, through shape ops and selections such as a class token's Gather)."""
     if t in g.outputs or not readers.get(t):
         return False
-    return all(r.op in ("Conv", "Dense", "Add") or ops.has(r.op, "activation_product")
+    return all(ops.has(r.op, "vta_layer") or r.op == "Add" or ops.has(r.op, "activation_product")
                or ((ops.has(r.op, "moves") or ops.has(r.op, "selecting"))
                    and _int8_readers(g, r.outputs[0], readers))
                for r in readers[t])
