@@ -12,7 +12,9 @@ the tests compare against.
 Agreement with the numpy kernels:
 
 - integer and data-movement kernels (int8 conv with the VTA epilogue, ``QAdd``, ``QLut``
-  (int8 GELU, Sigmoid, Tanh, SiLU as a table), ``QMaxPool``,
+  (int8 GELU, Sigmoid, Tanh, SiLU as a table), ``QSoftmax`` (integer after its float mask's
+  one float64 division and ``rint`` per element, as numpy's), ``QLayerNorm`` (integer but
+  for one float64 multiplier per row, computed as numpy's), ``QMaxPool``,
   ``QGlobalAveragePool``, ``QPad``, ``MaxPool``) are bit-exact, with the calibrated scales'
   fixed-point multipliers as with ``--pow2-scales``; so are ``Quantize`` and ``Dequantize``
   (float64 arithmetic as numpy's, ``rint`` rounding half to even);
@@ -224,6 +226,19 @@ def _softmax(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
         else None
 
 
+def _qsoftmax(n: Node, xs: Shape, shapes: Shapes, params: Params) -> Any:
+    """The int8 softmax; its bias (a mask) when its shape, leading 1s dropped, is the
+    scores' trailing axes (a mask over heads or batch takes the numpy kernel)."""
+    a = n.attrs
+    bias = None
+    if len(n.inputs) > 1:
+        bias = tuple(shapes.get(n.inputs[1], np.shape(params.get(n.inputs[1]))))
+        core = bias[next((k for k, d in enumerate(bias) if d != 1), len(bias)):]
+        if len(core) > len(xs) or xs[len(xs) - len(core):] != core or not core:
+            return None
+    return cpu.qsoftmax(xs, len(a["table"]), a["scale"], a["mul"], a["shift"], bias)
+
+
 ops.attach("Conv", host=lambda n, xs, shapes, params: _conv(n, xs, params))
 ops.attach("QConv", host=lambda n, xs, shapes, params: _conv(n, xs, params))
 ops.attach("MaxPool", host=lambda n, xs, shapes, params: _pool(n, xs, "float32"))
@@ -237,6 +252,8 @@ ops.attach("Dense", host=_dense)
 ops.attach("Softmax", host=_softmax)
 ops.attach("Tanh", host=lambda n, xs, shapes, params: cpu.tanh(xs))
 ops.attach("QPad", host=lambda n, xs, shapes, params: _qpad(n, xs))
+ops.attach("QSoftmax", host=_qsoftmax)
+ops.attach("QLayerNorm", host=lambda n, xs, shapes, params: cpu.qlayernorm(xs, n.attrs["eps_c2"]))
 ops.attach("QLut", host=lambda n, xs, shapes, params: cpu.lut(xs)
            if len(n.attrs["table"]) == 256 else None)
 
@@ -264,6 +281,8 @@ def host_kernel(n: Node, shapes: Mapping[str, tuple[int, ...]],
                  if isinstance(n.attrs.get(k), list)]
     if n.op == "QLut":  # the table, after the input
         extra = [np.asarray(n.attrs["table"], np.int8)]
+    if n.op == "QSoftmax":  # the exp table, after the scores and bias
+        extra = [np.asarray(n.attrs["table"], np.int32)]
     out_shape = tuple(shapes.get(n.outputs[0], op.out_shape))
     if prod(out_shape) != prod(op.out_shape):
         return None

@@ -22,8 +22,8 @@ def _carries_offset(op: str) -> bool:
 def carry_offset(q: Any, n: Node, ins: list[str]) -> None:
     """A carrier's output keeps its inputs' offset and scale (one group, one scale)."""
     t = n.outputs[0]
-    off = q.offsets.get(ins[0])
-    if not off or any(q.offsets.get(i) != off or q.scales[i] != q.scales[t] for i in ins):
+    off = q.offsets.get(ins[0])  # 0 for a symmetric range of an offset group's source
+    if off is None or any(q.offsets.get(i) != off or q.scales[i] != q.scales[t] for i in ins):
         raise QuantizationError(f"{n.name}: the inputs of an offset group differ in scale or "
                                 f"offset (an internal error)")
     q.offsets[t] = off

@@ -44,6 +44,15 @@ the numpy kernels here are the specification VTA's results are checked against b
   :data:`TABLE_OPS`) as a table of its 256 int8 results, ``table[q + 128]``; each entry is
   the float function of the value ``q`` stands for, quantized at the output's scale (and
   offset): the output's rounding is its only error.
+- ``QSoftmax``: an attention Softmax with the masks added before it
+  (:mod:`.softmax_chains`) on int8 scores: ``e = table[max(z) - z]`` of an exp table, ``z``
+  the scores plus the float mask in steps of their scale, then ``round(e / sum(e))`` at the
+  output's scale in [0, 127] (:func:`vta.compiler.ops.int8_kernels.qsoftmax`). A ``Mul`` or
+  ``Div`` of an int8 tensor by a positive scalar is its scale (an ``Identity``).
+- ``QLayerNorm``: a LayerNorm of an int8 input read by int8 layers: the row's deviations
+  ``d = C x - sum(x)`` (integer), one float64 multiplier per row from ``sum(d**2)``, then
+  ``(((d r) >> k) g + b) >> LN_SHIFT`` with gamma and beta as int32 at the output's scale
+  (:func:`vta.compiler.ops.int8_kernels.qlayernorm`).
 - ``Quantize``: ``clip(rint(x / scale) - offset, -128, 127)``; ``Dequantize``: ``(q + offset)
   * scale`` (``offset`` 0 unless given).
 """
@@ -59,12 +68,16 @@ import numpy as np
 from .. import ops
 from ..ops import node_macs
 from ..ops.int8 import (
+    LN_FRAC,
+    LN_SHIFT,
     MUL_BITS,
     OFFSET,
     QMAX,
     QMIN,
+    SOFTMAX_TABLE_MAX,
     TABLE_OPS,
     UMAX,
+    exp_table,
     fixed_point,
     quantize_array,
     scale_for,
@@ -75,6 +88,7 @@ from .ir import Graph, Node
 from .offsets import carry_offset, offset_groups
 from .quant_info import QuantInfo, QuantResult
 from .reference import infer_shapes
+from .softmax_chains import Chain, softmax_chains
 
 #: The first convolution stays float on the CPU while it holds less than this share of the
 #: network's MACs (:func:`float_first_conv`); a heavier one (ShuffleNet v2's 7x7 stem: 24%) is
@@ -415,6 +429,121 @@ def _q_matmul(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
     info.shift, info.mul, info.shift2 = shift, mul, shift2
 
 
+def _scalar_factor(q: _Quantizer, n: Node) -> float | None:
+    """The factor of a Mul or Div of an int8 tensor by a positive scalar constant (attention's
+    ``1/sqrt(d)``), else None: its output is the same int8 values at the scale times that
+    factor. Not for an offset tensor, an offset group's member or a QDQ-fixed output."""
+    if n.op not in ("Mul", "Div") or len(n.inputs) != 2 or n.outputs[0] in q.unsigned \
+            or n.outputs[0] in q.ranges:
+        return None
+    k = 1 if n.inputs[1] in q.params else 0
+    x, c = n.inputs[1 - k], q.params.get(n.inputs[k])
+    if c is None or np.size(c) != 1 or (n.op == "Div" and k == 0) or x not in q.scales \
+            or x in q.offsets:
+        return None
+    v = float(np.asarray(c).ravel()[0])
+    if not (np.isfinite(v) and v > 0):
+        return None
+    return v if n.op == "Mul" else 1.0 / v
+
+
+def _q_scale(q: _Quantizer, n: Node, x: str, info: QuantInfo) -> None:
+    """A scalar factor (:func:`_scalar_factor`) folded into the scale: an ``Identity``."""
+    q.emit("Identity", n, [x], {}, q.scales[x] * _scalar_factor(q, n), info)
+
+
+def _bias_node(q: _Quantizer, op: str, name: str, ins: list[str], out: str) -> str:
+    """A float node of a softmax's bias; computed now when its inputs are constants."""
+    if all(i in q.params for i in ins):
+        q.params[out] = ops.get(op).float_kernel(Node(op, name, ins, [out], {}),
+                                                 [q.params[i] for i in ins])[0]
+    else:
+        q.nodes.append(Node(op, name, [q.as_float(i) for i in ins], [out], {}))
+    return out
+
+
+def _mask_bias(q: _Quantizer, p: Node, k: int) -> str:
+    """The float bias that mask step ``p`` (scores at input ``k``) adds to the scores: the
+    other operand of an Add; ``Where(cond, fill, 0)`` for a Where filling ``fill``."""
+    if p.op == "Add":
+        return q.as_float(p.inputs[1 - k])
+    zero = f"{p.name}.zero"
+    q.params[zero] = np.zeros((), np.float32)
+    cond, fill = p.inputs[0], p.inputs[3 - k]
+    ins = [cond, fill, zero] if k == 2 else [cond, zero, fill]
+    return _bias_node(q, "Where", f"{p.name}.mask", ins, f"{p.outputs[0]}.bias")
+
+
+def _q_softmax(q: _Quantizer, chain: Chain, info: QuantInfo) -> str | None:
+    """An attention softmax chain (:mod:`.softmax_chains`) as one ``QSoftmax`` of its int8
+    scores and the sum of its masks (a float bias), 7-bit output ``[0, 127]`` at the
+    calibrated scale; or why it stays float."""
+    x, n = chain.root, chain.softmax
+    if x not in q.scales or x in q.offsets:
+        return "its scores are not int8"
+    table = exp_table(q.scales[x])
+    if table is None:
+        return (f"its scores' scale {q.scales[x]:.3g} needs an exp table over "
+                f"{SOFTMAX_TABLE_MAX} entries")
+    bias = None
+    for p, k in reversed(chain.steps):
+        b = _mask_bias(q, p, k)
+        bias = b if bias is None else _bias_node(q, "Add", f"{p.name}.bias", [bias, b],
+                                                 f"{p.outputs[0]}.bias_sum")
+    so = q.tensor_scale(n.outputs[0])
+    mul, shift = fixed_point(1.0 / so)
+    q.emit("QSoftmax", n, [x] if bias is None else [x, bias],
+           {"axis": -1, "scale": q.scales[x], "table": table, "mul": mul, "shift": shift},
+           so, info)
+    return None
+
+
+def _int8_readers(g: Graph, t: str, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether every reader of ``t`` reads int8 (a VTA layer: Conv, Dense; a residual Add; an
+    attention product, through shape ops and selections such as a class token's Gather)."""
+    if t in g.outputs or not readers.get(t):
+        return False
+    return all(ops.has(r.op, "vta_layer") or r.op == "Add" or ops.has(r.op, "activation_product")
+               or ((ops.has(r.op, "moves") or ops.has(r.op, "selecting"))
+                   and _int8_readers(g, r.outputs[0], readers))
+               for r in readers[t])
+
+
+def _layernorm_int8(q: _Quantizer, n: Node, readers: Mapping[str, list[Node]]) -> bool:
+    """Whether LayerNorm ``n`` runs as ``QLayerNorm``: its input is int8 (the calibration
+    rule keeps a lossy residual stream float, see :func:`lossy_rows`), it normalises the last
+    axis with constant gamma/beta, and int8 layers read its output."""
+    if n.op != "LayerNormalization" or n.inputs[0] not in q.scales \
+            or not all(i in q.params for i in n.inputs[1:] if i):
+        return False
+    rank = len(q.shapes()[n.inputs[0]])
+    return list(n.attrs["axes"]) in ([-1], [rank - 1]) \
+        and _int8_readers(q.g, n.outputs[0], readers)
+
+
+def _q_layernorm(q: _Quantizer, n: Node, info: QuantInfo) -> None:
+    """``QLayerNorm``: gamma and beta as int32 at the output's scale (and offset), see
+    :func:`vta.compiler.ops.int8_kernels.qlayernorm`."""
+    x, out = n.inputs[0], n.outputs[0]
+    c = q.shapes()[x][-1]
+    s_in = q.scales[x]
+    s_out, off = q.asymmetric(out) if out in q.unsigned else (q.tensor_scale(out), 0)
+    gamma = q.params[n.inputs[1]].astype(np.float64).reshape(-1)
+    beta = q.params[n.inputs[2]].astype(np.float64).reshape(-1) \
+        if len(n.inputs) > 2 and n.inputs[2] else np.zeros(c)
+    gq = np.rint(np.broadcast_to(gamma, (c,)) / s_out * 2.0 ** (LN_SHIFT - LN_FRAC))
+    bq = np.rint(np.broadcast_to(beta, (c,)) / s_out * 2.0 ** LN_SHIFT) \
+        + (1 << (LN_SHIFT - 1)) - off * (1 << LN_SHIFT)
+    lim = (1 << 31) - 1
+    q.params[f"{n.name}.gq"] = np.clip(gq, -lim, lim).astype(np.int32)
+    q.params[f"{n.name}.bq"] = np.clip(bq, -lim, lim).astype(np.int32)
+    eps_c2 = float(n.attrs["epsilon"]) / (s_in * s_in) * c * c
+    q.emit("QLayerNorm", n, [x, f"{n.name}.gq", f"{n.name}.bq"],
+           {"axis": -1, "eps_c2": eps_c2}, s_out, info)
+    if out in q.unsigned:  # an offset group's source (its offset may round to 0)
+        q.offsets[out] = off
+
+
 def _q_same(op: str):  # noqa: ANN202
     def conv(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
         s = q.scales[ins[0]]
@@ -466,6 +595,8 @@ def _q_avg(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
 
 def _q_concat(q: _Quantizer, n: Node, ins: list[str], info: QuantInfo) -> None:
     so = q.out_scale(n.outputs[0])
+    if n.outputs[0] in q.unsigned and len({(q.scales[i], q.offsets.get(i)) for i in ins}) == 1:
+        so = q.scales[ins[0]]  # a carrier of an offset group: its source's scale
     resc = [[1, 0] if q.scales[i] == so else list(fixed_point(q.scales[i] / so)) for i in ins]
     q.emit("QConcat", n, ins, {"axis": n.attrs["axis"], "rescale": resc}, so, info)
 
@@ -573,10 +704,21 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     q = _Quantizer(g, th, pow2, per_channel, ranges)
     q.unsigned, q.lows, q.means = unsigned, lows, means
     layers: list[QuantInfo] = []
+    chains = softmax_chains(g, q.shapes())
+    masks = {p.name for c in chains.values() for p, _ in c.steps}
     for n in g.nodes:
+        if n.name in masks:
+            continue  # emitted with its softmax (below)
         acts = [i for i in n.inputs if i and i not in q.params]
         info = QuantInfo(n.name, n.op)
         reason = None
+        if n.name in chains:
+            reason = _q_softmax(q, chains[n.name], info)
+            if reason is None:
+                layers.append(info)
+                continue
+            for p, _ in reversed(chains[n.name].steps):  # the masks in float after all
+                layers.append(_emit_float(q, p, fenv, reason))
         if n.name in float_layers:
             reason = "named by --float-layer"
         elif any(th.get(t) == np.inf for t in [*acts, *n.outputs]):
@@ -595,6 +737,10 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
                 reason = str(e)
         if info.in_scale is not None:
             pass  # quantized above
+        elif reason is None and len(acts) == 1 and _scalar_factor(q, n) is not None:
+            _q_scale(q, n, acts[0], info)
+        elif reason is None and _layernorm_int8(q, n, readers):
+            _q_layernorm(q, n, info)
         elif reason is None and acts and len(acts) == len(n.inputs) and _int_rule(n.op) and \
                 (any(a in q.scales or a in q.qcache for a in acts)
                  or ops.has(n.op, "activation_product")):
@@ -603,14 +749,7 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
             if n.outputs[0] in unsigned and n.op not in TABLE_OPS:  # a carrier
                 carry_offset(q, n, ins)
         else:
-            q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
-                                list(n.outputs), dict(n.attrs)))
-            out = fenv.get(n.outputs[0])
-            if reason is None and isinstance(out, np.ndarray) and out.dtype.kind in "biu":
-                reason = "integer or boolean values (ids, masks)"
-            info.float_reason = reason or ("no int8 kernel" if _int_rule(n.op) is None
-                                           and n.op not in ("Conv", "Dense")
-                                           else "float input")
+            info = _emit_float(q, n, fenv, reason)
         layers.append(info)
     nodes, layers = _drop_identity_requants(q, layers, set(g.outputs))
     scales = q.scales
@@ -629,6 +768,20 @@ def quantize_graph(g: Graph, samples: Sequence[Mapping[str, np.ndarray]], *,
     qg.verify()
     qg.remove_unused()
     return QuantResult(qg, scales, layers, dict(q.offsets), fenv or None)
+
+
+def _emit_float(q: _Quantizer, n: Node, fenv: Mapping[str, Any], reason: str | None
+                ) -> QuantInfo:
+    """Node ``n`` as it is, on float inputs (a ``Dequantize`` of an int8 one), and why."""
+    q.nodes.append(Node(n.op, n.name, [q.as_float(i) if i else i for i in n.inputs],
+                        list(n.outputs), dict(n.attrs)))
+    out = fenv.get(n.outputs[0])
+    if reason is None and isinstance(out, np.ndarray) and out.dtype.kind in "biu":
+        reason = "integer or boolean values (ids, masks)"
+    info = QuantInfo(n.name, n.op)
+    info.float_reason = reason or ("no int8 kernel" if _int_rule(n.op) is None
+                                   and n.op not in ("Conv", "Dense") else "float input")
+    return info
 
 
 def _drop_identity_requants(q: _Quantizer, layers: list[QuantInfo],

@@ -99,3 +99,42 @@ def requantize(acc: np.ndarray, shift: int | list[int], lo: int, hi: int, mul: i
             acc = shr(wrap_int32(acc + (1 << (shift2 - 1))), shift2)
     return np.clip(acc, lo, hi).astype(np.int8)
 
+
+
+#: int8 softmax (``QSoftmax``): ``exp(-d * scale)`` of a score ``d`` steps below its row's
+#: maximum is the integer ``round(2**SOFTMAX_BITS * exp(-d * scale))`` of a table; the table
+#: stops at the first zero entry and may hold :data:`SOFTMAX_TABLE_MAX` entries.
+SOFTMAX_BITS, SOFTMAX_TABLE_MAX = 20, 4096
+#: A score plus its additive bias (mask) in steps of the scores' scale is clipped to
+#: ``[-MASK_STEPS, MASK_STEPS]`` (a bias to twice that): every score of a row masked by a huge
+#: finite value (``finfo.min``) is then the same, so the row is uniform as in float; a bias
+#: below ``-DROP_BIAS`` (``-inf``) drops its score (a row dropped entirely is 0).
+MASK_STEPS, DROP_BIAS = 1 << 20, 1e308
+
+
+def exp_table(scale: float) -> list[int] | None:
+    """``round(2**SOFTMAX_BITS * exp(-d * scale))`` for ``d = 0, 1, ...`` up to the last
+    non-zero entry; None when that takes more than :data:`SOFTMAX_TABLE_MAX` entries."""
+    if not (np.isfinite(scale) and scale > 0):
+        return None
+    n = int(math.ceil((SOFTMAX_BITS + 1) * math.log(2) / scale)) + 1
+    if n > SOFTMAX_TABLE_MAX:
+        return None
+    t = np.rint(np.ldexp(np.exp(-np.arange(n, dtype=np.float64) * scale), SOFTMAX_BITS))
+    return [int(v) for v in t[t > 0]]
+
+
+def softmax_bias_steps(b: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """An additive float bias (mask) in steps of the scores' ``scale``: ``clip(rint(float64(b)
+    / scale), -2 MASK_STEPS, 2 MASK_STEPS)`` as int64, and where it drops the score."""
+    f = np.asarray(b).astype(np.float64)
+    steps = np.clip(np.rint(f / scale), -2 * MASK_STEPS, 2 * MASK_STEPS).astype(np.int64)
+    return steps, f < -DROP_BIAS
+
+
+#: int8 LayerNorm (``QLayerNorm``): the normalised value ``(x - mean) / std`` in steps of
+#: ``2**-LN_FRAC``, from a per-row multiplier of ``LN_BITS`` fraction bits; gamma and beta at
+#: the output's scale as ``2**LN_SHIFT``-scaled integers (gamma ``LN_SHIFT - LN_FRAC`` bits).
+LN_BITS, LN_FRAC, LN_SHIFT = 40, 12, 20
+#: The per-row multiplier's bound (a row of equal values under a tiny epsilon).
+LN_RMAX = float(1 << 52)

@@ -10,7 +10,20 @@ from typing import Any
 import numpy as np
 
 from . import kernels as ops
-from .int8 import QMAX, QMIN, dequantize_array, quantize_array, requantize, rescale
+from .int8 import (
+    LN_BITS,
+    LN_FRAC,
+    LN_RMAX,
+    LN_SHIFT,
+    MASK_STEPS,
+    QMAX,
+    QMIN,
+    dequantize_array,
+    quantize_array,
+    requantize,
+    rescale,
+    softmax_bias_steps,
+)
 
 Node = Any  # a node of the graph IR: its ``op`` and ``attrs``
 
@@ -123,3 +136,46 @@ def quantize(n: Node, a: list[Any]) -> list[np.ndarray]:
 
 def dequantize(n: Node, a: list[Any]) -> list[np.ndarray]:
     return [dequantize_array(a[0], n.attrs["scale"], n.attrs.get("offset", 0))]
+
+
+def qsoftmax(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """int8 softmax over the last axis of int8 scores ``x`` (scale ``scale``) plus an optional
+    float bias ``b`` (an attention mask, broadcast): ``z = clip(x + steps(b), -M, M)``
+    (:func:`softmax_bias_steps`, ``M`` = :data:`MASK_STEPS`), ``e = table[max(z) - z]`` (0
+    beyond the table and where ``b`` drops the score), ``y = clip(round(e * mul / (sum(e) *
+    2**shift)), 0, 127)`` (0 on a row of zero sum): integer after the bias."""
+    x = a[0].astype(np.int64)
+    drop = np.zeros(x.shape, bool)
+    if len(a) > 1 and a[1] is not None:
+        steps, drop = softmax_bias_steps(a[1], n.attrs["scale"])
+        x = np.clip(x + steps, -MASK_STEPS, MASK_STEPS)
+        drop = np.broadcast_to(drop, x.shape)
+    table = np.asarray(n.attrs["table"], np.int64)
+    zm = np.where(drop, np.int64(-1 << 30), x)
+    d = zm.max(axis=-1, keepdims=True) - zm
+    e = np.where(drop | (d >= len(table)), 0, table[np.minimum(d, len(table) - 1)])
+    s = e.sum(axis=-1, keepdims=True)
+    mul, k = n.attrs["mul"], n.attrs["shift"]
+    y = (2 * e * mul + (s << k)) // np.maximum(s << (k + 1), 1)
+    return [np.where(s > 0, np.clip(y, 0, QMAX), 0).astype(np.int8)]
+
+
+def qlayernorm(n: Node, a: list[Any]) -> list[np.ndarray]:
+    """int8 LayerNorm over the last axis of ``C`` values (an input offset cancels): ``d = C x
+    - sum(x)``, ``v = sum(d**2)``; per row ``r = rint(2**LN_BITS / sqrt(float64(v) / C +
+    eps_c2))`` (``eps_c2`` = eps / scale**2 * C**2: one float64 division, addition, square
+    root, division and ``rint``, at most ``LN_RMAX``); with ``k = LN_BITS - LN_FRAC``,
+    ``z = (d r + 2**(k-1)) >> k``
+    (the normalised value in ``2**-LN_FRAC`` steps); ``y = clip((z g + b) >> LN_SHIFT)`` with
+    the int32 per-channel ``g`` and ``b`` (inputs 1 and 2: gamma, and beta with the rounding
+    term and the output offset)."""
+    x = a[0].astype(np.int64)
+    c = x.shape[-1]
+    d = c * x - x.sum(axis=-1, keepdims=True)
+    v = (d * d).sum(axis=-1, keepdims=True)
+    var = v.astype(np.float64) / np.float64(c) + np.float64(n.attrs["eps_c2"])
+    r = np.minimum(np.rint(np.float64(1 << LN_BITS) / np.sqrt(var)), LN_RMAX).astype(np.int64)
+    sh = LN_BITS - LN_FRAC
+    z = (d * r + (1 << (sh - 1))) >> sh
+    y = (z * a[1].astype(np.int64) + a[2].astype(np.int64)) >> LN_SHIFT
+    return [np.clip(y, QMIN, QMAX).astype(np.int8)]

@@ -22,6 +22,7 @@ from ..build import build
 from ..codegen.llvm import llvm_ir
 from ..errors import CodegenError, ScheduleError
 from ..lower import lower
+from ..ops.int8 import DROP_BIAS, LN_BITS, LN_FRAC, LN_RMAX, LN_SHIFT, MASK_STEPS, QMAX
 from ..schedule import Schedule
 from ..te.tensor import Tensor
 from ..tir.expr import Call, int_range, is_int
@@ -643,6 +644,90 @@ def softmax(shape: Sequence[int], dtype: str = "float32") -> CpuOp:
     return CpuOp("softmax", s, [x, out], tuple(shape), dtype)
 
 
+def qsoftmax(shape: Sequence[int], table_len: int, scale: float, mul: int, shift: int,
+             bias_shape: Sequence[int] | None = None) -> CpuOp:
+    """int8 softmax over the last axis (quantize's ``QSoftmax``, the numpy kernel's rule bit
+    for bit): arguments the int8 scores, the float32 bias when ``bias_shape`` is given (its
+    rows repeat over the scores' leading rows: the trailing axes of the scores' shape), then
+    the int32 exp table of ``table_len`` entries. Integer after the bias, whose steps are one
+    float64 division and ``rint`` as numpy's."""
+    rows, cols = prod(shape[:-1]), shape[-1]
+    x = te.placeholder((rows, cols), "int8", "x")
+    table = te.placeholder((table_len,), "int32", "table")
+    args = [x]
+    lowest = te.const(-(1 << 30), "int32")
+    if bias_shape is None:
+        zm = te.compute((rows, cols), lambda i, j: x[i, j].astype("int32"), name="zm")
+    else:
+        brows = prod(bias_shape) // cols
+        b = te.placeholder((brows, cols), "float32", "bias")
+        args.append(b)
+
+        def z(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+            f = b[i % brows, j].astype("float64")
+            steps = te.clip(Call("rint", [f / te.const(float(scale), "float64")], "float64"),
+                            float(-2 * MASK_STEPS), float(2 * MASK_STEPS)).astype("int32")
+            v = te.clip(x[i, j].astype("int32") + steps, -MASK_STEPS, MASK_STEPS)
+            return te.if_then_else(f < te.const(-DROP_BIAS, "float64"), lowest, v)
+        zm = te.compute((rows, cols), z, name="zm")
+    r1 = te.reduce_axis((0, cols), "r1")
+    mx = te.compute((rows,), lambda i: te.max(zm[i, r1], axis=[r1]), name="mx")
+
+    def exp(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        d = mx[i] - zm[i, j]
+        keep = te.all(zm[i, j] > lowest, d < table_len)
+        return te.if_then_else(keep, table[te.min(d, table_len - 1)],
+                               te.const(0, "int32")).astype("int64")
+    e = te.compute((rows, cols), exp, name="e")
+    r2 = te.reduce_axis((0, cols), "r2")
+    sm = te.compute((rows,), lambda i: te.sum(e[i, r2], axis=[r2]), name="sm")
+    one = te.const(1 << shift, "int64")
+
+    def out(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        y = (e[i, j] * (2 * mul) + sm[i] * one) // te.max(sm[i] * (2 * one), 1)
+        return te.if_then_else(sm[i] > 0, te.clip(y, 0, QMAX),
+                               te.const(0, "int64")).astype("int8")
+    c = te.compute((rows, cols), out, name="qsoftmax")
+    s = te.create_schedule(c.op)
+    row = s[c].op.axis[0]
+    for t in (zm, mx, e, sm):  # one row at a time, in cache
+        s[t].compute_at(s[c], row)
+    return CpuOp("qsoftmax", s, [*args, table, c], tuple(shape), "int8")
+
+
+def qlayernorm(shape: Sequence[int], eps_c2: float) -> CpuOp:
+    """int8 LayerNorm over the last axis (quantize's ``QLayerNorm``, the numpy kernel's rule
+    bit for bit): arguments the int8 input, the int32 gamma and beta at the output's scale.
+    Integer but for the per-row multiplier (float64 division, addition, square root, division
+    and ``rint``, single correctly rounded operations as numpy's)."""
+    rows, c = prod(shape[:-1]), shape[-1]
+    i64, f64 = "int64", "float64"
+    x = te.placeholder((rows, c), "int8", "x")
+    g = te.placeholder((c,), "int32", "gamma")
+    b = te.placeholder((c,), "int32", "beta")
+    r1 = te.reduce_axis((0, c), "r1")
+    sm = te.compute((rows,), lambda i: te.sum(x[i, r1].astype(i64), axis=[r1]), name="sm")
+    d = te.compute((rows, c), lambda i, j: x[i, j].astype(i64) * c - sm[i], name="d")
+    r2 = te.reduce_axis((0, c), "r2")
+    v = te.compute((rows,), lambda i: te.sum(d[i, r2] * d[i, r2], axis=[r2]), name="v")
+    rr = te.compute((rows,), lambda i: te.min(Call("rint", [
+        te.const(float(1 << LN_BITS), f64) / te.sqrt(v[i].astype(f64) / te.const(float(c), f64)
+                                                     + te.const(float(eps_c2), f64))], f64),
+        te.const(LN_RMAX, f64)).astype(i64), name="r")
+    sh = LN_BITS - LN_FRAC
+
+    def out(i, j):  # noqa: ANN001, ANN202 - an Expr builder
+        z = (d[i, j] * rr[i] + te.const(1 << (sh - 1), i64)) >> te.const(sh, i64)
+        y = (z * g[j].astype(i64) + b[j].astype(i64)) >> te.const(LN_SHIFT, i64)
+        return te.clip(y, -128, QMAX).astype("int8")
+    c_ = te.compute((rows, c), out, name="qlayernorm")
+    s = te.create_schedule(c_.op)
+    row = s[c_].op.axis[0]
+    for t in (sm, d, v, rr):  # one row at a time, in cache
+        s[t].compute_at(s[c_], row)
+    return CpuOp("qlayernorm", s, [x, g, b, c_], tuple(shape), "int8")
+
+
 __all__ = ["CpuOp", "fast_exp", "add", "relu", "tanh", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "dense", "conv2d", "softmax", "quantize", "dequantize", "qadd",
-           "qglobal_avg_pool2d"]
+           "qglobal_avg_pool2d", "qsoftmax", "qlayernorm"]

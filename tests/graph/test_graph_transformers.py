@@ -340,6 +340,16 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     products = [n.name for n in m.graph.nodes if n.op == "QMatMul"]
     assert len(products) == (4 if name == "swin" else 2)  # Swin: two blocks
     assert all(ran[p] == "fsim" for p in products)
+    assert softmax_path(m.graph) == ["QMatMul", "QSoftmax", "QMatMul"]
+    # between two VTA layers, float ops (a Dequantize ... Quantize island) hold no Softmax, and
+    # a LayerNorm only where the calibration rule keeps its input, the residual stream, float
+    lossy = {i.node for i in m.layers if "LayerNorm reads it" in (i.float_reason or "")}
+    for island in float_islands(m):
+        ops_ = {m.graph.node(k).op for k in island}
+        assert "Softmax" not in ops_, island
+        assert "LayerNormalization" not in ops_ or lossy & island, island
+    if name == "bert":  # post-norm: every LayerNorm after the embeddings reads int8
+        assert [n.op for n in m.graph.nodes].count("QLayerNorm") == 2
     # a (1, T, C) residual add: on the ALU, or fused into its Dense's epilogue (``residual``)
     residual = [n.name for n in m.graph.nodes
                 if (n.op == "QAdd" and len(m.shapes[n.inputs[0]]) == 3) or "residual" in n.attrs]
@@ -352,6 +362,63 @@ def test_int8_on_fsim(name: str, exporter: str) -> None:
     from vta.compiler.graph.summary import compile_summary
 
     assert f"on VTA: {on_vta / total * 100:.1f}% of" in compile_summary(m, "out")
+
+
+def float_islands(m) -> list[set[str]]:  # noqa: ANN001 - a CompiledModule
+    """The float nodes between two VTA layers: for each ``Quantize`` whose output a VTA layer
+    reads (through shape ops), the nodes back to a ``Dequantize`` of a VTA layer's output."""
+    from vta.compiler import ops
+
+    g, vta = m.graph, {k for k, v in m.partition.items() if v == "vta"}
+    prod, cons = g.producers(), g.consumers()
+
+    def passes(n) -> bool:  # noqa: ANN001
+        return ops.has(n.op, "moves") or ops.has(n.op, "selecting") or n.op == "Identity"
+
+    def from_vta(t: str) -> bool:
+        n = prod.get(t)
+        return n is not None and (n.name in vta or (passes(n) and from_vta(n.inputs[0])))
+
+    def to_vta(t: str) -> bool:
+        return any(c.name in vta or (passes(c) and to_vta(c.outputs[0]))
+                   for c in cons.get(t, []))
+
+    out = []
+    for q in g.nodes:
+        if q.op != "Quantize" or not to_vta(q.outputs[0]):
+            continue
+        island, todo, reached = set(), [q.inputs[0]], False
+        while todo:
+            n = prod.get(todo.pop())
+            if n is None or n.name in island:
+                continue
+            if n.op == "Dequantize":
+                reached |= from_vta(n.inputs[0])
+                continue
+            island.add(n.name)
+            todo += [i for i in n.inputs if i and i not in g.params]
+        if reached:
+            out.append(island)
+    return out
+
+
+def softmax_path(g) -> list[str]:  # noqa: ANN001 - a Graph
+    """The ops from the Q·Kᵀ product to the softmax·V one, shape ops and ``Identity`` (a
+    scale folded in) left out: ``QMatMul, QSoftmax, QMatMul`` when the softmax and its masks
+    run as one int8 kernel with no Dequantize/Quantize between the two VTA layers."""
+    from vta.compiler import ops
+
+    prod = g.producers()
+    pv = [n for n in g.nodes if n.op == "QMatMul"][-1]  # softmax·V, after Q·Kᵀ
+    path, t = [pv.op], pv.inputs[0]
+    while t in prod:
+        n = prod[t]
+        if not (ops.has(n.op, "moves") or n.op == "Identity"):
+            path.append(n.op)
+            if n.op == "QMatMul":
+                break
+        t = n.inputs[0]
+    return path[::-1]
 
 
 def onnx_macs(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
