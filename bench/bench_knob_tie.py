@@ -5,12 +5,13 @@ stride-1 ones; no network's VTA cycles or compile time worse by more than 2%).
 
 For each network: the VTA layers' perf-model cycles, their instructions, the compile's CPU
 seconds with an empty knob cache (a fresh VTA_CACHE_DIR per compile, best of two, alternately,
-after a warm-up compile) and
-fsim's CPU seconds end to end (best of --repeat, the two modules run alternately), with the
-tie rule and with TIE = 0; fsim's outputs (numpy host kernels) are checked bit for bit against
-the int8 numpy reference.
+after a warm-up compile) and fsim's CPU seconds end to end (best of --repeat, the two modules
+run alternately), with the tie rule and with TIE = 0; fsim's outputs (numpy host kernels) are
+checked bit for bit against the int8 numpy reference. Where a network has 3x3 convs of stride
+2 and 1 on VTA (ResNet-18): fsim's CPU picoseconds per MAC of each kind per stage
+(bench_networks_resnet18's figure), for both variants in the same run.
 
-    .venv/bin/python bench/bench_knob_tie.py [--nets resnet18,mobilenet_v1,dcgan] [--repeat 3]
+    .venv/bin/python bench/bench_knob_tie.py [--nets resnet18,mobilenet_v1,dcgan] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_networks_resnet18 import _layer_seconds, _stride_figures  # noqa: E402
 from bench_networks_vta import layer_cycles  # noqa: E402
 from record import write_record  # noqa: E402
 from vta.compiler.graph import zoo  # noqa: E402
@@ -81,11 +83,18 @@ def run_net(name: str, cfg: Config, repeat: int) -> tuple[dict, dict]:
             want = run_quantized(mods[t].graph, x)
             res[t]["fsim_bit_exact"] = all(np.array_equal(out[o], want[o]) for o in graph.outputs)
             res[t]["fsim_cpu_s"] = float("inf")
+        layer_s: dict = {t: {} for t in ties}
         for _ in range(repeat):  # alternately, so that both see the same machine load
             for t in ties:
                 c0 = time.process_time()
                 exs[t].run(x)
                 res[t]["fsim_cpu_s"] = min(res[t]["fsim_cpu_s"], time.process_time() - c0)
+                for k, v in _layer_seconds(exs[t], x, 1).items():
+                    layer_s[t][k] = min(layer_s[t].get(k, float("inf")), v)
+        for t in ties:
+            st = _stride_figures(mods[t], layer_s[t])
+            if st["per_stage"]:  # the network has stride-2 and stride-1 3x3 convs on VTA
+                res[t]["fsim_conv_ps_per_mac"] = st
     finally:
         for ex in exs.values():
             ex.close()
@@ -99,6 +108,11 @@ def run_net(name: str, cfg: Config, repeat: int) -> tuple[dict, dict]:
           f"{f['fsim_cpu_s'] * 1e3:.1f} vs {r['fsim_cpu_s'] * 1e3:.1f} ms CPU "
           f"({f['fsim_cpu_ratio']:.3f}x); bit-exact {f['fsim_bit_exact']} / "
           f"{r['fsim_bit_exact']}", flush=True)
+    if "fsim_conv_ps_per_mac" in f:
+        a, b = f["fsim_conv_ps_per_mac"], r["fsim_conv_ps_per_mac"]
+        print(f"  fsim per MAC, 3x3 stride-2 / stride-1 convs of the same stages: "
+              f"{a['stride2']:.0f}/{a['stride1']:.0f} ps ({a['ratio']:.2f}) vs "
+              f"{b['stride2']:.0f}/{b['stride1']:.0f} ps ({b['ratio']:.2f}) with TIE=0", flush=True)
     return f, r
 
 
