@@ -5,11 +5,11 @@ stride-1 ones; no network's VTA cycles or compile time worse by more than 2%).
 
 For each network: the VTA layers' perf-model cycles, their instructions, the compile's CPU
 seconds with an empty knob cache (a fresh VTA_CACHE_DIR per compile, best of two, alternately,
-after a warm-up compile) and fsim's CPU seconds end to end (best of --repeat, the two modules
-run alternately), with the tie rule and with TIE = 0; fsim's outputs (numpy host kernels) are
-checked bit for bit against the int8 numpy reference. Where a network has 3x3 convs of stride
-2 and 1 on VTA (ResNet-18): fsim's CPU picoseconds per MAC of each kind per stage
-(bench_networks_resnet18's figure), for both variants in the same run.
+after a warm-up compile of each) and fsim's CPU seconds end to end (best of --repeat, the two
+modules run alternately), with the tie rule and with TIE = 0; fsim's outputs (numpy host
+kernels) are checked bit for bit against the int8 numpy reference. Where a network has 3x3
+convs of stride 2 and 1 on VTA (ResNet-18): fsim's CPU picoseconds per MAC of each kind per
+stage (bench_networks_resnet18's figure), for both variants in the same run.
 
     .venv/bin/python bench/bench_knob_tie.py [--nets resnet18,mobilenet_v1,dcgan] [--repeat 5]
 """
@@ -22,6 +22,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -66,7 +67,8 @@ def run_net(name: str, cfg: Config, repeat: int) -> tuple[dict, dict]:
          np.random.default_rng(0).standard_normal(zoo.ZOO[name].input_shape())
          .astype(np.float32)}
     ties = (defaults.TIE, 0.0)
-    _compile(graph, cfg, 0.0)  # the first compile in a process also loads and warms the kit
+    for t in ties:  # the first compiles in a process also load and warm the kit
+        _compile(graph, cfg, t)
     comp = {t: float("inf") for t in ties}
     mods = {}
     for _ in range(2):  # alternately, best of two each
@@ -92,9 +94,9 @@ def run_net(name: str, cfg: Config, repeat: int) -> tuple[dict, dict]:
                 for k, v in _layer_seconds(exs[t], x, 1).items():
                     layer_s[t][k] = min(layer_s[t].get(k, float("inf")), v)
         for t in ties:
-            st = _stride_figures(mods[t], layer_s[t])
-            if st["per_stage"]:  # the network has stride-2 and stride-1 3x3 convs on VTA
-                res[t]["fsim_conv_ps_per_mac"] = st
+            # (none where no stage has 3x3 convs of both strides on VTA)
+            with contextlib.suppress(ZeroDivisionError):
+                res[t]["fsim_conv_ps_per_mac"] = _stride_figures(mods[t], layer_s[t])
     finally:
         for ex in exs.values():
             ex.close()
