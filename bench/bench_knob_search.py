@@ -42,7 +42,7 @@ def _instrument(log: Path) -> None:
     real = defaults.search
 
     def search(space, valid, seed_keys, cost, budget=defaults.BUDGET, rank=None,  # noqa: ANN001
-               finalists=defaults.FINALISTS):  # noqa: ANN202
+               finalists=defaults.FINALISTS, insns=None):  # noqa: ANN202
         calls: dict[tuple, tuple[str, Any, float]] = {}  # (kind, knobs) -> (outcome, value, s)
 
         def memo(kind: str, fn: Any) -> Any:
@@ -74,7 +74,7 @@ def _instrument(log: Path) -> None:
                 return g
 
             ch = real(space, valid, seed_keys, track(mcost, "cost"), b,
-                      track(mrank, "rank") if mrank else None, f)
+                      track(mrank, "rank") if mrank else None, f, insns)
             secs = sum(calls[u][2] for u in used if u in calls)
             out[f"{f}/{b}"] = {"knobs": ch.knobs, "cycles": ch.cycles, "evaluations": len(used),
                                "seconds": round(secs, 4)}

@@ -13,7 +13,10 @@ tile that fits and, for a 1x1 conv2d, the one with the most reduction tiles per 
 each seed in turn (the best first), move to the best
 neighbour (one knob one step up or down) until no neighbour is better, within the budget.
 The :data:`FINALISTS` best-ranked settings are then timed on their full programs and the
-fastest wins (ties by knob tuple), so the chosen cycles are always the full program's.
+fastest wins (ties by knob tuple), so the chosen cycles are always the full program's; for
+conv2d the timed settings within :data:`TIE` of the fastest tie, and the fewest instructions
+win (a stride-2 conv then takes the larger tile, with half the instructions fsim spends its
+time on, for a few tenths of a percent of its cycles).
 The search is deterministic. Results are cached per (workload, configuration, kit version) in
 the user cache (``vta.isa.fileio.user_cache_dir("knobs")``, one file per entry, written
 atomically: concurrent compiles and search workers may write entries at once), so recompiles
@@ -59,8 +62,14 @@ BUDGET = 24
 FINALISTS = 4
 #: Outer tile iterations per tiled dimension of a reduced program.
 REDUCED_ITERS = 2
+#: Timed settings whose full-program cycles are within this fraction of the fastest tie; of
+#: those, the one with the fewest instructions wins where the search is told their counts
+#: (conv2d: fsim's time and the program's size go with its instructions, and a stride-2 conv's
+#: fastest setting often has twice the instructions per MAC of a larger tile 0.2-0.5% slower;
+#: ResNet-18: 0.08% more cycles, bench/bench_knob_tie.py). Part of conv2d's cache key.
+TIE = 0.005
 #: Bump when what a cached entry means changes (template, search or cost model).
-SCHEMA = 14
+SCHEMA = 15
 
 
 @dataclass(frozen=True)
@@ -160,14 +169,17 @@ Rank = Callable[[dict[str, int]], tuple[float, bool]]
 def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
            seed_keys: Sequence[Callable[[dict[str, int]], tuple]],
            cost: Callable[[dict[str, int]], float], budget: int = BUDGET,
-           rank: Rank | None = None, finalists: int = FINALISTS) -> Choice:
+           rank: Rank | None = None, finalists: int = FINALISTS,
+           insns: Callable[[dict[str, int]], int] | None = None) -> Choice:
     """The fastest valid setting of ``space`` by ``cost`` (the full program's cycles).
 
     Settings are ranked by ``rank`` (default: ``cost`` itself): exhaustively when at most
     ``budget`` are valid, else seeds (per virtual-thread arrangement, the largest setting by
     each of ``seed_keys``) + best-neighbour descent within the budget. The
     ``finalists`` best-ranked settings (and every setting whose rank was exact) are compared
-    by ``cost``; ties go to the smaller knob tuple."""
+    by ``cost``; ties go to the smaller knob tuple. With ``insns`` (a setting's instruction
+    count, asked of compared settings only), every compared setting within :data:`TIE` of the
+    fastest ties, and the fewest instructions win (then the fewer cycles)."""
     names = list(space)
     cands = [dict(zip(names, vals)) for vals in itertools.product(*space.values())]
     cands = [c for c in cands if valid(c)]
@@ -201,6 +213,9 @@ def search(space: dict[str, list[int]], valid: Callable[[dict[str, int]], bool],
     best = min(full, key=lambda k: (full[k], k))
     if full[best] == float("inf"):
         raise ScheduleError("no knob setting of this layer lowers onto this configuration")
+    if insns is not None:
+        near = [k for k in full if full[k] <= full[best] * (1 + TIE)]
+        best = min(near, key=lambda k: (insns(dict(zip(names, k))), full[k], k))
     return Choice(dict(zip(names, best)), full[best], len(ranked.keys() | full.keys()))
 
 
@@ -415,8 +430,15 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
                                  shift=epilogue.shift, relu=epilogue.relu, clip=epilogue.clip,
                                  shift_vector=epilogue.shift_vector, **_requant(epilogue))
 
+    counts: dict[tuple, int] = {}  # instructions of the fully timed settings' programs
+
     def cost(k: dict[str, int]) -> float:
-        return program_cycles(operator(data_shape, kernel_shape, groups, k), keep=True)[0]
+        c, rec = program_cycles(operator(data_shape, kernel_shape, groups, k), keep=True)
+        counts[tuple(sorted(k.items()))] = rec.insn_count
+        return c
+
+    def insns(k: dict[str, int]) -> int:  # asked of settings ``cost`` timed
+        return counts[tuple(sorted(k.items()))]
 
     def rank(k: dict[str, int]) -> tuple[float, bool]:
         d, kr, g, scale = conv2d_reduced(k, data_shape, kernel_shape, strides, padding,
@@ -427,8 +449,9 @@ def conv2d_default(data_shape: Sequence[int], kernel_shape: Sequence[int],
 
     wl = {"template": "conv2d", "data": list(data_shape), "kernel": list(kernel_shape),
           "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
-          "groups": groups, "epilogue": _epi_key(epilogue), "threads": threads}
-    return _cached(wl, cfg, lambda: search(space, valid, seed_keys, cost, BUDGET, rank))
+          "groups": groups, "epilogue": _epi_key(epilogue), "threads": threads, "tie": TIE}
+    return _cached(wl, cfg, lambda: search(space, valid, seed_keys, cost, BUDGET, rank,
+                                           insns=insns))
 
 
 def dense_default(n: int, k: int, m: int, cfg: Config, epilogue: Any) -> Choice:

@@ -251,17 +251,17 @@ def test_generated_host_loops_equal_a_plain_walk(cfg, which):
         len(cmds) - len(calls)
 
 
-def _exhaustive(space, valid, cost):
+def _exhaustive(space, valid, cost, insns=None):
+    """The fastest valid setting (ties: the smaller knob tuple); with ``insns``, of the valid
+    settings within defaults.TIE of the fastest, the one with the fewest instructions."""
     names = list(space)
-    best = None
-    for vals in itertools.product(*space.values()):
-        kn = dict(zip(names, vals))
-        if not valid(kn):
-            continue
-        c = cost(kn)
-        if best is None or (c, vals) < best:
-            best = (c, vals)
-    return dict(zip(names, best[1])), best[0]
+    timed = {vals: cost(dict(zip(names, vals))) for vals in itertools.product(*space.values())
+             if valid(dict(zip(names, vals)))}
+    best = min(timed, key=lambda v: (timed[v], v))
+    if insns is not None:
+        near = [v for v in timed if timed[v] <= timed[best] * (1 + defaults.TIE)]
+        best = min(near, key=lambda v: (insns(dict(zip(names, v))), timed[v], v))
+    return dict(zip(names, best)), timed[best]
 
 
 @pytest.mark.parametrize("shape", [((1, 1, 4, 4), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), 15),
@@ -277,15 +277,21 @@ def test_conv2d_default_is_the_exhaustive_argmin(cfg, shape):
     def valid(k):
         return T.conv2d_valid(k, ds, ks, strides, pads, cfg, (1, 1), 1)
 
-    def cost(k):
+    def program(k):
         op = topi.conv2d_packed(ds, ks, config=cfg, strides=strides, padding=pads, knobs=k,
                                 target=None, bias=True, shift=7, relu=True, clip=(0, 127))
-        return defaults.program_cycles(op)[0]
+        return defaults.program_cycles(op)
+
+    def cost(k):
+        return program(k)[0]
+
+    def insns(k):
+        return program(k)[1].insn_count
 
     n_valid = sum(valid(dict(zip(space, v))) for v in itertools.product(*space.values()))
     assert n_valid == n_expected
     ch = defaults.conv2d_default(data, kernel, strides, pads, (1, 1), 1, cfg, epi)
-    knobs, cycles = _exhaustive(space, valid, cost)
+    knobs, cycles = _exhaustive(space, valid, cost, insns)
     assert ch.knobs == knobs and ch.cycles == cycles == cost(ch.knobs)
     if n_valid <= defaults.BUDGET:  # every setting ranked
         assert ch.evaluated == n_valid
@@ -366,6 +372,21 @@ def test_search_starts_from_every_seed_key_per_thread_arrangement():
     assert defaults.search(space, valid, by_a, cost, budget=8).cycles > 1.0
     best = defaults.search(space, valid, by_b, cost, budget=8)
     assert best.cycles == 1.0 and best.knobs["b"] == 4 and best.knobs["oc_nthread"] == 1
+
+
+def test_search_ties_within_tie_go_to_the_fewest_instructions():
+    # cycles 1000, 1000 (1 + TIE / 2), 1000 (1 + 2 TIE); instructions 30, 20, 10
+    space = {"a": [1, 2, 4]}
+    cost = {1: 1000.0, 2: 1000.0 * (1 + defaults.TIE / 2), 4: 1000.0 * (1 + 2 * defaults.TIE)}
+    insns = {1: 30, 2: 20, 4: 10}
+
+    def run(**kw):
+        return defaults.search(space, lambda k: True, (lambda k: (k["a"],),),
+                               lambda k: cost[k["a"]], **kw)
+
+    assert run().knobs == {"a": 1}  # without instruction counts: the fastest
+    ch = run(insns=lambda k: insns[k["a"]])
+    assert ch.knobs == {"a": 2} and ch.cycles == cost[2]  # a = 4 is beyond the tie
 
 
 @pytest.mark.parametrize("damage", ["cycles-edited", "truncated", "garbage", "nested",
