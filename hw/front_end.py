@@ -70,12 +70,17 @@ class FrontEnd(wiring.Component):
         # S2: the addresses
         uop = data.View(uop_layout(cfg), s2_uop)
         s2, r = self.s2, self.r
-        m.d.comb += [s2.valid.eq(s2_valid), s2.ctrl.eq(s2_ctrl),
+        # alu_read from its own signal, not read back from `s2`: a field of a port computed from
+        # another field of it is a combinational loop to Verilator (UNOPTFLAT), which then
+        # settles everything behind `s2` by iteration
+        alu_read = Signal()
+        m.d.comb += [alu_read.eq(s2_valid & s2_ctrl.alu),
+                     s2.valid.eq(s2_valid), s2.ctrl.eq(s2_ctrl),
                      s2.dst.eq(uop.dst_idx + s2_base["dst"]),
                      s2.src.eq(uop.src_idx + s2_base["src"]),
                      s2.wgt.eq(uop.wgt_idx + s2_base["wgt"]),
-                     s2.alu_read.eq(s2_valid & s2_ctrl.alu),
-                     s2.two.eq(s2.alu_read & ~s2_ctrl.use_imm)]
+                     s2.alu_read.eq(alu_read),
+                     s2.two.eq(alu_read & ~s2_ctrl.use_imm)]
         with m.If(adv):
             m.d.sync += r.eq(s2)
         m.d.comb += self.busy.eq(s1_valid | s2_valid | r.valid)
