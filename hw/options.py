@@ -53,8 +53,9 @@ class CoreOptions:
     GEMM stage C of ``replicate_operands`` (one more cycle per GEMM pipeline drain), the
     product register stage M's, both inside the DSP block, so the multiplier path neither
     starts nor ends in a fabric flip-flop. The primitive is instantiated only in the Verilog
-    for an ECP5 board; simulation elaborates its behavioural model. On by default for the
-    ULX3S; an alternative to ``replicate_operands`` and ``pack_multipliers``.
+    for an ECP5 board; simulation elaborates its behavioural model. For the ULX3S (not its
+    default until place and route shows it pays); an alternative to ``replicate_operands``
+    and ``pack_multipliers``.
     """
 
     replicate_control: bool = False
