@@ -9,9 +9,11 @@ from .registry import Board
 
 
 def generate_core(cfg: Config, board: Board) -> str:
-    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its hardware options; the
-    configuration's bus must be the board's memory port) from :mod:`vta.hw.verilog`."""
+    """The VTA core's Verilog (module ``vta_core``) for ``board`` (its hardware options and its
+    family's primitives; the configuration's bus must be the board's memory port) from
+    :mod:`vta.hw.verilog`."""
     from vta.hw.verilog import generate  # deferred: amaranth, not needed to list boards
 
     board.check_bus(cfg)
-    return generate(cfg, name="vta_core", options=board.core_options)
+    return generate(cfg, name="vta_core", options=board.core_options,
+                    family=board.family)

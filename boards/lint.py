@@ -9,7 +9,7 @@ from pathlib import Path
 from vta.hw.verilator import ToolMissingError, find_verilator
 
 from .tools import ToolError
-from .ulx3s import ECP5_LINT_STUBS
+from .ulx3s import ECP5_SIM_MODELS
 
 
 @dataclass
@@ -37,8 +37,8 @@ def lint_project(project_dir: str | Path, *, timeout: float = 600.0) -> LintResu
         raise ToolError(str(e)) from None
     with tempfile.TemporaryDirectory(prefix="vta-lint-") as tmp:
         if meta["flow"] == "open":
-            stub = Path(tmp) / "ecp5_stubs.v"
-            stub.write_text(ECP5_LINT_STUBS)
+            stub = Path(tmp) / "ecp5_models.v"
+            stub.write_text(ECP5_SIM_MODELS)
             sources.append(str(stub))
         try:
             proc = subprocess.run(

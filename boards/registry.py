@@ -314,8 +314,8 @@ _BOARDS: tuple[Board, ...] = (
               "on-chip memory over the USB serial port",
         extra={"nextpnr_device": "--85k", "package": "CABGA381", "speed": "6",
                "board_clock_mhz": 25.0},
-        # (no core options: per-multiplier operand copies raised the compute module's Fmax out
-        # of context, but the whole design then no longer routes; see docs/boards.md)
+        # (no core options yet: `dsp_registers`, the multipliers' own registers, is available
+        # but its place and route at 100 MHz is not measured; see docs/boards.md)
         core_options={}),
 )
 

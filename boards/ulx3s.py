@@ -22,6 +22,7 @@ power-on counter held while the PLL is unlocked. LEDs: 0 interrupt (finished), 1
 """
 
 
+from importlib import resources
 from types import SimpleNamespace
 
 from amaranth.hdl import (
@@ -667,25 +668,8 @@ IOBUF PORT "led[6]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
 IOBUF PORT "led[7]" PULLMODE=NONE IO_TYPE=LVCMOS33 DRIVE=4;
 """
 
-#: Black-box declaration of the ECP5 PLL for Verilator lint (the real cell comes from the
-#: vendor/yosys cell library).
-ECP5_LINT_STUBS = """\
-/* verilator lint_off UNUSEDSIGNAL */
-/* verilator lint_off UNDRIVEN */
-module EHXPLLL #(
-  parameter PLLRST_ENA = "DISABLED", parameter INTFB_WAKE = "DISABLED",
-  parameter STDBY_ENABLE = "DISABLED", parameter DPHASE_SOURCE = "DISABLED",
-  parameter OUTDIVIDER_MUXA = "DIVA", parameter OUTDIVIDER_MUXB = "DIVB",
-  parameter OUTDIVIDER_MUXC = "DIVC", parameter OUTDIVIDER_MUXD = "DIVD",
-  parameter CLKI_DIV = 1, parameter CLKOP_ENABLE = "ENABLED", parameter CLKOP_DIV = 8,
-  parameter CLKOP_CPHASE = 0, parameter CLKOP_FPHASE = 0, parameter FEEDBK_PATH = "CLKOP",
-  parameter CLKFB_DIV = 1
-) (
-  input CLKI, input CLKFB, input PHASESEL1, input PHASESEL0, input PHASEDIR, input PHASESTEP,
-  input PHASELOADREG, input STDBY, input PLLWAKESYNC, input RST, input ENCLKOP,
-  output CLKOP, output LOCK
-);
-  assign CLKOP = CLKI;
-  assign LOCK = 1'b1;
-endmodule
-"""
+#: Simulation models of the ECP5 primitives the ULX3S design instantiates, for Verilator (lint,
+#: the virtual ULX3S) and Icarus (ecp5_models.v; yosys ships only blackboxes of them): the PLL
+#: as a pass-through, and the MULT18X18D in the configuration of vta.hw.ecp5_mult, cycle-exact
+#: (tests/hw/test_ecp5_mult.py).
+ECP5_SIM_MODELS = resources.files("vta.boards").joinpath("ecp5_models.v").read_text()

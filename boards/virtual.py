@@ -253,7 +253,7 @@ class VirtualULX3S:
     default_arena = None  # the device memory, as on the board
 
     def __init__(self, cfg: Config | None = None, *, verbose: bool = False) -> None:
-        from .ulx3s import ECP5_LINT_STUBS, uart_clocks_per_bit  # deferred: amaranth (ULX3S top)
+        from .ulx3s import ECP5_SIM_MODELS, uart_clocks_per_bit  # deferred: amaranth (ULX3S top)
 
         self.board = get_board("ulx3s-85f")
         self.cfg = cfg or self.board.default_config
@@ -261,7 +261,7 @@ class VirtualULX3S:
         harness = resources.files("vta.boards").joinpath("virtual_ulx3s.cpp").read_text()
         lib = build_library({"vta_core.v": files["vta_core.v"],
                              "vta_ulx3s_top.v": files["vta_ulx3s_top.v"],
-                             "ecp5_pll_stub.v": ECP5_LINT_STUBS,
+                             "ecp5_models.v": ECP5_SIM_MODELS,
                              "virtual_ulx3s.cpp": harness},
                             top="vta_ulx3s_top", cflags=[], verbose=verbose)
         self.lib = _load_ulx3s(lib)

@@ -76,7 +76,8 @@ def add_core_options_arg(p: argparse.ArgumentParser, *, board: bool = True) -> N
     instead = " instead of the board's" if board else ""
     p.add_argument("--core-options", metavar="NAMES",
                    help=f"comma-separated hardware variants to build{instead}: "
-                        "replicate_control, replicate_operands, pack_multipliers ('' for none; "
+                        "replicate_control, replicate_operands, pack_multipliers, dsp_registers "
+                        "('' for none; "
                         "same results, see hw/README.md)")
 
 

@@ -133,9 +133,9 @@ class Compute(wiring.Component):
 
     ``options`` (:class:`~vta.hw.options.CoreOptions`) selects the variants: per-lane copies
     of the control registers (``replicate_control``) and a GEMM stage C between D and M in
-    which every multiplier loads a private copy of its operands (``replicate_operands``);
-    output columns that share their multipliers in pairs (``pack_multipliers``,
-    :class:`~vta.hw.gemm.GemmPair`).
+    which every multiplier loads a private copy of its operands (``replicate_operands``), or
+    whose registers are the ECP5 multipliers' own (``dsp_registers``); output columns that
+    share their multipliers in pairs (``pack_multipliers``, :class:`~vta.hw.gemm.GemmPair`).
     """
 
     def __init__(self, cfg: Config, *, insn_layout: data.Layout, bus_bytes: int,

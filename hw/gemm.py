@@ -9,6 +9,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from .ecp5_mult import Mult18x18D
 from .options import REPLICA_ATTR
 from .packed import PACKED_ATTR, packed_operand, split_product
 
@@ -65,12 +66,13 @@ class _GemmUnit(wiring.Component):
     WEIGHTS: tuple[str, ...]
 
     def __init__(self, *, block_in: int, inp_width: int, wgt_width: int, operand_stage: bool,
-                 name: tuple[int, int] = (0, 0)) -> None:
+                 dsp_registers: bool = False, name: tuple[int, int] = (0, 0)) -> None:
         if not isinstance(block_in, int) or block_in < 1:
             self._MustUse__silence = True  # never built: no "created but never used" warning
             raise TypeError(f"{type(self).__name__} block_in must be a positive integer, "
                             f"not {block_in!r}")
         self.block_in, self.operand_stage, self.lane = block_in, operand_stage, name
+        self.dsp_registers = dsp_registers
         self.inp_width, self.wgt_width = inp_width, wgt_width
         lanes = len(self.WEIGHTS)
 
@@ -93,6 +95,8 @@ class GemmLane(_GemmUnit):
     - C (``operand_stage`` only): every multiplier loads a private copy of its operands
       (registers ``inp_c_{b}_{n}_{k}``/``wgt_c_{b}_{n}_{k}``, marked as replicas) when ``en_c``;
     - M: the products -> registers when ``en_m``;
+      with ``dsp_registers`` (``operand_stage`` too), C and M are the operand and product
+      registers of a :class:`~vta.hw.ecp5_mult.Mult18x18D` (``mult_{b}_{n}_{k}``);
     - T1: two adder-tree levels -> registers when ``en_t1``;
     - T2: the remaining levels -> ``sum`` when ``en_t2``; ``zero`` (a reset micro-op, priority
       over ``en_t2``) loads zero instead.
@@ -110,6 +114,12 @@ class GemmLane(_GemmUnit):
         prods = []
         for k in range(self.block_in):
             xa, wa = self.x[k], self.w[k]
+            if self.dsp_registers:
+                m.submodules[f"mult_{b}_{n}_{k}"] = mult = Mult18x18D(len(xa), len(wa))
+                m.d.comb += [mult.a.eq(xa), mult.b.eq(wa), mult.ce_in.eq(self.en_c),
+                             mult.ce_out.eq(self.en_m)]
+                prods.append(mult.p)
+                continue
             if self.operand_stage:
                 xa = _replica(m, xa, f"inp_c_{b}_{n}_{k}", self.en_c)
                 wa = _replica(m, wa, f"wgt_c_{b}_{n}_{k}", self.en_c)

@@ -1,10 +1,11 @@
 """The compute pipeline's GEMM back end (:mod:`vta.hw.compute`): stages D (C), M, T1, T2 and A.
 
 D registers the inp/wgt scratchpads' outputs; (C, with ``replicate_operands``: a private copy
-of both operands per multiplier;) M, T1 and T2 are the lanes' products and adder trees
-(:class:`~vta.hw.gemm.GemmLane`, or :class:`~vta.hw.gemm.GemmPair` with ``pack_multipliers``);
-T1 reads the accumulator at ``dst``; A adds the sum to the accumulator entry, forwarded from
-the write history when one of the three micro-ops ahead writes it.
+of both operands per multiplier; with ``dsp_registers``: the DSP blocks' operand registers;)
+M, T1 and T2 are the lanes' products and adder trees (:class:`~vta.hw.gemm.GemmLane`, or
+:class:`~vta.hw.gemm.GemmPair` with ``pack_multipliers``); T1 reads the accumulator at
+``dst``; A adds the sum to the accumulator entry, forwarded from the write history when one of
+the three micro-ops ahead writes it.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class GemmPipe(wiring.Component):
         m.d.comb += [self.inp_rd.addr.eq(r.src), self.inp_rd.en.eq(1),
                      self.wgt_rd.addr.eq(r.wgt), self.wgt_rd.en.eq(1)]
         d = stage("d", _Stage(r.valid & ~r.ctrl.alu & self.adv, [], r.ctrl.reset, r.dst))
-        pre = stage("c", d) if self.options.replicate_operands else d
+        pre = stage("c", d) if self.options.operand_stage else d
         mul = stage("m", pre)
         t1 = stage("t1", mul)
         t2 = stage("t2", t1)
@@ -107,7 +108,7 @@ class GemmPipe(wiring.Component):
                 en=d.valids[n]), BI, cfg.wgt_width)]
         sums = []
         widths = dict(block_in=BI, inp_width=cfg.inp_width, wgt_width=cfg.wgt_width,
-                      operand_stage=self.options.replicate_operands)
+                      operand_stage=self.options.operand_stage)
         # packed: output columns (2j, 2j + 1) share their multipliers (an odd last one not)
         paired = BO - BO % 2 if self.options.pack_multipliers else 0
         for b in range(B):
@@ -125,7 +126,8 @@ class GemmPipe(wiring.Component):
                 sums += [pair.sum[0], pair.sum[1]]
             for n in range(paired, BO):
                 k_lane = b * BO + n
-                m.submodules[f"gemm_lane_{b}_{n}"] = lane = GemmLane(**widths, name=(b, n))
+                m.submodules[f"gemm_lane_{b}_{n}"] = lane = GemmLane(
+                    **widths, dsp_registers=self.options.dsp_registers, name=(b, n))
                 m.d.comb += [lane.x[k].eq(x[b * BI + k]) for k in range(BI)]
                 m.d.comb += [lane.w[k].eq(wv[n * BI + k]) for k in range(BI)]
                 m.d.comb += [lane.en_c.eq(en_c[k_lane]), lane.en_m.eq(en_m[k_lane]),

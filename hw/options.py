@@ -37,8 +37,8 @@ class CoreOptions:
     which every multiplier loads a private copy of its two operands: the long wires from the
     block RAMs to distant multipliers (ECP5's DSP rows) then end in a flip-flop. One more
     cycle per GEMM pipeline drain and ``batch * block_in * block_out`` operand-register pairs.
-    On by default for the ULX3S (ECP5), whose weight register -> MULT18X18D -> product
-    register path held its core below 100 MHz without it (docs/boards.md, "Measured").
+    Tried on the ULX3S (ECP5): its fabric registers routed worse there (docs/boards.md,
+    "Measured"); ``dsp_registers`` puts the same stage inside the DSP blocks.
 
     ``pack_multipliers``: output channels ``2j`` and ``2j + 1`` share their multipliers, two
     signed products per multiplier (:mod:`vta.hw.packed`, :class:`vta.hw.gemm.GemmPair`): half
@@ -47,11 +47,27 @@ class CoreOptions:
     pair; the adder trees' first levels stay in the fabric. No extra latency. For the Xilinx
     families; on ECP5 a 25x8 product takes two MULT18X18D, as many as the two 8x8 products it
     replaces.
+
+    ``dsp_registers``: every GEMM multiplier is an ECP5 MULT18X18D with its own operand and
+    product registers (:class:`vta.hw.ecp5_mult.Mult18x18D`): the operand registers are the
+    GEMM stage C of ``replicate_operands`` (one more cycle per GEMM pipeline drain), the
+    product register stage M's, both inside the DSP block, so the multiplier path neither
+    starts nor ends in a fabric flip-flop. The primitive is instantiated only in the Verilog
+    for an ECP5 board; simulation elaborates its behavioural model. For the ULX3S (not its
+    default until place and route shows it pays); an alternative to ``replicate_operands``
+    and ``pack_multipliers``.
     """
 
     replicate_control: bool = False
     replicate_operands: bool = False
     pack_multipliers: bool = False
+    dsp_registers: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dsp_registers and (self.replicate_operands or self.pack_multipliers):
+            other = "replicate_operands" if self.replicate_operands else "pack_multipliers"
+            raise ConfigError(f"core option dsp_registers excludes {other} (the DSP's operand "
+                              f"registers are the operand stage; ECP5 does not pack products)")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> CoreOptions:
@@ -89,4 +105,9 @@ class CoreOptions:
     def extra_gemm_latency(self) -> int:
         """Cycles the variant adds between a GEMM micro-op's operands and its accumulator
         write."""
-        return int(self.replicate_operands)
+        return int(self.replicate_operands or self.dsp_registers)
+
+    @property
+    def operand_stage(self) -> bool:
+        """Whether the GEMM has a stage C between D's operand registers and the products."""
+        return self.replicate_operands or self.dsp_registers

@@ -7,6 +7,7 @@ from typing import Any
 
 from vta.isa import Config
 
+from .ecp5_mult import PrimitiveTarget
 from .options import CoreOptions
 from .regs import describe
 
@@ -14,15 +15,20 @@ __all__ = ["generate", "describe_ports", "describe_core"]
 
 
 def generate(cfg: Config, *, name: str = "vta_core",
-             options: CoreOptions | Mapping[str, Any] | None = None) -> str:
+             options: CoreOptions | Mapping[str, Any] | None = None,
+             family: str | None = None) -> str:
     """The Verilog text of :class:`vta.hw.core.VTACore` for ``cfg`` (its bus width included)
-    as module ``name`` (``options``: its hardware variant, :class:`~vta.hw.options.CoreOptions`)."""
+    as module ``name`` (``options``: its hardware variant, :class:`~vta.hw.options.CoreOptions`).
+    ``family``: the FPGA family it is synthesised for, whose primitives it may instantiate
+    (:class:`~vta.hw.ecp5_mult.PrimitiveTarget`); ``None`` (simulation) elaborates every
+    such block to its behavioural model."""
     from amaranth.back import verilog  # deferred: amaranth, only to generate
 
     from .core import VTACore  # deferred: amaranth, only to generate
 
     core = VTACore(cfg, options=options)
-    return verilog.convert(core, name=name, emit_src=False)
+    platform = PrimitiveTarget(family) if family is not None else None
+    return verilog.convert(core, name=name, emit_src=False, platform=platform)
 
 
 def describe_ports(cfg: Config) -> list[dict[str, Any]]:

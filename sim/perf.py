@@ -81,6 +81,12 @@ class PerfParams:
     pad_per_row: float = 0.0      #: extra cycles per padded row written by a LOAD
     token_latency: float = 15.0   #: cycles from a push to the dependent instruction starting
 
+    def for_core(self, extra_gemm_latency: int) -> PerfParams:
+        """These parameters for a core variant whose GEMM pipeline is ``extra_gemm_latency``
+        stages longer (``vta.hw.options.CoreOptions.extra_gemm_latency``, e.g. the ULX3S's
+        DSP registers): its drain before a token push is that many cycles longer."""
+        return replace(self, gemm_drain=self.gemm_drain + extra_gemm_latency)
+
     def beat(self, bus_bytes: int) -> float:
         """Cycles per data beat of a ``bus_bytes``-wide bus (the bus word or the memory
         bandwidth, whichever is slower)."""

@@ -22,6 +22,15 @@ def test_round_trip_and_latency() -> None:
     assert opts.extra_gemm_latency == 1  # the operand stage
     assert CoreOptions(replicate_control=True).extra_gemm_latency == 0
     assert CoreOptions.coerce(opts) is opts
+    dsp = CoreOptions.from_names("dsp_registers, replicate_control")
+    assert dsp.extra_gemm_latency == 1 and dsp.operand_stage  # the DSPs' operand registers
+    assert CoreOptions.from_dict(dsp.as_dict()) == dsp
+
+
+@pytest.mark.parametrize("other", ["replicate_operands", "pack_multipliers"])
+def test_dsp_registers_exclude_the_other_gemm_variants(other: str) -> None:
+    with pytest.raises(ConfigError, match=f"dsp_registers excludes {other}"):
+        CoreOptions.from_names(f"dsp_registers,{other}")
 
 
 @pytest.mark.parametrize("bad, needle", [({"replicate_everything": True}, "replicate_everything"),

@@ -45,16 +45,17 @@ def test_matmul_matches_fsim(small_cfg: Config, bus_width: int) -> None:
 @pytest.mark.parametrize("options", [{}, {"replicate_control": True},
                                      {"replicate_control": True, "replicate_operands": True},
                                      {"pack_multipliers": True},
+                                     {"replicate_control": True, "dsp_registers": True},
                                      pytest.param({"pack_multipliers": True,
                                                    "replicate_control": True,
                                                    "replicate_operands": True},
                                                   marks=pytest.mark.slow)],
                          ids=["plain", "control", "control+operands", "packed",
-                              "packed+control+operands"])
+                              "control+dsp", "packed+control+operands"])
 def test_random_programs_match_fsim(small_cfg: Config, options: dict) -> None:
     """Token-correct random programs (every LOAD/STORE/GEMM/ALU feature) on one core, also
     on the hardware variants (per-lane control copies; the extra GEMM operand stage; two
-    products per multiplier)."""
+    products per multiplier; the multipliers' own registers, their behavioural model)."""
     from vta.hw.simulate import run_programs
     from vta.sim.progen import random_program
 
@@ -192,7 +193,7 @@ def test_bus_width_is_validated(small_cfg: Config) -> None:
     ("small", 64, None), pytest.param("small", 128, None, marks=pytest.mark.slow),
     pytest.param("default", 64, None, marks=pytest.mark.slow),
     ("small", 64, {"replicate_control": True, "replicate_operands": True}),
-    ("small", 64, {"pack_multipliers": True})])
+    ("small", 64, {"pack_multipliers": True}), ("small", 64, {"dsp_registers": True})])
 def test_verilog_lints_clean(preset: str, tmp_path, bus_width: int, options) -> None:
     verilator = require_tool("verilator")
     from vta.hw.verilog import generate

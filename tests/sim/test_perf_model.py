@@ -150,6 +150,23 @@ def test_default_params_match_the_rtl_pipeline() -> None:
 
 
 @pytest.mark.unit
+def test_core_variant_params_follow_the_rtl_drain(small_cfg) -> None:
+    """A core variant with a longer GEMM pipeline (the ULX3S's DSP registers) drains as many
+    cycles later in the model as in the RTL's compute module."""
+    from vta.hw.compute import Compute
+    from vta.hw.decode import insn_layouts
+    from vta.hw.options import CoreOptions
+
+    for options in (CoreOptions(), CoreOptions(dsp_registers=True),
+                    CoreOptions(replicate_operands=True)):
+        compute = Compute(small_cfg, insn_layout=insn_layouts(small_cfg).insn, bus_bytes=8,
+                          options=options)
+        compute._MustUse__silence = True  # only its timing is read
+        params = PerfParams().for_core(options.extra_gemm_latency)
+        assert params.gemm_drain == compute.gemm_drain, options
+
+
+@pytest.mark.unit
 def test_alu_chains_follow_the_tail_stages() -> None:
     """vta.isa.fusion's chains (the RTL's rule: tests/hw/test_rtl_compute.py runs such programs
     on the RTL), checked by hand: immediate ALU instructions over the same loops and one

@@ -24,14 +24,21 @@ def _programs(cfg: Config):
 
 
 @pytest.mark.tsim
-def test_perf_model_within_10_percent_of_tsim(small_cfg: Config) -> None:
+@pytest.mark.parametrize("options", [{}, {"dsp_registers": True}], ids=["plain", "dsp"])
+def test_perf_model_within_10_percent_of_tsim(small_cfg: Config, options: dict) -> None:
+    """Also for the ULX3S's core (the DSP registers: one more GEMM stage), with the model's
+    parameters for that core (PerfParams.for_core)."""
     require_tool("verilator")
     from vta.hw import tsim
+    from vta.hw.options import CoreOptions
+    from vta.sim.perf import DEFAULT_PARAMS
 
+    core = CoreOptions.from_dict(options)
+    params = DEFAULT_PARAMS.for_core(core.extra_gemm_latency)
     rows = []
     for name, prog, dram in _programs(small_cfg):
-        cycles = tsim.run_program(prog, dram, small_cfg).stats.cycles
-        est = estimate(prog, small_cfg).cycles
+        cycles = tsim.run_program(prog, dram, small_cfg, options=core).stats.cycles
+        est = estimate(prog, small_cfg, params=params).cycles
         rows.append((name, cycles, est, abs(est - cycles) / cycles))
     bad = [r for r in rows if r[3] > 0.10]
     assert not bad, "perf model off by more than 10%: " + ", ".join(

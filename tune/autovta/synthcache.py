@@ -112,7 +112,7 @@ def synthesize(board: str, cfg: Config, *,
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vta-autovta-synth-") as tmp:
         src = Path(tmp) / "vta_core.v"
-        src.write_text(generate(cfg, name="vta_core", options=b.core_options))
+        src.write_text(generate(cfg, name="vta_core", options=b.core_options, family=b.family))
         rep = yosys_synthesize(b, [src], "vta_core", workdir=Path(tmp) / "work",
                                progress=progress, config=cfg, timeout=timeout)
     entry = {
