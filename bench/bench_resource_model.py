@@ -35,17 +35,19 @@ HELD_OUT = "1x8x8/128,2x8x8/64"
 
 
 def _points(text: str):
-    """``BxBIxBO/BUS`` names -> (name, Config, bus) of the calibration points they name."""
+    """``BxBIxBO/BUS`` names -> (name, Config) of the calibration points they name (the
+    Config carries the bus width)."""
     from vta.tune.autovta.calibration import calibration_points
 
-    known = {f"{c.batch}x{c.block_in}x{c.block_out}/{bw}": (c, bw)
-             for c, bw in calibration_points()}
+    known = {f"{c.batch}x{c.block_in}x{c.block_out}/{c.bus_width}": c
+             for c in calibration_points()}
     out = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         if name not in known:
-            raise SystemExit(f"bench_resource_model: unknown point {name!r} "
-                             f"(calibration points: {', '.join(known)})")
-        out.append((name, *known[name]))
+            print(f"bench_resource_model: unknown point {name!r} "
+                  f"(calibration points: {', '.join(known)})", file=sys.stderr)
+            raise SystemExit(2)
+        out.append((name, known[name]))
     return out
 
 
@@ -66,14 +68,14 @@ def main() -> int:
     fit, held = _points(args.fit), _points(args.held_out)
 
     def one(point) -> dict:
-        name, cfg, bw = point
+        name, cfg = point
         print(f"  synthesizing {name} for {board.name} ({board.family}) ...", flush=True)
         t = time.monotonic()
-        entry = synthesize(board.name, cfg, bw)
+        entry = synthesize(board.name, cfg)
         print(f"  {name}: " + ", ".join(f"{k} {entry['used'][k]:g}" for k in KINDS)
               + (" (cached)" if entry["cached"] else f" ({time.monotonic() - t:.0f} s)"),
               flush=True)
-        return {"point": name, "config": cfg.params, "bus_width": bw,
+        return {"point": name, "config": cfg.params, "bus_width": cfg.bus_width,
                 "used": {k: float(entry["used"][k]) for k in KINDS},
                 "seconds": entry["seconds"], "date": entry["date"], "hw_hash": entry["hw_hash"]}
 
@@ -83,17 +85,17 @@ def main() -> int:
         reports = list(pool.map(one, fit + held))
     fit_r, held_r = reports[:len(fit)], reports[len(fit):]
 
-    def samples(rs):
-        return [(c, bw, r["used"]) for (_, c, bw), r in zip(fit + held, reports) if r in rs]
+    def samples(points, rs):
+        return [(c, r["used"]) for (_, c), r in zip(points, rs)]
 
     model = ResourceModel.for_board(board)
     fitted = ResourceModel(board.family, model.dsp_budget, packed=model.packed)
-    fitted.calibrate(samples(fit_r))
+    fitted.calibrate(samples(fit, fit_r))
     # the dataclass's own coefficients are xc7's; this family's BRAM and DSP facts
     shipped_xc7 = ResourceModel(board.family, model.dsp_budget, packed=model.packed)
 
     def held_errors(m: ResourceModel) -> list[dict]:
-        return [{"point": r["point"], **e} for r, e in zip(held_r, m.errors(samples(held_r)))]
+        return [{"point": r["point"], **e} for r, e in zip(held_r, m.errors(samples(held, held_r)))]
 
     out = {"board": board.name, "family": board.family, "fit": fit_r, "held_out": held_r,
            "coefficients": fitted.to_json()}
