@@ -191,6 +191,8 @@ class FamilyFit:
     samples: int
     method: str
     source: str
+    #: the bench record under bench/results/ the fit comes from (None: before records)
+    record: str | None = None
 
 
 #: The shipped fits, one per calibrated family; a family without its own (cyclonev, ecp5)
