@@ -206,6 +206,10 @@ def _ecp5(args: argparse.Namespace) -> dict:
 ZCU104_WINNER = {"LOG_BATCH": 0, "LOG_BLOCK": 5, "LOG_UOP_BUFF_SIZE": 13,
                  "LOG_INP_BUFF_SIZE": 17, "LOG_WGT_BUFF_SIZE": 18, "LOG_ACC_BUFF_SIZE": 17}
 
+#: yosys's limit for the ZCU104 winner: its synthesis takes an hour or more on a loaded
+#: machine, past synth_core's default hour.
+ZCU104_TIMEOUT_S = 4 * 3600.0
+
 
 def _zcu104(args: argparse.Namespace) -> dict:
     from vta.boards import get_board
@@ -214,17 +218,17 @@ def _zcu104(args: argparse.Namespace) -> dict:
     from vta.tune.autovta.resources import KINDS, ResourceModel
 
     zcu = get_board("zcu104")
-    cfg = Config(**ZCU104_WINNER)
+    cfg = Config(**ZCU104_WINNER).with_bus_width(zcu.bus_width)
     print(f"\n== ZCU104 AutoVTA winner ({cfg.batch}x{cfg.block_in}x{cfg.block_out}, "
           f"{zcu.bus_width}-bit bus{zcu.options_note}), yosys {zcu.fam.synth.split()[0]}")
     t = time.monotonic()
-    rep = synth_core(zcu, cfg, progress=_progress(args.quiet))
+    rep = synth_core(zcu, cfg, progress=_progress(args.quiet), timeout=ZCU104_TIMEOUT_S)
     wall = time.monotonic() - t
     print(rep.table())
     # the reference, computed in the same run: the resource model's estimate (not fitted
     # to this core, so its error here is a held-out one)
     model = ResourceModel.for_board(zcu)
-    est = model.estimate(cfg, zcu.bus_width)
+    est = model.estimate(cfg)
     used = rep.used.as_dict()
     ratio = {k: used[k] / max(est[k], 1.0) for k in KINDS}
     print(f"yosys / resource model ({model.source}): "

@@ -10,8 +10,13 @@ its error is measured on the held-out ones (goal: LUTs within 5%). Reference, me
 same run on the same held-out reports: the model with the shipped xc7 coefficients (what
 every family used before it had its own).
 
+For each board of the family it then gives the largest GEMM of AutoVTA's space (square
+blocks, batch 1 to 4) that fits the board by the fitted model and by the xc7 coefficients,
+with the board's DSP budget and packing (``ceilings`` in the record).
+
 The record holds every report's figures and the fitted coefficients (the data a shipped
-per-family model is to be fitted to, with this command as their source).
+per-family model is fitted to, :data:`vta.tune.autovta.resources.FAMILY_FITS`, with this
+command as their source).
 
     .venv/bin/python bench/bench_resource_model.py [--board zcu104] [--fit LIST]
         [--held-out LIST] [--jobs N]
@@ -35,17 +40,19 @@ HELD_OUT = "1x8x8/128,2x8x8/64"
 
 
 def _points(text: str):
-    """``BxBIxBO/BUS`` names -> (name, Config, bus) of the calibration points they name."""
+    """``BxBIxBO/BUS`` names -> (name, Config) of the calibration points they name (the
+    Config carries the bus width)."""
     from vta.tune.autovta.calibration import calibration_points
 
-    known = {f"{c.batch}x{c.block_in}x{c.block_out}/{bw}": (c, bw)
-             for c, bw in calibration_points()}
+    known = {f"{c.batch}x{c.block_in}x{c.block_out}/{c.bus_width}": c
+             for c in calibration_points()}
     out = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         if name not in known:
-            raise SystemExit(f"bench_resource_model: unknown point {name!r} "
-                             f"(calibration points: {', '.join(known)})")
-        out.append((name, *known[name]))
+            print(f"bench_resource_model: unknown point {name!r} "
+                  f"(calibration points: {', '.join(known)})", file=sys.stderr)
+            raise SystemExit(2)
+        out.append((name, known[name]))
     return out
 
 
@@ -58,22 +65,23 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="syntheses at once (default 1)")
     args = ap.parse_args()
 
+    import numpy as np
     from vta.boards import get_board
-    from vta.tune.autovta.resources import KINDS, ResourceModel
+    from vta.tune.autovta.resources import FAMILY_FITS, KINDS, ResourceModel
     from vta.tune.autovta.synthcache import synthesize
 
     board = get_board(args.board)
     fit, held = _points(args.fit), _points(args.held_out)
 
     def one(point) -> dict:
-        name, cfg, bw = point
+        name, cfg = point
         print(f"  synthesizing {name} for {board.name} ({board.family}) ...", flush=True)
         t = time.monotonic()
-        entry = synthesize(board.name, cfg, bw)
+        entry = synthesize(board.name, cfg)
         print(f"  {name}: " + ", ".join(f"{k} {entry['used'][k]:g}" for k in KINDS)
               + (" (cached)" if entry["cached"] else f" ({time.monotonic() - t:.0f} s)"),
               flush=True)
-        return {"point": name, "config": cfg.params, "bus_width": bw,
+        return {"point": name, "config": cfg.params, "bus_width": cfg.bus_width,
                 "used": {k: float(entry["used"][k]) for k in KINDS},
                 "seconds": entry["seconds"], "date": entry["date"], "hw_hash": entry["hw_hash"]}
 
@@ -83,17 +91,19 @@ def main() -> int:
         reports = list(pool.map(one, fit + held))
     fit_r, held_r = reports[:len(fit)], reports[len(fit):]
 
-    def samples(rs):
-        return [(c, bw, r["used"]) for (_, c, bw), r in zip(fit + held, reports) if r in rs]
+    def samples(points, rs):
+        return [(c, r["used"]) for (_, c), r in zip(points, rs)]
 
     model = ResourceModel.for_board(board)
     fitted = ResourceModel(board.family, model.dsp_budget, packed=model.packed)
-    fitted.calibrate(samples(fit_r))
-    # the dataclass's own coefficients are xc7's; this family's BRAM and DSP facts
-    shipped_xc7 = ResourceModel(board.family, model.dsp_budget, packed=model.packed)
+    fitted.calibrate(samples(fit, fit_r))
+    # the reference: xc7's shipped coefficients with this family's BRAM and DSP facts
+    xc7 = FAMILY_FITS["xc7"]
+    shipped_xc7 = ResourceModel(board.family, model.dsp_budget, np.array(xc7.lut),
+                                np.array(xc7.ff), packed=model.packed)
 
     def held_errors(m: ResourceModel) -> list[dict]:
-        return [{"point": r["point"], **e} for r, e in zip(held_r, m.errors(samples(held_r)))]
+        return [{"point": r["point"], **e} for r, e in zip(held_r, m.errors(samples(held, held_r)))]
 
     out = {"board": board.name, "family": board.family, "fit": fit_r, "held_out": held_r,
            "coefficients": fitted.to_json()}
@@ -113,9 +123,65 @@ def main() -> int:
     print(f"goal: LUTs within 5% on every held-out report: worst {100 * lut:.1f}% -> "
           f"{'MET' if lut <= 0.05 else 'NOT MET'} (xc7 coefficients: worst {100 * ref:.1f}%"
           + (f", {ref / lut:.1f}x the fitted model's)" if lut >= 1e-3 else ")"))
+    out["ceilings"] = _ceilings(board.family, fitted, shipped_xc7)
     write_record("bench_resource_model", out,
                  {"xc7_coefficients": out["reference_held_out_error"]}, params=vars(args))
     return 0
+
+
+def _largest_fitting(model, budget: dict) -> dict | None:
+    """The GEMM shape of AutoVTA's space (square blocks, every batch) with the most MACs per
+    cycle of which some point (buffers, bus) fits ``budget`` by ``model`` (fewer batch rows
+    first on a tie), with that point's estimate; None when none fits."""
+    import itertools
+
+    from vta.isa import Config
+    from vta.isa.errors import ConfigError
+    from vta.tune.autovta.resources import KINDS
+    from vta.tune.autovta.space import DEFAULT_RANGES as R
+
+    best = None
+    for lb, lk in itertools.product(R["LOG_BATCH"], R["LOG_BLOCK"]):
+        for u, i, w, a, bw in itertools.product(
+                R["LOG_UOP_BUFF_SIZE"], R["LOG_INP_BUFF_SIZE"], R["LOG_WGT_BUFF_SIZE"],
+                R["LOG_ACC_BUFF_SIZE"], R["bus_width"]):
+            try:
+                cfg = Config(LOG_BATCH=lb, LOG_BLOCK=lk, LOG_UOP_BUFF_SIZE=u,
+                             LOG_INP_BUFF_SIZE=i, LOG_WGT_BUFF_SIZE=w, LOG_ACC_BUFF_SIZE=a,
+                             BUS_WIDTH=bw)
+            except ConfigError:
+                continue
+            est = model.estimate(cfg)
+            if all(est[k] <= budget[k] for k in KINDS):
+                if best is None or cfg.macs_per_cycle > best["macs_per_cycle"]:
+                    best = {"shape": f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}",
+                            "macs_per_cycle": cfg.macs_per_cycle, "estimate": est}
+                break
+    return best
+
+
+def _ceilings(family: str, fitted, reference) -> dict:
+    """Per board of ``family``: the largest GEMM of AutoVTA's space that fits the board by the
+    fitted model and by the reference (xc7) coefficients, both with the board's DSP budget and
+    packing."""
+    from vta.boards.registry import all_boards
+    from vta.tune.autovta.resources import ResourceModel
+
+    out = {}
+    print(f"\n== the largest GEMM of AutoVTA's space that fits each {family} board "
+          "(square blocks, batch 1 to 4, some buffers and bus)")
+    for b in (b for b in all_boards() if b.family == family):
+        budget = b.budget.as_dict()
+        row = {}
+        for label, m in (("fitted", fitted), ("xc7", reference)):
+            model = ResourceModel(family, float(b.budget.dsp), m.lut_coef, m.ff_coef,
+                                  packed=m.packed)
+            row[label] = _largest_fitting(model, budget)
+        out[b.name] = row
+        print(f"  {b.name:12} fitted: " + "; xc7 coefficients: ".join(
+            f"{r['shape']} ({r['macs_per_cycle']} MACs/cycle, LUT {r['estimate']['lut']:,.0f}"
+            f" of {budget['lut']:,.0f})" if r else "none" for r in row.values()))
+    return out
 
 
 if __name__ == "__main__":

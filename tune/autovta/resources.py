@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -179,54 +179,88 @@ def features(cfg: Config) -> np.ndarray:
     return np.array([1.0, float(cfg.macs_per_cycle), float(lanes), float(cfg.bus_bytes)])
 
 
-def _default_coef(kind: str) -> np.ndarray:
-    return np.array(DEFAULT_COEF[kind], dtype=np.float64)
+@dataclass(frozen=True)
+class FamilyFit:
+    """The shipped LUT/FF coefficients of :func:`features` for one FPGA family, and how they
+    were measured."""
+
+    lut: tuple[float, ...]
+    ff: tuple[float, ...]
+    #: mean relative error per resource on the reports named by ``method``
+    error: Mapping[str, float]
+    samples: int
+    method: str
+    source: str
+    #: the bench record under bench/results/ the fit comes from (None: before records)
+    record: str | None = None
 
 
-#: Coefficients of :func:`features` for xc7: the fit to the 6 PYNQ-Z1 (xc7z020) yosys
-#: reports of :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS` (all but the default
-#: 1x16x16) of the pipelined core with the OUT buffer and the ALU chains' stages, 2026-11-26
-#: (see docs/autovta.md; that fit predicted the default core's LUTs within 1.2%); other
-#: families start from these until calibrated on their own reports.
-DEFAULT_COEF: dict[str, list[float]] = {
-    "lut": [3729.4, 17.26, 1078.8, 39.10],
-    "ff": [4657.5, 11.24, 645.6, 34.87],
+#: The shipped fits, one per calibrated family; a family without its own (cyclonev, ecp5)
+#: uses xc7's.
+#:
+#: - xc7: the fit to the 6 PYNQ-Z1 (xc7z020) yosys reports of
+#:   :data:`vta.tune.autovta.calibration.CALIBRATION_POINTS` (all but the default 1x16x16) of
+#:   the pipelined core with the OUT buffer and the ALU chains' stages, 2026-11-26 (see
+#:   docs/autovta.md; that fit predicted the default core's LUTs within 1.2%); its error is
+#:   the leave-one-out error on those reports.
+FAMILY_FITS: dict[str, FamilyFit] = {
+    "xc7": FamilyFit(
+        lut=(3729.4, 17.26, 1078.8, 39.10), ff=(4657.5, 11.24, 645.6, 34.87),
+        error={"lut": 0.0158, "ff": 0.0108, "bram": 0.0077, "dsp": 0.0000},
+        samples=6, method="leave-one-out", source="shipped xc7 calibration"),
 }
-#: Mean relative error of the shipped model on those reports (LUT/FF: leave-one-out).
-DEFAULT_CALIBRATION_ERROR: dict[str, float] = {
-    "lut": 0.0158, "ff": 0.0108, "bram": 0.0077, "dsp": 0.0000,
-}
-DEFAULT_CALIBRATION_SAMPLES = 6
+
+
+def family_fit(family: str) -> tuple[FamilyFit, str]:
+    """The shipped fit for ``family`` and its source (xc7's, said so, for a family without
+    one of its own)."""
+    if family in FAMILY_FITS:
+        fit = FAMILY_FITS[family]
+        return fit, fit.source
+    return FAMILY_FITS["xc7"], f"shipped xc7 calibration (not calibrated for {family})"
 
 
 @dataclass
 class ResourceModel:
-    """LUT/FF coefficients over :func:`features`; block RAM and DSPs from structure."""
+    """LUT/FF coefficients over :func:`features`; block RAM and DSPs from structure. The
+    coefficients, their error and source left None default to the family's shipped fit
+    (:data:`FAMILY_FITS`)."""
 
     family: str = "xc7"
     #: the board's DSP budget: multipliers beyond it are built from logic (None: no limit)
     dsp_budget: float | None = None
-    lut_coef: np.ndarray = field(default_factory=lambda: _default_coef("lut"))
-    ff_coef: np.ndarray = field(default_factory=lambda: _default_coef("ff"))
+    lut_coef: np.ndarray | None = None
+    ff_coef: np.ndarray | None = None
     #: mean relative error per resource of the last calibration (leave-one-out when possible)
-    calibration_error: dict[str, float] = field(
-        default_factory=lambda: dict(DEFAULT_CALIBRATION_ERROR))
+    calibration_error: dict[str, float] | None = None
     #: where the coefficients come from
-    source: str = "shipped xc7 calibration"
-    calibration_method: str = "leave-one-out"
-    calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
+    source: str | None = None
+    calibration_method: str | None = None
+    calibration_samples: int | None = None
     #: the GEMM's products two per multiplier (the board's ``pack_multipliers`` core option)
     packed: bool = False
+
+    def __post_init__(self) -> None:
+        fit, source = family_fit(self.family)
+        if self.lut_coef is None:
+            self.lut_coef = np.array(fit.lut, dtype=np.float64)
+        if self.ff_coef is None:
+            self.ff_coef = np.array(fit.ff, dtype=np.float64)
+        if self.calibration_error is None:
+            self.calibration_error = dict(fit.error)
+        if self.source is None:
+            self.source = source
+        if self.calibration_method is None:
+            self.calibration_method = fit.method
+        if self.calibration_samples is None:
+            self.calibration_samples = fit.samples
 
     @classmethod
     def for_board(cls, board: Any) -> ResourceModel:
         """The model for a board (its family and DSP budget), shipped coefficients."""
         b = get_board(board)
-        model = cls(family=b.family, dsp_budget=float(b.budget.dsp),
-                    packed=CoreOptions.from_dict(b.core_options).pack_multipliers)
-        if b.family not in ("xc7", "xcup"):
-            model.source = f"shipped xc7 calibration (not calibrated for {b.family})"
-        return model
+        return cls(family=b.family, dsp_budget=float(b.budget.dsp),
+                   packed=CoreOptions.from_dict(b.core_options).pack_multipliers)
 
     # ------------------------------------------------------------------ estimate
     def bram(self, cfg: Config) -> float:
