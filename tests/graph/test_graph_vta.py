@@ -253,7 +253,7 @@ def test_mixed_int8_ops_bit_exact_and_close_to_float() -> None:
     assert c1.attrs["lo"] == 0 and c1.attrs["hi"] == min(127, round(6 / c1.attrs["out_scale"]))
     expect = {"c0": "Conv", "c1": "QConv", "pad": "QPad", "avg": "QAveragePool", "up": "Resize",
               "cat": "QConcat", "pool": "QMaxPool", "gap": "QGlobalAveragePool",
-              "fc": "QDense", "temp": "Mul", "softmax": "Softmax"}
+              "fc": "QDense", "temp": "Identity", "softmax": "Softmax"}  # temp: a scale change
     assert {k: ops[k] for k in expect} == expect
     ref = run_quantized(m.graph, x)["y"]
     with Executor(m, "fsim", host="numpy") as ex:  # LLVM host kernels: test_graph_host.py
