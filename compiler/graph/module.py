@@ -60,6 +60,7 @@ from . import fuse as fusion_pass
 from .calibration import qdq_ranges, synthetic_samples
 from .errors import InputError, ModelError, ModuleError
 from .host import host_kernel
+from .immediates import immediates, patched, shape_key
 from .int8_executor import run_quantized
 from .ir import Graph, Node, TensorInfo
 from .lowering import (
@@ -499,7 +500,8 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
                   ) -> tuple[dict[str, str], dict[str, str], dict[str, _Built],
                              list[fusion_pass.Fusion]]:
     """Partition: every VTA-capable layer that lowers goes to VTA (recorded programs at
-    scratch offsets, one recording per distinct operator); the others stay on the CPU, with
+    scratch offsets, one recording per layer shape and knobs, the other layers' immediates
+    patched in: :func:`_record_by_shape`); the others stay on the CPU, with
     the reason (layer -> why it does not lower; the module's notes). The default-knob
     searches (but those in ``known``, by knob cache key: :func:`_search_ahead`) and the
     recordings run in the worker processes. With ``fuse``, the residual adds fused into their
@@ -537,7 +539,7 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         nodes[f.node.name] = f.node
     todo = list(dict.fromkeys(w[0] for w in wanted.values()
                               if not isinstance(w, str) and w[0] not in recorded))
-    recorded.update(zip(todo, workers.map(_record, [(w, dict(k), cfg) for w, k in todo])))
+    _record_by_shape(todo, recorded, cfg, workers)
     built: dict[str, _Built] = {}
     for name, w in wanted.items():
         r = w if isinstance(w, str) else recorded[w[0]]
@@ -552,6 +554,38 @@ def _lower_layers(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,
         built[name] = _Built(layer, r, blobs, knobs, source, cycles)
         partition[name] = "vta"
     return partition, notes, built, [f for f, _, _ in fused]
+
+
+def _record_by_shape(todo: Sequence[tuple[Any, tuple]], recorded: dict[tuple, Recorded | str],
+                     cfg: Config, workers: Workers) -> None:
+    """Record the programs of ``todo`` (workload, knob key) into ``recorded``: one per shape
+    and knobs (:func:`~vta.compiler.graph.immediates.shape_key`; a program already in
+    ``recorded`` counts), the others' immediates patched into a copy of it (where a patch is
+    refused, recorded too)."""
+    firsts: dict[tuple, tuple[Any, tuple]] = {}
+    for (w, k), r in recorded.items():
+        sk = shape_key(w)
+        if sk is not None and not isinstance(r, str):
+            firsts.setdefault((sk, k), (w, k))
+    first, rest = [], []
+    for w, k in todo:
+        sk = shape_key(w)
+        if sk is not None and (sk, k) in firsts:
+            rest.append(((w, k), firsts[(sk, k)]))
+            continue
+        if sk is not None:
+            firsts[(sk, k)] = (w, k)
+        first.append((w, k))
+    recorded.update(zip(first, workers.map(_record, [(w, dict(k), cfg) for w, k in first])))
+    again = []
+    for item, src in rest:
+        r = recorded[src]
+        p = None if isinstance(r, str) else patched(r, immediates(src[0]), immediates(item[0]))
+        if p is None:
+            again.append(item)
+        else:
+            recorded[item] = p
+    recorded.update(zip(again, workers.map(_record, [(w, dict(k), cfg) for w, k in again])))
 
 
 def _fusions(qg: Graph, shapes: Mapping[str, tuple[int, ...]], cfg: Config,

@@ -32,19 +32,24 @@ def fits_imm(v: int) -> bool:
     return IMM_MIN <= v <= IMM_MAX
 
 
-def rshift(e: Any, k: int, add: int = 0) -> Any:
-    """``(e + add + 2**(k-1)) >> k`` (``e + add`` for ``k = 0``; ``add`` is one immediate) as
-    ALU operations with every immediate within 16 bits (see the module doc): one ADD when
-    ``add`` and the rounding term fit one immediate."""
+def rshift_steps(k: int, add: int = 0) -> list[tuple[str, int]]:
+    """The ALU steps of :func:`rshift` as ``("add", imm)`` / ``("shr", imm)`` pairs, in order
+    (every immediate within 16 bits; see the module doc)."""
     r = 1 << k >> 1
     if fits_imm(add + r):
-        e = e + (add + r) if add + r else e
-        return e >> k if k > 0 else e
-    e = e + add if add else e
+        return [("add", add + r)] * bool(add + r) + [("shr", k)] * (k > 0)
     j = max(0, k - MAX_ROUND_SHIFT)
-    if j:
-        e = e >> j
-    return (e + (1 << (k - j - 1))) >> (k - j)
+    return [("add", add)] * bool(add) + [("shr", j)] * bool(j) + \
+        [("add", 1 << (k - j - 1)), ("shr", k - j)]
 
 
-__all__ = ["IMM_MIN", "IMM_MAX", "MAX_ROUND_SHIFT", "fits_imm", "rshift"]
+def rshift(e: Any, k: int, add: int = 0) -> Any:
+    """``(e + add + 2**(k-1)) >> k`` (``e + add`` for ``k = 0``; ``add`` is one immediate) as
+    ALU operations with every immediate within 16 bits (:func:`rshift_steps`): one ADD when
+    ``add`` and the rounding term fit one immediate."""
+    for op, v in rshift_steps(k, add):
+        e = e + v if op == "add" else e >> v
+    return e
+
+
+__all__ = ["IMM_MIN", "IMM_MAX", "MAX_ROUND_SHIFT", "fits_imm", "rshift_steps", "rshift"]
