@@ -76,18 +76,11 @@ def patched(r: Recorded, old: list[tuple[str, int]], new: list[tuple[str, int]]
     alu = cfg.layouts.alu
     rows = np.nonzero(cfg.layouts.finish.unpack_columns(words)["opcode"] == AluInsn.opcode)[0]
     cols = alu.unpack_columns(words[rows])
-    rows, imm = rows[cols["use_imm"] == 1], cols["imm"][cols["use_imm"] == 1]
-    if not all(int(v) in table for v in np.unique(imm)):
+    use = cols["use_imm"] == 1
+    if not all(int(v) in table for v in np.unique(cols["imm"][use])):
         return None
-    f = alu["imm"]
-    word, shift, mask = f.offset // 64, f.offset % 64, (1 << f.width) - 1
-    for v in np.unique(imm):
-        b = table[int(v)]
-        if b == v:
-            continue
-        at = rows[imm == v]
-        clear = np.uint64(~(mask << shift) & (2**64 - 1))
-        words[at, word] = (words[at, word] & clear) | np.uint64((b & mask) << shift)
+    cols["imm"][use] = [table[int(v)] for v in cols["imm"][use]]
+    words[rows] = alu.pack_columns(cols, len(rows))
     return Recorded(replace(r.rec, program=words.tobytes()), r.offsets, r.sizes)
 
 
